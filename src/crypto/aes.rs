@@ -1,0 +1,508 @@
+//! AES in ECB, CBC, OFB and CFB-128, one packet at a time, with the chaining state passed in
+//! and handed back.
+//!
+//! A job cut into packets gives exactly the one-shot result when every packet but the last is a
+//! whole number of 16-byte blocks and each packet starts from the [`ChainState`] the previous
+//! one left: for CBC and CFB that state is the last ciphertext block, for OFB the last
+//! keystream block, the same value RustCrypto's `IvState` reports. Only a job's last packet may
+//! end in a partial block (OFB, CFB) or carry PKCS#7 padding (ECB, CBC).
+//!
+//! The expanded key schedule lives in [`AesKey`] and is borrowed by every packet: the modes are
+//! built over `&Aes128` (RustCrypto implements the block-cipher traits for references), so no
+//! schedule is rebuilt or even copied per packet.
+
+use std::fmt;
+
+use aes::{Aes128, Aes192, Aes256};
+use cipher::block_padding::{Padding as _, Pkcs7};
+use cipher::{
+    Array, BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt,
+    BlockSizeUser, InnerIvInit, IvState, KeyInit, StreamCipher, StreamCipherCoreWrapper,
+    consts::U16,
+};
+use zeroize::{Zeroize, ZeroizeOnDrop};
+
+use crate::error::CryptoError;
+use crate::packet::{Algorithm, Cmd, Mode};
+
+/// The AES block size in bytes.
+pub const BLOCK: usize = 16;
+
+type Block = Array<u8, U16>;
+
+/// An AES key with its expanded encryption and decryption schedules.
+///
+/// The schedules are zeroized on drop (RustCrypto's `zeroize` feature); `Debug` shows only the
+/// key size.
+#[derive(Clone)]
+pub struct AesKey(Schedule);
+
+#[derive(Clone)]
+enum Schedule {
+    A128(Aes128),
+    A192(Aes192),
+    A256(Aes256),
+}
+
+impl ZeroizeOnDrop for AesKey {}
+
+impl fmt::Debug for AesKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AesKey")
+            .field("algorithm", &self.algorithm())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AesKey {
+    /// Expands a 16-, 24- or 32-byte key.
+    ///
+    /// # Errors
+    /// [`CryptoError::KeyLength`] for any other length.
+    pub fn new(key: &[u8]) -> Result<Self, CryptoError> {
+        let bad = || CryptoError::KeyLength {
+            algorithm: "AES",
+            got: key.len(),
+            expected: "16, 24 or 32",
+        };
+        let schedule = match key.len() {
+            16 => Schedule::A128(Aes128::new_from_slice(key).map_err(|_| bad())?),
+            24 => Schedule::A192(Aes192::new_from_slice(key).map_err(|_| bad())?),
+            32 => Schedule::A256(Aes256::new_from_slice(key).map_err(|_| bad())?),
+            _ => return Err(bad()),
+        };
+        Ok(AesKey(schedule))
+    }
+
+    /// Which AES this key is for.
+    pub fn algorithm(&self) -> Algorithm {
+        match self.0 {
+            Schedule::A128(_) => Algorithm::Aes128,
+            Schedule::A192(_) => Algorithm::Aes192,
+            Schedule::A256(_) => Algorithm::Aes256,
+        }
+    }
+
+    /// Runs one packet in place and returns the length of its output.
+    ///
+    /// `buf[..len]` holds the packet's input. `state` is the chaining state the previous packet
+    /// of the job left (or the job's IV for its first packet); on return it holds the state for
+    /// the next packet. `last` says whether this is the job's last packet:
+    /// - every packet but the last must be a whole number of blocks;
+    /// - the last packet may end in a partial block in OFB and CFB;
+    /// - with [`Padding::Pkcs7`], the last packet of an encryption is padded in place, so `buf`
+    ///   must have room for [`padded_len`]`(len)` bytes, and the last packet of a decryption
+    ///   is checked and stripped of its padding.
+    ///
+    /// # Errors
+    /// [`CryptoError::NotBlockAligned`], [`CryptoError::NoRoomForPadding`],
+    /// [`CryptoError::BadPadding`], [`CryptoError::PaddingNotApplicable`].
+    pub fn process(
+        &self,
+        op: AesOp,
+        state: &mut ChainState,
+        buf: &mut [u8],
+        len: usize,
+        last: bool,
+    ) -> Result<usize, CryptoError> {
+        match &self.0 {
+            Schedule::A128(c) => run(c, op, state, buf, len, last),
+            Schedule::A192(c) => run(c, op, state, buf, len, last),
+            Schedule::A256(c) => run(c, op, state, buf, len, last),
+        }
+    }
+
+    /// Runs a whole job in one piece: a convenience for callers that need no scheduling, and the
+    /// reference the tests compare packet-by-packet runs against.
+    ///
+    /// # Errors
+    /// As [`AesKey::process`]; also [`CryptoError::IvLength`] for a chained mode without a
+    /// 16-byte IV.
+    pub fn one_shot(&self, op: AesOp, iv: &[u8], data: &[u8]) -> Result<Vec<u8>, CryptoError> {
+        let mut state = ChainState::for_mode(op.mode, iv)?;
+        let mut buf = data.to_vec();
+        if op.pads_on_encrypt() {
+            buf.resize(padded_len(data.len()), 0);
+        }
+        let n = self.process(op, &mut state, &mut buf, data.len(), true)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+}
+
+/// The direction of an AES operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Plaintext to ciphertext.
+    Encrypt,
+    /// Ciphertext to plaintext.
+    Decrypt,
+}
+
+impl Direction {
+    /// The scheduler's command for this direction.
+    pub fn cmd(self) -> Cmd {
+        match self {
+            Direction::Encrypt => Cmd::Encrypt,
+            Direction::Decrypt => Cmd::Decrypt,
+        }
+    }
+}
+
+/// Block padding for ECB and CBC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Padding {
+    /// No padding: the data must be a whole number of blocks.
+    #[default]
+    None,
+    /// PKCS#7: encryption always appends 1 to 16 bytes; decryption checks and strips them.
+    Pkcs7,
+}
+
+/// What to do with a job's data: direction, mode and padding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AesOp {
+    /// Encrypt or decrypt.
+    pub direction: Direction,
+    /// The mode of operation.
+    pub mode: Mode,
+    /// Padding of the final packet (ECB and CBC only).
+    pub padding: Padding,
+}
+
+impl AesOp {
+    /// An operation without padding.
+    pub fn new(direction: Direction, mode: Mode) -> Self {
+        AesOp {
+            direction,
+            mode,
+            padding: Padding::None,
+        }
+    }
+
+    /// The same operation with `padding`.
+    pub fn with_padding(self, padding: Padding) -> Self {
+        AesOp { padding, ..self }
+    }
+
+    /// Whether the last packet of an encryption grows by PKCS#7 padding.
+    pub fn pads_on_encrypt(&self) -> bool {
+        self.padding == Padding::Pkcs7 && self.direction == Direction::Encrypt
+    }
+
+    /// Checks that the operation is well-formed for `len` bytes of job data: padding only for
+    /// ECB and CBC, and whole blocks where the mode needs them.
+    ///
+    /// # Errors
+    /// [`CryptoError::PaddingNotApplicable`] or [`CryptoError::NotBlockAligned`].
+    pub fn check_job_len(&self, len: usize) -> Result<(), CryptoError> {
+        if self.padding == Padding::Pkcs7 && !self.mode.needs_whole_blocks() {
+            return Err(CryptoError::PaddingNotApplicable);
+        }
+        let whole_blocks_needed = self.mode.needs_whole_blocks()
+            && !(self.padding == Padding::Pkcs7 && self.direction == Direction::Encrypt);
+        if whole_blocks_needed && len % BLOCK != 0 {
+            return Err(CryptoError::NotBlockAligned { len });
+        }
+        if self.padding == Padding::Pkcs7 && self.direction == Direction::Decrypt && len == 0 {
+            return Err(CryptoError::BadPadding);
+        }
+        Ok(())
+    }
+}
+
+/// The length of `len` bytes after PKCS#7 padding: the next multiple of 16 strictly above.
+pub fn padded_len(len: usize) -> usize {
+    (len / BLOCK + 1) * BLOCK
+}
+
+/// The chaining state between two packets of a job: the 16-byte IV register of CBC, OFB and CFB
+/// (unused by ECB). Zeroized on drop; `Debug` does not show it, since in OFB it is keystream.
+#[derive(Clone, Default, PartialEq, Eq, Zeroize, ZeroizeOnDrop)]
+pub struct ChainState([u8; BLOCK]);
+
+impl fmt::Debug for ChainState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ChainState(..)")
+    }
+}
+
+impl ChainState {
+    /// The state a job starts from: its IV.
+    ///
+    /// # Errors
+    /// [`CryptoError::IvLength`] unless `iv` is 16 bytes.
+    pub fn from_iv(iv: &[u8]) -> Result<Self, CryptoError> {
+        let bytes: [u8; BLOCK] = iv
+            .try_into()
+            .map_err(|_| CryptoError::IvLength { got: iv.len() })?;
+        Ok(ChainState(bytes))
+    }
+
+    /// The start state for `mode`: the IV for a chained mode; ECB takes no IV and ignores
+    /// whatever is given.
+    ///
+    /// # Errors
+    /// [`CryptoError::IvLength`] for a chained mode without a 16-byte IV.
+    pub fn for_mode(mode: Mode, iv: &[u8]) -> Result<Self, CryptoError> {
+        if mode.takes_iv() {
+            ChainState::from_iv(iv)
+        } else {
+            Ok(ChainState::default())
+        }
+    }
+
+    /// The raw 16 bytes.
+    pub fn as_bytes(&self) -> &[u8; BLOCK] {
+        &self.0
+    }
+}
+
+fn run<C>(
+    cipher: &C,
+    op: AesOp,
+    state: &mut ChainState,
+    buf: &mut [u8],
+    len: usize,
+    last: bool,
+) -> Result<usize, CryptoError>
+where
+    C: BlockCipherEncrypt + BlockCipherDecrypt + BlockSizeUser<BlockSize = U16>,
+{
+    if len > buf.len() {
+        return Err(CryptoError::NoRoomForPadding {
+            got: buf.len(),
+            need: len,
+        });
+    }
+    if op.padding == Padding::Pkcs7 && !op.mode.needs_whole_blocks() {
+        return Err(CryptoError::PaddingNotApplicable);
+    }
+    let partial_allowed = last && !op.mode.needs_whole_blocks();
+    let pad_here = last && op.padding == Padding::Pkcs7;
+
+    // The number of bytes the cipher runs over, after padding an encryption's final packet.
+    let run_len = if pad_here && op.direction == Direction::Encrypt {
+        let need = padded_len(len);
+        if buf.len() < need {
+            return Err(CryptoError::NoRoomForPadding {
+                got: buf.len(),
+                need,
+            });
+        }
+        let tail_start = len - len % BLOCK;
+        Pkcs7::raw_pad(&mut buf[tail_start..need], len - tail_start);
+        need
+    } else {
+        if len % BLOCK != 0 && !partial_allowed {
+            return Err(CryptoError::NotBlockAligned { len });
+        }
+        len
+    };
+
+    let data = &mut buf[..run_len];
+    let iv = Block::from(state.0);
+    match (op.mode, op.direction) {
+        (Mode::Ecb, Direction::Encrypt) => cipher.encrypt_blocks(whole_blocks(data)),
+        (Mode::Ecb, Direction::Decrypt) => cipher.decrypt_blocks(whole_blocks(data)),
+        (Mode::Cbc, Direction::Encrypt) => {
+            let mut m = cbc::Encryptor::<&C>::inner_iv_init(cipher, &iv);
+            m.encrypt_blocks(whole_blocks(data));
+            state.0 = m.iv_state().into();
+        }
+        (Mode::Cbc, Direction::Decrypt) => {
+            let mut m = cbc::Decryptor::<&C>::inner_iv_init(cipher, &iv);
+            m.decrypt_blocks(whole_blocks(data));
+            state.0 = m.iv_state().into();
+        }
+        (Mode::Ofb, _) => {
+            let mut core = ofb::OfbCore::<&C>::inner_iv_init(cipher, &iv);
+            if data.len() % BLOCK == 0 {
+                BlockModeEncrypt::encrypt_blocks(&mut core, whole_blocks(data));
+                state.0 = core.iv_state().into();
+            } else {
+                // Only a job's last packet ends mid-block; nothing follows it.
+                StreamCipherCoreWrapper::from_core(core).apply_keystream(data);
+            }
+        }
+        (Mode::Cfb, Direction::Encrypt) => {
+            let mut m = cfb_mode::Encryptor::<&C>::inner_iv_init(cipher, &iv);
+            if data.len() % BLOCK == 0 {
+                m.encrypt_blocks(whole_blocks(data));
+                state.0 = m.iv_state().into();
+            } else {
+                m.encrypt(data);
+            }
+        }
+        (Mode::Cfb, Direction::Decrypt) => {
+            let mut m = cfb_mode::Decryptor::<&C>::inner_iv_init(cipher, &iv);
+            if data.len() % BLOCK == 0 {
+                m.decrypt_blocks(whole_blocks(data));
+                state.0 = m.iv_state().into();
+            } else {
+                m.decrypt(data);
+            }
+        }
+    }
+
+    if pad_here && op.direction == Direction::Decrypt {
+        if run_len == 0 {
+            return Err(CryptoError::BadPadding);
+        }
+        let unpadded = Pkcs7::raw_unpad(&data[run_len - BLOCK..])
+            .map_err(|_| CryptoError::BadPadding)?
+            .len();
+        return Ok(run_len - BLOCK + unpadded);
+    }
+    Ok(run_len)
+}
+
+/// Views block-aligned bytes as AES blocks (the caller has checked the length).
+fn whole_blocks(data: &mut [u8]) -> &mut [Block] {
+    let (blocks, tail) = Block::slice_as_chunks_mut(data);
+    debug_assert!(tail.is_empty(), "caller checks block alignment");
+    blocks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(direction: Direction, mode: Mode) -> AesOp {
+        AesOp::new(direction, mode)
+    }
+
+    #[test]
+    fn key_lengths() {
+        for (len, alg) in [
+            (16, Algorithm::Aes128),
+            (24, Algorithm::Aes192),
+            (32, Algorithm::Aes256),
+        ] {
+            assert_eq!(AesKey::new(&vec![7; len]).unwrap().algorithm(), alg);
+        }
+        for len in [0, 15, 17, 31, 33, 64] {
+            let err = AesKey::new(&vec![7; len]).unwrap_err();
+            assert!(matches!(err, CryptoError::KeyLength { got, .. } if got == len));
+        }
+    }
+
+    #[test]
+    fn debug_never_shows_key_or_state_bytes() {
+        let key = AesKey::new(&[0xAB; 16]).unwrap();
+        let shown = format!("{key:?}");
+        assert!(!shown.to_lowercase().contains("ab"), "{shown}");
+        assert!(!shown.contains("171"), "{shown}");
+        let state = ChainState::from_iv(&[0xCD; 16]).unwrap();
+        assert_eq!(format!("{state:?}"), "ChainState(..)");
+    }
+
+    #[test]
+    fn middle_packets_must_be_whole_blocks() {
+        let key = AesKey::new(&[1; 16]).unwrap();
+        for mode in Mode::ALL {
+            let mut state = ChainState::from_iv(&[0; 16]).unwrap();
+            let mut buf = [0u8; 20];
+            let err = key
+                .process(
+                    op(Direction::Encrypt, mode),
+                    &mut state,
+                    &mut buf,
+                    20,
+                    false,
+                )
+                .unwrap_err();
+            assert_eq!(err, CryptoError::NotBlockAligned { len: 20 });
+        }
+    }
+
+    #[test]
+    fn ecb_and_cbc_need_whole_blocks_without_padding_even_last() {
+        let key = AesKey::new(&[1; 16]).unwrap();
+        for mode in [Mode::Ecb, Mode::Cbc] {
+            let err = key.one_shot(op(Direction::Encrypt, mode), &[0; 16], &[0; 17]);
+            assert_eq!(err.unwrap_err(), CryptoError::NotBlockAligned { len: 17 });
+        }
+        for mode in [Mode::Ofb, Mode::Cfb] {
+            assert_eq!(
+                key.one_shot(op(Direction::Encrypt, mode), &[0; 16], &[0; 17])
+                    .unwrap()
+                    .len(),
+                17
+            );
+        }
+    }
+
+    #[test]
+    fn padding_round_trips_and_bad_padding_is_an_error() {
+        let key = AesKey::new(&[9; 32]).unwrap();
+        for mode in [Mode::Ecb, Mode::Cbc] {
+            for len in [0, 1, 15, 16, 17, 31, 32, 100] {
+                let msg: Vec<u8> = (0..len as u8).collect();
+                let enc = op(Direction::Encrypt, mode).with_padding(Padding::Pkcs7);
+                let dec = op(Direction::Decrypt, mode).with_padding(Padding::Pkcs7);
+                let ct = key.one_shot(enc, &[3; 16], &msg).unwrap();
+                assert_eq!(ct.len(), padded_len(len));
+                assert_eq!(key.one_shot(dec, &[3; 16], &ct).unwrap(), msg);
+            }
+            // Ciphertext of a block whose plaintext ends in 0x00 is not validly padded.
+            let ct = key
+                .one_shot(op(Direction::Encrypt, mode), &[3; 16], &[0; 16])
+                .unwrap();
+            let dec = op(Direction::Decrypt, mode).with_padding(Padding::Pkcs7);
+            assert_eq!(
+                key.one_shot(dec, &[3; 16], &ct).unwrap_err(),
+                CryptoError::BadPadding
+            );
+            assert_eq!(
+                key.one_shot(dec, &[3; 16], &[]).unwrap_err(),
+                CryptoError::BadPadding
+            );
+        }
+    }
+
+    #[test]
+    fn padding_is_refused_for_stream_modes() {
+        let key = AesKey::new(&[9; 16]).unwrap();
+        for mode in [Mode::Ofb, Mode::Cfb] {
+            let o = op(Direction::Encrypt, mode).with_padding(Padding::Pkcs7);
+            assert_eq!(
+                key.one_shot(o, &[0; 16], &[1; 16]).unwrap_err(),
+                CryptoError::PaddingNotApplicable
+            );
+            assert_eq!(
+                o.check_job_len(16).unwrap_err(),
+                CryptoError::PaddingNotApplicable
+            );
+        }
+    }
+
+    #[test]
+    fn padded_encryption_needs_room() {
+        let key = AesKey::new(&[9; 16]).unwrap();
+        let mut state = ChainState::from_iv(&[0; 16]).unwrap();
+        let mut buf = [0u8; 16];
+        let o = op(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+        assert_eq!(
+            key.process(o, &mut state, &mut buf, 16, true).unwrap_err(),
+            CryptoError::NoRoomForPadding { got: 16, need: 32 }
+        );
+    }
+
+    #[test]
+    fn iv_must_be_sixteen_bytes_for_chained_modes() {
+        let key = AesKey::new(&[9; 16]).unwrap();
+        for mode in [Mode::Cbc, Mode::Ofb, Mode::Cfb] {
+            assert_eq!(
+                key.one_shot(op(Direction::Encrypt, mode), &[0; 8], &[0; 16])
+                    .unwrap_err(),
+                CryptoError::IvLength { got: 8 }
+            );
+        }
+        // ECB takes no IV: whatever is given is ignored.
+        assert!(
+            key.one_shot(op(Direction::Encrypt, Mode::Ecb), &[], &[0; 16])
+                .is_ok()
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! The work a node does: AES in four modes with the chaining state passed in and out, and
+//! Ed25519 signing and verification. All primitives are RustCrypto's and `ed25519-dalek`'s;
+//! this module only cuts jobs into packets correctly and keeps keys safe.
+//!
+//! Nothing here knows about scheduling: a node takes a packet, the key, and the chaining state
+//! its predecessor left, and hands back the output and the new state.
+
+mod aes;
+mod ed25519;
+
+pub use self::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, Padding, padded_len};
+pub use self::ed25519::{KEY_LEN, SIGNATURE_LEN, SigningKey, VerifyingKey};

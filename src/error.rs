@@ -1,0 +1,171 @@
+//! The error types. Each operation has its own enum, so a caller matches only what can happen;
+//! errors that refuse a packet hand the packet back (as crossbeam's `TrySendError` does), so
+//! nothing is lost to backpressure.
+
+use thiserror::Error;
+
+use crate::packet::{ClusterId, NodeId, Packet, TaskId};
+
+/// A name that does not parse: a policy, a mode, a command.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown {what} {got:?}; expected one of: {expected}")]
+pub struct ParseError {
+    what: &'static str,
+    got: String,
+    expected: String,
+}
+
+impl ParseError {
+    /// A parse error for `what` (e.g. "policy"), the text given, and the accepted names.
+    pub fn new(what: &'static str, got: &str, expected: impl Into<String>) -> Self {
+        ParseError {
+            what,
+            got: got.to_owned(),
+            expected: expected.into(),
+        }
+    }
+
+    /// What kind of name failed to parse ("policy", "mode", ...).
+    pub fn what(&self) -> &'static str {
+        self.what
+    }
+}
+
+/// What can go wrong running a packet through a cipher or a signature scheme.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CryptoError {
+    /// An AES key must be 16, 24 or 32 bytes; an Ed25519 key 32 bytes.
+    #[error("invalid key length {got} bytes for {algorithm}; expected {expected}")]
+    KeyLength {
+        /// The algorithm the key was meant for.
+        algorithm: &'static str,
+        /// The length given.
+        got: usize,
+        /// The accepted lengths.
+        expected: &'static str,
+    },
+    /// The 32 bytes are not a valid Ed25519 public key (not a point on the curve).
+    #[error("the bytes are not a valid Ed25519 verifying key")]
+    InvalidVerifyingKey,
+    /// The IV must be 16 bytes for CBC, OFB and CFB.
+    #[error("invalid IV length {got} bytes; expected 16")]
+    IvLength {
+        /// The length given.
+        got: usize,
+    },
+    /// ECB and CBC without padding, and every packet but a job's last, need whole 16-byte blocks.
+    #[error("data length {len} is not a multiple of the 16-byte AES block")]
+    NotBlockAligned {
+        /// The length given.
+        len: usize,
+    },
+    /// The buffer given for a padded final packet has no room for the padding.
+    #[error("buffer of {got} bytes cannot hold the padded message of {need} bytes")]
+    NoRoomForPadding {
+        /// The buffer length.
+        got: usize,
+        /// The padded length needed.
+        need: usize,
+    },
+    /// PKCS#7 padding was requested on decryption and the final block does not carry it.
+    #[error("bad PKCS#7 padding on decryption")]
+    BadPadding,
+    /// Padding applies only to ECB and CBC.
+    #[error("padding is only defined for ECB and CBC")]
+    PaddingNotApplicable,
+    /// An Ed25519 signature is 64 bytes.
+    #[error("invalid signature length {got} bytes; expected 64")]
+    SignatureLength {
+        /// The length given.
+        got: usize,
+    },
+}
+
+/// A configuration the scheduler core (or a policy) refuses.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ConfigError {
+    /// There are no clusters at all.
+    #[error("the scheduler needs at least one cluster")]
+    NoClusters,
+    /// A cluster with no nodes could never serve a packet.
+    #[error("{0} has no nodes")]
+    EmptyCluster(ClusterId),
+    /// A node's queue capacity must hold at least one packet of the largest size.
+    #[error("{node} has capacity {capacity} bytes, smaller than one packet of {packet} bytes")]
+    CapacityTooSmall {
+        /// The node.
+        node: NodeId,
+        /// Its capacity in bytes.
+        capacity: u64,
+        /// The packet size it must hold.
+        packet: u64,
+    },
+    /// A cluster queue of zero packets could never accept one.
+    #[error("{0} has a queue of zero packets")]
+    ZeroClusterQueue(ClusterId),
+    /// Unit times must be finite and positive.
+    #[error("{node} has an invalid unit time {value} (must be finite and > 0)")]
+    BadUnitTime {
+        /// The node.
+        node: NodeId,
+        /// The value given.
+        value: f64,
+    },
+    /// α and β of the paper's weight must lie in [0, 1] and not both be zero.
+    #[error("alpha = {alpha} and beta = {beta}: each must lie in [0, 1], and not both be 0")]
+    BadWeights {
+        /// The speed coefficient.
+        alpha: f64,
+        /// The remaining-capacity coefficient.
+        beta: f64,
+    },
+    /// A policy parameter is out of range.
+    #[error("policy {policy}: {message}")]
+    BadPolicyParameter {
+        /// The policy name.
+        policy: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A policy name (or parameter list) that does not parse.
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+}
+
+/// Why the scheduler core refused a packet; the packet comes back with the reason.
+#[derive(Debug, Error)]
+pub enum ArriveError<D> {
+    /// The packet's cluster queue and the wait queue are full: try again after a completion.
+    #[error("cluster queue and wait queue are full")]
+    Full(Packet<D>),
+    /// The packet names a cluster the scheduler does not have.
+    #[error("no such cluster")]
+    UnknownCluster(Packet<D>),
+    /// The packet is larger than every node of its cluster can ever hold.
+    #[error("packet larger than any node's capacity")]
+    TooLarge(Packet<D>),
+}
+
+impl<D> ArriveError<D> {
+    /// The packet that was refused.
+    pub fn into_packet(self) -> Packet<D> {
+        match self {
+            ArriveError::Full(p) | ArriveError::UnknownCluster(p) | ArriveError::TooLarge(p) => p,
+        }
+    }
+}
+
+/// A call into the scheduler core that does not match its state (a driver bug, reported rather
+/// than panicking).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SchedError {
+    /// No such node.
+    #[error("{0} does not exist")]
+    UnknownNode(NodeId),
+    /// `complete` was called for a node that has nothing queued.
+    #[error("{0} has no packet in service")]
+    NodeIdle(NodeId),
+    /// The task is not known to the core.
+    #[error("{0} is not known to the scheduler")]
+    UnknownTask(TaskId),
+}

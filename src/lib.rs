@@ -1,0 +1,80 @@
+//! cryptodispatch: software crypto offload on multicore CPUs.
+//!
+//! Applications hand it jobs — AES encryption and decryption in ECB, CBC, OFB and CFB-128,
+//! Ed25519 signing and verification — cut into packets that arrive interleaved. Nodes (in the
+//! runtime, worker threads pinned to cores) act as heterogeneous "IP cores", grouped by
+//! algorithm into clusters. A two-level scheduler (Journal on Communications 2018, 39(6); see
+//! `PAPER.md` in the design documents) routes each packet to its cluster, then to the node with
+//! the best weight of speed and free capacity, and keeps the packets of a chained job on one
+//! node while a predecessor is in flight.
+//!
+//! # The scheduler core, driven by hand
+//!
+//! The core is a pure state machine: packets arrive, nodes complete, and it says which packet
+//! goes to which node. Here three CBC packets of one job and one ECB packet of another go to a
+//! cluster of a fast node and a slow one:
+//!
+//! ```
+//! use cryptodispatch::packet::{ClusterId, Cmd, Len, Mode, NodeId, Packet, TaskId, UnitTimes};
+//! use cryptodispatch::sched::{Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler};
+//!
+//! let node = |unit| NodeConfig { unit_times: UnitTimes::uniform(unit), capacity: 4096 };
+//! let config = SchedConfig {
+//!     clusters: vec![ClusterConfig { nodes: vec![node(10.0), node(30.0)], queue_len: 16, max_packet: 1024 }],
+//!     wait_queue_len: 16,
+//!     affinity: Affinity::Strict,
+//!     unit_len: 1024,
+//! };
+//! let mut core = Scheduler::new(config, &"paper".parse::<PolicySpec>()?)?;
+//!
+//! let cbc = |seq, last| Packet::new(TaskId(1), Cmd::Encrypt, ClusterId(0), Some(Mode::Cbc), seq, last, Len(1024));
+//! core.arrive(cbc(0, false))?;
+//! core.arrive(Packet::new(TaskId(2), Cmd::Encrypt, ClusterId(0), Some(Mode::Ecb), 0, true, Len(1024)))?;
+//! core.arrive(cbc(1, false))?;
+//!
+//! let placed: Vec<(u64, u32)> = core.dispatches().map(|d| (d.packet.meta.task.0, d.node.0)).collect();
+//! // Job 1 starts on the fast node; job 2 goes to the emptier node; job 1's second packet
+//! // follows its first (strategy 2), whatever the weights say.
+//! assert_eq!(placed, vec![(1, 0), (2, 1), (1, 0)]);
+//! assert_eq!(core.bound_node(ClusterId(0), TaskId(1)), Some(NodeId(0)));
+//!
+//! core.complete(NodeId(0))?; // the fast node finished job 1's first packet
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # The work of a node
+//!
+//! [`crypto`] runs one packet at a time and hands back the chaining state, so a job run packet
+//! by packet — on any nodes — equals the one-shot result:
+//!
+//! ```
+//! use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction};
+//! use cryptodispatch::packet::Mode;
+//!
+//! let key = AesKey::new(&[0x11; 16])?;
+//! let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+//! let data = [0x42u8; 64];
+//! let whole = key.one_shot(op, &[0x24; 16], &data)?;
+//!
+//! let mut state = ChainState::from_iv(&[0x24; 16])?;
+//! let mut out = Vec::new();
+//! for (i, chunk) in data.chunks(32).enumerate() {
+//!     let mut buf = chunk.to_vec();
+//!     let n = key.process(op, &mut state, &mut buf, chunk.len(), i == 1)?;
+//!     out.extend_from_slice(&buf[..n]);
+//! }
+//! assert_eq!(out, whole);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Layout
+//! - [`packet`]: jobs, packets, commands, modes, algorithms;
+//! - [`crypto`]: the work a node does;
+//! - [`sched`]: the scheduler core and its policies;
+//! - [`error`]: the error types.
+#![deny(missing_docs)]
+
+pub mod crypto;
+pub mod error;
+pub mod packet;
+pub mod sched;

@@ -1,0 +1,370 @@
+//! The data model of PAPER.md §2: jobs, packets, and what a packet asks a node to do.
+//!
+//! A *job* (`TaskId`) is cut into *packets*; a packet names its job, the command, the cluster
+//! (the paper's `cyp = cluster_id`: software picks only the cluster, the balancer picks the
+//! node), the AES mode, its sequence number within the job, whether it is the job's last packet,
+//! and its data. The scheduler core never looks inside the data: it is generic over a
+//! [`Payload`] that only has to say how many bytes it is, so the runtime schedules real buffers
+//! and the simulator schedules bare lengths with the same code.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::ParseError;
+
+/// Identifies a job (the paper's `task` / `itask`); all packets of one job carry the same id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskId(pub u64);
+
+/// Identifies a cluster: the nodes that implement the same algorithm (the paper's `cyp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterId(pub u32);
+
+/// Identifies a node (an "IP core"; in the runtime, a pinned worker thread).
+///
+/// Node ids are global: cluster 0's nodes come first, then cluster 1's, and so on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    /// The id as an index into a slice of all nodes.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl ClusterId {
+    /// The id as an index into a slice of all clusters.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "task {}", self.0)
+    }
+}
+
+impl fmt::Display for ClusterId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cluster {}", self.0)
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {}", self.0)
+    }
+}
+
+/// What a packet asks of a node (the paper's `cmd`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Cmd {
+    /// AES encryption.
+    Encrypt,
+    /// AES decryption.
+    Decrypt,
+    /// Ed25519 signing.
+    Sign,
+    /// Ed25519 verification.
+    Verify,
+}
+
+impl Cmd {
+    /// Every command, in the order of the status table's unit-time columns.
+    pub const ALL: [Cmd; 4] = [Cmd::Encrypt, Cmd::Decrypt, Cmd::Sign, Cmd::Verify];
+
+    /// The column of this command in a per-command table such as [`UnitTimes`].
+    pub fn index(self) -> usize {
+        match self {
+            Cmd::Encrypt => 0,
+            Cmd::Decrypt => 1,
+            Cmd::Sign => 2,
+            Cmd::Verify => 3,
+        }
+    }
+
+    /// The short name used in traces and on the command line (`enc`, `dec`, `sign`, `verify`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cmd::Encrypt => "enc",
+            Cmd::Decrypt => "dec",
+            Cmd::Sign => "sign",
+            Cmd::Verify => "verify",
+        }
+    }
+}
+
+impl fmt::Display for Cmd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Cmd {
+    type Err = ParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "enc" | "encrypt" => Ok(Cmd::Encrypt),
+            "dec" | "decrypt" => Ok(Cmd::Decrypt),
+            "sign" => Ok(Cmd::Sign),
+            "verify" => Ok(Cmd::Verify),
+            _ => Err(ParseError::new("command", s, "enc, dec, sign, verify")),
+        }
+    }
+}
+
+/// An AES mode of operation. `Cfb` is CFB-128 (full-block feedback).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    /// Electronic codebook: every block on its own; packets are independent.
+    Ecb,
+    /// Cipher block chaining: dependent.
+    Cbc,
+    /// Output feedback: dependent; a partial final block is allowed.
+    Ofb,
+    /// Cipher feedback with 128-bit segments: dependent; a partial final block is allowed.
+    Cfb,
+}
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 4] = [Mode::Ecb, Mode::Cbc, Mode::Ofb, Mode::Cfb];
+
+    /// Whether a packet of this mode needs the chaining state its predecessor leaves
+    /// (PAPER.md §2: CBC, OFB and CFB chains are dependent; ECB is not).
+    pub fn is_chained(self) -> bool {
+        !matches!(self, Mode::Ecb)
+    }
+
+    /// Whether the mode works on whole blocks only, so that the final block must be padded
+    /// (or the data be a multiple of 16 bytes). OFB and CFB act as stream modes.
+    pub fn needs_whole_blocks(self) -> bool {
+        matches!(self, Mode::Ecb | Mode::Cbc)
+    }
+
+    /// Whether the mode takes an IV.
+    pub fn takes_iv(self) -> bool {
+        self.is_chained()
+    }
+
+    /// The lowercase name (`ecb`, `cbc`, `ofb`, `cfb`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Ecb => "ecb",
+            Mode::Cbc => "cbc",
+            Mode::Ofb => "ofb",
+            Mode::Cfb => "cfb",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = ParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "ecb" => Ok(Mode::Ecb),
+            "cbc" => Ok(Mode::Cbc),
+            "ofb" => Ok(Mode::Ofb),
+            "cfb" | "cfb128" => Ok(Mode::Cfb),
+            _ => Err(ParseError::new("mode", s, "ecb, cbc, ofb, cfb")),
+        }
+    }
+}
+
+/// The algorithm a key belongs to and a cluster implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Algorithm {
+    /// AES with a 128-bit key.
+    Aes128,
+    /// AES with a 192-bit key.
+    Aes192,
+    /// AES with a 256-bit key.
+    Aes256,
+    /// Ed25519 signatures.
+    Ed25519,
+}
+
+impl Algorithm {
+    /// Whether this is one of the AES key sizes.
+    pub fn is_aes(self) -> bool {
+        !matches!(self, Algorithm::Ed25519)
+    }
+
+    /// The AES algorithm for a key of `len` bytes, if 16, 24 or 32.
+    pub fn aes_for_key_len(len: usize) -> Option<Algorithm> {
+        match len {
+            16 => Some(Algorithm::Aes128),
+            24 => Some(Algorithm::Aes192),
+            32 => Some(Algorithm::Aes256),
+            _ => None,
+        }
+    }
+
+    /// The name (`aes-128`, `aes-192`, `aes-256`, `ed25519`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::Aes128 => "aes-128",
+            Algorithm::Aes192 => "aes-192",
+            Algorithm::Aes256 => "aes-256",
+            Algorithm::Ed25519 => "ed25519",
+        }
+    }
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A per-command table of unit times: the time a node takes for one unit-length packet of each
+/// [`Cmd`] (the paper's t_i = (t_i1 … t_i4)). The unit is the driver's: virtual time units in
+/// the simulator, nanoseconds per unit length in the runtime. Only ratios between nodes matter
+/// to most policies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UnitTimes(pub [f64; 4]);
+
+impl UnitTimes {
+    /// The same unit time for every command.
+    pub fn uniform(t: f64) -> Self {
+        UnitTimes([t; 4])
+    }
+
+    /// The unit time for `cmd`.
+    pub fn get(&self, cmd: Cmd) -> f64 {
+        self.0[cmd.index()]
+    }
+
+    /// Sets the unit time for `cmd`.
+    pub fn set(&mut self, cmd: Cmd, t: f64) {
+        self.0[cmd.index()] = t;
+    }
+}
+
+/// The data a packet carries, as far as the scheduler needs to know: its length in bytes.
+pub trait Payload {
+    /// Length in bytes, the unit of node capacity.
+    fn byte_len(&self) -> u64;
+}
+
+impl Payload for Vec<u8> {
+    fn byte_len(&self) -> u64 {
+        self.len() as u64
+    }
+}
+
+/// A payload that is only a length: what the simulator schedules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Len(pub u64);
+
+impl Payload for Len {
+    fn byte_len(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Everything about a packet except its data: what the balancer and the policies see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacketMeta {
+    /// The job this packet belongs to.
+    pub task: TaskId,
+    /// What the node must do.
+    pub cmd: Cmd,
+    /// The cluster that serves it.
+    pub cluster: ClusterId,
+    /// The AES mode, or `None` for Ed25519.
+    pub mode: Option<Mode>,
+    /// Sequence number within the job, from 0.
+    pub seq: u32,
+    /// Whether this is the job's last packet.
+    pub last: bool,
+    /// Length in bytes (the payload's [`Payload::byte_len`]).
+    pub len: u64,
+}
+
+impl PacketMeta {
+    /// Whether the packet needs its predecessor's chaining state (PAPER.md §2: CBC, OFB and CFB
+    /// jobs are dependent; ECB, sign and verify are not).
+    pub fn is_dependent(&self) -> bool {
+        self.mode.is_some_and(Mode::is_chained)
+    }
+}
+
+/// A packet: the scheduling header and the data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packet<D> {
+    /// The header the scheduler reads.
+    pub meta: PacketMeta,
+    /// The data; opaque to the scheduler.
+    pub data: D,
+}
+
+impl<D: Payload> Packet<D> {
+    /// Builds a packet; the header's `len` is taken from the data.
+    pub fn new(
+        task: TaskId,
+        cmd: Cmd,
+        cluster: ClusterId,
+        mode: Option<Mode>,
+        seq: u32,
+        last: bool,
+        data: D,
+    ) -> Self {
+        let meta = PacketMeta {
+            task,
+            cmd,
+            cluster,
+            mode,
+            seq,
+            last,
+            len: data.byte_len(),
+        };
+        Packet { meta, data }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependence_follows_the_paper() {
+        let meta = |mode| PacketMeta {
+            task: TaskId(1),
+            cmd: Cmd::Encrypt,
+            cluster: ClusterId(0),
+            mode,
+            seq: 0,
+            last: true,
+            len: 16,
+        };
+        assert!(meta(Some(Mode::Cbc)).is_dependent());
+        assert!(meta(Some(Mode::Ofb)).is_dependent());
+        assert!(meta(Some(Mode::Cfb)).is_dependent());
+        assert!(!meta(Some(Mode::Ecb)).is_dependent());
+        assert!(!meta(None).is_dependent());
+    }
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_errors() {
+        for cmd in Cmd::ALL {
+            assert_eq!(cmd.as_str().parse::<Cmd>().unwrap(), cmd);
+        }
+        for mode in Mode::ALL {
+            assert_eq!(mode.as_str().parse::<Mode>().unwrap(), mode);
+        }
+        let err = "xts".parse::<Mode>().unwrap_err();
+        assert!(err.to_string().contains("xts"), "{err}");
+        assert!("hash".parse::<Cmd>().is_err());
+    }
+}

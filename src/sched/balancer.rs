@@ -1,0 +1,181 @@
+//! Level 2 (PAPER.md §3 part 4, §6–§8): the balancer of one cluster, with its choose list.
+//!
+//! The balancer scans its cluster queue from the front and places what it can:
+//! 1. A packet of a job in the choose list goes to the job's bound node if that node has room
+//!    (strategy 2); otherwise it waits.
+//! 2. Any other packet is offered to the policy, which picks among the nodes with room
+//!    (strategy 1). A dependent packet's job is then bound to the chosen node; under a pinning
+//!    policy (the HHS-ACDID baseline) every job is.
+//! 3. A packet that cannot be placed waits in the queue, and so do the later packets of its job
+//!    (packets of one job never reorder). It does not block anything else: packets of other
+//!    jobs bound to nodes with room go ahead. Later unbound packets wait behind the first
+//!    unbound packet that found no node, so unbound packets keep their arrival order and a large
+//!    packet is not starved by small ones.
+//!
+//! A binding is removed when the job's last packet completes. With [`Affinity::InFlight`] a
+//! dependent job's binding is also removed as soon as none of its packets is queued on or being
+//! served by its node; the job's chaining state is then in the intermediate state store, and
+//! the next packet may go wherever the policy says.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
+
+use crate::packet::{NodeId, Packet, PacketMeta, Payload, TaskId};
+use crate::sched::policy::Policy;
+use crate::sched::status::{ClusterView, NodeStatus};
+use crate::sched::{Affinity, Dispatch};
+
+#[derive(Debug, Clone, Copy)]
+struct Binding {
+    node: usize,
+    in_flight: u32,
+    ended: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct Balancer {
+    first: usize,
+    policy: Box<dyn Policy>,
+    affinity: Affinity,
+    choose: HashMap<TaskId, Binding>,
+    blocked: Vec<TaskId>,
+}
+
+/// The slices of the scheduler's node tables that belong to one cluster.
+pub(crate) struct ClusterNodes<'a> {
+    pub(crate) status: &'a mut [NodeStatus],
+    pub(crate) queues: &'a mut [VecDeque<PacketMeta>],
+}
+
+impl Balancer {
+    pub(crate) fn new(first: usize, policy: Box<dyn Policy>, affinity: Affinity) -> Self {
+        Balancer {
+            first,
+            policy,
+            affinity,
+            choose: HashMap::new(),
+            blocked: Vec::new(),
+        }
+    }
+
+    pub(crate) fn policy(&self) -> &dyn Policy {
+        self.policy.as_ref()
+    }
+
+    pub(crate) fn choose_list_len(&self) -> usize {
+        self.choose.len()
+    }
+
+    pub(crate) fn bound_node(&self, task: TaskId) -> Option<usize> {
+        self.choose.get(&task).map(|b| b.node)
+    }
+
+    /// Places what it can from `queue`; returns how many packets it placed.
+    pub(crate) fn pump<D: Payload>(
+        &mut self,
+        queue: &mut VecDeque<Packet<D>>,
+        nodes: ClusterNodes<'_>,
+        out: &mut VecDeque<Dispatch<D>>,
+    ) -> usize {
+        let ClusterNodes { status, queues } = nodes;
+        let pins = self.policy.pins_jobs();
+        self.blocked.clear();
+        let mut unbound_stuck = false;
+        let mut placed = 0;
+        let mut i = 0;
+        while i < queue.len() {
+            let meta = queue[i].meta;
+            if self.blocked.contains(&meta.task) {
+                i += 1;
+                continue;
+            }
+            let target = match self.choose.get(&meta.task) {
+                Some(b) => Some(b.node),
+                None if unbound_stuck => None,
+                None => {
+                    let choice = self.policy.select(&ClusterView::new(status), &meta);
+                    let valid = choice.filter(|&n| {
+                        n < status.len()
+                            && if pins {
+                                status[n].can_ever_hold(meta.len)
+                            } else {
+                                status[n].has_room(meta.len)
+                            }
+                    });
+                    match valid {
+                        Some(n) => {
+                            if pins || meta.is_dependent() {
+                                self.choose.insert(
+                                    meta.task,
+                                    Binding {
+                                        node: n,
+                                        in_flight: 0,
+                                        ended: false,
+                                    },
+                                );
+                            }
+                            Some(n)
+                        }
+                        None => {
+                            unbound_stuck = true;
+                            None
+                        }
+                    }
+                }
+            };
+            match target {
+                Some(n) if status[n].has_room(meta.len) => {
+                    let Some(packet) = queue.remove(i) else {
+                        break;
+                    };
+                    status[n].enqueue(&meta);
+                    queues[n].push_back(meta);
+                    if let Some(b) = self.choose.get_mut(&meta.task) {
+                        b.in_flight += 1;
+                    }
+                    self.policy.on_dispatch(&ClusterView::new(status), n, &meta);
+                    out.push_back(Dispatch {
+                        node: NodeId((self.first + n) as u32),
+                        packet,
+                    });
+                    placed += 1;
+                }
+                _ => {
+                    self.blocked.push(meta.task);
+                    i += 1;
+                }
+            }
+        }
+        placed
+    }
+
+    /// Records that node `local` (an index within the cluster) completed `meta`.
+    pub(crate) fn complete(&mut self, local: usize, meta: &PacketMeta, status: &mut [NodeStatus]) {
+        status[local].dequeue(meta);
+        let keep_until_last = self.policy.pins_jobs() || self.affinity == Affinity::Strict;
+        if let Entry::Occupied(mut e) = self.choose.entry(meta.task) {
+            let b = e.get_mut();
+            if b.node == local {
+                b.in_flight -= 1;
+                let idle = b.in_flight == 0;
+                if meta.last || (idle && (b.ended || !keep_until_last)) {
+                    e.remove();
+                }
+            }
+        }
+        self.policy
+            .on_complete(&ClusterView::new(status), local, meta);
+    }
+
+    /// The job will send no more packets (it was abandoned before its last packet): its binding
+    /// goes as soon as nothing of it is in flight.
+    pub(crate) fn end_task(&mut self, task: TaskId) {
+        if let Entry::Occupied(mut e) = self.choose.entry(task) {
+            if e.get().in_flight == 0 {
+                e.remove();
+            } else {
+                e.get_mut().ended = true;
+            }
+        }
+    }
+}

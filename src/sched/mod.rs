@@ -1,0 +1,388 @@
+//! The scheduler core: PAPER.md §3's seven parts as a state machine with no threads, no clock
+//! and no I/O.
+//!
+//! # Design note
+//!
+//! Two inputs drive it: [`Scheduler::arrive`] (a packet came in) and [`Scheduler::complete`]
+//! (node X finished the packet at the head of its queue). After either, the core has moved every
+//! packet it can, and [`Scheduler::next_dispatch`] hands out the placements, in the order they
+//! were made: "packet P goes to node N now". The threaded runtime and the discrete-event
+//! simulator both drive this one type, so what the simulator predicts is what the service does.
+//!
+//! The parts, and where they live:
+//! 1. the job receive queue is the driver's: packets are offered in arrival order;
+//! 2. the router, 3. the cluster queues and 7. the wait queue: [`router`](self::router);
+//! 4. the balancer with its choose list: [`balancer`](self::balancer);
+//! 5. the node queues: the core records what it placed on each node, in order, so that its
+//!    status table ([`NodeStatus`]) is exact and `complete` knows what finished; the packets
+//!    themselves travel with the [`Dispatch`] to the driver's node;
+//! 6. the intermediate state store is the runtime's (the core only decides where packets go).
+//!
+//! # Backpressure
+//!
+//! A packet is accepted when its cluster queue has room (and none of that cluster's packets is
+//! parked), or else when the wait queue has room. When both are full — every node is full, so
+//! the cluster queue cannot drain, and the wait queue is full too — `arrive` returns
+//! [`ArriveError::Full`] with the packet: the core never drops or duplicates a packet, and the
+//! caller keeps it and offers it again after a `complete`. Offering packets of one job in order,
+//! and re-offering a refused packet before any later packet of its cluster, keeps every job's
+//! order.
+//!
+//! # Affinity
+//!
+//! The paper binds a dependent job to its node from its first packet until its last packet
+//! completes ([`Affinity::Strict`]). [`Affinity::InFlight`] binds it only while one of its
+//! packets is queued on or served by the node: between bursts the chaining state waits in the
+//! state store and the job may move to a better node. This goes beyond the paper.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use crate::error::{ArriveError, ConfigError, SchedError};
+use crate::packet::{ClusterId, Cmd, NodeId, Packet, PacketMeta, Payload, TaskId, UnitTimes};
+
+mod balancer;
+pub mod policy;
+mod router;
+mod status;
+
+pub use policy::{HhsAcdid, Paper, Policy, PolicySpec};
+pub use status::{ClusterView, NodeStatus};
+
+use balancer::{Balancer, ClusterNodes};
+use router::Router;
+
+/// How long a dependent job stays bound to its node (strategy 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Affinity {
+    /// The paper's rule: from the job's first placement until its last packet completes.
+    #[default]
+    Strict,
+    /// Only while one of the job's packets is on the node; the job may move between bursts.
+    InFlight,
+}
+
+/// One node: how fast it is and how much its queue holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeConfig {
+    /// Time per unit-length packet, per command.
+    pub unit_times: UnitTimes,
+    /// Queue capacity in bytes (the packet in service included).
+    pub capacity: u64,
+}
+
+/// One cluster: its nodes and its queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
+    /// The nodes, at least one.
+    pub nodes: Vec<NodeConfig>,
+    /// Cluster queue length, in packets (at least 1).
+    pub queue_len: usize,
+    /// The largest packet the cluster must accept; every node's capacity must hold it.
+    pub max_packet: u64,
+}
+
+/// The whole core's configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedConfig {
+    /// The clusters, by [`ClusterId`] order.
+    pub clusters: Vec<ClusterConfig>,
+    /// Wait queue length in packets, shared by all clusters (0: no wait queue).
+    pub wait_queue_len: usize,
+    /// How long dependent jobs stay bound.
+    pub affinity: Affinity,
+    /// The packet length a unit time refers to (service time = unit time × len / unit_len).
+    pub unit_len: u64,
+}
+
+/// A placement: `packet` goes to `node` now.
+#[derive(Debug)]
+pub struct Dispatch<D> {
+    /// The node chosen.
+    pub node: NodeId,
+    /// The packet, with its data.
+    pub packet: Packet<D>,
+}
+
+/// The scheduler core. See the module docs.
+#[derive(Debug)]
+pub struct Scheduler<D> {
+    router: Router<D>,
+    balancers: Vec<Balancer>,
+    cluster_nodes: Vec<Range<usize>>,
+    node_cluster: Vec<ClusterId>,
+    status: Vec<NodeStatus>,
+    node_queues: Vec<VecDeque<PacketMeta>>,
+    out: VecDeque<Dispatch<D>>,
+}
+
+impl<D: Payload> Scheduler<D> {
+    /// A core whose clusters each run a fresh instance of `policy`.
+    ///
+    /// # Errors
+    /// As [`Scheduler::with_policies`], and [`ConfigError::BadWeights`] for a bad `policy`.
+    pub fn new(config: SchedConfig, policy: &PolicySpec) -> Result<Self, ConfigError> {
+        let policies = config
+            .clusters
+            .iter()
+            .map(|_| policy.build())
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::from_parts(config, policies)
+    }
+
+    /// A core whose cluster `c` runs `make_policy(c)` (for user-defined policies).
+    ///
+    /// # Errors
+    /// [`ConfigError`] for no clusters, a cluster without nodes or with a zero-length queue, a
+    /// node capacity below the cluster's largest packet, or a unit time that is not finite and
+    /// positive.
+    pub fn with_policies(
+        config: SchedConfig,
+        make_policy: impl FnMut(ClusterId) -> Box<dyn Policy>,
+    ) -> Result<Self, ConfigError> {
+        let policies = (0..config.clusters.len() as u32)
+            .map(ClusterId)
+            .map(make_policy)
+            .collect();
+        Self::from_parts(config, policies)
+    }
+
+    fn from_parts(
+        config: SchedConfig,
+        policies: Vec<Box<dyn Policy>>,
+    ) -> Result<Self, ConfigError> {
+        if config.clusters.is_empty() {
+            return Err(ConfigError::NoClusters);
+        }
+        let unit_len = config.unit_len.max(1);
+        let mut balancers = Vec::new();
+        let mut cluster_nodes = Vec::new();
+        let mut node_cluster = Vec::new();
+        let mut status = Vec::new();
+        for (c, cluster) in config.clusters.iter().enumerate() {
+            let id = ClusterId(c as u32);
+            if cluster.nodes.is_empty() {
+                return Err(ConfigError::EmptyCluster(id));
+            }
+            if cluster.queue_len == 0 {
+                return Err(ConfigError::ZeroClusterQueue(id));
+            }
+            let first = status.len();
+            for node in &cluster.nodes {
+                let nid = NodeId(status.len() as u32);
+                if node.capacity < cluster.max_packet.max(1) {
+                    return Err(ConfigError::CapacityTooSmall {
+                        node: nid,
+                        capacity: node.capacity,
+                        packet: cluster.max_packet.max(1),
+                    });
+                }
+                if let Some(&value) = node
+                    .unit_times
+                    .0
+                    .iter()
+                    .find(|t| !(t.is_finite() && **t > 0.0))
+                {
+                    return Err(ConfigError::BadUnitTime { node: nid, value });
+                }
+                status.push(NodeStatus::new(node.unit_times, node.capacity, unit_len));
+                node_cluster.push(id);
+            }
+            cluster_nodes.push(first..status.len());
+        }
+        for (range, policy) in cluster_nodes.iter().zip(policies) {
+            balancers.push(Balancer::new(range.start, policy, config.affinity));
+        }
+        let queue_caps = config.clusters.iter().map(|c| c.queue_len).collect();
+        Ok(Scheduler {
+            router: Router::new(queue_caps, config.wait_queue_len),
+            balancers,
+            cluster_nodes,
+            node_cluster,
+            node_queues: vec![VecDeque::new(); status.len()],
+            status,
+            out: VecDeque::new(),
+        })
+    }
+
+    /// A packet arrives: route it, then place whatever can be placed.
+    ///
+    /// # Errors
+    /// The packet comes back in [`ArriveError::Full`] when its cluster queue and the wait queue
+    /// are full, [`ArriveError::UnknownCluster`] for a cluster that does not exist, and
+    /// [`ArriveError::TooLarge`] when no node of the cluster could ever hold it.
+    pub fn arrive(&mut self, packet: Packet<D>) -> Result<(), ArriveError<D>> {
+        let c = packet.meta.cluster;
+        let Some(range) = self.cluster_nodes.get(c.index()) else {
+            return Err(ArriveError::UnknownCluster(packet));
+        };
+        if !self.status[range.clone()]
+            .iter()
+            .any(|n| n.can_ever_hold(packet.meta.len))
+        {
+            return Err(ArriveError::TooLarge(packet));
+        }
+        self.router.route(packet)?;
+        self.settle(c);
+        Ok(())
+    }
+
+    /// Node `node` finished the packet at the head of its queue (nodes serve first come first
+    /// served). Updates the status table and the choose list, places what the freed room
+    /// allows, and returns the finished packet's header.
+    ///
+    /// # Errors
+    /// [`SchedError::UnknownNode`], or [`SchedError::NodeIdle`] if nothing is queued on `node`.
+    pub fn complete(&mut self, node: NodeId) -> Result<PacketMeta, SchedError> {
+        let n = node.index();
+        let queue = self
+            .node_queues
+            .get_mut(n)
+            .ok_or(SchedError::UnknownNode(node))?;
+        let meta = queue.pop_front().ok_or(SchedError::NodeIdle(node))?;
+        let c = self.node_cluster[n];
+        let range = self.cluster_nodes[c.index()].clone();
+        self.balancers[c.index()].complete(n - range.start, &meta, &mut self.status[range]);
+        self.settle(c);
+        Ok(meta)
+    }
+
+    /// The next placement made and not yet collected, oldest first.
+    pub fn next_dispatch(&mut self) -> Option<Dispatch<D>> {
+        self.out.pop_front()
+    }
+
+    /// All placements made and not yet collected, oldest first.
+    pub fn dispatches(&mut self) -> impl Iterator<Item = Dispatch<D>> + '_ {
+        self.out.drain(..)
+    }
+
+    /// The job `task` of `cluster` will send no more packets although its last packet never
+    /// came (an abandoned stream): its choose-list entry goes once nothing of it is in flight.
+    pub fn end_task(&mut self, cluster: ClusterId, task: TaskId) {
+        if let Some(b) = self.balancers.get_mut(cluster.index()) {
+            b.end_task(task);
+            self.settle(cluster);
+        }
+    }
+
+    /// Updates a node's unit time for `cmd` (the runtime refines them from measured service
+    /// times). Non-finite or non-positive values are ignored.
+    ///
+    /// # Errors
+    /// [`SchedError::UnknownNode`].
+    pub fn set_unit_time(&mut self, node: NodeId, cmd: Cmd, t: f64) -> Result<(), SchedError> {
+        let s = self
+            .status
+            .get_mut(node.index())
+            .ok_or(SchedError::UnknownNode(node))?;
+        if t.is_finite() && t > 0.0 {
+            s.unit_times.set(cmd, t);
+        }
+        Ok(())
+    }
+
+    /// Moves packets until nothing more moves: balancer, then refill from the wait queue.
+    fn settle(&mut self, c: ClusterId) {
+        let range = self.cluster_nodes[c.index()].clone();
+        loop {
+            let nodes = ClusterNodes {
+                status: &mut self.status[range.clone()],
+                queues: &mut self.node_queues[range.clone()],
+            };
+            self.balancers[c.index()].pump(self.router.queue_mut(c), nodes, &mut self.out);
+            if !self.router.refill(c) {
+                break;
+            }
+        }
+    }
+}
+
+impl<D> Scheduler<D> {
+    /// Number of clusters.
+    pub fn num_clusters(&self) -> usize {
+        self.cluster_nodes.len()
+    }
+
+    /// Number of nodes, over all clusters.
+    pub fn num_nodes(&self) -> usize {
+        self.status.len()
+    }
+
+    /// The nodes of cluster `c`, as a range of [`NodeId`] indices.
+    pub fn cluster_nodes(&self, c: ClusterId) -> Range<usize> {
+        self.cluster_nodes[c.index()].clone()
+    }
+
+    /// The cluster a node belongs to.
+    pub fn cluster_of(&self, node: NodeId) -> ClusterId {
+        self.node_cluster[node.index()]
+    }
+
+    /// A node's row in its cluster's status table.
+    pub fn node(&self, node: NodeId) -> &NodeStatus {
+        &self.status[node.index()]
+    }
+
+    /// The status table of cluster `c`, as policies see it.
+    pub fn view(&self, c: ClusterId) -> ClusterView<'_> {
+        ClusterView::new(&self.status[self.cluster_nodes[c.index()].clone()])
+    }
+
+    /// The policy running in cluster `c`.
+    pub fn policy(&self, c: ClusterId) -> &dyn Policy {
+        self.balancers[c.index()].policy()
+    }
+
+    /// Packets in cluster `c`'s queue.
+    pub fn cluster_queue_len(&self, c: ClusterId) -> usize {
+        self.router.queue(c).len()
+    }
+
+    /// Cluster `c`'s queue capacity in packets.
+    pub fn cluster_queue_cap(&self, c: ClusterId) -> usize {
+        self.router.queue_cap(c)
+    }
+
+    /// Packets of cluster `c` parked in the wait queue.
+    pub fn wait_queue_len(&self, c: ClusterId) -> usize {
+        self.router.waiting(c).len()
+    }
+
+    /// Packets parked in the wait queue, all clusters together.
+    pub fn wait_queue_total(&self) -> usize {
+        self.router.waiting_len()
+    }
+
+    /// The wait queue's capacity in packets.
+    pub fn wait_queue_cap(&self) -> usize {
+        self.router.wait_cap()
+    }
+
+    /// Entries in cluster `c`'s choose list.
+    pub fn choose_list_len(&self, c: ClusterId) -> usize {
+        self.balancers[c.index()].choose_list_len()
+    }
+
+    /// The node `task` is bound to in cluster `c`, if any.
+    pub fn bound_node(&self, c: ClusterId, task: TaskId) -> Option<NodeId> {
+        let first = self.cluster_nodes[c.index()].start;
+        self.balancers[c.index()]
+            .bound_node(task)
+            .map(|n| NodeId((first + n) as u32))
+    }
+
+    /// The headers of the packets placed on `node` and not yet complete, in service order.
+    pub fn node_queue(&self, node: NodeId) -> impl ExactSizeIterator<Item = &PacketMeta> {
+        self.node_queues[node.index()].iter()
+    }
+
+    /// Whether no packet is anywhere in the core: queues, wait queue, nodes, or uncollected
+    /// dispatches.
+    pub fn is_idle(&self) -> bool {
+        self.out.is_empty()
+            && self.router.waiting_len() == 0
+            && (0..self.num_clusters()).all(|c| self.router.queue(ClusterId(c as u32)).is_empty())
+            && self.node_queues.iter().all(VecDeque::is_empty)
+    }
+}

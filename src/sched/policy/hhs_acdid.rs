@@ -1,0 +1,46 @@
+//! `hhs-acdid`: the baseline of PAPER.md §10, the older two-level scheduler HHS-ACDID.
+//!
+//! In HHS-ACDID the software packing layer fixes each job's node (`cyp = cluster_id || ip_id`)
+//! before the job reaches the hardware, with no knowledge of the nodes' speed or load. This
+//! project's reading: each new job is given the next node of its cluster in turn (round robin
+//! over jobs), and all its packets go there, in order, waiting for that node when it is full.
+//! Nodes whose capacity could never hold the job's first packet are skipped.
+
+use crate::packet::PacketMeta;
+use crate::sched::policy::Policy;
+use crate::sched::status::ClusterView;
+
+/// Round robin over jobs, every job pinned to its node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HhsAcdid {
+    next: usize,
+}
+
+impl HhsAcdid {
+    /// A fresh baseline whose first job goes to node 0.
+    pub fn new() -> Self {
+        HhsAcdid::default()
+    }
+}
+
+impl Policy for HhsAcdid {
+    fn name(&self) -> &'static str {
+        "hhs-acdid"
+    }
+
+    fn pins_jobs(&self) -> bool {
+        true
+    }
+
+    fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
+        let n = view.len();
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            if view.node(i).can_ever_hold(packet.len) {
+                self.next = (i + 1) % n;
+                return Some(i);
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,200 @@
+//! The node status table of PAPER.md §4 (S_ip = {t_unit, cap, n}), and the read-only view of a
+//! cluster that policies choose from.
+
+use crate::packet::{Cmd, PacketMeta, UnitTimes};
+
+/// One row of a cluster's node status table: what the balancer knows about a node.
+///
+/// The queued counts are exact: a packet counts from the moment the balancer places it on the
+/// node until the driver reports it complete (the packet in service still occupies its slot).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeStatus {
+    pub(crate) unit_times: UnitTimes,
+    pub(crate) capacity: u64,
+    pub(crate) unit_len: u64,
+    pub(crate) queued_packets: u32,
+    pub(crate) queued_bytes: u64,
+    pub(crate) queued_bytes_by_cmd: [u64; 4],
+    pub(crate) dispatched_packets: u64,
+    pub(crate) completed_packets: u64,
+    pub(crate) completed_bytes: u64,
+    pub(crate) completed_work: f64,
+}
+
+impl NodeStatus {
+    pub(crate) fn new(unit_times: UnitTimes, capacity: u64, unit_len: u64) -> Self {
+        NodeStatus {
+            unit_times,
+            capacity,
+            unit_len,
+            queued_packets: 0,
+            queued_bytes: 0,
+            queued_bytes_by_cmd: [0; 4],
+            dispatched_packets: 0,
+            completed_packets: 0,
+            completed_bytes: 0,
+            completed_work: 0.0,
+        }
+    }
+
+    /// Time for one unit-length packet of each command (t_unit).
+    pub fn unit_times(&self) -> &UnitTimes {
+        &self.unit_times
+    }
+
+    /// Time for one unit-length packet of `cmd`.
+    pub fn unit_time(&self, cmd: Cmd) -> f64 {
+        self.unit_times.get(cmd)
+    }
+
+    /// Queue capacity in bytes (cap).
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Packets placed on the node and not yet complete (n).
+    pub fn queued_packets(&self) -> u32 {
+        self.queued_packets
+    }
+
+    /// Bytes placed on the node and not yet complete.
+    pub fn queued_bytes(&self) -> u64 {
+        self.queued_bytes
+    }
+
+    /// Remaining capacity in bytes (rcap = cap − queued bytes).
+    pub fn remaining(&self) -> u64 {
+        self.capacity.saturating_sub(self.queued_bytes)
+    }
+
+    /// Whether a packet of `len` bytes fits now (strategy 1).
+    pub fn has_room(&self, len: u64) -> bool {
+        self.remaining() >= len
+    }
+
+    /// Whether a packet of `len` bytes could ever fit, once the node is empty.
+    pub fn can_ever_hold(&self, len: u64) -> bool {
+        self.capacity >= len
+    }
+
+    /// The expected time to serve a packet of `len` bytes and command `cmd`:
+    /// `unit_time(cmd) × len / unit_len`.
+    pub fn service_time(&self, cmd: Cmd, len: u64) -> f64 {
+        self.unit_time(cmd) * len as f64 / self.unit_len as f64
+    }
+
+    /// The expected time to serve everything queued on the node (the packet in service counted
+    /// whole).
+    pub fn queued_work(&self) -> f64 {
+        Cmd::ALL
+            .iter()
+            .map(|&c| self.service_time(c, self.queued_bytes_by_cmd[c.index()]))
+            .sum()
+    }
+
+    /// Packets ever placed on the node.
+    pub fn dispatched_packets(&self) -> u64 {
+        self.dispatched_packets
+    }
+
+    /// Packets the node has completed.
+    pub fn completed_packets(&self) -> u64 {
+        self.completed_packets
+    }
+
+    /// Bytes the node has completed.
+    pub fn completed_bytes(&self) -> u64 {
+        self.completed_bytes
+    }
+
+    /// The expected service time of everything the node has completed, by its unit times at
+    /// the time of completion: the work it has done, in the driver's time unit.
+    pub fn completed_work(&self) -> f64 {
+        self.completed_work
+    }
+
+    pub(crate) fn enqueue(&mut self, meta: &PacketMeta) {
+        self.queued_packets += 1;
+        self.queued_bytes += meta.len;
+        self.queued_bytes_by_cmd[meta.cmd.index()] += meta.len;
+        self.dispatched_packets += 1;
+    }
+
+    pub(crate) fn dequeue(&mut self, meta: &PacketMeta) {
+        self.queued_packets -= 1;
+        self.queued_bytes -= meta.len;
+        self.queued_bytes_by_cmd[meta.cmd.index()] -= meta.len;
+        self.completed_packets += 1;
+        self.completed_bytes += meta.len;
+        self.completed_work += self.service_time(meta.cmd, meta.len);
+    }
+}
+
+/// A read-only view of one cluster's node status table, handed to a [`Policy`] with the packet
+/// to place. Node indices are positions within the cluster (0 .. `len()`).
+///
+/// [`Policy`]: crate::sched::Policy
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterView<'a> {
+    nodes: &'a [NodeStatus],
+}
+
+impl<'a> ClusterView<'a> {
+    /// A view over a cluster's rows.
+    pub fn new(nodes: &'a [NodeStatus]) -> Self {
+        ClusterView { nodes }
+    }
+
+    /// Number of nodes in the cluster.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the cluster has no nodes (never true for a running scheduler).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// All rows, by node index within the cluster.
+    pub fn nodes(&self) -> &'a [NodeStatus] {
+        self.nodes
+    }
+
+    /// One row.
+    pub fn node(&self, i: usize) -> &'a NodeStatus {
+        &self.nodes[i]
+    }
+
+    /// Strategy 1: the nodes with room for `packet` now.
+    pub fn candidates(&self, packet: &PacketMeta) -> impl Iterator<Item = usize> + 'a {
+        let len = packet.len;
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(move |(_, n)| n.has_room(len))
+            .map(|(i, _)| i)
+    }
+
+    /// The normalised speed of node `i` for `cmd` (PAPER.md §5):
+    /// `v_i = (t_max − t_i) / (t_max − t_min)` over the whole cluster; fastest 1, slowest 0,
+    /// and 1 for every node when all are equally fast.
+    pub fn speed(&self, i: usize, cmd: Cmd) -> f64 {
+        let (t_min, t_max) = self
+            .nodes
+            .iter()
+            .map(|n| n.unit_time(cmd))
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), t| {
+                (lo.min(t), hi.max(t))
+            });
+        if t_max - t_min <= 0.0 {
+            return 1.0;
+        }
+        (t_max - self.nodes[i].unit_time(cmd)) / (t_max - t_min)
+    }
+
+    /// The remaining-capacity share of node `i` (PAPER.md §5): `r_i = rcap_i / cap_i`, in bytes.
+    pub fn remaining_share(&self, i: usize) -> f64 {
+        let n = &self.nodes[i];
+        n.remaining() as f64 / n.capacity as f64
+    }
+}

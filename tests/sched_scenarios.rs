@@ -1,0 +1,408 @@
+//! Scheduler scenarios with exact expected placements, under `paper` and `hhs-acdid`.
+
+use cryptodispatch::error::{ArriveError, ConfigError, SchedError};
+use cryptodispatch::packet::{ClusterId, Cmd, Len, Mode, NodeId, Packet, TaskId, UnitTimes};
+use cryptodispatch::sched::{
+    Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
+};
+
+const P: u64 = 16;
+
+fn node(unit: f64, packets: u64) -> NodeConfig {
+    NodeConfig {
+        unit_times: UnitTimes::uniform(unit),
+        capacity: packets * P,
+    }
+}
+
+fn cluster(nodes: Vec<NodeConfig>, queue_len: usize) -> ClusterConfig {
+    ClusterConfig {
+        nodes,
+        queue_len,
+        max_packet: P,
+    }
+}
+
+fn config(clusters: Vec<ClusterConfig>, wait: usize, affinity: Affinity) -> SchedConfig {
+    SchedConfig {
+        clusters,
+        wait_queue_len: wait,
+        affinity,
+        unit_len: P,
+    }
+}
+
+fn packet(cluster: u32, task: u64, seq: u32, last: bool, dependent: bool) -> Packet<Len> {
+    let mode = if dependent { Mode::Cbc } else { Mode::Ecb };
+    Packet::new(
+        TaskId(task),
+        Cmd::Encrypt,
+        ClusterId(cluster),
+        Some(mode),
+        seq,
+        last,
+        Len(P),
+    )
+}
+
+/// Every placement made so far, as (task, seq, node).
+fn drain(s: &mut Scheduler<Len>) -> Vec<(u64, u32, u32)> {
+    s.dispatches()
+        .map(|d| (d.packet.meta.task.0, d.packet.meta.seq, d.node.0))
+        .collect()
+}
+
+/// The paper's example task set (PAPER.md §2), in arrival order T1..T11:
+/// JOB1={T1,T2}, JOB2={T3,T5,T9}, JOB3={T4,T7,T8,T11}, JOB4={T6,T10}; JOB3 independent.
+fn paper_task_set() -> Vec<Packet<Len>> {
+    // (job, seq, last)
+    let order = [
+        (1, 0, false),
+        (1, 1, true),
+        (2, 0, false),
+        (3, 0, false),
+        (2, 1, false),
+        (4, 0, false),
+        (3, 1, false),
+        (3, 2, false),
+        (2, 2, true),
+        (4, 1, true),
+        (3, 3, true),
+    ];
+    order
+        .iter()
+        .map(|&(job, seq, last)| packet(0, job, seq, last, job != 3))
+        .collect()
+}
+
+/// Three nodes, unit times 10, 20, 30 (fast to slow), room for two packets each.
+fn three_nodes(policy: &str) -> Scheduler<Len> {
+    let cfg = config(
+        vec![cluster(
+            vec![node(10.0, 2), node(20.0, 2), node(30.0, 2)],
+            16,
+        )],
+        0,
+        Affinity::Strict,
+    );
+    Scheduler::new(cfg, &policy.parse().unwrap()).unwrap()
+}
+
+#[test]
+fn paper_example_under_paper_policy() {
+    let mut s = three_nodes("paper");
+    for p in paper_task_set() {
+        s.arrive(p).unwrap();
+    }
+    // T1: all empty, W = 0.05·v + 0.95 → the fastest node 0; JOB1 bound to 0.
+    // T2: JOB1 bound → node 0 (now full).
+    // T3: candidates 1, 2: W1 = 0.025 + 0.95 > W2 = 0.95 → node 1; JOB2 bound to 1.
+    // T4: independent: W1 = 0.025 + 0.475 < W2 = 0.95 → node 2.
+    // T5: JOB2 bound → node 1 (now full).
+    // T6: only node 2 has room → node 2; JOB4 bound to 2 (now full).
+    // T7..T11: no room anywhere; they wait.
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            (1, 0, 0),
+            (1, 1, 0),
+            (2, 0, 1),
+            (3, 0, 2),
+            (2, 1, 1),
+            (4, 0, 2)
+        ]
+    );
+    assert_eq!(s.cluster_queue_len(ClusterId(0)), 5);
+    assert_eq!(s.choose_list_len(ClusterId(0)), 3);
+
+    // Node 0 finishes T1: T7 (JOB3, unbound) takes the slot; T9 and T10 stay (bound to full
+    // nodes) and T8 stays behind T7 (no room left anywhere for an unbound packet).
+    s.complete(NodeId(0)).unwrap();
+    assert_eq!(drain(&mut s), vec![(3, 1, 0)]);
+    // Node 0 finishes T2, JOB1's last packet: JOB1 leaves the choose list; T8 goes to node 0.
+    s.complete(NodeId(0)).unwrap();
+    assert_eq!(s.bound_node(ClusterId(0), TaskId(1)), None);
+    assert_eq!(drain(&mut s), vec![(3, 2, 0)]);
+    // Node 2 finishes T4: T10 (JOB4, bound to node 2) goes there, ahead of T11 (JOB3), which
+    // finds no room.
+    s.complete(NodeId(2)).unwrap();
+    assert_eq!(drain(&mut s), vec![(4, 1, 2)]);
+    // Node 1 finishes T3: T9 (JOB2, bound to node 1) takes the slot; T11 finds no room.
+    s.complete(NodeId(1)).unwrap();
+    assert_eq!(drain(&mut s), vec![(2, 2, 1)]);
+    // Node 1 finishes T5: T11 (JOB3) has node 1 as the only candidate.
+    s.complete(NodeId(1)).unwrap();
+    assert_eq!(drain(&mut s), vec![(3, 3, 1)]);
+    // Drain everything: the choose list empties.
+    for n in [0, 0, 1, 1, 2, 2] {
+        s.complete(NodeId(n)).unwrap();
+    }
+    assert!(s.is_idle());
+    assert_eq!(s.choose_list_len(ClusterId(0)), 0);
+    assert_eq!(s.complete(NodeId(0)), Err(SchedError::NodeIdle(NodeId(0))));
+}
+
+#[test]
+fn paper_example_under_hhs_acdid() {
+    let mut s = three_nodes("hhs-acdid");
+    for p in paper_task_set() {
+        s.arrive(p).unwrap();
+    }
+    // Jobs in turn: JOB1 → 0, JOB2 → 1, JOB3 → 2, JOB4 → 0 (round robin, blind to load).
+    // T6 (JOB4) waits for full node 0 though node 2 has room; T7 (JOB3) goes to node 2.
+    assert_eq!(
+        drain(&mut s),
+        vec![
+            (1, 0, 0),
+            (1, 1, 0),
+            (2, 0, 1),
+            (3, 0, 2),
+            (2, 1, 1),
+            (3, 1, 2)
+        ]
+    );
+    assert_eq!(s.bound_node(ClusterId(0), TaskId(4)), Some(NodeId(0)));
+    assert_eq!(s.bound_node(ClusterId(0), TaskId(3)), Some(NodeId(2)));
+    // Node 2 frees a slot: JOB3's T8 takes it (JOB3 is pinned to 2).
+    s.complete(NodeId(2)).unwrap();
+    assert_eq!(drain(&mut s), vec![(3, 2, 2)]);
+    // Node 0 frees a slot: JOB4's T6.
+    s.complete(NodeId(0)).unwrap();
+    assert_eq!(drain(&mut s), vec![(4, 0, 0)]);
+    let mut rest = Vec::new();
+    for n in [0, 0, 0, 1, 1, 2, 2, 1, 2] {
+        s.complete(NodeId(n)).unwrap();
+        rest.extend(drain(&mut s));
+    }
+    // T10 to node 0, T9 to node 1, T11 to node 2: every job stayed on its node.
+    assert_eq!(rest, vec![(4, 1, 0), (2, 2, 1), (3, 3, 2)]);
+    assert!(s.is_idle(), "{s:?}");
+    assert_eq!(s.choose_list_len(ClusterId(0)), 0);
+}
+
+#[test]
+fn paper_policy_weighs_speed_against_remaining_capacity() {
+    // Two nodes: fast (10) and slow (40), each with room for 10 packets; independent packets.
+    let cfg = config(
+        vec![cluster(vec![node(10.0, 10), node(40.0, 10)], 64)],
+        0,
+        Affinity::Strict,
+    );
+    let place = |spec: &str| {
+        let mut s = Scheduler::new(cfg.clone(), &spec.parse().unwrap()).unwrap();
+        for i in 0..6 {
+            s.arrive(packet(0, i, 0, true, false)).unwrap();
+        }
+        drain(&mut s).iter().map(|&(_, _, n)| n).collect::<Vec<_>>()
+    };
+    // α = 0.05: speed only breaks ties of remaining capacity, so the nodes alternate.
+    assert_eq!(place("paper"), vec![0, 1, 0, 1, 0, 1]);
+    // α = 1, β = 0: speed only; every packet to the fast node while it has room.
+    assert_eq!(place("paper:alpha=1,beta=0"), vec![0; 6]);
+    // α = 0.5, β = 0.5: W0 = 0.5 + 0.5·r0 ≥ 0.5 ≥ 0.5·r1 = W1, so node 0 while it has room.
+    assert_eq!(place("paper:alpha=0.5,beta=0.5"), vec![0; 6]);
+    // α = 0.2, β = 0.8: node 0 wins while 0.2 + 0.8·r0 > 0.8·r1: three times, then alternately.
+    assert_eq!(place("paper:alpha=0.2,beta=0.8"), vec![0, 0, 0, 1, 0, 1]);
+}
+
+#[test]
+fn a_bound_node_that_is_full_does_not_block_other_jobs() {
+    // Two nodes with room for one packet each.
+    let cfg = config(
+        vec![cluster(vec![node(10.0, 1), node(10.0, 1)], 16)],
+        0,
+        Affinity::Strict,
+    );
+    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    s.arrive(packet(0, 1, 0, false, true)).unwrap(); // CBC job 1 → node 0, bound
+    s.arrive(packet(0, 1, 1, true, true)).unwrap(); // job 1 again: node 0 is full, waits
+    s.arrive(packet(0, 2, 0, true, false)).unwrap(); // ECB job 2: behind it, goes to node 1
+    assert_eq!(drain(&mut s), vec![(1, 0, 0), (2, 0, 1)]);
+    assert_eq!(s.cluster_queue_len(ClusterId(0)), 1);
+    // Node 1 frees up; job 1's packet still waits for node 0 (strategy 2), job 3 takes node 1.
+    s.complete(NodeId(1)).unwrap();
+    s.arrive(packet(0, 3, 0, true, false)).unwrap();
+    assert_eq!(drain(&mut s), vec![(3, 0, 1)]);
+    s.complete(NodeId(0)).unwrap();
+    assert_eq!(drain(&mut s), vec![(1, 1, 0)]);
+}
+
+#[test]
+fn in_flight_affinity_lets_an_idle_chain_move() {
+    let cfg = |affinity| {
+        config(
+            vec![cluster(vec![node(10.0, 1), node(10.0, 4)], 16)],
+            0,
+            affinity,
+        )
+    };
+    for (affinity, second_node) in [(Affinity::Strict, 0), (Affinity::InFlight, 1)] {
+        let mut s = Scheduler::new(cfg(affinity), &PolicySpec::default()).unwrap();
+        // Both empty: equal weights → node 0 (the lowest index). CBC job 1 bound to node 0.
+        s.arrive(packet(0, 1, 0, false, true)).unwrap();
+        assert_eq!(drain(&mut s), vec![(1, 0, 0)]);
+        s.complete(NodeId(0)).unwrap();
+        // Nothing of job 1 in flight. Fill node 0 with another job so node 1 looks better.
+        s.arrive(packet(0, 2, 0, true, false)).unwrap();
+        s.arrive(packet(0, 1, 1, true, true)).unwrap();
+        let placed = drain(&mut s);
+        assert_eq!(placed[0], (2, 0, 0));
+        if affinity == Affinity::Strict {
+            // Strict: job 1 stays bound to node 0, which is full: it waits.
+            assert_eq!(placed.len(), 1);
+            s.complete(NodeId(0)).unwrap();
+            assert_eq!(drain(&mut s), vec![(1, 1, second_node)]);
+        } else {
+            assert_eq!(placed[1], (1, 1, second_node));
+        }
+    }
+}
+
+#[test]
+fn the_wait_queue_keeps_other_clusters_flowing() {
+    // Cluster 0: one node with room for one packet, a queue of one. Cluster 1: the same.
+    let cfg = config(
+        vec![
+            cluster(vec![node(10.0, 1)], 1),
+            cluster(vec![node(10.0, 1)], 1),
+        ],
+        3,
+        Affinity::Strict,
+    );
+    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    // Five packets of cluster 0: one on the node, one in the queue, three parked.
+    for t in 0..5 {
+        s.arrive(packet(0, t, 0, true, false)).unwrap();
+    }
+    assert_eq!(s.cluster_queue_len(ClusterId(0)), 1);
+    assert_eq!(s.wait_queue_len(ClusterId(0)), 3);
+    // A sixth: the cluster queue and the wait queue are full; it comes back.
+    let refused = s.arrive(packet(0, 5, 0, true, false)).unwrap_err();
+    assert!(matches!(refused, ArriveError::Full(ref p) if p.meta.task == TaskId(5)));
+    // Cluster 1 still flows.
+    s.arrive(packet(1, 100, 0, true, false)).unwrap();
+    s.arrive(packet(1, 101, 0, true, false)).unwrap();
+    assert_eq!(drain(&mut s), vec![(0, 0, 0), (100, 0, 1)]);
+    // Cluster 0's parked packets move back in order as the node drains.
+    for expected in 1..5 {
+        s.complete(NodeId(0)).unwrap();
+        assert_eq!(drain(&mut s), vec![(expected, 0, 0)]);
+    }
+    assert_eq!(s.wait_queue_total(), 0);
+    // The refused packet is accepted now.
+    s.arrive(refused.into_packet()).unwrap();
+}
+
+#[test]
+fn parked_packets_are_not_overtaken_by_later_ones() {
+    let cfg = config(vec![cluster(vec![node(10.0, 1)], 1)], 4, Affinity::Strict);
+    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    for t in 0..4 {
+        s.arrive(packet(0, t, 0, true, false)).unwrap();
+    }
+    // Node: 0; queue: 1; parked: 2, 3. Free the node: 1 goes to the node, 2 into the queue.
+    s.complete(NodeId(0)).unwrap();
+    // A new packet must park behind 3, not jump into the queue.
+    s.arrive(packet(0, 9, 0, true, false)).unwrap();
+    assert_eq!(s.wait_queue_len(ClusterId(0)), 2);
+    let mut order = drain(&mut s);
+    for _ in 0..4 {
+        s.complete(NodeId(0)).unwrap();
+        order.extend(drain(&mut s));
+    }
+    let tasks: Vec<u64> = order.iter().map(|&(t, _, _)| t).collect();
+    assert_eq!(tasks, vec![0, 1, 2, 3, 9]);
+}
+
+#[test]
+fn bad_configurations_and_inputs_are_errors() {
+    let ok = || cluster(vec![node(10.0, 1)], 1);
+    let spec = PolicySpec::default();
+    let err = |cfg| Scheduler::<Len>::new(cfg, &spec).unwrap_err();
+    assert_eq!(
+        err(config(vec![], 0, Affinity::Strict)),
+        ConfigError::NoClusters
+    );
+    assert_eq!(
+        err(config(vec![ok(), cluster(vec![], 1)], 0, Affinity::Strict)),
+        ConfigError::EmptyCluster(ClusterId(1))
+    );
+    assert_eq!(
+        err(config(
+            vec![cluster(vec![node(10.0, 1)], 0)],
+            0,
+            Affinity::Strict
+        )),
+        ConfigError::ZeroClusterQueue(ClusterId(0))
+    );
+    let small = NodeConfig {
+        unit_times: UnitTimes::uniform(1.0),
+        capacity: P - 1,
+    };
+    assert!(matches!(
+        err(config(vec![cluster(vec![small], 1)], 0, Affinity::Strict)),
+        ConfigError::CapacityTooSmall {
+            node: NodeId(0),
+            ..
+        }
+    ));
+    assert!(matches!(
+        err(config(
+            vec![cluster(vec![node(0.0, 1)], 1)],
+            0,
+            Affinity::Strict
+        )),
+        ConfigError::BadUnitTime { .. }
+    ));
+    let bad_weights = PolicySpec::Paper {
+        alpha: 0.0,
+        beta: 0.0,
+    };
+    assert!(matches!(
+        Scheduler::<Len>::new(config(vec![ok()], 0, Affinity::Strict), &bad_weights),
+        Err(ConfigError::BadWeights { .. })
+    ));
+
+    let mut s = Scheduler::new(config(vec![ok()], 0, Affinity::Strict), &spec).unwrap();
+    assert!(matches!(
+        s.arrive(packet(7, 1, 0, true, false)),
+        Err(ArriveError::UnknownCluster(_))
+    ));
+    let big = Packet::new(
+        TaskId(1),
+        Cmd::Sign,
+        ClusterId(0),
+        None,
+        0,
+        true,
+        Len(P + 1),
+    );
+    assert!(matches!(s.arrive(big), Err(ArriveError::TooLarge(_))));
+    assert_eq!(
+        s.complete(NodeId(9)),
+        Err(SchedError::UnknownNode(NodeId(9)))
+    );
+    assert_eq!(s.complete(NodeId(0)), Err(SchedError::NodeIdle(NodeId(0))));
+}
+
+#[test]
+fn status_table_counts_are_exact() {
+    let cfg = config(
+        vec![cluster(vec![node(10.0, 3), node(20.0, 3)], 8)],
+        0,
+        Affinity::Strict,
+    );
+    let mut s = Scheduler::new(cfg, &PolicySpec::HhsAcdid).unwrap();
+    for t in 0..4 {
+        s.arrive(packet(0, t, 0, true, false)).unwrap();
+    }
+    assert_eq!(s.node(NodeId(0)).queued_packets(), 2);
+    assert_eq!(s.node(NodeId(0)).queued_bytes(), 2 * P);
+    assert_eq!(s.node(NodeId(1)).queued_packets(), 2);
+    assert_eq!(s.node(NodeId(1)).remaining(), P);
+    assert!((s.node(NodeId(1)).queued_work() - 40.0).abs() < 1e-9);
+    let done = s.complete(NodeId(1)).unwrap();
+    assert_eq!(done.task, TaskId(1));
+    assert_eq!(s.node(NodeId(1)).queued_packets(), 1);
+    assert_eq!(s.node(NodeId(1)).completed_packets(), 1);
+}
