@@ -270,9 +270,9 @@ where
     C: BlockCipherEncrypt + BlockCipherDecrypt + BlockSizeUser<BlockSize = U16>,
 {
     if len > buf.len() {
-        return Err(CryptoError::NoRoomForPadding {
-            got: buf.len(),
-            need: len,
+        return Err(CryptoError::LengthExceedsBuffer {
+            len,
+            buf: buf.len(),
         });
     }
     if op.padding == Padding::Pkcs7 && !op.mode.needs_whole_blocks() {

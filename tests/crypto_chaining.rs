@@ -1,0 +1,309 @@
+//! Chaining-state tests, in the spirit of RustCrypto's `iv_state_test!`: a job cut into packets,
+//! each packet run by a *fresh* key on the [`ChainState`] the previous packet handed on, gives
+//! exactly the one-shot result of the RustCrypto modes (`cbc`, `ofb`, `cfb-mode`, and `aes`
+//! block by block for ECB), and of [`AesKey::one_shot`].
+
+use aes::{Aes128, Aes192, Aes256};
+use cipher::block_padding::Pkcs7;
+use cipher::consts::U16;
+use cipher::{
+    Array, BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt,
+    BlockSizeUser, KeyInit, KeyIvInit, StreamCipher,
+};
+use cryptodispatch::crypto::{AesKey, AesOp, BLOCK, ChainState, Direction, Padding, padded_len};
+use cryptodispatch::error::CryptoError;
+use cryptodispatch::packet::Mode;
+use proptest::prelude::*;
+
+const KEY_LENS: [usize; 3] = [16, 24, 32];
+const DIRECTIONS: [Direction; 2] = [Direction::Encrypt, Direction::Decrypt];
+/// Whole blocks in the messages of the exhaustive tests.
+const MSG_BLOCKS: usize = 8;
+
+/// Deterministic filler bytes (xorshift), different for each `seed`.
+fn bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reference: RustCrypto's own modes, run in one shot
+// ---------------------------------------------------------------------------------------------
+
+fn as_blocks(data: &mut [u8]) -> &mut [Array<u8, U16>] {
+    let (blocks, tail) = Array::slice_as_chunks_mut(data);
+    assert!(tail.is_empty(), "reference needs whole blocks");
+    blocks
+}
+
+/// What RustCrypto gives for `input` in one shot. Padded decryption must get valid padding.
+fn reference_with<C>(op: AesOp, key: &[u8], iv: &[u8], input: &[u8]) -> Vec<u8>
+where
+    C: KeyInit + BlockCipherEncrypt + BlockCipherDecrypt + BlockSizeUser<BlockSize = U16>,
+{
+    let pad = op.padding == Padding::Pkcs7;
+    let mut buf = input.to_vec();
+    match (op.mode, op.direction) {
+        // The `aes` crate has no ECB type: pad by hand and run the blocks.
+        (Mode::Ecb, Direction::Encrypt) => {
+            if pad {
+                let n = BLOCK - input.len() % BLOCK;
+                buf.extend(std::iter::repeat_n(n as u8, n));
+            }
+            C::new_from_slice(key)
+                .unwrap()
+                .encrypt_blocks(as_blocks(&mut buf));
+        }
+        (Mode::Ecb, Direction::Decrypt) => {
+            C::new_from_slice(key)
+                .unwrap()
+                .decrypt_blocks(as_blocks(&mut buf));
+            if pad {
+                let n = *buf.last().expect("padded ciphertext is not empty") as usize;
+                assert!((1..=BLOCK).contains(&n), "reference: bad padding");
+                assert!(buf[buf.len() - n..].iter().all(|&b| b as usize == n));
+                buf.truncate(buf.len() - n);
+            }
+        }
+        (Mode::Cbc, Direction::Encrypt) => {
+            let m = cbc::Encryptor::<C>::new_from_slices(key, iv).unwrap();
+            if pad {
+                let mut out = vec![0; padded_len(input.len())];
+                return m
+                    .encrypt_padded_b2b::<Pkcs7>(input, &mut out)
+                    .unwrap()
+                    .to_vec();
+            }
+            let mut m = m;
+            m.encrypt_blocks(as_blocks(&mut buf));
+        }
+        (Mode::Cbc, Direction::Decrypt) => {
+            let m = cbc::Decryptor::<C>::new_from_slices(key, iv).unwrap();
+            if pad {
+                return m.decrypt_padded::<Pkcs7>(&mut buf).unwrap().to_vec();
+            }
+            let mut m = m;
+            m.decrypt_blocks(as_blocks(&mut buf));
+        }
+        (Mode::Ofb, _) => ofb::Ofb::<C>::new_from_slices(key, iv)
+            .unwrap()
+            .apply_keystream(&mut buf),
+        (Mode::Cfb, Direction::Encrypt) => cfb_mode::Encryptor::<C>::new_from_slices(key, iv)
+            .unwrap()
+            .encrypt(&mut buf),
+        (Mode::Cfb, Direction::Decrypt) => cfb_mode::Decryptor::<C>::new_from_slices(key, iv)
+            .unwrap()
+            .decrypt(&mut buf),
+    }
+    buf
+}
+
+fn reference(op: AesOp, key: &[u8], iv: &[u8], input: &[u8]) -> Vec<u8> {
+    match key.len() {
+        16 => reference_with::<Aes128>(op, key, iv, input),
+        24 => reference_with::<Aes192>(op, key, iv, input),
+        32 => reference_with::<Aes256>(op, key, iv, input),
+        n => panic!("no AES for a {n}-byte key"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packet-by-packet runs
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `input` as packets of the given lengths (which sum to `input.len()`; the last one is the
+/// job's last packet). Every packet gets a freshly expanded key and a state rebuilt from the 16
+/// bytes the previous packet handed on, as a different node would.
+fn run_packets(
+    op: AesOp,
+    key: &[u8],
+    iv: &[u8],
+    input: &[u8],
+    sizes: &[usize],
+) -> Result<Vec<u8>, CryptoError> {
+    assert_eq!(sizes.iter().sum::<usize>(), input.len(), "packet plan");
+    let mut handed_on = *ChainState::for_mode(op.mode, iv)?.as_bytes();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, &len) in sizes.iter().enumerate() {
+        let last = i + 1 == sizes.len();
+        let node_key = AesKey::new(key)?;
+        let mut state = ChainState::from_iv(&handed_on)?;
+        let room = if last && op.pads_on_encrypt() {
+            padded_len(len)
+        } else {
+            len
+        };
+        let mut buf = vec![0; room];
+        buf[..len].copy_from_slice(&input[start..start + len]);
+        let n = node_key.process(op, &mut state, &mut buf, len, last)?;
+        out.extend_from_slice(&buf[..n]);
+        handed_on = *state.as_bytes();
+        start += len;
+    }
+    Ok(out)
+}
+
+/// The packet plans for a job of `len` bytes: cut once at every block boundary (first packet
+/// `k` blocks, the rest last), and cut into packets of every size from 1 to 8 blocks (the last
+/// packet takes what remains). With `last_nonempty`, plans whose last packet is empty are left
+/// out (a padded decryption strips its padding from the last packet).
+fn plans(len: usize, last_nonempty: bool) -> Vec<(String, Vec<usize>)> {
+    let mut plans = Vec::new();
+    for k in 0..=len / BLOCK {
+        let first = k * BLOCK;
+        plans.push((format!("split after {k} blocks"), vec![first, len - first]));
+    }
+    for blocks in 1..=MSG_BLOCKS {
+        plans.push((
+            format!("packets of {blocks} blocks"),
+            every(len, blocks * BLOCK),
+        ));
+    }
+    if last_nonempty {
+        plans.retain(|(_, sizes)| sizes.last() != Some(&0));
+    }
+    plans
+}
+
+/// Packets of `size` bytes, the last one taking what remains (one empty packet for no data).
+fn every(len: usize, size: usize) -> Vec<usize> {
+    if len == 0 {
+        return vec![0];
+    }
+    let mut sizes = vec![size; len.div_ceil(size)];
+    *sizes.last_mut().unwrap() = len - size * (sizes.len() - 1);
+    sizes
+}
+
+/// Checks every plan for one job against the RustCrypto reference and against `one_shot`.
+/// Returns the number of packet runs checked.
+fn check_job(op: AesOp, key: &[u8], iv: &[u8], input: &[u8], expected: &[u8], what: &str) -> usize {
+    let one_shot = AesKey::new(key).unwrap().one_shot(op, iv, input);
+    assert_eq!(one_shot.as_deref(), Ok(expected), "{what}: one_shot");
+
+    let last_nonempty = op.padding == Padding::Pkcs7 && op.direction == Direction::Decrypt;
+    let plans = plans(input.len(), last_nonempty);
+    for (label, sizes) in &plans {
+        let got = run_packets(op, key, iv, input, sizes);
+        assert_eq!(got.as_deref(), Ok(expected), "{what}: {label} {sizes:?}");
+    }
+    plans.len()
+}
+
+#[test]
+fn packets_resume_from_the_handed_on_state() {
+    let mut runs = 0;
+    for mode in Mode::ALL {
+        // OFB and CFB also take a job whose last block is partial.
+        let extras = if mode.needs_whole_blocks() {
+            0..1
+        } else {
+            0..BLOCK
+        };
+        for key_len in KEY_LENS {
+            for direction in DIRECTIONS {
+                for extra in extras.clone() {
+                    let seed = (key_len * 100 + extra) as u64;
+                    let key = bytes(seed, key_len);
+                    let iv = bytes(seed + 1, BLOCK);
+                    let input = bytes(seed + 2, MSG_BLOCKS * BLOCK + extra);
+                    let op = AesOp::new(direction, mode);
+                    let expected = reference(op, &key, &iv, &input);
+                    let what = format!(
+                        "{mode:?} AES-{} {direction:?}, {} bytes",
+                        key_len * 8,
+                        input.len()
+                    );
+                    runs += check_job(op, &key, &iv, &input, &expected, &what);
+                }
+            }
+        }
+    }
+    // Per job: 9 one-cut plans and 8 packet sizes. Jobs: ECB, CBC 1 length each; OFB, CFB 16.
+    assert_eq!(
+        runs,
+        17 * KEY_LENS.len() * DIRECTIONS.len() * (1 + 1 + 16 + 16)
+    );
+}
+
+#[test]
+fn padded_packets_match_one_shot_padding() {
+    let lens = (0..=2 * BLOCK + 1).chain([
+        MSG_BLOCKS * BLOCK - 1,
+        MSG_BLOCKS * BLOCK,
+        MSG_BLOCKS * BLOCK + 1,
+    ]);
+    let mut runs = 0;
+    for mode in [Mode::Ecb, Mode::Cbc] {
+        for key_len in KEY_LENS {
+            for len in lens.clone() {
+                let seed = (key_len * 1000 + len) as u64;
+                let key = bytes(seed, key_len);
+                let iv = bytes(seed + 1, BLOCK);
+                let msg = bytes(seed + 2, len);
+                let what = format!("{mode:?} AES-{} PKCS#7, {len}-byte message", key_len * 8);
+
+                let enc = AesOp::new(Direction::Encrypt, mode).with_padding(Padding::Pkcs7);
+                let ct = reference(enc, &key, &iv, &msg);
+                assert_eq!(ct.len(), padded_len(len), "{what}: reference length");
+                runs += check_job(enc, &key, &iv, &msg, &ct, &format!("{what}, encrypt"));
+
+                let dec = AesOp::new(Direction::Decrypt, mode).with_padding(Padding::Pkcs7);
+                assert_eq!(
+                    reference(dec, &key, &iv, &ct),
+                    msg,
+                    "{what}: reference round trip"
+                );
+                runs += check_job(dec, &key, &iv, &ct, &msg, &format!("{what}, decrypt"));
+            }
+        }
+    }
+    // 37 lengths; per length, (len / 16 + 1) one-cut plans and 8 packet sizes each way.
+    assert_eq!(runs, 2 * KEY_LENS.len() * (2 * 80 + 16 * 37), "padded runs");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random jobs
+// ---------------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn random_jobs_match_rustcrypto(
+        mode in prop::sample::select(Mode::ALL.to_vec()),
+        key_len in prop::sample::select(KEY_LENS.to_vec()),
+        direction in prop::sample::select(DIRECTIONS.to_vec()),
+        pad in any::<bool>(),
+        key in prop::array::uniform32(any::<u8>()),
+        iv in prop::array::uniform16(any::<u8>()),
+        mut msg in prop::collection::vec(any::<u8>(), 0..600),
+        packet_blocks in 1usize..=16,
+    ) {
+        let key = &key[..key_len];
+        let padding = if pad && mode.needs_whole_blocks() { Padding::Pkcs7 } else { Padding::None };
+        let op = AesOp::new(direction, mode).with_padding(padding);
+        if mode.needs_whole_blocks() && padding == Padding::None {
+            msg.truncate(msg.len() - msg.len() % BLOCK);
+        }
+        // A padded decryption takes a validly padded ciphertext and gives the message back.
+        let (input, expected) = if op.padding == Padding::Pkcs7 && direction == Direction::Decrypt {
+            let enc = AesOp { direction: Direction::Encrypt, ..op };
+            (reference(enc, key, &iv, &msg), msg)
+        } else {
+            let out = reference(op, key, &iv, &msg);
+            (msg, out)
+        };
+        let sizes = every(input.len(), packet_blocks * BLOCK);
+        let got = run_packets(op, key, &iv, &input, &sizes);
+        prop_assert_eq!(got.as_deref(), Ok(&expected[..]), "packets {:?}", sizes);
+    }
+}
