@@ -77,4 +77,14 @@
 pub mod crypto;
 pub mod error;
 pub mod packet;
+pub mod runtime;
 pub mod sched;
+
+pub use crypto::{AesOp, Direction, Padding};
+pub use error::{BuildError, JobError, KeyError, SubmitError, TrySubmitError};
+pub use packet::Mode;
+pub use runtime::{
+    ClusterKind, Job, JobHandle, JobOutput, KeyId, Metrics, NodeSpec, Service, ServiceBuilder,
+    Stream,
+};
+pub use sched::{Affinity, PolicySpec};

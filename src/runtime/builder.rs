@@ -1,0 +1,340 @@
+//! Building a service: clusters, nodes, policy, queue sizes, packet size.
+
+use std::fmt;
+use std::sync::{Arc, mpsc};
+use std::thread;
+
+use crate::error::BuildError;
+use crate::packet::{ClusterId, NodeId, UnitTimes};
+use crate::runtime::ClusterKind;
+use crate::runtime::engine::{Layout, NodeInfo, Shared};
+use crate::runtime::service::Service;
+use crate::runtime::worker::{self, WorkerSpec};
+use crate::sched::{
+    Affinity, ClusterConfig, NodeConfig, Policy, PolicySpec, SchedConfig, Scheduler,
+};
+
+/// One node of a cluster: where it runs, how much it queues, how fast it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeSpec {
+    core: Option<usize>,
+    capacity: Option<u64>,
+    slowdown: f64,
+    unit_times: Option<UnitTimes>,
+}
+
+impl Default for NodeSpec {
+    fn default() -> Self {
+        NodeSpec {
+            core: None,
+            capacity: None,
+            slowdown: 1.0,
+            unit_times: None,
+        }
+    }
+}
+
+impl NodeSpec {
+    /// An unpinned node with the default capacity, no slowdown, calibrated unit times.
+    pub fn new() -> Self {
+        NodeSpec::default()
+    }
+
+    /// A node pinned to core `core` (an index into the machine's cores, from 0).
+    pub fn pinned(core: usize) -> Self {
+        NodeSpec::new().core(core)
+    }
+
+    /// Pins the node to core `core`.
+    pub fn core(mut self, core: usize) -> Self {
+        self.core = Some(core);
+        self
+    }
+
+    /// The node's queue capacity in bytes (default: 8 packets of the service's packet size).
+    pub fn capacity(mut self, bytes: u64) -> Self {
+        self.capacity = Some(bytes);
+        self
+    }
+
+    /// Makes the node emulate an IP core `factor` times slower (≥ 1): after its real work it
+    /// waits, so each packet costs `factor` times its real time.
+    pub fn slowdown(mut self, factor: f64) -> Self {
+        self.slowdown = factor;
+        self
+    }
+
+    /// Declares the node's unit times (nanoseconds per packet of the service's packet size, per
+    /// command) instead of measuring them at start-up. They are still refined from measured
+    /// service times.
+    pub fn unit_times(mut self, times: UnitTimes) -> Self {
+        self.unit_times = Some(times);
+        self
+    }
+}
+
+/// How the policy was given.
+#[derive(Clone)]
+enum PolicyChoice {
+    Spec(PolicySpec),
+    Name(String),
+    Custom(Arc<dyn Fn(ClusterId) -> Box<dyn Policy> + Send + Sync>),
+}
+
+impl fmt::Debug for PolicyChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicyChoice::Spec(s) => write!(f, "{s}"),
+            PolicyChoice::Name(n) => write!(f, "{n:?}"),
+            PolicyChoice::Custom(_) => f.write_str("custom"),
+        }
+    }
+}
+
+/// Builds a [`Service`]. Start from [`Service::builder`].
+///
+/// Without any cluster declared, the service gets one AES cluster and one Ed25519 cluster, each
+/// with one node pinned to every core of the machine, so either kind of work can use every
+/// core. Nodes of different clusters pinned to the same core share it: the operating system
+/// divides the core between their threads. The same holds whenever there are more nodes than
+/// cores, or several nodes are pinned to one core: they time-share it, and each runs slower
+/// than alone, which the calibrated and measured unit times show to the scheduler.
+#[derive(Debug, Clone)]
+pub struct ServiceBuilder {
+    clusters: Vec<(ClusterKind, Vec<NodeSpec>)>,
+    policy: PolicyChoice,
+    packet_size: usize,
+    cluster_queue_len: usize,
+    wait_queue_len: usize,
+    receive_queue_len: usize,
+    affinity: Affinity,
+}
+
+impl Default for ServiceBuilder {
+    fn default() -> Self {
+        ServiceBuilder {
+            clusters: Vec::new(),
+            policy: PolicyChoice::Spec(PolicySpec::default()),
+            packet_size: 16 * 1024,
+            cluster_queue_len: 64,
+            wait_queue_len: 64,
+            receive_queue_len: 1024,
+            affinity: Affinity::InFlight,
+        }
+    }
+}
+
+impl ServiceBuilder {
+    /// Declares the AES cluster with these nodes.
+    pub fn aes_cluster(self, nodes: impl IntoIterator<Item = NodeSpec>) -> Self {
+        self.cluster(ClusterKind::Aes, nodes)
+    }
+
+    /// Declares the Ed25519 cluster with these nodes.
+    pub fn ed25519_cluster(self, nodes: impl IntoIterator<Item = NodeSpec>) -> Self {
+        self.cluster(ClusterKind::Ed25519, nodes)
+    }
+
+    /// Declares a cluster of `kind` with these nodes.
+    pub fn cluster(mut self, kind: ClusterKind, nodes: impl IntoIterator<Item = NodeSpec>) -> Self {
+        self.clusters.push((kind, nodes.into_iter().collect()));
+        self
+    }
+
+    /// The node-selection policy, by value.
+    pub fn policy(mut self, policy: PolicySpec) -> Self {
+        self.policy = PolicyChoice::Spec(policy);
+        self
+    }
+
+    /// The node-selection policy, by name (`paper`, `hhs-acdid`, `paper:alpha=0.2,beta=0.8`);
+    /// an unknown name is an error at [`build`](Self::build).
+    pub fn policy_name(mut self, name: &str) -> Self {
+        self.policy = PolicyChoice::Name(name.to_owned());
+        self
+    }
+
+    /// A policy of your own: `make(cluster)` is called once per cluster.
+    pub fn custom_policy(
+        mut self,
+        make: impl Fn(ClusterId) -> Box<dyn Policy> + Send + Sync + 'static,
+    ) -> Self {
+        self.policy = PolicyChoice::Custom(Arc::new(make));
+        self
+    }
+
+    /// The packet size in bytes: AES jobs are cut into packets of this size (a multiple of 16;
+    /// default 16 KiB). An Ed25519 job is always one packet.
+    pub fn packet_size(mut self, bytes: usize) -> Self {
+        self.packet_size = bytes;
+        self
+    }
+
+    /// The length of each cluster queue, in packets (default 64).
+    pub fn cluster_queue_len(mut self, packets: usize) -> Self {
+        self.cluster_queue_len = packets;
+        self
+    }
+
+    /// The length of the wait queue shared by the clusters, in packets (default 64; 0 for none).
+    pub fn wait_queue_len(mut self, packets: usize) -> Self {
+        self.wait_queue_len = packets;
+        self
+    }
+
+    /// The bound of each cluster's job receive queue, in packets (default 1024): `submit`
+    /// blocks and `try_submit` hands the job back while a job would not fit. A job larger than
+    /// the bound is admitted when the queue is empty.
+    pub fn receive_queue_len(mut self, packets: usize) -> Self {
+        self.receive_queue_len = packets;
+        self
+    }
+
+    /// How long a chained job stays bound to its node. The default, [`Affinity::InFlight`],
+    /// goes beyond the paper: a job is bound only while one of its packets is on the node, and
+    /// between bursts (a stream waiting for its next chunk) its chaining state waits in the
+    /// state store and the job may move to a better node. [`Affinity::Strict`] is the paper's
+    /// rule: bound from the first packet until the last completes.
+    pub fn affinity(mut self, affinity: Affinity) -> Self {
+        self.affinity = affinity;
+        self
+    }
+
+    /// Starts the service: spawns and pins the workers and waits until each has calibrated.
+    ///
+    /// # Errors
+    /// [`BuildError`] for a bad packet size, policy, cluster or node; or if a thread cannot be
+    /// started.
+    pub fn build(self) -> Result<Service, BuildError> {
+        if self.packet_size == 0 || self.packet_size % 16 != 0 {
+            return Err(BuildError::PacketSize(self.packet_size));
+        }
+        if self.cluster_queue_len == 0 {
+            return Err(BuildError::ZeroBound("cluster_queue_len"));
+        }
+        if self.receive_queue_len == 0 {
+            return Err(BuildError::ZeroBound("receive_queue_len"));
+        }
+        let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let clusters = if self.clusters.is_empty() {
+            let all: Vec<NodeSpec> = (0..cores.len().max(1))
+                .map(|c| {
+                    if cores.is_empty() {
+                        NodeSpec::new()
+                    } else {
+                        NodeSpec::pinned(c)
+                    }
+                })
+                .collect();
+            vec![(ClusterKind::Aes, all.clone()), (ClusterKind::Ed25519, all)]
+        } else {
+            self.clusters
+        };
+        let packet = self.packet_size as u64;
+        let default_capacity = 8 * packet;
+
+        let mut layout = Layout {
+            aes: None,
+            ed25519: None,
+            nodes: Vec::new(),
+            clusters: Vec::new(),
+            packet_size: self.packet_size,
+            receive_queue_len: self.receive_queue_len,
+        };
+        let mut specs = Vec::new();
+        let mut sched_clusters = Vec::new();
+        for (c, (kind, nodes)) in clusters.iter().enumerate() {
+            let id = ClusterId(c as u32);
+            let slot = match kind {
+                ClusterKind::Aes => &mut layout.aes,
+                ClusterKind::Ed25519 => &mut layout.ed25519,
+            };
+            if slot.replace(id).is_some() {
+                return Err(BuildError::DuplicateCluster(*kind));
+            }
+            let mut configs = Vec::new();
+            for (i, node) in nodes.iter().enumerate() {
+                if !(node.slowdown.is_finite() && node.slowdown >= 1.0) {
+                    return Err(BuildError::BadSlowdown(node.slowdown));
+                }
+                let core = match node.core {
+                    Some(k) => Some(*cores.get(k).ok_or(BuildError::NoSuchCore {
+                        node: i,
+                        core: k,
+                        available: cores.len(),
+                    })?),
+                    None => None,
+                };
+                let capacity = node.capacity.unwrap_or(default_capacity);
+                let declared = node.unit_times;
+                configs.push(NodeConfig {
+                    // Placeholders until the worker calibrates; declared times as given.
+                    unit_times: declared.unwrap_or(UnitTimes::uniform(1.0)),
+                    capacity,
+                });
+                specs.push(WorkerSpec {
+                    node: NodeId(specs.len() as u32),
+                    kind: *kind,
+                    core,
+                    slowdown: node.slowdown,
+                    declared,
+                    unit_len: self.packet_size,
+                });
+                layout.nodes.push(NodeInfo {
+                    kind: *kind,
+                    core: node.core,
+                    slowdown: node.slowdown,
+                });
+            }
+            let max_capacity = configs.iter().map(|n| n.capacity).max().unwrap_or(0);
+            layout.clusters.push((*kind, max_capacity));
+            sched_clusters.push(ClusterConfig {
+                nodes: configs,
+                queue_len: self.cluster_queue_len,
+                max_packet: packet,
+            });
+        }
+        let config = SchedConfig {
+            clusters: sched_clusters,
+            wait_queue_len: self.wait_queue_len,
+            affinity: self.affinity,
+            unit_len: packet,
+        };
+        let sched = match &self.policy {
+            PolicyChoice::Spec(spec) => Scheduler::new(config, spec)?,
+            PolicyChoice::Name(name) => Scheduler::new(config, &name.parse::<PolicySpec>()?)?,
+            PolicyChoice::Custom(make) => Scheduler::with_policies(config, |c| make(c))?,
+        };
+
+        let shared = Arc::new(Shared::new(sched, layout));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let workers = specs.len();
+        let mut threads = Vec::with_capacity(workers);
+        for spec in specs {
+            let (shared2, ready2) = (Arc::clone(&shared), ready_tx.clone());
+            let name = format!("cryptodispatch-node-{}", spec.node.0);
+            match thread::Builder::new()
+                .name(name)
+                .spawn(move || worker::run(shared2, spec, ready2))
+            {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    // Nothing was submitted: stop and join the workers already started.
+                    shared.drain_and_stop();
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(BuildError::Spawn(e.to_string()));
+                }
+            }
+        }
+        // Each worker reports once it has calibrated and published its unit times.
+        drop(ready_tx);
+        for _ in 0..workers {
+            if ready_rx.recv().is_err() {
+                break;
+            }
+        }
+        Ok(Service::start(shared, threads))
+    }
+}

@@ -1,0 +1,292 @@
+//! The state every thread of a service shares, and the engine: the scheduler core plus the
+//! queues around it, behind one lock.
+//!
+//! # Design note
+//!
+//! The scheduler core decides every placement; the engine feeds it and carries out what it
+//! decides. Under one mutex it holds:
+//! - the **job receive queue** of each cluster (PAPER.md §3 part 1): packets of admitted jobs
+//!   that the core has not yet accepted (its cluster queue and the wait queue were full);
+//! - the **core** ([`Scheduler`]) with its cluster queues, wait queue, status table and choose
+//!   list;
+//! - the **node queues**: the packets the core placed on each node and the node has not yet
+//!   taken, in the order placed.
+//!
+//! A submitter admits a job's packets into its cluster's receive queue (blocking while that
+//! queue is full, so backpressure reaches the application), offers them to the core, and moves
+//! every placement to its node queue, waking the node if it sleeps. A worker, under the same
+//! lock, reports the packet it finished (the core frees the room and may place more), and takes
+//! its next packet. The lock is held for bookkeeping only: cryptography, result delivery and the
+//! state store are outside it.
+//!
+//! A worker reports a packet complete only after its result is delivered and its chaining
+//! state is in the store, so whatever the core places next finds the state it needs.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use crossbeam_utils::CachePadded;
+
+use crate::error::{ArriveError, JobError};
+use crate::packet::{ClusterId, Cmd, NodeId, Packet};
+use crate::runtime::ClusterKind;
+use crate::runtime::job::Work;
+use crate::runtime::keys::KeyStore;
+use crate::runtime::metrics::{NodeCounters, ServiceCounters};
+use crate::runtime::store::StateStore;
+use crate::sched::Scheduler;
+
+/// Facts fixed when the service is built.
+#[derive(Debug)]
+pub(crate) struct Layout {
+    /// The cluster serving each kind, if the service has one.
+    pub(crate) aes: Option<ClusterId>,
+    pub(crate) ed25519: Option<ClusterId>,
+    /// Per node: its cluster kind, pinned core and slowdown.
+    pub(crate) nodes: Vec<NodeInfo>,
+    /// Per cluster: its kind and largest node capacity.
+    pub(crate) clusters: Vec<(ClusterKind, u64)>,
+    pub(crate) packet_size: usize,
+    pub(crate) receive_queue_len: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeInfo {
+    pub(crate) kind: ClusterKind,
+    pub(crate) core: Option<usize>,
+    pub(crate) slowdown: f64,
+}
+
+impl Layout {
+    pub(crate) fn cluster(&self, kind: ClusterKind) -> Option<ClusterId> {
+        match kind {
+            ClusterKind::Aes => self.aes,
+            ClusterKind::Ed25519 => self.ed25519,
+        }
+    }
+}
+
+/// Everything the service's threads share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    engine: Mutex<Engine>,
+    /// One per node: the worker sleeps here when its queue is empty.
+    node_cv: Box<[CachePadded<Condvar>]>,
+    /// Submitters sleep here while their cluster's receive queue is full.
+    room_cv: Condvar,
+    /// `shutdown` sleeps here until nothing is left in the system.
+    idle_cv: Condvar,
+    pub(crate) layout: Layout,
+    pub(crate) keys: KeyStore,
+    pub(crate) store: StateStore,
+    pub(crate) counters: ServiceCounters,
+    pub(crate) node_counters: Box<[NodeCounters]>,
+    next_task: AtomicU64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub(crate) sched: Scheduler<Work>,
+    receive: Vec<VecDeque<Packet<Work>>>,
+    node_work: Vec<VecDeque<Packet<Work>>>,
+    sleeping: Vec<bool>,
+    /// Packets admitted and not yet reported complete.
+    in_system: u64,
+    /// No new jobs: `shutdown` has begun.
+    pub(crate) closing: bool,
+    /// Workers leave once their queue is empty.
+    stopping: bool,
+}
+
+impl Engine {
+    /// Packets of cluster `c` admitted and not yet accepted by the core.
+    pub(crate) fn receive_len(&self, c: ClusterId) -> usize {
+        self.receive[c.index()].len()
+    }
+}
+
+/// Why admission failed.
+pub(crate) enum Refused {
+    Full(Vec<Packet<Work>>),
+    ShutDown,
+}
+
+impl Shared {
+    pub(crate) fn new(sched: Scheduler<Work>, layout: Layout) -> Self {
+        let clusters = sched.num_clusters();
+        let nodes = sched.num_nodes();
+        Shared {
+            engine: Mutex::new(Engine {
+                sched,
+                receive: (0..clusters).map(|_| VecDeque::new()).collect(),
+                node_work: (0..nodes).map(|_| VecDeque::new()).collect(),
+                sleeping: vec![false; nodes],
+                in_system: 0,
+                closing: false,
+                stopping: false,
+            }),
+            node_cv: (0..nodes)
+                .map(|_| CachePadded::new(Condvar::new()))
+                .collect(),
+            room_cv: Condvar::new(),
+            idle_cv: Condvar::new(),
+            layout,
+            keys: KeyStore::default(),
+            store: StateStore::default(),
+            counters: ServiceCounters::default(),
+            node_counters: (0..nodes).map(|_| NodeCounters::default()).collect(),
+            next_task: AtomicU64::new(1),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn next_task(&self) -> crate::packet::TaskId {
+        crate::packet::TaskId(self.next_task.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Admits a job's packets (all of one cluster, in order). With `block`, waits while the
+    /// cluster's receive queue is full; without, hands the packets back. `force` admits even
+    /// past the bound (a stream's closing packet, which carries no data).
+    pub(crate) fn admit(
+        &self,
+        cluster: ClusterId,
+        packets: Vec<Packet<Work>>,
+        block: bool,
+        force: bool,
+    ) -> Result<(), Refused> {
+        let mut e = self.lock();
+        loop {
+            if e.stopping || (e.closing && !force) {
+                return Err(Refused::ShutDown);
+            }
+            let queued = e.receive[cluster.index()].len();
+            if force || queued == 0 || queued + packets.len() <= self.layout.receive_queue_len {
+                break;
+            }
+            if !block {
+                return Err(Refused::Full(packets));
+            }
+            e = self.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
+        }
+        e.in_system += packets.len() as u64;
+        e.receive[cluster.index()].extend(packets);
+        self.offer(&mut e, cluster);
+        Ok(())
+    }
+
+    /// Offers the receive queue's packets to the core, oldest first, until it pushes back;
+    /// then moves the placements to their node queues.
+    fn offer(&self, e: &mut Engine, cluster: ClusterId) {
+        let before = e.receive[cluster.index()].len();
+        while let Some(p) = e.receive[cluster.index()].pop_front() {
+            match e.sched.arrive(p) {
+                Ok(()) => {}
+                Err(ArriveError::Full(p)) => {
+                    e.receive[cluster.index()].push_front(p);
+                    break;
+                }
+                Err(other) => {
+                    // Submission checks cluster and size, so this is a bug: fail the job
+                    // rather than lose the packet.
+                    let msg = other.to_string();
+                    let p = other.into_packet();
+                    e.in_system -= 1;
+                    self.finish_part(p.data, Err(JobError::Internal(msg)));
+                }
+            }
+        }
+        if e.receive[cluster.index()].len() < before {
+            self.room_cv.notify_all();
+        }
+        self.route(e);
+    }
+
+    /// Moves the core's placements to the node queues and wakes sleeping nodes.
+    fn route(&self, e: &mut Engine) {
+        while let Some(d) = e.sched.next_dispatch() {
+            let n = d.node.index();
+            e.node_work[n].push_back(d.packet);
+            if e.sleeping[n] {
+                self.node_cv[n].notify_one();
+            }
+        }
+    }
+
+    /// A worker's turn at the lock: report what it finished (with a refreshed unit-time
+    /// estimate), then take its next packet, sleeping while there is none. `None` when the
+    /// service is stopping and the node's queue is empty.
+    pub(crate) fn next_work(
+        &self,
+        node: NodeId,
+        finished: Option<Option<(Cmd, f64)>>,
+    ) -> Option<Packet<Work>> {
+        let n = node.index();
+        let mut e = self.lock();
+        if let Some(estimate) = finished {
+            if let Some((cmd, t)) = estimate {
+                // A node that exists; the error case cannot arise.
+                let _ = e.sched.set_unit_time(node, cmd, t);
+            }
+            match e.sched.complete(node) {
+                Ok(_) => {
+                    e.in_system -= 1;
+                    let c = e.sched.cluster_of(node);
+                    self.offer(&mut e, c);
+                    if e.in_system == 0 {
+                        self.idle_cv.notify_all();
+                    }
+                }
+                Err(err) => debug_assert!(false, "worker out of step with the core: {err}"),
+            }
+        }
+        loop {
+            if let Some(p) = e.node_work[n].pop_front() {
+                return Some(p);
+            }
+            if e.stopping {
+                return None;
+            }
+            e.sleeping[n] = true;
+            e = self.node_cv[n].wait(e).unwrap_or_else(|p| p.into_inner());
+            e.sleeping[n] = false;
+        }
+    }
+
+    /// Delivers one packet's result to its job and counts the job if this finished it.
+    pub(crate) fn finish_part(
+        &self,
+        work: Work,
+        result: Result<crate::runtime::job::PartOutput, JobError>,
+    ) {
+        if let Some(ok) = work.job.part_done(work.part, result) {
+            self.counters.job_finished(ok);
+        }
+    }
+
+    /// Sets a node's unit times (after calibration).
+    pub(crate) fn set_unit_times(&self, node: NodeId, times: crate::packet::UnitTimes) {
+        let mut e = self.lock();
+        for cmd in Cmd::ALL {
+            let _ = e.sched.set_unit_time(node, cmd, times.get(cmd));
+        }
+    }
+
+    /// Refuses new jobs and waits until every admitted packet is complete; then lets the
+    /// workers go. Idempotent.
+    pub(crate) fn drain_and_stop(&self) {
+        let mut e = self.lock();
+        e.closing = true;
+        self.room_cv.notify_all();
+        while e.in_system > 0 {
+            e = self.idle_cv.wait(e).unwrap_or_else(|p| p.into_inner());
+        }
+        e.stopping = true;
+        for cv in self.node_cv.iter() {
+            cv.notify_all();
+        }
+    }
+}

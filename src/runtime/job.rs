@@ -1,0 +1,420 @@
+//! Jobs as the application describes them, the handles it waits on, and the shared record that
+//! collects a job's packets as nodes finish them.
+//!
+//! A job's data is cut into packets without copying: the buffer is one `BytesMut` split into
+//! disjoint chunks, each chunk travels with its packet, the node works on it in place, and the
+//! chunks are joined back in order when the last packet is done — giving the caller back the
+//! very allocation it handed in.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+
+use crate::crypto::{AesKey, AesOp, Direction, Padding, SIGNATURE_LEN, SigningKey, VerifyingKey};
+use crate::error::JobError;
+use crate::packet::{ClusterId, Mode, Payload, TaskId};
+use crate::runtime::keys::KeyId;
+
+/// A job to submit: what to do, with which key, on which data.
+pub struct Job {
+    pub(crate) kind: JobKind,
+}
+
+pub(crate) enum JobKind {
+    Aes {
+        key: KeyId,
+        op: AesOp,
+        iv: Vec<u8>,
+        data: Vec<u8>,
+    },
+    Sign {
+        key: KeyId,
+        msg: Vec<u8>,
+    },
+    Verify {
+        key: KeyId,
+        msg: Vec<u8>,
+        sig: Vec<u8>,
+    },
+}
+
+impl fmt::Debug for Job {
+    /// Shows the kind, key handle and lengths, never the data.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            JobKind::Aes { key, op, iv, data } => f
+                .debug_struct("Job::Aes")
+                .field("key", key)
+                .field("op", op)
+                .field("iv_len", &iv.len())
+                .field("len", &data.len())
+                .finish(),
+            JobKind::Sign { key, msg } => f
+                .debug_struct("Job::Sign")
+                .field("key", key)
+                .field("len", &msg.len())
+                .finish(),
+            JobKind::Verify { key, msg, sig } => f
+                .debug_struct("Job::Verify")
+                .field("key", key)
+                .field("len", &msg.len())
+                .field("sig_len", &sig.len())
+                .finish(),
+        }
+    }
+}
+
+impl Job {
+    /// AES encryption of `data` in `mode` (the IV is ignored by ECB), without padding.
+    pub fn encrypt(key: KeyId, mode: Mode, iv: &[u8], data: impl Into<Vec<u8>>) -> Job {
+        Job::aes(key, AesOp::new(Direction::Encrypt, mode), iv, data)
+    }
+
+    /// AES decryption of `data` in `mode` (the IV is ignored by ECB), without padding.
+    pub fn decrypt(key: KeyId, mode: Mode, iv: &[u8], data: impl Into<Vec<u8>>) -> Job {
+        Job::aes(key, AesOp::new(Direction::Decrypt, mode), iv, data)
+    }
+
+    /// An AES job for any [`AesOp`].
+    pub fn aes(key: KeyId, op: AesOp, iv: &[u8], data: impl Into<Vec<u8>>) -> Job {
+        Job {
+            kind: JobKind::Aes {
+                key,
+                op,
+                iv: iv.to_vec(),
+                data: data.into(),
+            },
+        }
+    }
+
+    /// The same job with `padding` (ECB and CBC only; other jobs are unchanged).
+    pub fn with_padding(mut self, padding: Padding) -> Job {
+        if let JobKind::Aes { op, .. } = &mut self.kind {
+            op.padding = padding;
+        }
+        self
+    }
+
+    /// An Ed25519 signature of `msg` with a registered signing key.
+    pub fn sign(key: KeyId, msg: impl Into<Vec<u8>>) -> Job {
+        Job {
+            kind: JobKind::Sign {
+                key,
+                msg: msg.into(),
+            },
+        }
+    }
+
+    /// Ed25519 verification of `sig` over `msg` with a registered verifying (or signing) key.
+    pub fn verify(key: KeyId, msg: impl Into<Vec<u8>>, sig: &[u8]) -> Job {
+        Job {
+            kind: JobKind::Verify {
+                key,
+                msg: msg.into(),
+                sig: sig.to_vec(),
+            },
+        }
+    }
+
+    /// The length of the job's data (the message, for Ed25519).
+    pub fn len(&self) -> usize {
+        match &self.kind {
+            JobKind::Aes { data, .. } => data.len(),
+            JobKind::Sign { msg, .. } | JobKind::Verify { msg, .. } => msg.len(),
+        }
+    }
+
+    /// Whether the job's data is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Gives back the job's data buffer.
+    pub fn into_data(self) -> Vec<u8> {
+        match self.kind {
+            JobKind::Aes { data, .. } => data,
+            JobKind::Sign { msg, .. } | JobKind::Verify { msg, .. } => msg,
+        }
+    }
+}
+
+/// What a finished job gives back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobOutput {
+    /// The ciphertext or plaintext of an AES job.
+    Data(Vec<u8>),
+    /// An Ed25519 signature.
+    Signature([u8; SIGNATURE_LEN]),
+    /// Whether an Ed25519 signature verified.
+    Verified(bool),
+}
+
+impl JobOutput {
+    /// The data of an AES job.
+    pub fn into_data(self) -> Option<Vec<u8>> {
+        match self {
+            JobOutput::Data(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The signature of a sign job.
+    pub fn signature(&self) -> Option<[u8; SIGNATURE_LEN]> {
+        match self {
+            JobOutput::Signature(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// The answer of a verify job.
+    pub fn verified(&self) -> Option<bool> {
+        match self {
+            JobOutput::Verified(v) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+/// What a node does for a job's packets, with the key already looked up.
+pub(crate) enum JobWork {
+    Aes {
+        key: Arc<AesKey>,
+        op: AesOp,
+    },
+    Sign {
+        key: Arc<SigningKey>,
+    },
+    Verify {
+        key: Box<VerifyingKey>,
+        sig: Box<[u8; SIGNATURE_LEN]>,
+    },
+}
+
+/// One packet's result.
+pub(crate) enum PartOutput {
+    Data(BytesMut),
+    Signature([u8; SIGNATURE_LEN]),
+    Verified(bool),
+}
+
+/// The record every packet of a job points to: what to do, and the results collected so far.
+pub(crate) struct JobShared {
+    pub(crate) task: TaskId,
+    pub(crate) cluster: ClusterId,
+    pub(crate) work: JobWork,
+    submitted: Instant,
+    collect: Mutex<Collect>,
+    done: Condvar,
+}
+
+struct Collect {
+    parts: Vec<Option<PartOutput>>,
+    remaining: usize,
+    error: Option<JobError>,
+    outcome: Outcome,
+    finished: Option<Instant>,
+    waker: Option<Waker>,
+}
+
+enum Outcome {
+    Pending,
+    Ready(Result<JobOutput, JobError>),
+    Taken,
+}
+
+impl JobShared {
+    pub(crate) fn new(task: TaskId, cluster: ClusterId, work: JobWork, parts: usize) -> Self {
+        JobShared {
+            task,
+            cluster,
+            work,
+            submitted: Instant::now(),
+            collect: Mutex::new(Collect {
+                parts: (0..parts).map(|_| None).collect(),
+                remaining: parts,
+                error: None,
+                outcome: Outcome::Pending,
+                finished: None,
+                waker: None,
+            }),
+            done: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Collect> {
+        self.collect.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records packet `part`'s result. Returns `Some(ok)` when this completes the job.
+    pub(crate) fn part_done(
+        &self,
+        part: usize,
+        result: Result<PartOutput, JobError>,
+    ) -> Option<bool> {
+        let mut c = self.lock();
+        match result {
+            Ok(out) => c.parts[part] = Some(out),
+            Err(e) => {
+                c.error.get_or_insert(e);
+            }
+        }
+        c.remaining -= 1;
+        if c.remaining > 0 {
+            return None;
+        }
+        let outcome = match c.error.take() {
+            Some(e) => Err(e),
+            None => Ok(assemble(&mut c.parts)),
+        };
+        let ok = outcome.is_ok();
+        c.outcome = Outcome::Ready(outcome);
+        c.finished = Some(Instant::now());
+        let waker = c.waker.take();
+        drop(c);
+        self.done.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Some(ok)
+    }
+}
+
+/// Joins the parts in order; the chunks of one buffer rejoin without copying.
+fn assemble(parts: &mut [Option<PartOutput>]) -> JobOutput {
+    let mut data: Option<BytesMut> = None;
+    for part in parts.iter_mut() {
+        match part.take() {
+            Some(PartOutput::Data(chunk)) => match &mut data {
+                Some(d) => d.unsplit(chunk),
+                None => data = Some(chunk),
+            },
+            Some(PartOutput::Signature(s)) => return JobOutput::Signature(s),
+            Some(PartOutput::Verified(v)) => return JobOutput::Verified(v),
+            None => {}
+        }
+    }
+    JobOutput::Data(data.map(Vec::from).unwrap_or_default())
+}
+
+/// Takes over a `Vec`'s allocation as a `BytesMut`, without copying.
+pub(crate) fn bytes_mut(data: Vec<u8>) -> BytesMut {
+    BytesMut::from(bytes::Bytes::from(data))
+}
+
+/// A packet's data, and where its result goes: the payload the scheduler core carries.
+pub(crate) struct Work {
+    pub(crate) job: Arc<JobShared>,
+    pub(crate) part: usize,
+    pub(crate) data: BytesMut,
+    /// Bytes of input at the front of `data` (the rest is room for padding).
+    pub(crate) msg_len: usize,
+}
+
+impl fmt::Debug for Work {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Work")
+            .field("task", &self.job.task)
+            .field("part", &self.part)
+            .field("len", &self.data.len())
+            .finish()
+    }
+}
+
+impl Payload for Work {
+    fn byte_len(&self) -> u64 {
+        self.data.len() as u64
+    }
+}
+
+/// A submitted job: wait on it (blocking), or `.await` it (it is a [`Future`]; no runtime
+/// needed). Dropping the handle does not cancel the job.
+pub struct JobHandle {
+    pub(crate) shared: Arc<JobShared>,
+}
+
+impl fmt::Debug for JobHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobHandle")
+            .field("task", &self.shared.task)
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+impl JobHandle {
+    /// The job's id.
+    pub fn task(&self) -> TaskId {
+        self.shared.task
+    }
+
+    /// Whether the job has finished (successfully or not).
+    pub fn is_finished(&self) -> bool {
+        !matches!(self.shared.lock().outcome, Outcome::Pending)
+    }
+
+    /// Time from submission to the last packet's completion, once finished.
+    pub fn latency(&self) -> Option<Duration> {
+        self.shared
+            .lock()
+            .finished
+            .map(|t| t.duration_since(self.shared.submitted))
+    }
+
+    /// Blocks until the job finishes and returns its output.
+    ///
+    /// # Errors
+    /// The job's [`JobError`].
+    pub fn wait(self) -> Result<JobOutput, JobError> {
+        let mut c = self.shared.lock();
+        while matches!(c.outcome, Outcome::Pending) {
+            c = self.shared.done.wait(c).unwrap_or_else(|e| e.into_inner());
+        }
+        take(&mut c)
+    }
+
+    /// Blocks for at most `timeout`; `None` if the job has not finished by then (the handle
+    /// stays usable).
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<Result<JobOutput, JobError>> {
+        let deadline = Instant::now() + timeout;
+        let mut c = self.shared.lock();
+        while matches!(c.outcome, Outcome::Pending) {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            c = self
+                .shared
+                .done
+                .wait_timeout(c, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        Some(take(&mut c))
+    }
+}
+
+fn take(c: &mut Collect) -> Result<JobOutput, JobError> {
+    match std::mem::replace(&mut c.outcome, Outcome::Taken) {
+        Outcome::Ready(r) => r,
+        Outcome::Taken => Err(JobError::ResultTaken),
+        Outcome::Pending => unreachable!("callers wait for the outcome first"),
+    }
+}
+
+impl Future for JobHandle {
+    type Output = Result<JobOutput, JobError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut c = self.shared.lock();
+        if matches!(c.outcome, Outcome::Pending) {
+            match &c.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => c.waker = Some(cx.waker().clone()),
+            }
+            return Poll::Pending;
+        }
+        Poll::Ready(take(&mut c))
+    }
+}

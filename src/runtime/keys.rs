@@ -1,0 +1,117 @@
+//! The key registry: keys are registered once and used by handle.
+//!
+//! A job takes a reference to its key when it is submitted, so removing a key never disturbs a
+//! job already running; the key's bytes are zeroized when the last job using it finishes. Key
+//! material is held only in types that zeroize on drop and never print their bytes; the
+//! expanded AES schedule is built once, at registration, and shared read-only by every node.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use zeroize::Zeroizing;
+
+use crate::crypto::{AesKey, SigningKey, VerifyingKey};
+use crate::error::{KeyError, SubmitError};
+
+/// A handle to a registered key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyId(u64);
+
+impl fmt::Display for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "key {}", self.0)
+    }
+}
+
+/// What a registered key is. Cloning shares the key, it does not copy its bytes.
+#[derive(Debug, Clone)]
+pub(crate) enum KeyMaterial {
+    Aes(Arc<AesKey>),
+    Signing(Arc<SigningKey>),
+    Verifying(VerifyingKey),
+}
+
+impl KeyMaterial {
+    pub(crate) fn describe(&self) -> &'static str {
+        match self {
+            KeyMaterial::Aes(_) => "an AES key",
+            KeyMaterial::Signing(_) => "an Ed25519 signing key",
+            KeyMaterial::Verifying(_) => "an Ed25519 verifying key",
+        }
+    }
+}
+
+/// The registry. Lookups take a read lock; registration and removal a write lock.
+#[derive(Debug, Default)]
+pub(crate) struct KeyStore {
+    next: AtomicU64,
+    keys: RwLock<HashMap<KeyId, KeyMaterial>>,
+}
+
+impl KeyStore {
+    fn insert(&self, key: KeyMaterial) -> KeyId {
+        let id = KeyId(self.next.fetch_add(1, Ordering::Relaxed));
+        self.keys
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, key);
+        id
+    }
+
+    pub(crate) fn add_aes(&self, bytes: &[u8]) -> Result<KeyId, KeyError> {
+        Ok(self.insert(KeyMaterial::Aes(Arc::new(AesKey::new(bytes)?))))
+    }
+
+    pub(crate) fn add_signing(&self, seed: &[u8]) -> Result<KeyId, KeyError> {
+        Ok(self.insert(KeyMaterial::Signing(Arc::new(SigningKey::from_seed(seed)?))))
+    }
+
+    pub(crate) fn generate_signing(&self) -> Result<KeyId, KeyError> {
+        let mut seed = Zeroizing::new([0u8; 32]);
+        getrandom::fill(seed.as_mut_slice()).map_err(|e| KeyError::Random(e.to_string()))?;
+        self.add_signing(seed.as_slice())
+    }
+
+    pub(crate) fn add_verifying(&self, bytes: &[u8]) -> Result<KeyId, KeyError> {
+        Ok(self.insert(KeyMaterial::Verifying(VerifyingKey::from_bytes(bytes)?)))
+    }
+
+    pub(crate) fn remove(&self, id: KeyId) -> Result<(), KeyError> {
+        self.keys
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id)
+            .map(drop)
+            .ok_or(KeyError::UnknownKey(id))
+    }
+
+    pub(crate) fn get(&self, id: KeyId) -> Option<KeyMaterial> {
+        self.keys
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    pub(crate) fn lookup(&self, id: KeyId) -> Result<KeyMaterial, SubmitError> {
+        self.get(id).ok_or(SubmitError::UnknownKey(id))
+    }
+
+    pub(crate) fn verifying_key(&self, id: KeyId) -> Result<VerifyingKey, KeyError> {
+        match self.get(id) {
+            Some(KeyMaterial::Signing(k)) => Ok(k.verifying_key()),
+            Some(KeyMaterial::Verifying(k)) => Ok(k),
+            Some(KeyMaterial::Aes(_)) => Err(KeyError::WrongKind {
+                key: id,
+                expected: "an Ed25519 key",
+            }),
+            None => Err(KeyError::UnknownKey(id)),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.keys.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}

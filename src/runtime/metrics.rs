@@ -1,0 +1,245 @@
+//! Counters and the snapshot API.
+//!
+//! Each worker owns its node's counters: it keeps running totals locally and publishes them with
+//! relaxed stores into a cache-line-padded block (as tokio's `WorkerMetrics`), so counting costs
+//! no shared writes on the hot path. Queue depths and unit times are read from the scheduler
+//! core when a snapshot is taken.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use crossbeam_utils::CachePadded;
+
+use crate::packet::{Cmd, NodeId, UnitTimes};
+use crate::runtime::ClusterKind;
+use crate::runtime::engine::Shared;
+
+/// Per-node counters, written by the node's worker only.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct NodeCounters {
+    packets: AtomicU64,
+    bytes: AtomicU64,
+    busy_ns: AtomicU64,
+    panics: AtomicU64,
+}
+
+/// The worker's local totals, published after every packet.
+#[derive(Debug, Default)]
+pub(crate) struct LocalCounters {
+    pub(crate) packets: u64,
+    pub(crate) bytes: u64,
+    pub(crate) busy_ns: u64,
+    pub(crate) panics: u64,
+}
+
+impl NodeCounters {
+    pub(crate) fn publish(&self, local: &LocalCounters) {
+        self.packets.store(local.packets, Relaxed);
+        self.bytes.store(local.bytes, Relaxed);
+        self.busy_ns.store(local.busy_ns, Relaxed);
+        self.panics.store(local.panics, Relaxed);
+    }
+}
+
+/// Service-wide job counters.
+#[derive(Debug, Default)]
+pub(crate) struct ServiceCounters {
+    submitted: CachePadded<AtomicU64>,
+    completed: CachePadded<AtomicU64>,
+    failed: CachePadded<AtomicU64>,
+}
+
+impl ServiceCounters {
+    pub(crate) fn job_submitted(&self) {
+        self.submitted.fetch_add(1, Relaxed);
+    }
+
+    /// A job counted as submitted was refused after all.
+    pub(crate) fn job_withdrawn(&self) {
+        self.submitted.fetch_sub(1, Relaxed);
+    }
+
+    pub(crate) fn job_finished(&self, ok: bool) {
+        if ok {
+            self.completed.fetch_add(1, Relaxed);
+        } else {
+            self.failed.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// A snapshot of a service's counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metrics {
+    /// Every node, by [`NodeId`].
+    pub nodes: Vec<NodeMetrics>,
+    /// Every cluster.
+    pub clusters: Vec<ClusterMetrics>,
+    /// Jobs accepted by `submit`, `try_submit`, or a stream's `push`/`finish` (one per chunk).
+    pub jobs_submitted: u64,
+    /// Jobs finished with an output.
+    pub jobs_completed: u64,
+    /// Jobs finished with an error.
+    pub jobs_failed: u64,
+    /// Keys registered.
+    pub keys: usize,
+    /// Chained jobs and streams whose chaining state is in the state store.
+    pub stored_states: usize,
+}
+
+/// One node's counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeMetrics {
+    /// The node.
+    pub node: NodeId,
+    /// Its cluster.
+    pub cluster: ClusterKind,
+    /// The core it is pinned to, if any.
+    pub core: Option<usize>,
+    /// Its emulated slowdown factor (1 = none).
+    pub slowdown: f64,
+    /// Packets it has run.
+    pub packets: u64,
+    /// Bytes it has run.
+    pub bytes: u64,
+    /// Time spent running packets (including emulated slowdown).
+    pub busy: Duration,
+    /// Packets placed on it and not yet complete (the one in service included).
+    pub queue_depth: u32,
+    /// Bytes placed on it and not yet complete.
+    pub queued_bytes: u64,
+    /// Panics caught while running packets.
+    pub panics: u64,
+    /// The scheduler's unit-time estimates: nanoseconds per packet of the configured packet
+    /// size, per command (calibrated at start-up, refined from measured service times).
+    pub unit_times: UnitTimes,
+}
+
+/// One cluster's queues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterMetrics {
+    /// Which cluster.
+    pub kind: ClusterKind,
+    /// Packets admitted and not yet accepted by the scheduler (the job receive queue).
+    pub receive_queue: usize,
+    /// Packets in the cluster queue.
+    pub cluster_queue: usize,
+    /// Packets of this cluster in the wait queue.
+    pub wait_queue: usize,
+    /// Jobs in the choose list (bound to a node).
+    pub choose_list: usize,
+}
+
+impl Metrics {
+    pub(crate) fn snapshot(shared: &Shared) -> Metrics {
+        let e = shared.lock();
+        let nodes = shared
+            .layout
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, info)| {
+                let id = NodeId(i as u32);
+                let c = &shared.node_counters[i];
+                let st = e.sched.node(id);
+                NodeMetrics {
+                    node: id,
+                    cluster: info.kind,
+                    core: info.core,
+                    slowdown: info.slowdown,
+                    packets: c.packets.load(Relaxed),
+                    bytes: c.bytes.load(Relaxed),
+                    busy: Duration::from_nanos(c.busy_ns.load(Relaxed)),
+                    queue_depth: st.queued_packets(),
+                    queued_bytes: st.queued_bytes(),
+                    panics: c.panics.load(Relaxed),
+                    unit_times: *st.unit_times(),
+                }
+            })
+            .collect();
+        let clusters = shared
+            .layout
+            .clusters
+            .iter()
+            .enumerate()
+            .map(|(c, &(kind, _))| {
+                let id = crate::packet::ClusterId(c as u32);
+                ClusterMetrics {
+                    kind,
+                    receive_queue: e.receive_len(id),
+                    cluster_queue: e.sched.cluster_queue_len(id),
+                    wait_queue: e.sched.wait_queue_len(id),
+                    choose_list: e.sched.choose_list_len(id),
+                }
+            })
+            .collect();
+        drop(e);
+        Metrics {
+            nodes,
+            clusters,
+            jobs_submitted: shared.counters.submitted.load(Relaxed),
+            jobs_completed: shared.counters.completed.load(Relaxed),
+            jobs_failed: shared.counters.failed.load(Relaxed),
+            keys: shared.keys.len(),
+            stored_states: shared.store.len(),
+        }
+    }
+}
+
+impl fmt::Display for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "jobs: {} submitted, {} completed, {} failed; {} keys; {} chaining states stored",
+            self.jobs_submitted,
+            self.jobs_completed,
+            self.jobs_failed,
+            self.keys,
+            self.stored_states
+        )?;
+        writeln!(
+            f,
+            "{:>4} {:>8} {:>5} {:>5} {:>10} {:>12} {:>10} {:>6} {:>11} {:>11}",
+            "node",
+            "cluster",
+            "core",
+            "slow",
+            "packets",
+            "bytes",
+            "busy ms",
+            "queue",
+            "t enc|sign",
+            "t dec|vrfy"
+        )?;
+        for n in &self.nodes {
+            let (a, b) = match n.cluster {
+                ClusterKind::Aes => (Cmd::Encrypt, Cmd::Decrypt),
+                ClusterKind::Ed25519 => (Cmd::Sign, Cmd::Verify),
+            };
+            writeln!(
+                f,
+                "{:>4} {:>8} {:>5} {:>5.2} {:>10} {:>12} {:>10.1} {:>6} {:>11.0} {:>11.0}",
+                n.node.0,
+                n.cluster.to_string(),
+                n.core.map_or("-".to_string(), |c| c.to_string()),
+                n.slowdown,
+                n.packets,
+                n.bytes,
+                n.busy.as_secs_f64() * 1e3,
+                n.queue_depth,
+                n.unit_times.get(a),
+                n.unit_times.get(b),
+            )?;
+        }
+        for c in &self.clusters {
+            writeln!(
+                f,
+                "cluster {}: receive queue {}, cluster queue {}, wait queue {}, choose list {}",
+                c.kind, c.receive_queue, c.cluster_queue, c.wait_queue, c.choose_list
+            )?;
+        }
+        Ok(())
+    }
+}

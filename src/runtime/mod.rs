@@ -1,0 +1,49 @@
+//! The threaded runtime: a [`Service`] whose nodes are worker threads pinned to cores, driven by
+//! the scheduler core of [`sched`](crate::sched).
+//!
+//! - [`builder`](ServiceBuilder): clusters, nodes (core, capacity, slowdown, unit times),
+//!   policy, queue sizes, packet size;
+//! - keys: registered once, used by [`KeyId`];
+//! - jobs: [`Job`] in, [`JobHandle`] out (blocking `wait`, or `.await`);
+//! - [`Stream`]: a chained job fed chunk by chunk;
+//! - [`Metrics`]: a snapshot of the counters;
+//! - the engine (private): the core, the receive queues and the node queues behind one lock;
+//! - the workers (private): calibration, the packet loop, slowdown emulation;
+//! - the intermediate state store (private): chaining state between packets.
+
+use std::fmt;
+
+mod builder;
+mod engine;
+mod job;
+mod keys;
+mod metrics;
+mod service;
+mod store;
+mod stream;
+mod worker;
+
+pub use builder::{NodeSpec, ServiceBuilder};
+pub use job::{Job, JobHandle, JobOutput};
+pub use keys::KeyId;
+pub use metrics::{ClusterMetrics, Metrics, NodeMetrics};
+pub use service::Service;
+pub use stream::Stream;
+
+/// The kinds of cluster a service can have: one per algorithm family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ClusterKind {
+    /// AES-128/192/256 in ECB, CBC, OFB and CFB-128, both directions.
+    Aes,
+    /// Ed25519 signing and verification.
+    Ed25519,
+}
+
+impl fmt::Display for ClusterKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ClusterKind::Aes => "AES",
+            ClusterKind::Ed25519 => "Ed25519",
+        })
+    }
+}

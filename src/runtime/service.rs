@@ -1,0 +1,453 @@
+//! The service: keys, job submission, streams, metrics and shutdown.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use bytes::BytesMut;
+
+use crate::crypto::{AesOp, ChainState, KEY_LEN, Padding, SIGNATURE_LEN, padded_len};
+use crate::error::{BuildError, CryptoError, KeyError, SubmitError, TrySubmitError};
+use crate::packet::{ClusterId, Cmd, Packet, TaskId};
+use crate::runtime::ClusterKind;
+use crate::runtime::builder::ServiceBuilder;
+use crate::runtime::engine::{Refused, Shared};
+use crate::runtime::job::{Job, JobHandle, JobKind, JobShared, JobWork, Work, bytes_mut};
+use crate::runtime::keys::{KeyId, KeyMaterial};
+use crate::runtime::metrics::Metrics;
+use crate::runtime::stream::Stream;
+
+/// A running crypto offload service: a pool of pinned worker threads ("nodes") in clusters, fed
+/// by the scheduler core.
+///
+/// `Service` is `Send + Sync`: share it by reference (for example with scoped threads) or in
+/// an `Arc`, and submit from as many threads as you like. Dropping it shuts it down: every job
+/// already submitted still completes, then the workers stop. See the [crate docs](crate) for a
+/// walk-through.
+pub struct Service {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl fmt::Debug for Service {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Service")
+            .field("nodes", &self.shared.layout.nodes.len())
+            .field("packet_size", &self.shared.layout.packet_size)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A job cut into packets, not yet admitted.
+struct Prepared {
+    cluster: ClusterId,
+    packets: Vec<Packet<Work>>,
+    job: Arc<JobShared>,
+    origin: Origin,
+}
+
+/// Why a prepared job was not admitted.
+enum Refusal {
+    ShutDown,
+    Full(Job),
+}
+
+/// What is needed to hand a refused job back as it came.
+enum Origin {
+    Aes {
+        key: KeyId,
+        op: AesOp,
+        iv: Vec<u8>,
+        len: usize,
+    },
+    Sign {
+        key: KeyId,
+    },
+    Verify {
+        key: KeyId,
+        sig: Vec<u8>,
+    },
+}
+
+impl Service {
+    /// A builder, to choose clusters, nodes, policy and sizes.
+    pub fn builder() -> ServiceBuilder {
+        ServiceBuilder::default()
+    }
+
+    /// A service with the defaults: an AES cluster and an Ed25519 cluster, each with a node
+    /// pinned to every core, and the `paper` policy.
+    ///
+    /// # Errors
+    /// [`BuildError::Spawn`] if the worker threads cannot be started.
+    pub fn new() -> Result<Self, BuildError> {
+        Service::builder().build()
+    }
+
+    pub(crate) fn start(shared: Arc<Shared>, threads: Vec<JoinHandle<()>>) -> Self {
+        Service {
+            shared,
+            threads: Mutex::new(threads),
+        }
+    }
+
+    /// Registers an AES key of 16, 24 or 32 bytes and expands its schedule once.
+    ///
+    /// # Errors
+    /// [`KeyError::Crypto`] for any other length.
+    pub fn add_aes_key(&self, key: &[u8]) -> Result<KeyId, KeyError> {
+        self.shared.keys.add_aes(key)
+    }
+
+    /// Registers an Ed25519 signing key from its 32-byte seed.
+    ///
+    /// # Errors
+    /// [`KeyError::Crypto`] unless the seed is 32 bytes.
+    pub fn add_signing_key(&self, seed: &[u8]) -> Result<KeyId, KeyError> {
+        self.shared.keys.add_signing(seed)
+    }
+
+    /// Generates and registers a new Ed25519 signing key from the operating system's random
+    /// source. Its public half is [`verifying_key`](Self::verifying_key).
+    ///
+    /// # Errors
+    /// [`KeyError::Random`] if the random source fails.
+    pub fn generate_signing_key(&self) -> Result<KeyId, KeyError> {
+        self.shared.keys.generate_signing()
+    }
+
+    /// Registers an Ed25519 verifying (public) key of 32 bytes.
+    ///
+    /// # Errors
+    /// [`KeyError::Crypto`] for a wrong length or bytes that are not a curve point.
+    pub fn add_verifying_key(&self, public: &[u8]) -> Result<KeyId, KeyError> {
+        self.shared.keys.add_verifying(public)
+    }
+
+    /// The 32-byte public key of a registered Ed25519 key.
+    ///
+    /// # Errors
+    /// [`KeyError::UnknownKey`], or [`KeyError::WrongKind`] for an AES key.
+    pub fn verifying_key(&self, key: KeyId) -> Result<[u8; KEY_LEN], KeyError> {
+        self.shared.keys.verifying_key(key).map(|k| k.to_bytes())
+    }
+
+    /// Removes a key. Jobs already submitted with it still complete; its bytes are zeroized
+    /// when the last of them finishes.
+    ///
+    /// # Errors
+    /// [`KeyError::UnknownKey`].
+    pub fn remove_key(&self, key: KeyId) -> Result<(), KeyError> {
+        self.shared.keys.remove(key)
+    }
+
+    /// Submits a job, blocking while its cluster's receive queue is full (backpressure).
+    ///
+    /// # Errors
+    /// [`SubmitError`] if the job is malformed or the service is shut down; nothing of a
+    /// refused job runs.
+    pub fn submit(&self, job: Job) -> Result<JobHandle, SubmitError> {
+        let p = self.prepare(job)?;
+        self.admit(p, true).map_err(|_| SubmitError::ShutDown)
+    }
+
+    /// Submits a job if its cluster's receive queue has room now; otherwise hands it back in
+    /// [`TrySubmitError::Full`].
+    ///
+    /// # Errors
+    /// [`TrySubmitError::Full`] with the job, or [`TrySubmitError::Invalid`].
+    pub fn try_submit(&self, job: Job) -> Result<JobHandle, TrySubmitError> {
+        let p = self.prepare(job)?;
+        match self.admit(p, false) {
+            Ok(h) => Ok(h),
+            Err(Refusal::ShutDown) => Err(SubmitError::ShutDown.into()),
+            Err(Refusal::Full(job)) => Err(TrySubmitError::Full(job)),
+        }
+    }
+
+    /// Opens a stream: a long-lived AES job fed chunk by chunk (a tunnel, a disk). See
+    /// [`Stream`].
+    ///
+    /// # Errors
+    /// As [`submit`](Self::submit) for the key, IV, padding and cluster.
+    pub fn stream(&self, key: KeyId, op: AesOp, iv: &[u8]) -> Result<Stream, SubmitError> {
+        let aes = match self.shared.keys.lookup(key)? {
+            KeyMaterial::Aes(k) => k,
+            other => return Err(wrong_kind(key, "an AES key", &other)),
+        };
+        if op.padding == Padding::Pkcs7 && !op.mode.needs_whole_blocks() {
+            return Err(CryptoError::PaddingNotApplicable.into());
+        }
+        let state = ChainState::for_mode(op.mode, iv)?;
+        let cluster = self.cluster(ClusterKind::Aes)?;
+        if self.shared.lock().closing {
+            return Err(SubmitError::ShutDown);
+        }
+        let task = self.shared.next_task();
+        if op.mode.is_chained() {
+            self.shared.store.put(task, state);
+        }
+        Ok(Stream::new(
+            Arc::clone(&self.shared),
+            task,
+            cluster,
+            aes,
+            op,
+        ))
+    }
+
+    /// A snapshot of the counters: per node, per cluster, per service.
+    pub fn metrics(&self) -> Metrics {
+        Metrics::snapshot(&self.shared)
+    }
+
+    /// The packet size AES jobs are cut into.
+    pub fn packet_size(&self) -> usize {
+        self.shared.layout.packet_size
+    }
+
+    /// The number of nodes, all clusters together.
+    pub fn num_nodes(&self) -> usize {
+        self.shared.layout.nodes.len()
+    }
+
+    /// Whether the service has a cluster of `kind`.
+    pub fn has_cluster(&self, kind: ClusterKind) -> bool {
+        self.shared.layout.cluster(kind).is_some()
+    }
+
+    /// Shuts the service down: refuses new jobs (they get [`SubmitError::ShutDown`]), lets
+    /// every job already submitted complete, then stops and joins the workers. Idempotent;
+    /// `Drop` calls it.
+    ///
+    /// The protocol:
+    /// 1. mark the engine closing, and wake submitters blocked on backpressure, who get
+    ///    [`SubmitError::ShutDown`];
+    /// 2. wait until every admitted packet has been reported complete;
+    /// 3. mark the engine stopping and wake every worker; each leaves when its queue is empty;
+    /// 4. join the worker threads.
+    pub fn shutdown(&self) {
+        self.shared.drain_and_stop();
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    fn cluster(&self, kind: ClusterKind) -> Result<ClusterId, SubmitError> {
+        self.shared
+            .layout
+            .cluster(kind)
+            .ok_or(SubmitError::NoCluster(kind))
+    }
+
+    /// Checks a job and cuts it into packets.
+    fn prepare(&self, job: Job) -> Result<Prepared, SubmitError> {
+        let task = self.shared.next_task();
+        match job.kind {
+            JobKind::Aes { key, op, iv, data } => {
+                let aes = match self.shared.keys.lookup(key)? {
+                    KeyMaterial::Aes(k) => k,
+                    other => return Err(wrong_kind(key, "an AES key", &other)),
+                };
+                op.check_job_len(data.len())?;
+                let state = ChainState::for_mode(op.mode, &iv)?;
+                let cluster = self.cluster(ClusterKind::Aes)?;
+                let len = data.len();
+                let job = Arc::new(JobShared::new(
+                    task,
+                    cluster,
+                    JobWork::Aes { key: aes, op },
+                    packet_count(padded(op, len), self.packet_size()),
+                ));
+                if op.mode.is_chained() {
+                    self.shared.store.put(task, state);
+                }
+                let packets = cut(&job, op, data, self.packet_size());
+                Ok(Prepared {
+                    cluster,
+                    packets,
+                    job,
+                    origin: Origin::Aes { key, op, iv, len },
+                })
+            }
+            JobKind::Sign { key, msg } => {
+                let signing = match self.shared.keys.lookup(key)? {
+                    KeyMaterial::Signing(k) => k,
+                    other => return Err(wrong_kind(key, "an Ed25519 signing key", &other)),
+                };
+                self.one_packet(
+                    task,
+                    JobWork::Sign { key: signing },
+                    Cmd::Sign,
+                    msg,
+                    Origin::Sign { key },
+                )
+            }
+            JobKind::Verify { key, msg, sig } => {
+                let public = match self.shared.keys.lookup(key)? {
+                    KeyMaterial::Verifying(k) => k,
+                    KeyMaterial::Signing(k) => k.verifying_key(),
+                    other => return Err(wrong_kind(key, "an Ed25519 key", &other)),
+                };
+                let sig_bytes: [u8; SIGNATURE_LEN] = sig
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| CryptoError::SignatureLength { got: sig.len() })?;
+                let work = JobWork::Verify {
+                    key: Box::new(public),
+                    sig: Box::new(sig_bytes),
+                };
+                self.one_packet(task, work, Cmd::Verify, msg, Origin::Verify { key, sig })
+            }
+        }
+    }
+
+    /// An Ed25519 job: the whole message is one packet.
+    fn one_packet(
+        &self,
+        task: TaskId,
+        work: JobWork,
+        cmd: Cmd,
+        msg: Vec<u8>,
+        origin: Origin,
+    ) -> Result<Prepared, SubmitError> {
+        let cluster = self.cluster(ClusterKind::Ed25519)?;
+        let max = self.shared.layout.clusters[cluster.index()].1;
+        if msg.len() as u64 > max {
+            return Err(SubmitError::TooLarge {
+                len: msg.len(),
+                max,
+            });
+        }
+        let job = Arc::new(JobShared::new(task, cluster, work, 1));
+        let msg_len = msg.len();
+        let work = Work {
+            job: Arc::clone(&job),
+            part: 0,
+            data: bytes_mut(msg),
+            msg_len,
+        };
+        let packet = Packet::new(task, cmd, cluster, None, 0, true, work);
+        Ok(Prepared {
+            cluster,
+            packets: vec![packet],
+            job,
+            origin,
+        })
+    }
+
+    /// Admits a prepared job; if the queue is full (and `block` is false), hands the job back
+    /// as it was submitted.
+    fn admit(&self, p: Prepared, block: bool) -> Result<JobHandle, Refusal> {
+        let Prepared {
+            cluster,
+            packets,
+            job,
+            origin,
+        } = p;
+        self.shared.counters.job_submitted();
+        match self.shared.admit(cluster, packets, block, false) {
+            Ok(()) => Ok(JobHandle { shared: job }),
+            Err(refused) => {
+                self.shared.counters.job_withdrawn();
+                self.shared.store.remove(job.task);
+                match refused {
+                    Refused::ShutDown => Err(Refusal::ShutDown),
+                    Refused::Full(packets) => Err(Refusal::Full(rebuild(packets, origin))),
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn wrong_kind(key: KeyId, expected: &'static str, got: &KeyMaterial) -> SubmitError {
+    SubmitError::WrongKeyKind {
+        key,
+        expected,
+        got: got.describe(),
+    }
+}
+
+/// The buffer length of an AES job: the data plus room for padding on encryption.
+fn padded(op: AesOp, len: usize) -> usize {
+    if op.pads_on_encrypt() {
+        padded_len(len)
+    } else {
+        len
+    }
+}
+
+/// Packets for `len` bytes: at least one, even for empty data.
+fn packet_count(len: usize, packet_size: usize) -> usize {
+    len.div_ceil(packet_size).max(1)
+}
+
+/// Cuts an AES job's data into packets of `packet_size` bytes without copying.
+fn cut(
+    job: &Arc<JobShared>,
+    op: AesOp,
+    mut data: Vec<u8>,
+    packet_size: usize,
+) -> Vec<Packet<Work>> {
+    let msg_total = data.len();
+    data.resize(padded(op, msg_total), 0);
+    let n = packet_count(data.len(), packet_size);
+    let mut buf = bytes_mut(data);
+    let mut packets = Vec::with_capacity(n);
+    for i in 0..n {
+        let last = i + 1 == n;
+        let chunk = if last {
+            std::mem::take(&mut buf)
+        } else {
+            buf.split_to(packet_size)
+        };
+        let msg_len = if last {
+            msg_total - i * packet_size
+        } else {
+            chunk.len()
+        };
+        let work = Work {
+            job: Arc::clone(job),
+            part: i,
+            data: chunk,
+            msg_len,
+        };
+        packets.push(Packet::new(
+            job.task,
+            op.direction.cmd(),
+            job.cluster,
+            Some(op.mode),
+            i as u32,
+            last,
+            work,
+        ));
+    }
+    packets
+}
+
+/// Puts a refused job back together, rejoining its buffer.
+fn rebuild(packets: Vec<Packet<Work>>, origin: Origin) -> Job {
+    let mut data: Option<BytesMut> = None;
+    for p in packets {
+        match &mut data {
+            Some(d) => d.unsplit(p.data.data),
+            None => data = Some(p.data.data),
+        }
+    }
+    let mut data: Vec<u8> = data.map(Vec::from).unwrap_or_default();
+    match origin {
+        Origin::Aes { key, op, iv, len } => {
+            data.truncate(len);
+            Job::aes(key, op, &iv, data)
+        }
+        Origin::Sign { key } => Job::sign(key, data),
+        Origin::Verify { key, sig } => Job::verify(key, data, &sig),
+    }
+}

@@ -1,0 +1,195 @@
+//! Streams: a long-lived AES job fed chunk by chunk.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::crypto::{AesKey, AesOp, BLOCK, padded_len};
+use crate::error::{CryptoError, JobError, SubmitError};
+use crate::packet::{ClusterId, Packet, TaskId};
+use crate::runtime::engine::{Refused, Shared};
+use crate::runtime::job::{JobHandle, JobShared, JobWork, Work, bytes_mut};
+
+/// A long-lived AES job (a VPN tunnel, a disk being encrypted) fed chunk by chunk.
+///
+/// Each chunk becomes one packet of the job; outputs come back in order through
+/// [`recv`](Self::recv). Between chunks the chaining state lives in the service's intermediate
+/// state store. While a chunk is on a node, the next one goes to the same node (the paper's
+/// strategy 2); when none is in flight, the next chunk goes wherever the policy says — unless
+/// the service was built with [`Affinity::Strict`](crate::sched::Affinity::Strict), which keeps
+/// the stream on one node until it finishes.
+///
+/// Every chunk but the last must be a whole number of 16-byte blocks. The last chunk, given to
+/// [`finish`](Self::finish), may end in a partial block (OFB, CFB) and gets PKCS#7 padding if
+/// the operation asks for it; for a padded decryption it must hold the final block.
+///
+/// Dropping an unfinished stream closes it: a final empty packet takes its chaining state out
+/// of the store, and outputs not yet received are discarded.
+pub struct Stream {
+    shared: Arc<Shared>,
+    task: TaskId,
+    cluster: ClusterId,
+    key: Arc<AesKey>,
+    op: AesOp,
+    next_seq: u32,
+    outputs: VecDeque<JobHandle>,
+    finished: bool,
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stream")
+            .field("task", &self.task)
+            .field("op", &self.op)
+            .field("chunks", &self.next_seq)
+            .field("pending_outputs", &self.outputs.len())
+            .field("finished", &self.finished)
+            .finish()
+    }
+}
+
+impl Stream {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        task: TaskId,
+        cluster: ClusterId,
+        key: Arc<AesKey>,
+        op: AesOp,
+    ) -> Self {
+        Stream {
+            shared,
+            task,
+            cluster,
+            key,
+            op,
+            next_seq: 0,
+            outputs: VecDeque::new(),
+            finished: false,
+        }
+    }
+
+    /// The stream's job id.
+    pub fn task(&self) -> TaskId {
+        self.task
+    }
+
+    /// Pushes a chunk (a whole number of blocks), blocking while the receive queue is full.
+    ///
+    /// # Errors
+    /// [`CryptoError::NotBlockAligned`], [`SubmitError::StreamFinished`],
+    /// [`SubmitError::ShutDown`].
+    pub fn push(&mut self, chunk: impl Into<Vec<u8>>) -> Result<(), SubmitError> {
+        let chunk = chunk.into();
+        if chunk.len() % BLOCK != 0 {
+            return Err(CryptoError::NotBlockAligned { len: chunk.len() }.into());
+        }
+        self.send(chunk, false)
+    }
+
+    /// Pushes the last chunk and finishes the stream. Its output, like the others', comes
+    /// from [`recv`](Self::recv).
+    ///
+    /// # Errors
+    /// As [`push`](Self::push); a chunk that is not a whole number of blocks in ECB or CBC
+    /// without padding, or an empty chunk for a padded decryption, is refused.
+    pub fn finish(&mut self, chunk: impl Into<Vec<u8>>) -> Result<(), SubmitError> {
+        let chunk = chunk.into();
+        self.op.check_job_len(chunk.len())?;
+        self.send(chunk, true)
+    }
+
+    /// The next output, in push order, blocking until it is ready. `None` once every pushed
+    /// chunk's output has been received.
+    pub fn recv(&mut self) -> Option<Result<Vec<u8>, JobError>> {
+        let handle = self.outputs.pop_front()?;
+        Some(handle.wait().map(|o| o.into_data().unwrap_or_default()))
+    }
+
+    /// The next output if it is ready, without blocking.
+    pub fn try_recv(&mut self) -> Option<Result<Vec<u8>, JobError>> {
+        if self.outputs.front()?.is_finished() {
+            self.recv()
+        } else {
+            None
+        }
+    }
+
+    /// Chunks pushed whose outputs have not been received yet.
+    pub fn pending(&self) -> usize {
+        self.outputs.len()
+    }
+
+    /// Whether [`finish`](Self::finish) was called.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    fn send(&mut self, mut data: Vec<u8>, last: bool) -> Result<(), SubmitError> {
+        if self.finished {
+            return Err(SubmitError::StreamFinished);
+        }
+        let msg_len = data.len();
+        if last && self.op.pads_on_encrypt() {
+            data.resize(padded_len(msg_len), 0);
+        }
+        let (packet, handle) = self.packet(data, msg_len, last);
+        self.shared.counters.job_submitted();
+        match self.shared.admit(self.cluster, vec![packet], true, false) {
+            Ok(()) => {
+                self.next_seq += 1;
+                self.finished = last;
+                self.outputs.push_back(handle);
+                Ok(())
+            }
+            Err(Refused::ShutDown | Refused::Full(_)) => {
+                self.shared.counters.job_withdrawn();
+                Err(SubmitError::ShutDown)
+            }
+        }
+    }
+
+    fn packet(&self, data: Vec<u8>, msg_len: usize, last: bool) -> (Packet<Work>, JobHandle) {
+        let work = JobWork::Aes {
+            key: Arc::clone(&self.key),
+            op: self.op,
+        };
+        let job = Arc::new(JobShared::new(self.task, self.cluster, work, 1));
+        let packet = Packet::new(
+            self.task,
+            self.op.direction.cmd(),
+            self.cluster,
+            Some(self.op.mode),
+            self.next_seq,
+            last,
+            Work {
+                job: Arc::clone(&job),
+                part: 0,
+                data: bytes_mut(data),
+                msg_len,
+            },
+        );
+        (packet, JobHandle { shared: job })
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        // Close the chain: an empty last packet takes the state out of the store and ends the
+        // job's binding. It carries no data, so it is admitted past the bound, and even while
+        // the service drains. Its output (or error, for a padded decryption) is discarded.
+        let (packet, _) = self.packet(Vec::new(), 0, true);
+        self.shared.counters.job_submitted();
+        if self
+            .shared
+            .admit(self.cluster, vec![packet], false, true)
+            .is_err()
+        {
+            // The workers are gone: nothing will run the packet; drop the state here.
+            self.shared.counters.job_withdrawn();
+            self.shared.store.remove(self.task);
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! A node: one thread, pinned to a core if asked, serving its queue first come first served.
+//!
+//! At start-up the worker measures its own speed (unless unit times were declared): a few
+//! packets of the configured size, CBC encryption and decryption for an AES node, signing and
+//! verifying for an Ed25519 node, the fastest of each taken. After that, every packet's measured
+//! service time refines the estimate by an exponentially weighted average, and the scheduler is
+//! told when the estimate moves by more than 2%.
+//!
+//! A node with a slowdown factor f > 1 emulates a slower IP core: after its real work, taking
+//! time d, it waits (f − 1)·d, so each packet costs f times its real time. It sleeps for most of
+//! the wait, leaving the core to other nodes pinned there, and spins only the last 60 µs so the
+//! wait ends on time.
+//!
+//! A panic while running a packet is caught: the packet's job fails with
+//! [`JobError::WorkerPanicked`], and the worker goes on with the next packet.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+
+use crate::crypto::{AesKey, AesOp, ChainState, Direction, SigningKey};
+use crate::error::JobError;
+use crate::packet::{Cmd, Mode, NodeId, Packet, PacketMeta, UnitTimes};
+use crate::runtime::ClusterKind;
+use crate::runtime::engine::Shared;
+use crate::runtime::job::{JobShared, JobWork, PartOutput, Work};
+use crate::runtime::metrics::LocalCounters;
+use crate::runtime::store::StateStore;
+
+/// What a worker needs to know about its node.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerSpec {
+    pub(crate) node: NodeId,
+    pub(crate) kind: ClusterKind,
+    pub(crate) core: Option<core_affinity::CoreId>,
+    pub(crate) slowdown: f64,
+    pub(crate) declared: Option<UnitTimes>,
+    pub(crate) unit_len: usize,
+}
+
+/// The worker thread's body.
+pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: mpsc::Sender<()>) {
+    if let Some(core) = spec.core {
+        // Pinning is best effort: an unpinned node still works.
+        let _ = core_affinity::set_for_current(core);
+    }
+    let times = spec
+        .declared
+        .unwrap_or_else(|| calibrate(spec.kind, spec.unit_len, spec.slowdown));
+    shared.set_unit_times(spec.node, times);
+    let _ = ready.send(());
+    drop(ready);
+
+    let mut estimate = Estimator::new(spec.kind, times, spec.unit_len);
+    let mut local = LocalCounters::default();
+    let mut finished = None;
+    while let Some(packet) = shared.next_work(spec.node, finished.take()) {
+        let Packet { meta, data: work } = packet;
+        let Work {
+            job,
+            part,
+            mut data,
+            msg_len,
+        } = work;
+        let start = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            execute(&shared.store, &job, &meta, &mut data, msg_len)
+        }))
+        .unwrap_or_else(|_| {
+            local.panics += 1;
+            Err(JobError::WorkerPanicked(spec.node))
+        });
+        if spec.slowdown > 1.0 {
+            emulate_slowdown(start.elapsed().mul_f64(spec.slowdown - 1.0));
+        }
+        let busy = start.elapsed();
+        if let Some(ok) = job.part_done(part, result) {
+            shared.counters.job_finished(ok);
+        }
+        local.packets += 1;
+        local.bytes += meta.len;
+        local.busy_ns += busy.as_nanos() as u64;
+        shared.node_counters[spec.node.index()].publish(&local);
+        finished = Some(estimate.observe(meta.cmd, busy, meta.len));
+    }
+}
+
+/// Runs one packet: the cryptography, with the chaining state taken from and returned to the
+/// store.
+fn execute(
+    store: &StateStore,
+    job: &JobShared,
+    meta: &PacketMeta,
+    data: &mut BytesMut,
+    msg_len: usize,
+) -> Result<PartOutput, JobError> {
+    match &job.work {
+        JobWork::Aes { key, op } => {
+            let chained = op.mode.is_chained();
+            let mut state = if chained {
+                store.take(job.task).ok_or(JobError::StateLost(job.task))?
+            } else {
+                ChainState::default()
+            };
+            let n = key.process(*op, &mut state, data, msg_len, meta.last)?;
+            if chained && !meta.last {
+                store.put(job.task, state);
+            }
+            data.truncate(n);
+            Ok(PartOutput::Data(std::mem::take(data)))
+        }
+        JobWork::Sign { key } => Ok(PartOutput::Signature(key.sign(&data[..msg_len]))),
+        JobWork::Verify { key, sig } => Ok(PartOutput::Verified(
+            key.verify(&data[..msg_len], &sig[..])?,
+        )),
+    }
+}
+
+/// Waits `extra`: sleeps for all but the last 60 µs, then spins to the deadline.
+fn emulate_slowdown(extra: Duration) {
+    const SPIN: Duration = Duration::from_micros(60);
+    let deadline = Instant::now() + extra;
+    if extra > SPIN {
+        std::thread::sleep(extra - SPIN);
+    }
+    while Instant::now() < deadline {
+        std::hint::spin_loop();
+    }
+}
+
+/// Measures the node's unit times: nanoseconds per packet of `unit_len` bytes (AES) or per
+/// operation (Ed25519), the fastest of a few runs, times the slowdown factor.
+fn calibrate(kind: ClusterKind, unit_len: usize, slowdown: f64) -> UnitTimes {
+    fn fastest(runs: usize, mut f: impl FnMut()) -> f64 {
+        (0..runs)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_nanos() as f64
+            })
+            .fold(f64::INFINITY, f64::min)
+            .max(1.0)
+    }
+    let (a, b) = match kind {
+        ClusterKind::Aes => {
+            let Ok(key) = AesKey::new(&[0x5c; 16]) else {
+                return UnitTimes::uniform(1.0);
+            };
+            let mut buf = vec![0u8; unit_len];
+            let mut run = |direction| {
+                let op = AesOp::new(direction, Mode::Cbc);
+                fastest(5, || {
+                    let mut state = ChainState::default();
+                    let _ = key.process(op, &mut state, &mut buf, unit_len, false);
+                })
+            };
+            (run(Direction::Encrypt), run(Direction::Decrypt))
+        }
+        ClusterKind::Ed25519 => {
+            let Ok(key) = SigningKey::from_seed(&[7; 32]) else {
+                return UnitTimes::uniform(1.0);
+            };
+            let public = key.verifying_key();
+            let msg = [0u8; 64];
+            let sig = key.sign(&msg);
+            let sign = fastest(3, || {
+                std::hint::black_box(key.sign(std::hint::black_box(&msg)));
+            });
+            let verify = fastest(3, || {
+                let _ = std::hint::black_box(public.verify(&msg, &sig));
+            });
+            (sign, verify)
+        }
+    };
+    let f = slowdown.max(1.0);
+    UnitTimes([a * f, b * f, a * f, b * f])
+}
+
+/// Exponentially weighted unit-time estimates per command.
+struct Estimator {
+    kind: ClusterKind,
+    unit_len: f64,
+    current: UnitTimes,
+    published: UnitTimes,
+}
+
+impl Estimator {
+    const WEIGHT: f64 = 0.1;
+    const REPORT_CHANGE: f64 = 0.02;
+
+    fn new(kind: ClusterKind, start: UnitTimes, unit_len: usize) -> Self {
+        Estimator {
+            kind,
+            unit_len: unit_len as f64,
+            current: start,
+            published: start,
+        }
+    }
+
+    /// Folds in one measured service time; returns the new estimate when it moved enough to
+    /// tell the scheduler.
+    fn observe(&mut self, cmd: Cmd, took: Duration, len: u64) -> Option<(Cmd, f64)> {
+        let ns = took.as_nanos() as f64;
+        let sample = match self.kind {
+            // Short packets (a job's tail) are dominated by fixed costs; skip them.
+            ClusterKind::Aes if (len as f64) * 4.0 < self.unit_len => return None,
+            ClusterKind::Aes => ns * self.unit_len / len as f64,
+            ClusterKind::Ed25519 => ns,
+        };
+        if !(sample.is_finite() && sample > 0.0) {
+            return None;
+        }
+        let old = self.current.get(cmd);
+        let new = old + Self::WEIGHT * (sample - old);
+        self.current.set(cmd, new);
+        let published = self.published.get(cmd);
+        if (new - published).abs() > Self::REPORT_CHANGE * published {
+            self.published.set(cmd, new);
+            Some((cmd, new))
+        } else {
+            None
+        }
+    }
+}
