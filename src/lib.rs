@@ -79,6 +79,7 @@ pub mod error;
 pub mod packet;
 pub mod runtime;
 pub mod sched;
+pub mod sim;
 
 pub use crypto::{AesOp, Direction, Padding};
 pub use error::{BuildError, JobError, KeyError, SubmitError, TrySubmitError};

@@ -1,0 +1,139 @@
+//! `cryptodispatch-bench`: the benchmark binary.
+//!
+//! With no subcommand it prints a short summary (an excerpt of experiment 4 on the simulator).
+//! Subcommands:
+//! - `paper --exp N`: the paper's experiments 1–4 on the simulator (tables, CSV, SVG);
+//! - `sim`: replay a trace (or a generated workload) under one or more policies, with the
+//!   lower bound on makespan;
+//! - `gen`: write a generated trace in the CSV format `sim --trace` reads.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+use cryptodispatch::sim::experiments::Settings;
+
+mod paper;
+mod plot;
+mod replay;
+mod report;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cryptodispatch-bench",
+    version,
+    about = "Benchmarks for cryptodispatch: the paper's experiments on the simulator, trace replay",
+    after_help = "Examples:\n  \
+        cryptodispatch-bench                      short summary (experiment 4 excerpt)\n  \
+        cryptodispatch-bench paper --exp 4        the paper's experiment 4: paper vs hhs-acdid\n  \
+        cryptodispatch-bench paper --exp 1 --seeds 20 --out results\n  \
+        cryptodispatch-bench gen --packets 1000 --out trace.csv\n  \
+        cryptodispatch-bench sim --trace trace.csv --policy paper,hhs-acdid --unit-times 16,20,28,36\n  \
+        cryptodispatch-bench sim --packets 600 --nodes 10 --csv"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The paper's experiments (PAPER.md §9) on the simulator.
+    Paper(PaperArgs),
+    /// Replay a trace, or a generated workload, under one or more policies.
+    Sim(replay::SimArgs),
+    /// Write a generated trace (CSV) for `sim --trace`.
+    Gen(replay::GenArgs),
+}
+
+#[derive(Debug, Args)]
+struct PaperArgs {
+    /// Which experiment: 1 (best alpha against CAP), 2 (alpha sweep), 3 (load per node),
+    /// 4 (against hhs-acdid).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+    exp: u8,
+    #[command(flatten)]
+    settings: SettingsArgs,
+}
+
+#[derive(Debug, Args)]
+struct SettingsArgs {
+    /// Seeds (repetitions) per point.
+    #[arg(long, default_value_t = 10)]
+    seeds: u32,
+    /// The first seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Node queue capacity, in length units (experiments 2-4).
+    #[arg(long, default_value_t = 32)]
+    cap: u64,
+    /// Packets per run in experiment 1.
+    #[arg(long, default_value_t = 600)]
+    packets: usize,
+    /// Offered load relative to the nodes' full-speed capacity (0: everything at time 0).
+    #[arg(long, default_value_t = 1.5)]
+    load: f64,
+    /// Where CSV and SVG files go.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Threads to run points on (results do not depend on it).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+impl SettingsArgs {
+    fn settings(&self) -> Result<Settings, String> {
+        if !(self.load.is_finite() && self.load >= 0.0) {
+            return Err(format!("--load {} must be a number >= 0", self.load));
+        }
+        let mut s = Settings {
+            seeds: self.seeds,
+            base_seed: self.seed,
+            cap: self.cap,
+            ..Settings::default()
+        };
+        s.workload.packets = self.packets;
+        s.workload.load = (self.load > 0.0).then_some(self.load);
+        if let Some(t) = self.threads {
+            s.threads = t.max(1);
+        }
+        Ok(s)
+    }
+}
+
+fn summary() -> Result<(), String> {
+    let start = Instant::now();
+    println!("cryptodispatch-bench: summary (run with --help for the full experiments)\n");
+    let settings = Settings {
+        seeds: 5,
+        ..Settings::default()
+    };
+    let points: Vec<(String, usize, usize)> = [(4, 300), (4, 700), (10, 1000), (10, 1500)]
+        .iter()
+        .map(|&(n, p)| (format!("{n} nodes"), n, p))
+        .collect();
+    paper::exp4(&settings, &PathBuf::from("results"), &points)?;
+    println!("\nsummary took {:.1} s", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        None => summary(),
+        Some(Command::Paper(a)) => a
+            .settings
+            .settings()
+            .and_then(|s| paper::run(a.exp, &s, &a.settings.out)),
+        Some(Command::Sim(a)) => replay::sim(a),
+        Some(Command::Gen(a)) => replay::generate(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cryptodispatch-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! `paper --exp N`: the paper's experiments on the simulator, as tables, CSV and SVG.
+
+use std::path::Path;
+
+use cryptodispatch::sched::PolicySpec;
+use cryptodispatch::sim::NodeSet;
+use cryptodispatch::sim::experiments::{self, AlphaCapRow, CompareRow, Settings};
+
+use crate::plot::{Chart, Series};
+use crate::report::{Csv, Table, f, pct, progress, write_file};
+
+/// The capacities experiment 1 sweeps.
+pub const CAPS: [u64; 8] = [4, 8, 16, 32, 64, 100, 150, 200];
+
+/// The paper's four speed classes (experiment 1, figure 6b), one node drawn from each.
+pub const CLASSES: [(f64, f64); 4] = [(8.0, 28.0), (16.0, 36.0), (32.0, 52.0), (64.0, 84.0)];
+
+pub fn run(exp: u8, settings: &Settings, out: &Path) -> Result<(), String> {
+    experiments::check(settings, &CAPS)?;
+    match exp {
+        1 => exp1(settings, out),
+        2 => exp2(settings, out),
+        3 => exp3(settings, out),
+        4 => exp4(settings, out, &experiments::exp4_points()).map(drop),
+        _ => Err(format!("no experiment {exp}: choose 1, 2, 3 or 4")),
+    }
+}
+
+fn exp1(settings: &Settings, out: &Path) -> Result<(), String> {
+    let packets = settings.workload.packets;
+    let sets = [
+        ("t in [16,36]", NodeSet::paper(4)),
+        ("four classes", NodeSet::Classes(CLASSES.to_vec())),
+    ];
+    let bar = progress(
+        (sets.len() * CAPS.len()) as u64 * u64::from(settings.seeds),
+        "exp 1",
+    );
+    let mut rows: Vec<AlphaCapRow> = Vec::new();
+    for (label, set) in &sets {
+        rows.extend(experiments::exp1(
+            settings,
+            label,
+            set,
+            &CAPS,
+            packets,
+            &|| bar.inc(1),
+        ));
+    }
+    bar.finish_and_clear();
+
+    println!(
+        "Experiment 1: the alpha (beta = 1 - alpha) with the least makespan, against node capacity CAP"
+    );
+    println!(
+        "({packets} packets, 4 nodes, {} seeds; 'four classes': one node from each of t1..t4)\n",
+        settings.seeds
+    );
+    let mut t = Table::new(&[
+        "nodes",
+        "CAP",
+        "best alpha",
+        "makespan",
+        "std",
+        "at alpha=0.05",
+        "at alpha=1",
+    ]);
+    let mut all = Csv::new("nodes,cap,alpha,makespan_mean,makespan_std");
+    let mut best = Csv::new("nodes,cap,best_alpha,makespan_mean,makespan_std");
+    for r in &rows {
+        let at = |a: f64| {
+            r.by_alpha
+                .iter()
+                .find(|(x, _)| (x - a).abs() < 1e-9)
+                .map_or(f64::NAN, |(_, s)| s.mean)
+        };
+        t.row(vec![
+            r.nodes.clone(),
+            r.cap.to_string(),
+            f(r.best_alpha, 2),
+            f(r.best.mean, 1),
+            f(r.best.std, 1),
+            f(at(0.05), 1),
+            f(at(1.0), 1),
+        ]);
+        best.row(&[
+            r.nodes.replace(',', ";"),
+            r.cap.to_string(),
+            f(r.best_alpha, 2),
+            f(r.best.mean, 3),
+            f(r.best.std, 3),
+        ]);
+        for (a, s) in &r.by_alpha {
+            all.row(&[
+                r.nodes.replace(',', ";"),
+                r.cap.to_string(),
+                f(*a, 2),
+                f(s.mean, 3),
+                f(s.std, 3),
+            ]);
+        }
+    }
+    print!("{}", t.render());
+    write_file(out, "exp1.csv", all.as_str())?;
+    write_file(out, "exp1_best.csv", best.as_str())?;
+    let series = sets
+        .iter()
+        .map(|(label, _)| Series {
+            label: (*label).to_owned(),
+            points: rows
+                .iter()
+                .filter(|r| r.nodes == *label)
+                .map(|r| (r.cap as f64, r.best_alpha))
+                .collect(),
+        })
+        .collect();
+    Chart {
+        title: "Exp 1 (fig. 6): best alpha against node capacity",
+        x: "node capacity CAP",
+        y: "best alpha",
+        series,
+    }
+    .write(out, "exp1_best_alpha.svg")?;
+    println!(
+        "\nwrote {0}/exp1.csv, {0}/exp1_best.csv, {0}/exp1_best_alpha.svg",
+        out.display()
+    );
+    Ok(())
+}
+
+fn exp2(settings: &Settings, out: &Path) -> Result<(), String> {
+    let packets = 600;
+    let bar = progress(u64::from(settings.seeds), "exp 2");
+    let rows = experiments::exp2(settings, &NodeSet::paper(4), packets, &|| bar.inc(1));
+    bar.finish_and_clear();
+
+    println!(
+        "Experiment 2: alpha swept over [0, 1], beta = 1 - alpha ({packets} packets, 4 nodes, t in [16,36], CAP {}, {} seeds)",
+        settings.cap, settings.seeds
+    );
+    println!("Load: share of the busy time per node, fastest node first.\n");
+    let mut t = Table::new(&[
+        "alpha",
+        "makespan",
+        "std",
+        "node 1",
+        "node 2",
+        "node 3",
+        "node 4",
+        "packets node 1..4",
+    ]);
+    let mut csv = Csv::new(
+        "alpha,makespan_mean,makespan_std,busy_share_1,busy_share_2,busy_share_3,busy_share_4,packet_share_1,packet_share_2,packet_share_3,packet_share_4",
+    );
+    for r in &rows {
+        let mut cells = vec![f(r.alpha, 2), f(r.makespan.mean, 1), f(r.makespan.std, 1)];
+        cells.extend(r.busy_share.iter().map(|&s| pct(s)));
+        cells.push(
+            r.packet_share
+                .iter()
+                .map(|&s| pct(s))
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+        t.row(cells);
+        let mut c = vec![f(r.alpha, 2), f(r.makespan.mean, 3), f(r.makespan.std, 3)];
+        c.extend(r.busy_share.iter().map(|&s| f(s, 4)));
+        c.extend(r.packet_share.iter().map(|&s| f(s, 4)));
+        csv.row(&c);
+    }
+    print!("{}", t.render());
+    let best = rows
+        .iter()
+        .min_by(|a, b| a.makespan.mean.total_cmp(&b.makespan.mean));
+    if let Some(b) = best {
+        println!(
+            "\nleast makespan at alpha = {:.2} ({:.1}); the paper reports its best at alpha = 0.05",
+            b.alpha, b.makespan.mean
+        );
+    }
+    write_file(out, "exp2.csv", csv.as_str())?;
+    Chart {
+        title: "Exp 2 (fig. 7a): makespan against alpha",
+        x: "alpha (beta = 1 - alpha)",
+        y: "makespan",
+        series: vec![Series {
+            label: "paper".into(),
+            points: rows.iter().map(|r| (r.alpha, r.makespan.mean)).collect(),
+        }],
+    }
+    .write(out, "exp2_makespan.svg")?;
+    Chart {
+        title: "Exp 2 (fig. 7b): share of busy time per node against alpha",
+        x: "alpha (beta = 1 - alpha)",
+        y: "share of busy time",
+        series: (0..4)
+            .map(|i| Series {
+                label: format!(
+                    "node {} ({})",
+                    i + 1,
+                    if i == 0 {
+                        "fastest"
+                    } else if i == 3 {
+                        "slowest"
+                    } else {
+                        "-"
+                    }
+                ),
+                points: rows.iter().map(|r| (r.alpha, r.busy_share[i])).collect(),
+            })
+            .collect(),
+    }
+    .write(out, "exp2_load.svg")?;
+    println!(
+        "wrote {0}/exp2.csv, {0}/exp2_makespan.svg, {0}/exp2_load.svg",
+        out.display()
+    );
+    Ok(())
+}
+
+fn exp3(settings: &Settings, out: &Path) -> Result<(), String> {
+    let mut points: Vec<(usize, usize)> = (100..=700).step_by(100).map(|p| (4, p)).collect();
+    points.extend([500, 700, 1000, 1100, 1300, 1500].map(|p| (10, p)));
+    let bar = progress(points.len() as u64 * u64::from(settings.seeds), "exp 3");
+    let rows = experiments::exp3(settings, &points, &PolicySpec::default(), &|| bar.inc(1));
+    bar.finish_and_clear();
+
+    println!(
+        "Experiment 3: load per node under `paper` (alpha 0.05), t in [16,36], CAP {}, {} seeds",
+        settings.cap, settings.seeds
+    );
+    println!(
+        "Share of the busy time per node, fastest node first; CV = std/mean of the nodes' busy times.\n"
+    );
+    let mut t = Table::new(&[
+        "nodes",
+        "packets",
+        "makespan",
+        "busy CV",
+        "busy share per node (fastest first)",
+    ]);
+    let mut csv = Csv::new("nodes,packets,node_rank,busy_share,packet_share,busy_cv_mean");
+    for r in &rows {
+        t.row(vec![
+            r.nodes.to_string(),
+            r.packets.to_string(),
+            f(r.makespan.mean, 1),
+            f(r.busy_cv.mean, 3),
+            r.busy_share
+                .iter()
+                .map(|&s| pct(s))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ]);
+        for (i, (b, p)) in r.busy_share.iter().zip(&r.packet_share).enumerate() {
+            csv.row(&[
+                r.nodes.to_string(),
+                r.packets.to_string(),
+                (i + 1).to_string(),
+                f(*b, 4),
+                f(*p, 4),
+                f(r.busy_cv.mean, 4),
+            ]);
+        }
+    }
+    print!("{}", t.render());
+    write_file(out, "exp3.csv", csv.as_str())?;
+    for (n, fig) in [(4, "8"), (10, "9")] {
+        let sub: Vec<_> = rows.iter().filter(|r| r.nodes == n).collect();
+        Chart {
+            title: &format!("Exp 3 (fig. {fig}): share of busy time per node, {n} nodes"),
+            x: "packets",
+            y: "share of busy time",
+            series: (0..n)
+                .map(|i| Series {
+                    label: format!("node {}", i + 1),
+                    points: sub
+                        .iter()
+                        .map(|r| (r.packets as f64, r.busy_share[i]))
+                        .collect(),
+                })
+                .collect(),
+        }
+        .write(out, &format!("exp3_{n}nodes.svg"))?;
+    }
+    println!(
+        "\nwrote {0}/exp3.csv, {0}/exp3_4nodes.svg, {0}/exp3_10nodes.svg",
+        out.display()
+    );
+    Ok(())
+}
+
+/// Experiment 4 at `points`; returns the rows (the default summary prints an excerpt).
+pub fn exp4(
+    settings: &Settings,
+    out: &Path,
+    points: &[(String, usize, usize)],
+) -> Result<Vec<CompareRow>, String> {
+    let policies = [PolicySpec::default(), PolicySpec::HhsAcdid];
+    let bar = progress(points.len() as u64 * u64::from(settings.seeds), "exp 4");
+    let rows = experiments::compare(settings, points, &policies, &|| bar.inc(1));
+    bar.finish_and_clear();
+
+    println!(
+        "Experiment 4: makespan of `paper` against `hhs-acdid` (t in [16,36], CAP {}, {} seeds)",
+        settings.cap, settings.seeds
+    );
+    println!(
+        "The paper reports 10.6%-15.3% less completion time (10.3%-15.3% in the node sweep).\n"
+    );
+    let mut t = Table::new(&[
+        "sweep",
+        "nodes",
+        "packets",
+        "paper",
+        "std",
+        "hhs-acdid",
+        "std",
+        "reduction",
+        "lower bound",
+        "paper/bound",
+    ]);
+    let mut csv = Csv::new("nodes,packets,policy,makespan_mean,makespan_std,lower_bound");
+    for pair in rows.chunks(2) {
+        let (p, h) = (&pair[0], &pair[1]);
+        t.row(vec![
+            p.sweep.clone(),
+            p.nodes.to_string(),
+            p.packets.to_string(),
+            f(p.makespan.mean, 1),
+            f(p.makespan.std, 1),
+            f(h.makespan.mean, 1),
+            f(h.makespan.std, 1),
+            pct(1.0 - p.makespan.mean / h.makespan.mean),
+            f(p.lower_bound, 1),
+            f(p.makespan.mean / p.lower_bound, 3),
+        ]);
+    }
+    for r in &rows {
+        csv.row(&[
+            r.nodes.to_string(),
+            r.packets.to_string(),
+            r.policy.clone(),
+            f(r.makespan.mean, 3),
+            f(r.makespan.std, 3),
+            f(r.lower_bound, 3),
+        ]);
+    }
+    print!("{}", t.render());
+    write_file(out, "exp4.csv", csv.as_str())?;
+    for (sweep, fig, x, file) in [
+        ("4 nodes", "10", "packets", "exp4_4nodes.svg"),
+        ("10 nodes", "11", "packets", "exp4_10nodes.svg"),
+        ("1000 packets", "12", "nodes", "exp4_1000packets.svg"),
+    ] {
+        let sub: Vec<&CompareRow> = rows.iter().filter(|r| r.sweep == sweep).collect();
+        if sub.is_empty() {
+            continue;
+        }
+        let xval = |r: &CompareRow| {
+            if x == "nodes" {
+                r.nodes as f64
+            } else {
+                r.packets as f64
+            }
+        };
+        let mut series: Vec<Series> = policies
+            .iter()
+            .map(|p| Series {
+                label: p.name().to_owned(),
+                points: sub
+                    .iter()
+                    .filter(|r| r.policy == p.name())
+                    .map(|r| (xval(r), r.makespan.mean))
+                    .collect(),
+            })
+            .collect();
+        series.push(Series {
+            label: "lower bound".into(),
+            points: sub
+                .iter()
+                .filter(|r| r.policy == "paper")
+                .map(|r| (xval(r), r.lower_bound))
+                .collect(),
+        });
+        Chart {
+            title: &format!("Exp 4 (fig. {fig}): makespan, {sweep}"),
+            x,
+            y: "makespan",
+            series,
+        }
+        .write(out, file)?;
+    }
+    println!("\nwrote {0}/exp4.csv and {0}/exp4_*.svg", out.display());
+    Ok(rows)
+}

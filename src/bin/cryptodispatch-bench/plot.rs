@@ -1,0 +1,107 @@
+//! SVG line charts (plotters), drawn from the same numbers the CSV files hold.
+
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+
+/// One line of a chart.
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A line chart: title, axis labels, series.
+pub struct Chart<'a> {
+    pub title: &'a str,
+    pub x: &'a str,
+    pub y: &'a str,
+    pub series: Vec<Series>,
+}
+
+const COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+impl Chart<'_> {
+    /// Renders the chart as SVG text.
+    pub fn svg(&self) -> Result<String, String> {
+        let mut out = String::new();
+        self.draw(&mut out)
+            .map_err(|e| format!("cannot draw {}: {e}", self.title))?;
+        Ok(out)
+    }
+
+    /// Renders and writes `dir/name`.
+    pub fn write(&self, dir: &Path, name: &str) -> Result<PathBuf, String> {
+        crate::report::write_file(dir, name, &self.svg()?)
+    }
+
+    fn draw(&self, out: &mut String) -> Result<(), Box<dyn std::error::Error + '_>> {
+        let points = self.series.iter().flat_map(|s| s.points.iter());
+        let (mut x0, mut x1, mut y0, mut y1) = (
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        );
+        for &(x, y) in points {
+            x0 = x0.min(x);
+            x1 = x1.max(x);
+            y0 = y0.min(y);
+            y1 = y1.max(y);
+        }
+        if !x0.is_finite() {
+            (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+        }
+        let pad = ((y1 - y0) * 0.08).max(1e-9);
+        let (y0, y1) = (y0 - pad, y1 + pad);
+        let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+
+        let root = SVGBackend::with_string(out, (800, 500)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(self.title, ("sans-serif", 20))
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x0..x1, y0..y1)?;
+        chart
+            .configure_mesh()
+            .x_desc(self.x)
+            .y_desc(self.y)
+            .light_line_style(WHITE.mix(0.0))
+            .draw()?;
+        for (i, s) in self.series.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    s.points.iter().copied(),
+                    color.stroke_width(2),
+                ))?
+                .label(s.label.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        }
+        if self.series.len() > 1 {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperRight)
+                .draw()?;
+        }
+        root.present()?;
+        Ok(())
+    }
+}

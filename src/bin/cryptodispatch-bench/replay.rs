@@ -1,0 +1,251 @@
+//! `sim`: replay a trace (or a generated workload) under one or more policies; `gen`: write a
+//! generated trace.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use cryptodispatch::sched::{Affinity, PolicySpec};
+use cryptodispatch::sim::{
+    NodeModel, NodeSet, SimConfig, Trace, WorkloadSpec, lower_bound, simulate,
+};
+use rand::SeedableRng;
+use rand::rngs::ChaCha8Rng;
+
+use crate::report::{Csv, Table, f, pct};
+
+/// Which nodes to simulate.
+#[derive(Debug, Clone, Args)]
+pub struct NodeArgs {
+    /// Number of nodes, with unit times drawn from --unit-range (seeded by --seed).
+    #[arg(long, default_value_t = 4, conflicts_with = "unit_times")]
+    pub nodes: usize,
+    /// Range the unit times are drawn from, as LO,HI.
+    #[arg(long, value_name = "LO,HI", default_value = "16,36", value_parser = parse_range)]
+    pub unit_range: (f64, f64),
+    /// One unit time per node (the same for every command), e.g. 16,20,28,36.
+    #[arg(long, value_name = "T1,T2,...", value_delimiter = ',')]
+    pub unit_times: Option<Vec<f64>>,
+    /// Node queue capacity, in length units.
+    #[arg(long, default_value_t = 32)]
+    pub cap: u64,
+    /// Seed for drawn unit times and generated workloads.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl NodeArgs {
+    pub fn node_set(&self) -> Result<NodeSet, String> {
+        match &self.unit_times {
+            Some(t) if t.is_empty() => Err("--unit-times needs at least one value".into()),
+            Some(t) => Ok(NodeSet::Given(t.clone())),
+            None if self.nodes == 0 => Err("--nodes must be at least 1".into()),
+            None => Ok(NodeSet::Drawn {
+                nodes: self.nodes,
+                lo: self.unit_range.0,
+                hi: self.unit_range.1,
+            }),
+        }
+    }
+}
+
+/// Options of `sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// The trace to replay (CSV: task,seq,flag,arrival,length,cmd). Without it, a workload is
+    /// generated (see --packets).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Packets of the generated workload, when no --trace is given.
+    #[arg(long, default_value_t = 600)]
+    pub packets: usize,
+    /// Policies to run, comma-separated (each on the same trace and nodes).
+    #[arg(long, default_value = "paper")]
+    pub policy: String,
+    #[command(flatten)]
+    pub nodes: NodeArgs,
+    /// Cluster queue length, in packets.
+    #[arg(long, default_value_t = 32)]
+    pub queue_len: usize,
+    /// Affinity of dependent jobs: strict (the paper) or in-flight.
+    #[arg(long, default_value = "strict", value_parser = parse_affinity)]
+    pub affinity: Affinity,
+    /// Print one CSV header line and one row per policy instead of a table.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+/// Options of `gen`.
+#[derive(Debug, Args)]
+pub struct GenArgs {
+    /// Packets to generate.
+    #[arg(long, default_value_t = 600)]
+    pub packets: usize,
+    #[command(flatten)]
+    pub nodes: NodeArgs,
+    /// Offered load relative to the nodes' full-speed capacity (0: everything at time 0).
+    #[arg(long, default_value_t = 1.5)]
+    pub load: f64,
+    /// Share of dependent jobs.
+    #[arg(long, default_value_t = 0.5)]
+    pub dependent_share: f64,
+    /// Write the trace here instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+pub fn parse_range(s: &str) -> Result<(f64, f64), String> {
+    let (a, b) = s
+        .split_once(',')
+        .ok_or_else(|| format!("expected LO,HI, got {s:?}"))?;
+    let lo: f64 = a.trim().parse().map_err(|_| format!("bad number {a:?}"))?;
+    let hi: f64 = b.trim().parse().map_err(|_| format!("bad number {b:?}"))?;
+    if !(lo.is_finite() && hi.is_finite() && lo > 0.0 && hi >= lo) {
+        return Err(format!("need 0 < LO <= HI, got {lo},{hi}"));
+    }
+    Ok((lo, hi))
+}
+
+pub fn parse_affinity(s: &str) -> Result<Affinity, String> {
+    match s {
+        "strict" => Ok(Affinity::Strict),
+        "in-flight" | "inflight" => Ok(Affinity::InFlight),
+        _ => Err(format!("unknown affinity {s:?}: strict or in-flight")),
+    }
+}
+
+fn build(nodes: &NodeArgs, rng: &mut ChaCha8Rng) -> Result<Vec<NodeModel>, String> {
+    Ok(nodes.node_set()?.build(nodes.cap, rng))
+}
+
+pub fn sim(args: &SimArgs) -> Result<(), String> {
+    let policies = args
+        .policy
+        .split(',')
+        .map(|p| p.parse::<PolicySpec>().map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rng = ChaCha8Rng::seed_from_u64(args.nodes.seed);
+    let nodes = build(&args.nodes, &mut rng)?;
+    let (trace, source) = match &args.trace {
+        Some(path) => (
+            Trace::read(path).map_err(|e| format!("{}: {e}", path.display()))?,
+            path.display().to_string(),
+        ),
+        None => (
+            WorkloadSpec::default()
+                .with_packets(args.packets)
+                .generate(&nodes, 1, &mut rng),
+            format!("generated, seed {}", args.nodes.seed),
+        ),
+    };
+    let config = SimConfig {
+        cluster_queue_len: args.queue_len,
+        affinity: args.affinity,
+        ..SimConfig::new(nodes.clone())
+    };
+    let bound = lower_bound(&trace, &nodes, config.unit_len);
+
+    let mut csv = Csv::new(
+        "policy,nodes,packets,makespan,lower_bound,mean_latency,p99_latency,max_node_share,min_node_share",
+    );
+    let mut table = Table::new(&[
+        "policy",
+        "makespan",
+        "lower bound",
+        "ratio",
+        "mean latency",
+        "p99 latency",
+        "node shares of busy time",
+    ]);
+    for policy in &policies {
+        let r = simulate(&trace, &config, policy).map_err(|e| e.to_string())?;
+        let shares = r.shares();
+        let max = shares.iter().copied().fold(0.0, f64::max);
+        let min = shares.iter().copied().fold(f64::INFINITY, f64::min);
+        csv.row(&[
+            policy.name().to_owned(),
+            nodes.len().to_string(),
+            trace.len().to_string(),
+            f(r.makespan, 3),
+            f(bound.value(), 3),
+            f(r.mean_latency(), 3),
+            f(r.p99_latency(), 3),
+            f(max, 4),
+            f(min, 4),
+        ]);
+        table.row(vec![
+            policy.to_string(),
+            f(r.makespan, 1),
+            f(bound.value(), 1),
+            f(r.makespan / bound.value(), 3),
+            f(r.mean_latency(), 1),
+            f(r.p99_latency(), 1),
+            shares.iter().map(|&s| pct(s)).collect::<Vec<_>>().join(" "),
+        ]);
+    }
+    if args.csv {
+        print!("{}", csv.as_str());
+    } else {
+        let jobs: std::collections::HashSet<u64> = trace.records().iter().map(|r| r.task).collect();
+        println!(
+            "trace: {source}: {} packets, {} jobs",
+            trace.len(),
+            jobs.len()
+        );
+        let times: Vec<String> = nodes
+            .iter()
+            .map(|n| {
+                format!(
+                    "[{}]",
+                    n.unit_times
+                        .0
+                        .iter()
+                        .map(|t| f(*t, 1))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            })
+            .collect();
+        println!(
+            "nodes: {} (unit times enc dec sign verify: {}), capacity {}",
+            nodes.len(),
+            times.join(" "),
+            args.nodes.cap
+        );
+        println!(
+            "lower bound {:.1} = max(work {:.1}, arrivals {:.1}, chains {:.1})\n",
+            bound.value(),
+            bound.work,
+            bound.arrivals,
+            bound.chains
+        );
+        print!("{}", table.render());
+    }
+    Ok(())
+}
+
+pub fn generate(args: &GenArgs) -> Result<(), String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(args.nodes.seed);
+    let nodes = build(&args.nodes, &mut rng)?;
+    if !(0.0..=1.0).contains(&args.dependent_share) {
+        return Err(format!(
+            "--dependent-share {} must lie in [0, 1]",
+            args.dependent_share
+        ));
+    }
+    let spec = WorkloadSpec {
+        packets: args.packets,
+        dependent_share: args.dependent_share,
+        load: (args.load > 0.0).then_some(args.load),
+        ..WorkloadSpec::default()
+    };
+    let csv = spec.generate(&nodes, 1, &mut rng).to_csv();
+    match &args.out {
+        Some(path) => {
+            std::fs::write(path, csv).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        }
+        None => {
+            print!("{csv}");
+            Ok(())
+        }
+    }
+}

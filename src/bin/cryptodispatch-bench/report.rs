@@ -1,0 +1,102 @@
+//! Output helpers: aligned tables, CSV files, progress bars.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// A text table with a header row, printed with aligned columns.
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Self {
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub fn render(&self) -> String {
+        let cols = self.header.len();
+        let mut width = vec![0; cols];
+        for r in std::iter::once(&self.header).chain(&self.rows) {
+            for (w, c) in width.iter_mut().zip(r) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let line = |out: &mut String, r: &[String]| {
+            let cells: Vec<String> = r
+                .iter()
+                .zip(&width)
+                .map(|(c, w)| format!("{c:>w$}"))
+                .collect();
+            let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+        };
+        line(&mut out, &self.header);
+        let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
+        let _ = writeln!(out, "{}", rule.join("  "));
+        for r in &self.rows {
+            line(&mut out, r);
+        }
+        out
+    }
+}
+
+/// CSV text: a header line and rows (values must not contain commas).
+pub struct Csv {
+    text: String,
+}
+
+impl Csv {
+    pub fn new(header: &str) -> Self {
+        Csv {
+            text: format!("{header}\n"),
+        }
+    }
+
+    pub fn row(&mut self, cells: &[String]) {
+        let _ = writeln!(self.text, "{}", cells.join(","));
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+/// Creates `dir` and writes `name` into it; returns the path written.
+pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<PathBuf, String> {
+    fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join(name);
+    fs::write(&path, contents).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// A progress bar for `total` runs (drawn on stderr when it is a terminal, hidden otherwise).
+pub fn progress(total: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    if let Ok(style) = ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} runs ({eta})")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_owned());
+    bar
+}
+
+/// A number with `d` decimals.
+pub fn f(x: f64, d: usize) -> String {
+    format!("{x:.d$}")
+}
+
+/// A share as a percentage with one decimal.
+pub fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}

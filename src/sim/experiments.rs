@@ -1,0 +1,509 @@
+//! The paper's four experiments (PAPER.md §9), run on the simulator.
+//!
+//! Every point is repeated over several seeds. A seed fixes one instance — the node speeds and
+//! the trace — and every policy or α of a point runs on the same instances, so comparisons are
+//! paired. Points run in parallel on the machine's cores; results do not depend on the number
+//! of threads.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rand::SeedableRng;
+use rand::rngs::ChaCha8Rng;
+
+use crate::sched::PolicySpec;
+use crate::sim::bound::lower_bound;
+use crate::sim::engine::{SimConfig, SimResult, simulate};
+use crate::sim::model::{NodeModel, NodeSet};
+use crate::sim::trace::Trace;
+use crate::sim::workload::WorkloadSpec;
+
+/// Settings shared by the experiments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Seeds per point.
+    pub seeds: u32,
+    /// The first seed; seed k of a point is `base_seed + k`.
+    pub base_seed: u64,
+    /// The workload (its packet count is set per point).
+    pub workload: WorkloadSpec,
+    /// Node queue capacity in length units (where the experiment does not sweep it).
+    pub cap: u64,
+    /// Cluster queue length in packets.
+    pub cluster_queue_len: usize,
+    /// Worker threads for running points (results do not depend on it).
+    pub threads: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            seeds: 10,
+            base_seed: 1,
+            workload: WorkloadSpec::default(),
+            cap: 32,
+            cluster_queue_len: 32,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
+/// Mean and sample standard deviation.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Stats {
+    /// Mean.
+    pub mean: f64,
+    /// Sample standard deviation (0 for one sample).
+    pub std: f64,
+}
+
+impl Stats {
+    /// The statistics of `xs`.
+    pub fn of(xs: &[f64]) -> Stats {
+        let n = xs.len();
+        if n == 0 {
+            return Stats::default();
+        }
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        let var = if n > 1 {
+            xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+        } else {
+            0.0
+        };
+        Stats {
+            mean,
+            std: var.sqrt(),
+        }
+    }
+}
+
+/// The α grid of experiments 1 and 2: 0, 0.05, …, 1.
+pub fn alpha_grid() -> Vec<f64> {
+    (0..=20).map(|i| f64::from(i) / 20.0).collect()
+}
+
+/// The paper's policy with speed coefficient α and β = 1 − α.
+pub fn paper_alpha(alpha: f64) -> PolicySpec {
+    PolicySpec::Paper {
+        alpha,
+        beta: 1.0 - alpha,
+    }
+}
+
+/// One instance: node speeds and a trace, fixed by the seed.
+pub fn instance(
+    settings: &Settings,
+    nodes: &NodeSet,
+    cap: u64,
+    packets: usize,
+    seed: u64,
+) -> (Vec<NodeModel>, Trace) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let nodes = nodes.build(cap, &mut rng);
+    let trace = settings
+        .workload
+        .with_packets(packets)
+        .generate(&nodes, 1, &mut rng);
+    (nodes, trace)
+}
+
+fn run(
+    settings: &Settings,
+    nodes: Vec<NodeModel>,
+    trace: &Trace,
+    policy: &PolicySpec,
+) -> SimResult {
+    let config = SimConfig {
+        cluster_queue_len: settings.cluster_queue_len,
+        ..SimConfig::new(nodes)
+    };
+    // Capacities are validated by the experiment's settings; a refused configuration is a
+    // settings error the caller checks first with `check`.
+    simulate(trace, &config, policy).unwrap_or_else(|e| panic!("invalid experiment settings: {e}"))
+}
+
+/// Checks that `cap` can hold the workload's longest packet, so the experiments cannot fail
+/// midway.
+///
+/// # Errors
+/// A message naming the problem.
+pub fn check(settings: &Settings, caps: &[u64]) -> Result<(), String> {
+    let longest = settings.workload.length.0.max(settings.workload.length.1);
+    if let Some(cap) = caps.iter().chain([&settings.cap]).find(|&&c| c < longest) {
+        return Err(format!(
+            "capacity {cap} is smaller than the longest packet ({longest})"
+        ));
+    }
+    if settings.seeds == 0 {
+        return Err("at least one seed is needed".into());
+    }
+    if settings.cluster_queue_len == 0 {
+        return Err("the cluster queue needs room for at least one packet".into());
+    }
+    Ok(())
+}
+
+/// Runs `f` over `items` on `threads` threads, keeping the order; `tick` after each item.
+pub fn par_map<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+    tick: &(dyn Fn() + Sync),
+) -> Vec<R> {
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, items.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    out.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                    tick();
+                }
+            });
+        }
+    });
+    out.into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|r| r.expect("every item was run"))
+        .collect()
+}
+
+/// Node indices from fastest to slowest (by mean unit time over the commands).
+fn speed_rank(nodes: &[NodeModel]) -> Vec<usize> {
+    let mean = |n: &NodeModel| n.unit_times.0.iter().sum::<f64>();
+    let mut idx: Vec<usize> = (0..nodes.len()).collect();
+    idx.sort_by(|&a, &b| mean(&nodes[a]).total_cmp(&mean(&nodes[b])).then(a.cmp(&b)));
+    idx
+}
+
+/// Experiment 1: for each capacity, the α (β = 1 − α) with the least mean makespan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlphaCapRow {
+    /// The node set's label.
+    pub nodes: String,
+    /// Node capacity.
+    pub cap: u64,
+    /// Mean makespan for each α of [`alpha_grid`].
+    pub by_alpha: Vec<(f64, Stats)>,
+    /// The best α (the smallest, if tied).
+    pub best_alpha: f64,
+    /// Its makespan.
+    pub best: Stats,
+}
+
+/// Experiment 1 on one node set: best α against capacity.
+pub fn exp1(
+    settings: &Settings,
+    label: &str,
+    nodes: &NodeSet,
+    caps: &[u64],
+    packets: usize,
+    tick: &(dyn Fn() + Sync),
+) -> Vec<AlphaCapRow> {
+    let alphas = alpha_grid();
+    let points: Vec<(u64, u32)> = caps
+        .iter()
+        .flat_map(|&c| (0..settings.seeds).map(move |s| (c, s)))
+        .collect();
+    // Per (cap, seed): makespan for every α.
+    let results = par_map(
+        &points,
+        settings.threads,
+        |&(cap, s)| {
+            let (nodes, trace) = instance(
+                settings,
+                nodes,
+                cap,
+                packets,
+                settings.base_seed + u64::from(s),
+            );
+            alphas
+                .iter()
+                .map(|&a| run(settings, nodes.clone(), &trace, &paper_alpha(a)).makespan)
+                .collect::<Vec<f64>>()
+        },
+        tick,
+    );
+    caps.iter()
+        .enumerate()
+        .map(|(ci, &cap)| {
+            let per_seed =
+                &results[ci * settings.seeds as usize..(ci + 1) * settings.seeds as usize];
+            let by_alpha: Vec<(f64, Stats)> = alphas
+                .iter()
+                .enumerate()
+                .map(|(ai, &a)| {
+                    (
+                        a,
+                        Stats::of(&per_seed.iter().map(|m| m[ai]).collect::<Vec<_>>()),
+                    )
+                })
+                .collect();
+            let (best_alpha, best) = by_alpha.iter().fold(
+                (
+                    f64::NAN,
+                    Stats {
+                        mean: f64::INFINITY,
+                        std: 0.0,
+                    },
+                ),
+                |acc, &(a, s)| {
+                    if s.mean < acc.1.mean { (a, s) } else { acc }
+                },
+            );
+            AlphaCapRow {
+                nodes: label.to_owned(),
+                cap,
+                by_alpha,
+                best_alpha,
+                best,
+            }
+        })
+        .collect()
+}
+
+/// Experiment 2: one α of the sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlphaRow {
+    /// α (β = 1 − α).
+    pub alpha: f64,
+    /// Makespan over the seeds.
+    pub makespan: Stats,
+    /// Mean share of the packets per node, fastest node first.
+    pub packet_share: Vec<f64>,
+    /// Mean share of the busy time per node, fastest node first.
+    pub busy_share: Vec<f64>,
+}
+
+/// Experiment 2: α swept over [0, 1] with β = 1 − α, on `nodes` with `packets` packets.
+pub fn exp2(
+    settings: &Settings,
+    nodes: &NodeSet,
+    packets: usize,
+    tick: &(dyn Fn() + Sync),
+) -> Vec<AlphaRow> {
+    let alphas = alpha_grid();
+    let seeds: Vec<u32> = (0..settings.seeds).collect();
+    let per_seed = par_map(
+        &seeds,
+        settings.threads,
+        |&s| {
+            let (nodes, trace) = instance(
+                settings,
+                nodes,
+                settings.cap,
+                packets,
+                settings.base_seed + u64::from(s),
+            );
+            let rank = speed_rank(&nodes);
+            alphas
+                .iter()
+                .map(|&a| {
+                    let r = run(settings, nodes.clone(), &trace, &paper_alpha(a));
+                    let total = r.node_packets.iter().sum::<u64>().max(1) as f64;
+                    let shares = r.shares();
+                    let packet_share: Vec<f64> = rank
+                        .iter()
+                        .map(|&i| r.node_packets[i] as f64 / total)
+                        .collect();
+                    let busy_share: Vec<f64> = rank.iter().map(|&i| shares[i]).collect();
+                    (r.makespan, packet_share, busy_share)
+                })
+                .collect::<Vec<_>>()
+        },
+        tick,
+    );
+    alphas
+        .iter()
+        .enumerate()
+        .map(|(ai, &alpha)| {
+            let runs: Vec<&(f64, Vec<f64>, Vec<f64>)> = per_seed.iter().map(|s| &s[ai]).collect();
+            AlphaRow {
+                alpha,
+                makespan: Stats::of(&runs.iter().map(|r| r.0).collect::<Vec<_>>()),
+                packet_share: mean_vec(runs.iter().map(|r| &r.1)),
+                busy_share: mean_vec(runs.iter().map(|r| &r.2)),
+            }
+        })
+        .collect()
+}
+
+fn mean_vec<'a>(vs: impl Iterator<Item = &'a Vec<f64>>) -> Vec<f64> {
+    let mut sum: Vec<f64> = Vec::new();
+    let mut n = 0.0f64;
+    for v in vs {
+        if sum.is_empty() {
+            sum = vec![0.0; v.len()];
+        }
+        for (s, x) in sum.iter_mut().zip(v) {
+            *s += x;
+        }
+        n += 1.0;
+    }
+    sum.iter().map(|s| s / n.max(1.0)).collect()
+}
+
+/// Experiment 3: the load of each node at one point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadRow {
+    /// Nodes in the cluster.
+    pub nodes: usize,
+    /// Packets in the trace.
+    pub packets: usize,
+    /// Mean share of the packets per node, fastest first.
+    pub packet_share: Vec<f64>,
+    /// Mean share of the busy time per node, fastest first.
+    pub busy_share: Vec<f64>,
+    /// Coefficient of variation of the nodes' busy times (0 = perfectly even), over the seeds.
+    pub busy_cv: Stats,
+    /// Makespan over the seeds.
+    pub makespan: Stats,
+}
+
+/// Experiment 3: per-node load under `policy` for each (nodes, packets) point.
+pub fn exp3(
+    settings: &Settings,
+    points: &[(usize, usize)],
+    policy: &PolicySpec,
+    tick: &(dyn Fn() + Sync),
+) -> Vec<LoadRow> {
+    let runs: Vec<(usize, usize, u32)> = points
+        .iter()
+        .flat_map(|&(n, p)| (0..settings.seeds).map(move |s| (n, p, s)))
+        .collect();
+    let results = par_map(
+        &runs,
+        settings.threads,
+        |&(n, p, s)| {
+            let (nodes, trace) = instance(
+                settings,
+                &NodeSet::paper(n),
+                settings.cap,
+                p,
+                settings.base_seed + u64::from(s),
+            );
+            let rank = speed_rank(&nodes);
+            let r = run(settings, nodes, &trace, policy);
+            let total = r.node_packets.iter().sum::<u64>().max(1) as f64;
+            let shares = r.shares();
+            let busy = Stats::of(&r.node_busy);
+            let cv = if busy.mean > 0.0 {
+                busy.std / busy.mean
+            } else {
+                0.0
+            };
+            (
+                rank.iter()
+                    .map(|&i| r.node_packets[i] as f64 / total)
+                    .collect::<Vec<f64>>(),
+                rank.iter().map(|&i| shares[i]).collect::<Vec<f64>>(),
+                cv,
+                r.makespan,
+            )
+        },
+        tick,
+    );
+    points
+        .iter()
+        .enumerate()
+        .map(|(pi, &(nodes, packets))| {
+            let k = settings.seeds as usize;
+            let chunk = &results[pi * k..(pi + 1) * k];
+            LoadRow {
+                nodes,
+                packets,
+                packet_share: mean_vec(chunk.iter().map(|r| &r.0)),
+                busy_share: mean_vec(chunk.iter().map(|r| &r.1)),
+                busy_cv: Stats::of(&chunk.iter().map(|r| r.2).collect::<Vec<_>>()),
+                makespan: Stats::of(&chunk.iter().map(|r| r.3).collect::<Vec<_>>()),
+            }
+        })
+        .collect()
+}
+
+/// Experiment 4: one point of the comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareRow {
+    /// Which sweep the point belongs to (`4 nodes`, `10 nodes`, `1000 packets`).
+    pub sweep: String,
+    /// Nodes.
+    pub nodes: usize,
+    /// Packets.
+    pub packets: usize,
+    /// The policy.
+    pub policy: String,
+    /// Makespan over the seeds.
+    pub makespan: Stats,
+    /// The mean lower bound over the seeds (the same instances for every policy).
+    pub lower_bound: f64,
+}
+
+/// The points of experiment 4: 4 nodes with 100…700 packets, 10 nodes with 500…1500, and
+/// 1000 packets on 4…10 nodes.
+pub fn exp4_points() -> Vec<(String, usize, usize)> {
+    let mut points = Vec::new();
+    for p in (100..=700).step_by(100) {
+        points.push(("4 nodes".to_owned(), 4, p));
+    }
+    for p in [500, 700, 1000, 1100, 1300, 1500] {
+        points.push(("10 nodes".to_owned(), 10, p));
+    }
+    for n in 4..=10 {
+        points.push(("1000 packets".to_owned(), n, 1000));
+    }
+    points
+}
+
+/// Experiment 4 (and any policy comparison): every policy on the same instances at each point.
+pub fn compare(
+    settings: &Settings,
+    points: &[(String, usize, usize)],
+    policies: &[PolicySpec],
+    tick: &(dyn Fn() + Sync),
+) -> Vec<CompareRow> {
+    let runs: Vec<(usize, u32)> = (0..points.len())
+        .flat_map(|p| (0..settings.seeds).map(move |s| (p, s)))
+        .collect();
+    let results = par_map(
+        &runs,
+        settings.threads,
+        |&(p, s)| {
+            let (_, nodes, packets) = &points[p];
+            let (nodes, trace) = instance(
+                settings,
+                &NodeSet::paper(*nodes),
+                settings.cap,
+                *packets,
+                settings.base_seed + u64::from(s),
+            );
+            let bound = lower_bound(&trace, &nodes, 1).value();
+            let makespans: Vec<f64> = policies
+                .iter()
+                .map(|pol| run(settings, nodes.clone(), &trace, pol).makespan)
+                .collect();
+            (bound, makespans)
+        },
+        tick,
+    );
+    let k = settings.seeds as usize;
+    let mut rows = Vec::new();
+    for (pi, (sweep, nodes, packets)) in points.iter().enumerate() {
+        let chunk = &results[pi * k..(pi + 1) * k];
+        let bound = Stats::of(&chunk.iter().map(|r| r.0).collect::<Vec<_>>()).mean;
+        for (qi, pol) in policies.iter().enumerate() {
+            rows.push(CompareRow {
+                sweep: sweep.clone(),
+                nodes: *nodes,
+                packets: *packets,
+                policy: pol.name().to_owned(),
+                makespan: Stats::of(&chunk.iter().map(|r| r.1[qi]).collect::<Vec<_>>()),
+                lower_bound: bound,
+            });
+        }
+    }
+    rows
+}

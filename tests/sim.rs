@@ -1,0 +1,304 @@
+//! The simulator: exact hand-computed runs, determinism, the lower bound, and the trace format
+//! through the benchmark binary.
+
+use std::process::Command;
+
+use cryptodispatch::packet::Cmd;
+use cryptodispatch::packet::UnitTimes;
+use cryptodispatch::sched::{Affinity, PolicySpec};
+use cryptodispatch::sim::{
+    NodeModel, NodeSet, SimConfig, Trace, TraceRecord, WorkloadSpec, lower_bound, simulate,
+};
+use proptest::prelude::*;
+use rand::SeedableRng;
+use rand::rngs::ChaCha8Rng;
+
+fn node(t: f64, cap: u64) -> NodeModel {
+    NodeModel {
+        unit_times: UnitTimes::uniform(t),
+        capacity: cap,
+    }
+}
+
+fn rec(task: u64, seq: u32, dependent: bool, arrival: f64, length: u64) -> TraceRecord {
+    TraceRecord {
+        task,
+        seq,
+        dependent,
+        arrival,
+        length,
+        cmd: Cmd::Encrypt,
+        last: false,
+    }
+}
+
+/// Two nodes (unit times 10 and 20, capacity 2 units); a dependent job of two unit packets and
+/// an independent unit packet at time 0, and an independent packet of length 2 at time 5.
+fn small() -> (Trace, SimConfig) {
+    let trace = Trace::from_records(vec![
+        rec(1, 0, true, 0.0, 1),
+        rec(2, 0, false, 0.0, 1),
+        rec(1, 1, true, 0.0, 1),
+        rec(3, 0, false, 5.0, 2),
+    ])
+    .unwrap();
+    (trace, SimConfig::new(vec![node(10.0, 2), node(20.0, 2)]))
+}
+
+#[test]
+fn hand_computed_run_under_paper() {
+    let (trace, config) = small();
+    let r = simulate(&trace, &config, &PolicySpec::default()).unwrap();
+    // t=0: job 1 → node 0 (W0 = 1.0 > W1 = 0.95), 0..10; job 2 → node 1 (W0 = 0.525 < 0.95),
+    // 0..20; job 1's second packet follows to node 0, 10..20. t=5: job 3 (length 2) finds no
+    // node with 2 units free; at t=20 node 1 frees first and takes it: 20 + 20·2 = 60.
+    let placed: Vec<(u64, u32, usize, f64, f64)> = r
+        .placements
+        .iter()
+        .map(|p| (p.task, p.seq, p.node, p.start, p.end))
+        .collect();
+    assert_eq!(
+        placed,
+        vec![
+            (1, 0, 0, 0.0, 10.0),
+            (2, 0, 1, 0.0, 20.0),
+            (1, 1, 0, 10.0, 20.0),
+            (3, 0, 1, 20.0, 60.0)
+        ]
+    );
+    assert_eq!(r.makespan, 60.0);
+    assert_eq!(r.node_packets, vec![2, 2]);
+    assert_eq!(r.node_busy, vec![20.0, 60.0]);
+    // Latencies: 10, 20, 20, 55.
+    assert_eq!(r.mean_latency(), 105.0 / 4.0);
+    assert_eq!(r.p99_latency(), 55.0);
+}
+
+#[test]
+fn hand_computed_run_under_hhs_acdid() {
+    let (trace, config) = small();
+    let r = simulate(&trace, &config, &PolicySpec::HhsAcdid).unwrap();
+    // Jobs in turn: 1 → node 0, 2 → node 1, 3 → node 0 (waits for both units of node 0, free
+    // at t=20): 20 + 10·2 = 40. Placements are listed in completion order; at t=20 node 1's
+    // completion was scheduled first (at t=0), so it comes before node 0's.
+    let placed: Vec<(u64, usize, f64, f64)> = r
+        .placements
+        .iter()
+        .map(|p| (p.task, p.node, p.start, p.end))
+        .collect();
+    assert_eq!(
+        placed,
+        vec![
+            (1, 0, 0.0, 10.0),
+            (2, 1, 0.0, 20.0),
+            (1, 0, 10.0, 20.0),
+            (3, 0, 20.0, 40.0)
+        ]
+    );
+    assert_eq!(r.makespan, 40.0);
+}
+
+#[test]
+fn lower_bound_of_the_small_scenario() {
+    let (trace, config) = small();
+    let b = lower_bound(&trace, &config.nodes, 1);
+    // Work: 5 units at 1/10 + 1/20 = 0.15 units per time → 33.33; arrivals: 5 + 10·2 = 25;
+    // chains: job 1, 10 + 10 = 20.
+    assert!((b.work - 5.0 / 0.15).abs() < 1e-9, "{b:?}");
+    assert_eq!(b.arrivals, 25.0);
+    assert_eq!(b.chains, 20.0);
+    assert!((b.value() - 5.0 / 0.15).abs() < 1e-9);
+}
+
+#[test]
+fn a_run_is_determined_by_its_seed() {
+    let run = |seed| {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let nodes = NodeSet::paper(4).build(32, &mut rng);
+        let trace = WorkloadSpec::default()
+            .with_packets(400)
+            .generate(&nodes, 1, &mut rng);
+        let r = simulate(&trace, &SimConfig::new(nodes), &PolicySpec::default()).unwrap();
+        (trace.to_csv(), format!("{:?}", r.placements), r.makespan)
+    };
+    assert_eq!(run(7), run(7));
+    assert_ne!(run(7).0, run(8).0);
+}
+
+fn policy() -> impl Strategy<Value = PolicySpec> {
+    prop_oneof![
+        Just(PolicySpec::default()),
+        Just(PolicySpec::HhsAcdid),
+        (0.0..=1.0f64).prop_map(|a| PolicySpec::Paper {
+            alpha: a,
+            beta: 1.0 - a
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Every policy's makespan is at least the lower bound, and every packet runs once.
+    #[test]
+    fn makespan_is_never_below_the_lower_bound(
+        seed in any::<u64>(),
+        nodes in 1usize..=6,
+        packets in 1usize..=300,
+        cap_extra in 0u64..=40,
+        load in prop_oneof![Just(None), (0.2..4.0f64).prop_map(Some)],
+        policy in policy(),
+        strict in any::<bool>(),
+    ) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let workload = WorkloadSpec { load, ..WorkloadSpec::default() }.with_packets(packets);
+        let cap = workload.length.1 + cap_extra;
+        let nodes = NodeSet::Drawn { nodes, lo: 4.0, hi: 40.0 }.build(cap, &mut rng);
+        let trace = workload.generate(&nodes, 1, &mut rng);
+        let config = SimConfig {
+            affinity: if strict { Affinity::Strict } else { Affinity::InFlight },
+            ..SimConfig::new(nodes.clone())
+        };
+        let r = simulate(&trace, &config, &policy).unwrap();
+        let bound = lower_bound(&trace, &nodes, 1).value();
+        prop_assert!(r.makespan >= bound - 1e-9 * bound.max(1.0), "makespan {} < bound {}", r.makespan, bound);
+        prop_assert_eq!(r.placements.len(), trace.len());
+        prop_assert_eq!(r.node_packets.iter().sum::<u64>() as usize, trace.len());
+    }
+}
+
+fn bench(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cryptodispatch-bench"))
+        .args(args)
+        .output()
+        .expect("run cryptodispatch-bench")
+}
+
+#[test]
+fn the_binary_gives_byte_identical_output_for_a_seed() {
+    let args = [
+        "sim",
+        "--packets",
+        "300",
+        "--nodes",
+        "4",
+        "--seed",
+        "7",
+        "--policy",
+        "paper,hhs-acdid",
+        "--csv",
+    ];
+    let a = bench(&args);
+    let b = bench(&args);
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    assert_eq!(a.stdout, b.stdout);
+    let text = String::from_utf8(a.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "policy,nodes,packets,makespan,lower_bound,mean_latency,p99_latency,max_node_share,min_node_share"
+        )
+    );
+    assert_eq!(lines.clone().count(), 2);
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), 9, "{line}");
+        let makespan: f64 = f[3].parse().unwrap();
+        let bound: f64 = f[4].parse().unwrap();
+        assert!(makespan >= bound, "{line}");
+    }
+}
+
+#[test]
+fn experiment_output_does_not_depend_on_threads() {
+    let dir = std::env::temp_dir().join(format!("cryptodispatch-exp4-{}", std::process::id()));
+    let run = |threads: &str, sub: &str| {
+        let out = dir.join(sub);
+        let o = bench(&[
+            "paper",
+            "--exp",
+            "4",
+            "--seeds",
+            "2",
+            "--threads",
+            threads,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (
+            o.stdout,
+            std::fs::read_to_string(out.join("exp4.csv")).unwrap(),
+        )
+    };
+    let (out1, csv1) = run("1", "a");
+    let (out2, csv2) = run("2", "b");
+    assert_eq!(csv1, csv2);
+    assert_eq!(
+        String::from_utf8_lossy(&out1)
+            .lines()
+            .filter(|l| !l.starts_with("wrote"))
+            .collect::<Vec<_>>(),
+        String::from_utf8_lossy(&out2)
+            .lines()
+            .filter(|l| !l.starts_with("wrote"))
+            .collect::<Vec<_>>()
+    );
+    let mut lines = csv1.lines();
+    assert_eq!(
+        lines.next(),
+        Some("nodes,packets,policy,makespan_mean,makespan_std,lower_bound")
+    );
+    // 7 + 6 + 7 points, two policies each.
+    assert_eq!(lines.count(), 40);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_malformed_trace_is_an_error_naming_the_line() {
+    let path = std::env::temp_dir().join(format!(
+        "cryptodispatch-bad-trace-{}.csv",
+        std::process::id()
+    ));
+    std::fs::write(
+        &path,
+        "task,seq,flag,arrival,length,cmd\n1,0,1,0,2,enc\n1,1,1,1,2,encrypt-ish\n",
+    )
+    .unwrap();
+    let o = bench(&["sim", "--trace", path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("line 3"), "{err}");
+    assert!(err.contains("encrypt-ish"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_generated_trace_replays() {
+    let path = std::env::temp_dir().join(format!("cryptodispatch-gen-{}.csv", std::process::id()));
+    let g = bench(&[
+        "gen",
+        "--packets",
+        "200",
+        "--seed",
+        "3",
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let trace = Trace::read(&path).unwrap();
+    assert_eq!(trace.len(), 200);
+    let o = bench(&[
+        "sim",
+        "--trace",
+        path.to_str().unwrap(),
+        "--unit-times",
+        "16,20,28,36",
+        "--csv",
+    ]);
+    let _ = std::fs::remove_file(&path);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("paper,4,200,"));
+}
