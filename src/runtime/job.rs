@@ -15,9 +15,11 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use crate::crypto::{AesKey, AesOp, Direction, Padding, SIGNATURE_LEN, SigningKey, VerifyingKey};
+use crate::crypto::{
+    AesKey, AesOp, Direction, Padding, SIGNATURE_LEN, SigningKey, VerifyingKey, padded_len,
+};
 use crate::error::JobError;
-use crate::packet::{ClusterId, Mode, Payload, TaskId};
+use crate::packet::{ClusterId, Mode, Packet, Payload, TaskId};
 use crate::runtime::keys::KeyId;
 
 /// A job to submit: what to do, with which key, on which data.
@@ -299,6 +301,66 @@ fn assemble(parts: &mut [Option<PartOutput>]) -> JobOutput {
         }
     }
     JobOutput::Data(data.map(Vec::from).unwrap_or_default())
+}
+
+/// The packets `len` bytes of AES data make: at least one, even for empty data. When the data
+/// ends the job, an encryption's PKCS#7 padding counts.
+pub(crate) fn aes_packet_count(op: AesOp, len: usize, packet_size: usize, ends_job: bool) -> usize {
+    let len = if ends_job && op.pads_on_encrypt() {
+        padded_len(len)
+    } else {
+        len
+    };
+    len.div_ceil(packet_size).max(1)
+}
+
+/// Cuts AES data into packets of `packet_size` bytes without copying: one `BytesMut` split
+/// into disjoint chunks. The packets are numbered from `first_seq`; when the data `ends_job`,
+/// the last packet is the job's last, with room for an encryption's padding.
+pub(crate) fn cut_aes(
+    job: &Arc<JobShared>,
+    op: AesOp,
+    mut data: Vec<u8>,
+    packet_size: usize,
+    first_seq: u32,
+    ends_job: bool,
+) -> Vec<Packet<Work>> {
+    let msg_total = data.len();
+    if ends_job && op.pads_on_encrypt() {
+        data.resize(padded_len(msg_total), 0);
+    }
+    let n = aes_packet_count(op, msg_total, packet_size, ends_job);
+    let mut buf = bytes_mut(data);
+    let mut packets = Vec::with_capacity(n);
+    for i in 0..n {
+        let final_part = i + 1 == n;
+        let chunk = if final_part {
+            std::mem::take(&mut buf)
+        } else {
+            buf.split_to(packet_size)
+        };
+        let msg_len = if final_part {
+            msg_total - i * packet_size
+        } else {
+            chunk.len()
+        };
+        let work = Work {
+            job: Arc::clone(job),
+            part: i,
+            data: chunk,
+            msg_len,
+        };
+        packets.push(Packet::new(
+            job.task,
+            op.direction.cmd(),
+            job.cluster,
+            Some(op.mode),
+            first_seq + i as u32,
+            final_part && ends_job,
+            work,
+        ));
+    }
+    packets
 }
 
 /// Takes over a `Vec`'s allocation as a `BytesMut`, without copying.

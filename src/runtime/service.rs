@@ -6,13 +6,15 @@ use std::thread::JoinHandle;
 
 use bytes::BytesMut;
 
-use crate::crypto::{AesOp, ChainState, KEY_LEN, Padding, SIGNATURE_LEN, padded_len};
+use crate::crypto::{AesOp, ChainState, KEY_LEN, Padding, SIGNATURE_LEN};
 use crate::error::{BuildError, CryptoError, KeyError, SubmitError, TrySubmitError};
 use crate::packet::{ClusterId, Cmd, Packet, TaskId};
 use crate::runtime::ClusterKind;
 use crate::runtime::builder::ServiceBuilder;
 use crate::runtime::engine::{Refused, Shared};
-use crate::runtime::job::{Job, JobHandle, JobKind, JobShared, JobWork, Work, bytes_mut};
+use crate::runtime::job::{
+    Job, JobHandle, JobKind, JobShared, JobWork, Work, aes_packet_count, bytes_mut, cut_aes,
+};
 use crate::runtime::keys::{KeyId, KeyMaterial};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::stream::Stream;
@@ -258,12 +260,12 @@ impl Service {
                     task,
                     cluster,
                     JobWork::Aes { key: aes, op },
-                    packet_count(padded(op, len), self.packet_size()),
+                    aes_packet_count(op, len, self.packet_size(), true),
                 ));
                 if op.mode.is_chained() {
                     self.shared.store.put(task, state);
                 }
-                let packets = cut(&job, op, data, self.packet_size());
+                let packets = cut_aes(&job, op, data, self.packet_size(), 0, true);
                 Ok(Prepared {
                     cluster,
                     packets,
@@ -373,63 +375,6 @@ fn wrong_kind(key: KeyId, expected: &'static str, got: &KeyMaterial) -> SubmitEr
         expected,
         got: got.describe(),
     }
-}
-
-/// The buffer length of an AES job: the data plus room for padding on encryption.
-fn padded(op: AesOp, len: usize) -> usize {
-    if op.pads_on_encrypt() {
-        padded_len(len)
-    } else {
-        len
-    }
-}
-
-/// Packets for `len` bytes: at least one, even for empty data.
-fn packet_count(len: usize, packet_size: usize) -> usize {
-    len.div_ceil(packet_size).max(1)
-}
-
-/// Cuts an AES job's data into packets of `packet_size` bytes without copying.
-fn cut(
-    job: &Arc<JobShared>,
-    op: AesOp,
-    mut data: Vec<u8>,
-    packet_size: usize,
-) -> Vec<Packet<Work>> {
-    let msg_total = data.len();
-    data.resize(padded(op, msg_total), 0);
-    let n = packet_count(data.len(), packet_size);
-    let mut buf = bytes_mut(data);
-    let mut packets = Vec::with_capacity(n);
-    for i in 0..n {
-        let last = i + 1 == n;
-        let chunk = if last {
-            std::mem::take(&mut buf)
-        } else {
-            buf.split_to(packet_size)
-        };
-        let msg_len = if last {
-            msg_total - i * packet_size
-        } else {
-            chunk.len()
-        };
-        let work = Work {
-            job: Arc::clone(job),
-            part: i,
-            data: chunk,
-            msg_len,
-        };
-        packets.push(Packet::new(
-            job.task,
-            op.direction.cmd(),
-            job.cluster,
-            Some(op.mode),
-            i as u32,
-            last,
-            work,
-        ));
-    }
-    packets
 }
 
 /// Puts a refused job back together, rejoining its buffer.

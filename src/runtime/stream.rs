@@ -4,16 +4,16 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::crypto::{AesKey, AesOp, BLOCK, padded_len};
+use crate::crypto::{AesKey, AesOp, BLOCK};
 use crate::error::{CryptoError, JobError, SubmitError};
 use crate::packet::{ClusterId, Packet, TaskId};
 use crate::runtime::engine::{Refused, Shared};
-use crate::runtime::job::{JobHandle, JobShared, JobWork, Work, bytes_mut};
+use crate::runtime::job::{JobHandle, JobShared, JobWork, Work, aes_packet_count, cut_aes};
 
 /// A long-lived AES job (a VPN tunnel, a disk being encrypted) fed chunk by chunk.
 ///
-/// Each chunk becomes one packet of the job; outputs come back in order through
-/// [`recv`](Self::recv). Between chunks the chaining state lives in the service's intermediate
+/// Each chunk becomes a packet of the job (a chunk longer than the service's packet size is cut
+/// into several); outputs come back in order, one per chunk, through [`recv`](Self::recv). Between chunks the chaining state lives in the service's intermediate
 /// state store. While a chunk is on a node, the next one goes to the same node (the paper's
 /// strategy 2); when none is in flight, the next chunk goes wherever the policy says — unless
 /// the service was built with [`Affinity::Strict`](crate::sched::Affinity::Strict), which keeps
@@ -124,19 +124,16 @@ impl Stream {
         self.finished
     }
 
-    fn send(&mut self, mut data: Vec<u8>, last: bool) -> Result<(), SubmitError> {
+    fn send(&mut self, data: Vec<u8>, last: bool) -> Result<(), SubmitError> {
         if self.finished {
             return Err(SubmitError::StreamFinished);
         }
-        let msg_len = data.len();
-        if last && self.op.pads_on_encrypt() {
-            data.resize(padded_len(msg_len), 0);
-        }
-        let (packet, handle) = self.packet(data, msg_len, last);
+        let (packets, handle) = self.packets(data, last);
+        let n = packets.len() as u32;
         self.shared.counters.job_submitted();
-        match self.shared.admit(self.cluster, vec![packet], true, false) {
+        match self.shared.admit(self.cluster, packets, true, false) {
             Ok(()) => {
-                self.next_seq += 1;
+                self.next_seq += n;
                 self.finished = last;
                 self.outputs.push_back(handle);
                 Ok(())
@@ -148,27 +145,18 @@ impl Stream {
         }
     }
 
-    fn packet(&self, data: Vec<u8>, msg_len: usize, last: bool) -> (Packet<Work>, JobHandle) {
+    /// A chunk's packets (a chunk longer than the packet size is cut like a job) and the
+    /// handle its output comes back through.
+    fn packets(&self, data: Vec<u8>, last: bool) -> (Vec<Packet<Work>>, JobHandle) {
+        let packet_size = self.shared.layout.packet_size;
         let work = JobWork::Aes {
             key: Arc::clone(&self.key),
             op: self.op,
         };
-        let job = Arc::new(JobShared::new(self.task, self.cluster, work, 1));
-        let packet = Packet::new(
-            self.task,
-            self.op.direction.cmd(),
-            self.cluster,
-            Some(self.op.mode),
-            self.next_seq,
-            last,
-            Work {
-                job: Arc::clone(&job),
-                part: 0,
-                data: bytes_mut(data),
-                msg_len,
-            },
-        );
-        (packet, JobHandle { shared: job })
+        let parts = aes_packet_count(self.op, data.len(), packet_size, last);
+        let job = Arc::new(JobShared::new(self.task, self.cluster, work, parts));
+        let packets = cut_aes(&job, self.op, data, packet_size, self.next_seq, last);
+        (packets, JobHandle { shared: job })
     }
 }
 
@@ -180,11 +168,11 @@ impl Drop for Stream {
         // Close the chain: an empty last packet takes the state out of the store and ends the
         // job's binding. It carries no data, so it is admitted past the bound, and even while
         // the service drains. Its output (or error, for a padded decryption) is discarded.
-        let (packet, _) = self.packet(Vec::new(), 0, true);
+        let (packets, _) = self.packets(Vec::new(), true);
         self.shared.counters.job_submitted();
         if self
             .shared
-            .admit(self.cluster, vec![packet], false, true)
+            .admit(self.cluster, packets, false, true)
             .is_err()
         {
             // The workers are gone: nothing will run the packet; drop the state here.

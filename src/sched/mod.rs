@@ -11,8 +11,8 @@
 //!
 //! The parts, and where they live:
 //! 1. the job receive queue is the driver's: packets are offered in arrival order;
-//! 2. the router, 3. the cluster queues and 7. the wait queue: [`router`](self::router);
-//! 4. the balancer with its choose list: [`balancer`](self::balancer);
+//! 2. the router, 3. the cluster queues and 7. the wait queue: the private module `router`;
+//! 4. the balancer with its choose list: the private module `balancer`;
 //! 5. the node queues: the core records what it placed on each node, in order, so that its
 //!    status table ([`NodeStatus`]) is exact and `complete` knows what finished; the packets
 //!    themselves travel with the [`Dispatch`] to the driver's node;

@@ -1,0 +1,172 @@
+//! The options every command shares (nodes, policy, packet size), the service built from them,
+//! and the CLI's error type with its exit codes.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use cryptodispatch::error::ConfigError;
+use cryptodispatch::{BuildError, ClusterKind, NodeSpec, Service};
+
+/// Exit code of a usage error: bad arguments, or files named by them that cannot be used.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code of a failure while processing the data (bad padding, I/O error, ...).
+pub const EXIT_FAILURE: i32 = 1;
+
+/// The largest `--packet-size` accepted.
+pub const MAX_PACKET_SIZE: usize = 64 << 20;
+
+/// Why a command failed: the message for stderr and the exit code.
+#[derive(Debug)]
+pub enum CliError {
+    /// A usage error (exit 2).
+    Usage(String),
+    /// A runtime failure (exit 1).
+    Failure(String),
+}
+
+impl CliError {
+    pub fn usage(msg: impl Into<String>) -> Self {
+        CliError::Usage(msg.into())
+    }
+
+    pub fn failure(msg: impl Into<String>) -> Self {
+        CliError::Failure(msg.into())
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) => EXIT_USAGE,
+            CliError::Failure(_) => EXIT_FAILURE,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Usage(m) | CliError::Failure(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The scheduler options.
+#[derive(Debug, Clone, Args)]
+pub struct ServiceArgs {
+    /// Number of nodes (worker threads) in the cluster that does the work; node i is pinned to
+    /// core i mod (number of cores) [default: the number of cores]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub nodes: Option<u32>,
+
+    /// Node-selection policy, parsed by the library: `paper`, `hhs-acdid`, or
+    /// `paper:alpha=A,beta=B` [default: paper]
+    #[arg(long, value_name = "NAME")]
+    pub policy: Option<String>,
+
+    /// Packet size in bytes: the input is handed to the scheduler in packets of this size (a
+    /// positive multiple of 16) [default: 16384]
+    #[arg(long = "packet-size", value_name = "BYTES")]
+    pub packet_size: Option<usize>,
+}
+
+impl ServiceArgs {
+    /// Builds a service with one cluster of `kind`. `min_capacity` raises each node's queue
+    /// capacity (in bytes) to at least that much: an Ed25519 message is one packet, and must
+    /// fit on a node.
+    pub fn build(&self, kind: ClusterKind, min_capacity: Option<u64>) -> Result<Service, CliError> {
+        let cores = core_affinity::get_core_ids().map_or(0, |c| c.len());
+        let nodes = match self.nodes {
+            Some(n) => n as usize,
+            None => cores.max(1),
+        };
+        let mut builder = Service::builder();
+        if let Some(bytes) = self.packet_size {
+            // The library checks for a positive multiple of 16; the bound is the CLI's, since
+            // it holds a few packets of input in memory.
+            if bytes > MAX_PACKET_SIZE {
+                return Err(CliError::usage(format!(
+                    "--packet-size: {bytes} bytes is more than this tool's limit of \
+                     {MAX_PACKET_SIZE} bytes (64 MiB)"
+                )));
+            }
+            builder = builder.packet_size(bytes);
+        }
+        // The capacity the library would choose (8 packets), raised for a long message.
+        let default_capacity = 8 * self.packet_size.unwrap_or(16 * 1024) as u64;
+        let specs = (0..nodes).map(|i| {
+            let spec = if cores > 0 {
+                NodeSpec::pinned(i % cores)
+            } else {
+                NodeSpec::new()
+            };
+            match min_capacity {
+                Some(min) => spec.capacity(min.max(default_capacity)),
+                None => spec,
+            }
+        });
+        builder = builder.cluster(kind, specs);
+        if let Some(name) = &self.policy {
+            builder = builder.policy_name(name);
+        }
+        builder.build().map_err(|e| match e {
+            BuildError::Config(
+                c @ (ConfigError::Parse(_)
+                | ConfigError::BadWeights { .. }
+                | ConfigError::BadPolicyParameter { .. }),
+            ) => CliError::usage(format!("--policy: {c}")),
+            BuildError::PacketSize(_) => CliError::usage(format!("--packet-size: {e}")),
+            other => CliError::failure(format!("cannot start the service: {other}")),
+        })
+    }
+}
+
+/// Reads all of `path` (a key or signature file), as a usage error if it cannot be read.
+pub fn read_small_file(option: &str, path: &Path) -> Result<Vec<u8>, CliError> {
+    std::fs::read(path).map_err(|e| CliError::usage(format!("{option} {}: {e}", path.display())))
+}
+
+/// Opens the input: a file, or stdin for none or `-`.
+pub fn open_input(path: Option<&PathBuf>) -> Result<Box<dyn Read>, CliError> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => File::open(p)
+            .map(|f| Box::new(f) as Box<dyn Read>)
+            .map_err(|e| CliError::usage(format!("-in {}: {e}", p.display()))),
+        _ => Ok(Box::new(io::stdin().lock())),
+    }
+}
+
+/// Opens (creates or truncates) the output: a file, or stdout for none or `-`.
+pub fn open_output(path: Option<&PathBuf>) -> Result<Box<dyn Write>, CliError> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => File::create(p)
+            .map(|f| Box::new(f) as Box<dyn Write>)
+            .map_err(|e| CliError::usage(format!("-out {}: {e}", p.display()))),
+        _ => Ok(Box::new(io::stdout().lock())),
+    }
+}
+
+/// Reads until `buf` is full or the input ends; returns the number of bytes read.
+pub fn read_full(input: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match input.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+/// A read error while processing.
+pub fn read_error(e: io::Error) -> CliError {
+    CliError::failure(format!("error reading input: {e}"))
+}
+
+/// A write error while processing.
+pub fn write_error(e: io::Error) -> CliError {
+    CliError::failure(format!("error writing output: {e}"))
+}
