@@ -1,0 +1,959 @@
+//! The service over its life: shutdown with thousands of jobs in flight (and racing
+//! submitters, and by drop), isolation of a saturated cluster from another, streams (order,
+//! affinities, abandonment), the `Future` impl of `JobHandle` driven by a hand-written executor,
+//! the metrics after a known workload, and removing a key while a job uses it.
+//!
+//! No test measures speed. Tests that watch the process's threads or depend on one cluster
+//! racing ahead of a slowed one take an exclusive lock, so other tests of this file do not run
+//! beside them; the rest share it.
+
+mod common;
+
+use std::collections::HashSet;
+use std::fs;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+use std::time::Duration;
+
+use common::{Gen, block_on, cores, ed_sign, ref_aes};
+use cryptodispatch::crypto::padded_len;
+use cryptodispatch::error::CryptoError;
+use cryptodispatch::packet::Mode;
+use cryptodispatch::{
+    AesOp, Affinity, ClusterKind, Direction, Job, JobError, JobHandle, JobOutput, KeyId, Metrics,
+    NodeSpec, Padding, Service, ServiceBuilder, SubmitError,
+};
+
+static SERIAL: RwLock<()> = RwLock::new(());
+
+/// For tests that must run alone (thread counts, one cluster racing a slowed one).
+fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    SERIAL.write().unwrap_or_else(|e| e.into_inner())
+}
+
+fn shared() -> RwLockReadGuard<'static, ()> {
+    SERIAL.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn pinned(i: usize) -> NodeSpec {
+    match cores() {
+        0 => NodeSpec::new(),
+        n => NodeSpec::pinned(i % n),
+    }
+}
+
+/// Ids of the threads of this process whose name starts like a service worker's
+/// (`cryptodispatch-node-N`, cut to 15 bytes by the kernel). `None` without `/proc` (not Linux).
+fn worker_tids() -> Option<HashSet<String>> {
+    let dir = fs::read_dir("/proc/self/task").ok()?;
+    Some(
+        dir.filter_map(|e| {
+            let e = e.ok()?;
+            let name = fs::read_to_string(e.path().join("comm")).ok()?;
+            name.starts_with("cryptodispatch")
+                .then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect(),
+    )
+}
+
+/// Builds a service and finds its worker threads: those that appeared while it was built.
+/// Callers hold `exclusive()`, so no other service starts meanwhile.
+fn build_watched(b: ServiceBuilder, nodes: usize) -> (Service, Option<HashSet<String>>) {
+    let before = worker_tids();
+    let service = b.build().unwrap();
+    let mine = before
+        .zip(worker_tids())
+        .map(|(before, after)| after.difference(&before).cloned().collect::<HashSet<_>>());
+    if let Some(mine) = &mine {
+        assert_eq!(mine.len(), nodes, "one thread per node");
+    }
+    (service, mine)
+}
+
+/// Waits until none of `mine` is left (a joined thread may take a moment to leave the list).
+fn assert_threads_gone(mine: &Option<HashSet<String>>, within: Duration, what: &str) {
+    let Some(mine) = mine else { return };
+    let left = || worker_tids().unwrap_or_default().intersection(mine).count();
+    eventually_within(what, within, || left() == 0);
+}
+
+/// Waits (generously) for a condition that must become true; fails the test if it does not.
+fn eventually(what: &str, cond: impl FnMut() -> bool) {
+    eventually_within(what, Duration::from_secs(20), cond);
+}
+
+fn eventually_within(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let step = Duration::from_millis(1);
+    let mut waited = Duration::ZERO;
+    while !cond() {
+        assert!(waited < within, "never happened: {what}");
+        thread::sleep(step);
+        waited += step;
+    }
+}
+
+fn op(direction: Direction, mode: Mode) -> AesOp {
+    AesOp::new(direction, mode)
+}
+
+/// A small AES job with its expected output: mode, direction and length vary with `i`.
+fn small_job(i: usize, key: KeyId, raw: &[u8], g: &mut Gen) -> (Job, Vec<u8>) {
+    let mode = Mode::ALL[i % 4];
+    let direction = if i % 3 == 0 {
+        Direction::Decrypt
+    } else {
+        Direction::Encrypt
+    };
+    let len = match mode {
+        Mode::Ecb | Mode::Cbc => 16 * (i % 5),
+        Mode::Ofb | Mode::Cfb => i % 70,
+    };
+    let iv = g.bytes(16);
+    let data = g.bytes(len);
+    let expected = ref_aes(raw, op(direction, mode), &iv, &data).unwrap();
+    (Job::aes(key, op(direction, mode), &iv, data), expected)
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) Shutdown
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn shutdown_with_thousands_of_jobs_in_flight_completes_them_all() {
+    let _serial = exclusive();
+    let (service, threads) = build_watched(
+        Service::builder()
+            .packet_size(32)
+            .aes_cluster([pinned(0), pinned(1), NodeSpec::new().slowdown(2.0)])
+            .ed25519_cluster([NodeSpec::new().slowdown(2.0)]),
+        4,
+    );
+    let raw = [0x5A; 32];
+    let key = service.add_aes_key(&raw).unwrap();
+    let seed = [0x33; 32];
+    let signing = service.add_signing_key(&seed).unwrap();
+
+    const PER_THREAD: usize = 2500;
+    let submitted: Vec<Vec<(JobHandle, JobOutput)>> = thread::scope(|s| {
+        let service = &service;
+        let workers: Vec<_> = (0..2)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut g = Gen::new(t as u64);
+                    // Build first, then submit in one burst.
+                    let jobs: Vec<(Job, JobOutput)> = (0..PER_THREAD)
+                        .map(|i| {
+                            if i % 25 == 0 {
+                                let msg = g.bytes(i % 40);
+                                let sig = ed_sign(&seed, &msg);
+                                (Job::sign(signing, msg), JobOutput::Signature(sig))
+                            } else {
+                                let (job, out) = small_job(i + t, key, &raw, &mut g);
+                                (job, JobOutput::Data(out))
+                            }
+                        })
+                        .collect();
+                    jobs.into_iter()
+                        .map(|(job, out)| (service.submit(job).unwrap(), out))
+                        .collect()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let handles: Vec<(JobHandle, JobOutput)> = submitted.into_iter().flatten().collect();
+    assert_eq!(handles.len(), 2 * PER_THREAD);
+    let outstanding = handles.iter().filter(|(h, _)| !h.is_finished()).count();
+
+    // Shut down while (some of) the jobs still run.
+    service.shutdown();
+    eprintln!(
+        "{outstanding} of {} jobs were unfinished at shutdown",
+        handles.len()
+    );
+    assert!(
+        handles.iter().all(|(h, _)| h.is_finished()),
+        "shutdown returned before every submitted job finished"
+    );
+    for (i, (h, expected)) in handles.into_iter().enumerate() {
+        assert!(h.latency().is_some());
+        assert_eq!(h.wait().as_ref(), Ok(&expected), "job {i}");
+    }
+    assert_eq!(
+        service
+            .submit(Job::encrypt(key, Mode::Ecb, &[], vec![0; 16]))
+            .unwrap_err(),
+        SubmitError::ShutDown
+    );
+    // The workers were joined: no thread of the service is left.
+    assert_threads_gone(
+        &threads,
+        Duration::from_secs(20),
+        "workers gone after shutdown",
+    );
+    service.shutdown(); // again: a no-op
+    let m = service.metrics();
+    assert_eq!(m.jobs_submitted, 2 * PER_THREAD as u64);
+    assert_eq!(m.jobs_completed, 2 * PER_THREAD as u64);
+    assert_eq!(m.stored_states, 0);
+    drop(service); // and dropping after shutdown is fine
+}
+
+#[test]
+fn shutdown_racing_submitters_refuses_cleanly_and_completes_what_it_took() {
+    let _serial = shared();
+    let service = Service::builder()
+        .packet_size(16)
+        .aes_cluster([pinned(0), NodeSpec::new().slowdown(1.5)])
+        .receive_queue_len(64)
+        .build()
+        .unwrap();
+    let raw = [0x17; 16];
+    let key = service.add_aes_key(&raw).unwrap();
+    let started = AtomicUsize::new(0);
+
+    let results: Vec<Vec<(JobHandle, Vec<u8>)>> = thread::scope(|s| {
+        let service = &service;
+        let started = &started;
+        let workers: Vec<_> = (0..2)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut g = Gen::new(100 + t);
+                    let mut taken = Vec::new();
+                    for i in 0..200_000 {
+                        let (job, expected) = small_job(i, key, &raw, &mut g);
+                        match service.submit(job) {
+                            Ok(h) => {
+                                taken.push((h, expected));
+                                started.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => {
+                                assert_eq!(e, SubmitError::ShutDown);
+                                // Once refused, always refused.
+                                for j in 0..10 {
+                                    let (job, _) = small_job(j, key, &raw, &mut g);
+                                    assert_eq!(
+                                        service.submit(job).unwrap_err(),
+                                        SubmitError::ShutDown
+                                    );
+                                }
+                                return taken;
+                            }
+                        }
+                    }
+                    panic!("the service never shut down")
+                })
+            })
+            .collect();
+        eventually("submitters got going", || {
+            started.load(Ordering::Relaxed) >= 1000
+        });
+        service.shutdown();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let taken: Vec<(JobHandle, Vec<u8>)> = results.into_iter().flatten().collect();
+    assert!(taken.len() >= 1000);
+    let m = service.metrics();
+    assert_eq!(
+        m.jobs_submitted,
+        taken.len() as u64,
+        "refused submissions are not counted"
+    );
+    for (i, (h, expected)) in taken.into_iter().enumerate() {
+        assert!(h.is_finished(), "job {i} unfinished after shutdown");
+        assert_eq!(h.wait(), Ok(JobOutput::Data(expected)), "job {i}");
+    }
+    assert_eq!(m.jobs_completed, m.jobs_submitted);
+}
+
+#[test]
+fn dropping_the_service_completes_jobs_and_joins_workers() {
+    let _serial = exclusive();
+    let (service, threads) = build_watched(
+        Service::builder()
+            .packet_size(32)
+            .aes_cluster([pinned(0), NodeSpec::new().slowdown(3.0)])
+            .ed25519_cluster([pinned(1)]),
+        3,
+    );
+    let raw = [0x99; 24];
+    let key = service.add_aes_key(&raw).unwrap();
+    let mut g = Gen::new(5);
+    let handles: Vec<(JobHandle, Vec<u8>)> = (0..2000)
+        .map(|i| {
+            let (job, expected) = small_job(i, key, &raw, &mut g);
+            (service.submit(job).unwrap(), expected)
+        })
+        .collect();
+    drop(service);
+    assert!(handles.iter().all(|(h, _)| h.is_finished()));
+    for (h, expected) in handles {
+        assert_eq!(h.wait(), Ok(JobOutput::Data(expected)));
+    }
+    assert_threads_gone(&threads, Duration::from_secs(20), "workers gone after drop");
+}
+
+/// Holds a service, and lets it go when woken.
+struct DropOnWake(Mutex<Option<Arc<Service>>>);
+
+impl Wake for DropOnWake {
+    fn wake(self: Arc<Self>) {
+        drop(self.0.lock().unwrap().take());
+    }
+}
+
+/// The last reference to a service may go away anywhere — here in a waker, which the worker
+/// that finishes the job calls, so the service is dropped on its own worker thread. Its
+/// shutdown must not wait there for the very packet that worker is finishing: the worker
+/// would hang for ever (its thread never leaves).
+#[test]
+fn dropping_the_last_service_reference_on_a_worker_thread_does_not_hang_it() {
+    let _serial = exclusive();
+    let (service, threads) = build_watched(
+        Service::builder().ed25519_cluster([NodeSpec::new().slowdown(50.0)]),
+        1,
+    );
+    let service = Arc::new(service);
+    let seed = [0x0D; 32];
+    let key = service.add_signing_key(&seed).unwrap();
+    let mut h = service.submit(Job::sign(key, b"last".to_vec())).unwrap();
+    let holder = Arc::new(DropOnWake(Mutex::new(Some(Arc::clone(&service)))));
+    let waker = Waker::from(Arc::clone(&holder));
+    let polled = Pin::new(&mut h).poll(&mut Context::from_waker(&waker));
+    drop((waker, holder));
+    // From here on, the waker registered with the job holds the only reference.
+    drop(service);
+    if let Poll::Ready(out) = polled {
+        // Finished before the poll (the waker was never stored): nothing to test.
+        assert_eq!(out, Ok(JobOutput::Signature(ed_sign(&seed, b"last"))));
+        return;
+    }
+    assert_eq!(h.wait(), Ok(JobOutput::Signature(ed_sign(&seed, b"last"))));
+    assert_threads_gone(
+        &threads,
+        Duration::from_secs(3),
+        "the worker that dropped the last reference to its service has left",
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// (b) A saturated cluster does not stall another
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_cluster_with_full_queues_does_not_stall_another() {
+    let _serial = exclusive();
+    const ED_JOBS: usize = 100;
+    const AES_JOBS: usize = 150;
+    let service = Service::builder()
+        .packet_size(64)
+        .aes_cluster([pinned(0), pinned(1)])
+        .ed25519_cluster([NodeSpec::new().slowdown(200.0).capacity(64)])
+        .cluster_queue_len(1)
+        .wait_queue_len(1)
+        .receive_queue_len(2)
+        .build()
+        .unwrap();
+    let seed = [0x0E; 32];
+    let signing = service.add_signing_key(&seed).unwrap();
+    let raw = [0xAE; 16];
+    let aes = service.add_aes_key(&raw).unwrap();
+    let ed_cluster = |m: &Metrics| {
+        m.clusters
+            .iter()
+            .find(|c| c.kind == ClusterKind::Ed25519)
+            .unwrap()
+            .clone()
+    };
+    let ed_done = |m: &Metrics| {
+        m.nodes
+            .iter()
+            .filter(|n| n.cluster == ClusterKind::Ed25519)
+            .map(|n| n.packets)
+            .sum::<u64>()
+    };
+
+    let ed_submitted = AtomicUsize::new(0);
+    let ed_handles: Mutex<Vec<(JobHandle, Vec<u8>)>> = Mutex::new(Vec::new());
+    thread::scope(|s| {
+        let service = &service;
+        let (ed_submitted, ed_handles) = (&ed_submitted, &ed_handles);
+        let flooder = s.spawn(move || {
+            let mut g = Gen::new(9);
+            for _ in 0..ED_JOBS {
+                let msg = g.bytes(64);
+                // Blocks while the Ed25519 receive queue is full.
+                let h = service.submit(Job::sign(signing, msg.clone())).unwrap();
+                ed_handles.lock().unwrap().push((h, msg));
+                ed_submitted.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+
+        // Wait until the Ed25519 side is saturated: its node busy, its cluster queue and the
+        // shared wait queue full, its receive queue holding packets, its submitter blocked.
+        eventually("the Ed25519 cluster saturates", || {
+            let m = service.metrics();
+            let c = ed_cluster(&m);
+            c.cluster_queue == 1 && c.wait_queue == 1 && c.receive_queue >= 1
+        });
+
+        let mut g = Gen::new(10);
+        let aes_handles: Vec<(JobHandle, Vec<u8>)> = (0..AES_JOBS)
+            .map(|i| {
+                let (job, expected) = small_job(i, aes, &raw, &mut g);
+                (service.submit(job).unwrap(), expected)
+            })
+            .collect();
+        let last = aes_handles.len() - 1;
+        for (i, (h, expected)) in aes_handles.into_iter().enumerate() {
+            let out = h.wait();
+            if i == last {
+                // The moment the last AES job resolved: Ed25519 work is still outstanding.
+                let m = service.metrics();
+                let submitted = ed_submitted.load(Ordering::SeqCst);
+                let done = ed_done(&m);
+                assert!(
+                    done < ED_JOBS as u64,
+                    "every Ed25519 job had already finished ({done}): the test proves nothing"
+                );
+                assert!(
+                    submitted < ED_JOBS || done < submitted as u64,
+                    "Ed25519 submitter not blocked and nothing outstanding"
+                );
+                let outstanding = ed_handles
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|(h, _)| !h.is_finished())
+                    .count();
+                assert!(outstanding > 0 || submitted < ED_JOBS);
+            }
+            assert_eq!(out, Ok(JobOutput::Data(expected)), "AES job {i}");
+        }
+        flooder.join().unwrap();
+    });
+    let handles = ed_handles.into_inner().unwrap();
+    assert_eq!(handles.len(), ED_JOBS);
+    for (h, msg) in handles {
+        assert_eq!(h.wait(), Ok(JobOutput::Signature(ed_sign(&seed, &msg))));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (c) Streams
+// ---------------------------------------------------------------------------------------------
+
+/// Chunk sizes (in blocks, 0..=8) from a seed.
+fn chunk_sizes(g: &mut Gen, n: usize) -> Vec<usize> {
+    (0..n).map(|_| 16 * (g.next_u64() % 9) as usize).collect()
+}
+
+#[test]
+fn cbc_stream_equals_one_shot_in_order_under_both_affinities() {
+    let _serial = shared();
+    for affinity in [Affinity::Strict, Affinity::InFlight] {
+        let service = Service::builder()
+            .packet_size(32)
+            .aes_cluster([pinned(0), pinned(1), NodeSpec::new().slowdown(2.0)])
+            .affinity(affinity)
+            .build()
+            .unwrap();
+        let raw = [0xC3; 32];
+        let key = service.add_aes_key(&raw).unwrap();
+        let mut g = Gen::new(affinity as u64);
+        let iv = g.bytes(16);
+        let sizes = chunk_sizes(&mut g, 60);
+        let chunks: Vec<Vec<u8>> = sizes.iter().map(|&n| g.bytes(n)).collect();
+        let last = g.bytes(48);
+        let whole: Vec<u8> = chunks.iter().flatten().chain(&last).copied().collect();
+
+        for direction in [Direction::Encrypt, Direction::Decrypt] {
+            let o = op(direction, Mode::Cbc);
+            let expected = ref_aes(&raw, o, &iv, &whole).unwrap();
+            // Other jobs in between, so the stream's chunks meet competition.
+            let mut others = Vec::new();
+            let mut stream = service.stream(key, o, &iv).unwrap();
+            assert_eq!(
+                service.metrics().stored_states,
+                1,
+                "the stream's IV is stored"
+            );
+            let mut outputs = Vec::new();
+            for (i, chunk) in chunks.iter().enumerate() {
+                stream.push(chunk.clone()).unwrap();
+                if i % 7 == 0 {
+                    let (job, out) = small_job(i, key, &raw, &mut g);
+                    others.push((service.submit(job).unwrap(), out));
+                }
+                if i % 5 == 0 {
+                    outputs.extend(stream.try_recv());
+                }
+            }
+            stream.finish(last.clone()).unwrap();
+            assert_eq!(
+                stream.push(vec![0; 16]).unwrap_err(),
+                SubmitError::StreamFinished
+            );
+            assert_eq!(
+                stream.finish(vec![0; 16]).unwrap_err(),
+                SubmitError::StreamFinished
+            );
+            while let Some(out) = stream.recv() {
+                outputs.push(out);
+            }
+            assert!(stream.recv().is_none());
+            assert_eq!(outputs.len(), chunks.len() + 1);
+            let mut at = 0;
+            for (i, out) in outputs.into_iter().enumerate() {
+                let out = out.unwrap_or_else(|e| panic!("{affinity:?} chunk {i}: {e}"));
+                assert_eq!(
+                    out,
+                    expected[at..at + out.len()],
+                    "{affinity:?} {direction:?}: chunk {i} out of order or wrong"
+                );
+                at += out.len();
+            }
+            assert_eq!(at, expected.len());
+            for (h, out) in others {
+                assert_eq!(h.wait(), Ok(JobOutput::Data(out)));
+            }
+        }
+        service.shutdown();
+        let m = service.metrics();
+        assert_eq!(m.stored_states, 0);
+        assert_eq!(m.jobs_submitted, m.jobs_completed);
+    }
+}
+
+#[test]
+fn a_lone_stream_stays_on_one_node_under_strict_affinity() {
+    let _serial = shared();
+    let service = Service::builder()
+        .packet_size(16)
+        .aes_cluster([
+            pinned(0),
+            pinned(1),
+            NodeSpec::new(),
+            NodeSpec::new().slowdown(1.5),
+        ])
+        .affinity(Affinity::Strict)
+        .build()
+        .unwrap();
+    let raw = [0x0F; 16];
+    let key = service.add_aes_key(&raw).unwrap();
+    let mut g = Gen::new(77);
+    let iv = g.bytes(16);
+    let data = g.bytes(16 * 200);
+    let o = op(Direction::Encrypt, Mode::Ofb);
+    let mut stream = service.stream(key, o, &iv).unwrap();
+    for chunk in data.chunks(64) {
+        stream.push(chunk.to_vec()).unwrap();
+    }
+    stream.finish(b"tail".to_vec()).unwrap();
+    let out: Vec<u8> = std::iter::from_fn(|| stream.recv())
+        .flat_map(Result::unwrap)
+        .collect();
+    let mut whole = data.clone();
+    whole.extend_from_slice(b"tail");
+    assert_eq!(out, ref_aes(&raw, o, &iv, &whole).unwrap());
+    service.shutdown();
+    let m = service.metrics();
+    let busy: Vec<u64> = m
+        .nodes
+        .iter()
+        .map(|n| n.packets)
+        .filter(|&p| p > 0)
+        .collect();
+    // Chunks of 64 bytes are 4 packets of 16; the 4-byte tail one more.
+    let packets = data
+        .chunks(64)
+        .map(|c| c.len().div_ceil(16) as u64)
+        .sum::<u64>()
+        + 1;
+    assert_eq!(packets, 201);
+    assert_eq!(
+        busy,
+        vec![packets],
+        "every packet of the stream on one node: {m}"
+    );
+}
+
+#[test]
+fn dropping_an_unfinished_stream_leaves_no_state_behind() {
+    let _serial = shared();
+    for affinity in [Affinity::Strict, Affinity::InFlight] {
+        let service = Service::builder()
+            .packet_size(32)
+            .aes_cluster([pinned(0), NodeSpec::new().slowdown(3.0)])
+            .affinity(affinity)
+            .build()
+            .unwrap();
+        let raw = [0xD0; 16];
+        let key = service.add_aes_key(&raw).unwrap();
+        let ops = [
+            op(Direction::Encrypt, Mode::Cbc),
+            op(Direction::Decrypt, Mode::Ofb),
+            op(Direction::Encrypt, Mode::Cfb),
+            op(Direction::Encrypt, Mode::Ecb),
+            op(Direction::Decrypt, Mode::Cbc).with_padding(Padding::Pkcs7),
+            op(Direction::Encrypt, Mode::Ecb).with_padding(Padding::Pkcs7),
+        ];
+        let mut streams: Vec<_> = ops
+            .iter()
+            .enumerate()
+            .map(|(i, o)| service.stream(key, *o, &[i as u8; 16]).unwrap())
+            .collect();
+        // One state per chained stream (all but the two ECB ones), from the moment it opens.
+        assert_eq!(service.metrics().stored_states, 4, "{affinity:?}");
+        for (i, st) in streams.iter_mut().enumerate() {
+            for _ in 0..i {
+                st.push(vec![i as u8; 64]).unwrap();
+            }
+        }
+        // Drop them with chunks possibly still in flight, in a mixed order.
+        let untouched = service.stream(key, ops[0], &[9; 16]).unwrap();
+        drop(untouched);
+        streams.swap(0, 3);
+        drop(streams);
+
+        // The service goes on working.
+        let (job, expected) = small_job(1, key, &raw, &mut Gen::new(1));
+        assert_eq!(
+            service.submit(job).unwrap().wait(),
+            Ok(JobOutput::Data(expected))
+        );
+        service.shutdown();
+        let m = service.metrics();
+        assert_eq!(m.stored_states, 0, "{affinity:?}: {m}");
+        assert!(
+            m.clusters.iter().all(|c| c.choose_list == 0),
+            "{affinity:?}: bindings left: {m}"
+        );
+        assert_eq!(m.jobs_submitted, m.jobs_completed + m.jobs_failed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) JobHandle as a Future, with a hand-written executor
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn job_handles_are_futures_that_wake_their_task() {
+    let _serial = shared();
+    let service = Service::builder()
+        .packet_size(32)
+        .aes_cluster([NodeSpec::new().slowdown(5.0)])
+        .ed25519_cluster([NodeSpec::new().slowdown(20.0)])
+        .build()
+        .unwrap();
+    let seed = [0xF7; 32];
+    let signing = service.add_signing_key(&seed).unwrap();
+    let raw = [0xF8; 16];
+    let aes = service.add_aes_key(&raw).unwrap();
+
+    // One handle.
+    let h = service
+        .submit(Job::sign(signing, b"future".to_vec()))
+        .unwrap();
+    let (out, stats) = block_on(h);
+    assert_eq!(out, Ok(JobOutput::Signature(ed_sign(&seed, b"future"))));
+    assert!(stats.polls >= 1);
+    assert!(
+        stats.wakes + 1 >= stats.polls,
+        "polled again without a wake: {stats:?}"
+    );
+
+    // Several awaited in one task, some failing.
+    let data = vec![0x42; 4096];
+    let o = op(Direction::Encrypt, Mode::Cbc);
+    let h1 = service
+        .submit(Job::aes(aes, o, &[1; 16], data.clone()))
+        .unwrap();
+    // Ciphertext of zero blocks: never valid PKCS#7.
+    let ct_zero_tail = ref_aes(&raw, o, &[1; 16], &[0; 64]).unwrap();
+    let unpad = op(Direction::Decrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+    let h2 = service
+        .submit(Job::aes(aes, unpad, &[1; 16], ct_zero_tail))
+        .unwrap();
+    let h3 = service
+        .submit(Job::verify(signing, b"x".to_vec(), &[0; 64]))
+        .unwrap();
+    let ((a, b, c), _) = block_on(async { (h1.await, h2.await, h3.await) });
+    assert_eq!(
+        a,
+        Ok(JobOutput::Data(ref_aes(&raw, o, &[1; 16], &data).unwrap()))
+    );
+    assert_eq!(b, Err(JobError::Crypto(CryptoError::BadPadding)));
+    assert_eq!(c, Ok(JobOutput::Verified(false)));
+
+    // Polled by hand: Pending until done, then Ready once; polling again says the result is
+    // gone.
+    let mut h = service
+        .submit(Job::sign(signing, b"again".to_vec()))
+        .unwrap();
+    let noop = Waker::noop();
+    let mut cx = Context::from_waker(noop);
+    let out = loop {
+        if let Poll::Ready(out) = Pin::new(&mut h).poll(&mut cx) {
+            break out;
+        }
+        thread::yield_now();
+    };
+    assert_eq!(out, Ok(JobOutput::Signature(ed_sign(&seed, b"again"))));
+    assert_eq!(
+        Pin::new(&mut h).poll(&mut cx),
+        Poll::Ready(Err(JobError::ResultTaken))
+    );
+    assert_eq!(h.wait(), Err(JobError::ResultTaken));
+
+    // A waker replaced between polls: the latest one is woken.
+    let h = service.submit(Job::sign(signing, vec![7; 100])).unwrap();
+    let (out, _) = block_on(async move {
+        let mut h = h;
+        // First poll with a throwaway waker, then hand over to the executor's.
+        let _ = Pin::new(&mut h).poll(&mut Context::from_waker(Waker::noop()));
+        h.await
+    });
+    assert_eq!(out, Ok(JobOutput::Signature(ed_sign(&seed, &[7; 100]))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// (e) Metrics
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn metrics_add_up_after_a_known_workload() {
+    let _serial = shared();
+    let packet = 48;
+    let service = Service::builder()
+        .packet_size(packet)
+        .aes_cluster([pinned(0), pinned(1), NodeSpec::new().slowdown(1.5)])
+        .ed25519_cluster([pinned(0), NodeSpec::new()])
+        .build()
+        .unwrap();
+    let raw = [0x4D; 32];
+    let aes = service.add_aes_key(&raw).unwrap();
+    let seed = [0x4E; 32];
+    let signing = service.add_signing_key(&seed).unwrap();
+    assert_eq!(service.metrics().keys, 2);
+
+    let mut g = Gen::new(2024);
+    let mut want_packets = 0u64;
+    let mut want_bytes = 0u64;
+    let mut handles = Vec::new();
+    let mut want_failed = 0;
+    for i in 0..300usize {
+        let mode = Mode::ALL[i % 4];
+        let pad = mode.needs_whole_blocks() && i % 3 == 0;
+        let o = op(Direction::Encrypt, mode).with_padding(if pad {
+            Padding::Pkcs7
+        } else {
+            Padding::None
+        });
+        let len = if pad || !mode.needs_whole_blocks() {
+            (i * 37) % 700
+        } else {
+            16 * ((i * 7) % 40)
+        };
+        let data = g.bytes(len);
+        let buffer = if pad { padded_len(len) } else { len };
+        want_packets += buffer.div_ceil(packet).max(1) as u64;
+        want_bytes += buffer as u64;
+        let expected = Ok(JobOutput::Data(ref_aes(&raw, o, &[3; 16], &data).unwrap()));
+        handles.push((
+            service.submit(Job::aes(aes, o, &[3; 16], data)).unwrap(),
+            expected,
+        ));
+    }
+    // Two bad paddings: failed jobs count as failed.
+    for _ in 0..2 {
+        let ct = ref_aes(&raw, op(Direction::Encrypt, Mode::Ecb), &[], &[0; 96]).unwrap();
+        let o = op(Direction::Decrypt, Mode::Ecb).with_padding(Padding::Pkcs7);
+        want_packets += 2;
+        want_bytes += 96;
+        want_failed += 1;
+        handles.push((
+            service.submit(Job::aes(aes, o, &[], ct)).unwrap(),
+            Err(JobError::Crypto(CryptoError::BadPadding)),
+        ));
+    }
+    let mut ed_bytes = 0u64;
+    for i in 0..40usize {
+        let msg = g.bytes(i * 3);
+        ed_bytes += msg.len() as u64;
+        let expected = Ok(JobOutput::Signature(ed_sign(&seed, &msg)));
+        handles.push((service.submit(Job::sign(signing, msg)).unwrap(), expected));
+    }
+    let jobs = handles.len() as u64;
+    for (h, expected) in handles {
+        assert_eq!(h.wait(), expected);
+    }
+    service.shutdown();
+    let m = service.metrics();
+    let totals = |kind| {
+        m.nodes
+            .iter()
+            .filter(|n| n.cluster == kind)
+            .fold((0, 0), |(p, b), n| (p + n.packets, b + n.bytes))
+    };
+    assert_eq!(totals(ClusterKind::Aes), (want_packets, want_bytes), "{m}");
+    assert_eq!(totals(ClusterKind::Ed25519), (40, ed_bytes), "{m}");
+    assert_eq!(m.jobs_submitted, jobs);
+    assert_eq!(m.jobs_failed, want_failed);
+    assert_eq!(m.jobs_completed, jobs - want_failed);
+    assert_eq!(m.stored_states, 0);
+    assert_eq!(m.keys, 2);
+    for n in &m.nodes {
+        assert_eq!(n.queue_depth, 0);
+        assert_eq!(n.queued_bytes, 0);
+        assert_eq!(n.panics, 0);
+        assert!(n.busy > Duration::ZERO || n.packets == 0);
+    }
+    assert_eq!(m.nodes[2].slowdown, 1.5);
+    assert_eq!(m.nodes[0].core, if cores() > 0 { Some(0) } else { None });
+    assert!(m.to_string().contains("jobs:"), "{m}");
+}
+
+/// A waker that records a metrics snapshot at the moment it is woken, that is, at the moment
+/// the job's result is published.
+struct SnapshotOnWake {
+    service: Arc<Service>,
+    seen: Mutex<Option<Metrics>>,
+    woken: AtomicBool,
+    thread: thread::Thread,
+}
+
+impl Wake for SnapshotOnWake {
+    fn wake(self: Arc<Self>) {
+        *self.seen.lock().unwrap() = Some(self.service.metrics());
+        self.woken.store(true, Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+/// When a job's handle resolves, the counters must already include the job: a caller that
+/// waits for its jobs and then reads `metrics()` must not see them missing. The waker below
+/// takes the snapshot at the instant the result is published, which makes the check
+/// deterministic.
+#[test]
+fn metrics_count_a_job_by_the_time_its_handle_resolves() {
+    let _serial = shared();
+    let service = Arc::new(
+        Service::builder()
+            .ed25519_cluster([NodeSpec::new().slowdown(20.0)])
+            .build()
+            .unwrap(),
+    );
+    let seed = [0xAA; 32];
+    let signing = service.add_signing_key(&seed).unwrap();
+    for attempt in 0.. {
+        assert!(attempt < 100, "never caught a job pending");
+        // Start from settled counters (an earlier attempt's job may still be counted).
+        eventually("counters settle", || {
+            let m = service.metrics();
+            m.jobs_submitted == m.jobs_completed
+                && m.nodes.iter().map(|n| n.packets).sum::<u64>() == m.jobs_submitted
+        });
+        let before = service.metrics();
+        let mut h = service
+            .submit(Job::sign(signing, b"count me".to_vec()))
+            .unwrap();
+        let snap = Arc::new(SnapshotOnWake {
+            service: Arc::clone(&service),
+            seen: Mutex::new(None),
+            woken: AtomicBool::new(false),
+            thread: thread::current(),
+        });
+        let waker = Waker::from(Arc::clone(&snap));
+        if Pin::new(&mut h)
+            .poll(&mut Context::from_waker(&waker))
+            .is_ready()
+        {
+            continue; // finished before the poll: try again
+        }
+        drop(waker);
+        eventually("the waker is woken", || snap.woken.load(Ordering::SeqCst));
+        assert!(h.is_finished());
+        let at_wake = snap.seen.lock().unwrap().take().unwrap();
+        let ed_packets = |m: &Metrics| m.nodes.iter().map(|n| n.packets).sum::<u64>();
+        assert_eq!(
+            (
+                at_wake.jobs_completed - before.jobs_completed,
+                ed_packets(&at_wake) - ed_packets(&before)
+            ),
+            (1, 1),
+            "the job's result was published before it was counted \
+             (jobs_completed, node packets at that moment)"
+        );
+        assert_eq!(
+            h.wait(),
+            Ok(JobOutput::Signature(ed_sign(&seed, b"count me")))
+        );
+        break;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (f) Removing a key while a job uses it
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn removing_a_key_while_its_job_runs_does_not_disturb_the_job() {
+    let _serial = shared();
+    let service = Service::builder()
+        .packet_size(1024)
+        .aes_cluster([NodeSpec::new().slowdown(10.0), pinned(1)])
+        .ed25519_cluster([NodeSpec::new().slowdown(10.0)])
+        .build()
+        .unwrap();
+    let raw = Gen::new(3).bytes(32);
+    let key = service.add_aes_key(&raw).unwrap();
+    let seed = [0x1D; 32];
+    let signing = service.add_signing_key(&seed).unwrap();
+    let mut g = Gen::new(4);
+    let iv = g.bytes(16);
+    let data = g.bytes(64 * 1024 + 5);
+    let o = op(Direction::Encrypt, Mode::Cfb);
+    let mut stream = service.stream(key, o, &iv).unwrap();
+    stream.push(data[..1024].to_vec()).unwrap();
+
+    let big = service.submit(Job::aes(key, o, &iv, data.clone())).unwrap();
+    let sign = service
+        .submit(Job::sign(signing, data[..500].to_vec()))
+        .unwrap();
+    service.remove_key(key).unwrap();
+    service.remove_key(signing).unwrap();
+    assert_eq!(service.metrics().keys, 0);
+    // New work with the removed keys is refused ...
+    assert_eq!(
+        service
+            .submit(Job::encrypt(key, Mode::Ecb, &[], vec![0; 16]))
+            .unwrap_err(),
+        SubmitError::UnknownKey(key)
+    );
+    assert_eq!(
+        service.submit(Job::sign(signing, vec![1])).unwrap_err(),
+        SubmitError::UnknownKey(signing)
+    );
+    // ... while what was submitted, and the open stream, go on with the key they hold.
+    let (body, tail) = data[1024..].split_at(data.len() - 1024 - 5);
+    for chunk in body.chunks(2048) {
+        stream.push(chunk.to_vec()).unwrap();
+    }
+    stream.finish(tail.to_vec()).unwrap();
+    let expected = ref_aes(&raw, o, &iv, &data).unwrap();
+    assert_eq!(big.wait(), Ok(JobOutput::Data(expected.clone())));
+    assert_eq!(
+        sign.wait(),
+        Ok(JobOutput::Signature(ed_sign(&seed, &data[..500])))
+    );
+    let streamed: Vec<u8> = std::iter::from_fn(|| stream.recv())
+        .flat_map(Result::unwrap)
+        .collect();
+    assert_eq!(streamed, expected);
+}

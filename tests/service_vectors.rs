@@ -1,0 +1,532 @@
+//! Known answers through the whole service: every NIST CAVP AES record (ECB, CBC, OFB, CFB-128;
+//! GFSbox, KeySbox, VarKey, VarTxt, MMT; 128/192/256-bit keys; both directions) and every line
+//! of the Ed25519 `sign.input` list, submitted as jobs to a running `Service` and checked.
+//!
+//! Jobs are submitted pipelined — all of them from two threads before any is waited on — to a
+//! service with several nodes and a packet size of 16 bytes (32 in the second configuration),
+//! so multi-block MMT records are cut into packets that the scheduler interleaves with other
+//! jobs' packets and may place on different nodes. Every count is asserted, so a parser that
+//! silently reads nothing cannot make a test pass.
+
+mod common;
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use cryptodispatch::packet::Mode;
+use cryptodispatch::{
+    Affinity, ClusterKind, Direction, Job, JobHandle, JobOutput, KeyId, NodeSpec, PolicySpec,
+    Service,
+};
+
+fn vectors_dir(sub: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/vectors")
+        .join(sub)
+}
+
+fn unhex(s: &str, what: &str) -> Vec<u8> {
+    hex::decode(s).unwrap_or_else(|e| panic!("{what}: bad hex {s:?}: {e}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// AES: NIST CAVP `.rsp` files (the parser mirrors `tests/crypto_vectors.rs`)
+// ---------------------------------------------------------------------------------------------
+
+/// One CAVP record.
+#[derive(Debug)]
+struct Record {
+    at: String,
+    mode: Mode,
+    direction: Direction,
+    key: Vec<u8>,
+    iv: Vec<u8>,
+    input: Vec<u8>,
+    expected: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Partial {
+    count: Option<u32>,
+    key: Option<Vec<u8>>,
+    iv: Option<Vec<u8>>,
+    plaintext: Option<Vec<u8>>,
+    ciphertext: Option<Vec<u8>>,
+}
+
+impl Partial {
+    fn finish(self, direction: Direction, mode: Mode, file: &str) -> Record {
+        let count = self
+            .count
+            .unwrap_or_else(|| panic!("{file}: record without COUNT"));
+        let at = format!("{file} [{direction:?}] COUNT {count}");
+        let missing = |field: &str| -> ! { panic!("{at}: no {field}") };
+        let plaintext = self.plaintext.unwrap_or_else(|| missing("PLAINTEXT"));
+        let ciphertext = self.ciphertext.unwrap_or_else(|| missing("CIPHERTEXT"));
+        let iv = match (mode, self.iv) {
+            (Mode::Ecb, None) => Vec::new(),
+            (Mode::Ecb, Some(_)) => panic!("{at}: ECB record with an IV"),
+            (_, Some(iv)) => iv,
+            (_, None) => missing("IV"),
+        };
+        let (input, expected) = match direction {
+            Direction::Encrypt => (plaintext, ciphertext),
+            Direction::Decrypt => (ciphertext, plaintext),
+        };
+        let key = self.key.unwrap_or_else(|| missing("KEY"));
+        Record {
+            at,
+            mode,
+            direction,
+            key,
+            iv,
+            input,
+            expected,
+        }
+    }
+}
+
+fn parse_rsp(text: &str, file: &str, mode: Mode) -> Vec<Record> {
+    let mut records = Vec::new();
+    let mut section: Option<Direction> = None;
+    let mut current: Option<Partial> = None;
+    for (lineno, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        let at = || format!("{file}:{}", lineno + 1);
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with('[') {
+            if let Some(done) = current.take() {
+                records.push(done.finish(section.unwrap(), mode, file));
+            }
+            section = Some(match line {
+                "[ENCRYPT]" => Direction::Encrypt,
+                "[DECRYPT]" => Direction::Decrypt,
+                other => panic!("{}: unknown section {other:?}", at()),
+            });
+            continue;
+        }
+        let (name, value) = line
+            .split_once('=')
+            .unwrap_or_else(|| panic!("{}: not `NAME = value`: {line:?}", at()));
+        let (name, value) = (name.trim(), value.trim());
+        let dir = section.unwrap_or_else(|| panic!("{}: {name} before any section", at()));
+        if name == "COUNT" {
+            if let Some(done) = current.take() {
+                records.push(done.finish(dir, mode, file));
+            }
+            let count = value
+                .parse()
+                .unwrap_or_else(|e| panic!("{}: bad COUNT {value:?}: {e}", at()));
+            current = Some(Partial {
+                count: Some(count),
+                ..Partial::default()
+            });
+            continue;
+        }
+        let rec = current
+            .as_mut()
+            .unwrap_or_else(|| panic!("{}: {name} before COUNT", at()));
+        let slot = match name {
+            "KEY" => &mut rec.key,
+            "IV" => &mut rec.iv,
+            "PLAINTEXT" => &mut rec.plaintext,
+            "CIPHERTEXT" => &mut rec.ciphertext,
+            other => panic!("{}: unknown field {other:?}", at()),
+        };
+        assert!(slot.is_none(), "{}: {name} given twice", at());
+        *slot = Some(unhex(value, &at()));
+    }
+    if let Some(done) = current.take() {
+        records.push(done.finish(section.unwrap(), mode, file));
+    }
+    records
+}
+
+/// The mode, test kind and key size a file name encodes, e.g. `CFB128MMT256.rsp`.
+fn classify(file: &str) -> (Mode, &str, usize) {
+    let stem = file.strip_suffix(".rsp").expect(".rsp file");
+    let (mode, rest) = [
+        ("CFB128", Mode::Cfb),
+        ("ECB", Mode::Ecb),
+        ("CBC", Mode::Cbc),
+        ("OFB", Mode::Ofb),
+    ]
+    .into_iter()
+    .find_map(|(prefix, mode)| stem.strip_prefix(prefix).map(|rest| (mode, rest)))
+    .unwrap_or_else(|| panic!("{file}: unknown mode prefix"));
+    let (kind, bits) = rest.split_at(rest.len() - 3);
+    let bits: usize = bits
+        .parse()
+        .unwrap_or_else(|e| panic!("{file}: no key size: {e}"));
+    (mode, kind, bits)
+}
+
+fn expected_per_section(kind: &str, bits: usize, file: &str) -> usize {
+    match (kind, bits) {
+        ("GFSbox", 128) => 7,
+        ("GFSbox", 192) => 6,
+        ("GFSbox", 256) => 5,
+        ("KeySbox", 128) => 21,
+        ("KeySbox", 192) => 24,
+        ("KeySbox", 256) => 16,
+        ("VarKey", bits) => bits,
+        ("VarTxt", _) => 128,
+        ("MMT", _) => 10,
+        _ => panic!("{file}: unknown test kind {kind:?} / {bits}"),
+    }
+}
+
+/// Every record of every file, with the per-file counts checked.
+fn all_records() -> Vec<Record> {
+    let dir = vectors_dir("aes");
+    let mut files: Vec<String> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".rsp"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 60, "AES .rsp files in {}", dir.display());
+    let mut all = Vec::new();
+    let mut per_mode: HashMap<Mode, usize> = HashMap::new();
+    for file in &files {
+        let (mode, kind, bits) = classify(file);
+        let text = fs::read_to_string(dir.join(file)).unwrap();
+        let records = parse_rsp(&text, file, mode);
+        let per_section = expected_per_section(kind, bits, file);
+        for direction in [Direction::Encrypt, Direction::Decrypt] {
+            let n = records.iter().filter(|r| r.direction == direction).count();
+            assert_eq!(n, per_section, "{file}: records in {direction:?}");
+        }
+        let count_lines = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("COUNT"))
+            .count();
+        assert_eq!(records.len(), count_lines, "{file}: records vs COUNT lines");
+        for r in &records {
+            assert_eq!(r.key.len() * 8, bits, "{}: key length", r.at);
+            assert_eq!(r.input.len(), r.expected.len(), "{}: lengths", r.at);
+            assert!(
+                !r.input.is_empty() && r.input.len() % 16 == 0,
+                "{}: not whole blocks",
+                r.at
+            );
+        }
+        *per_mode.entry(mode).or_default() += records.len();
+        all.extend(records);
+    }
+    for mode in Mode::ALL {
+        assert_eq!(per_mode[&mode], 2138, "{mode} records");
+    }
+    assert_eq!(all.len(), 8552, "AES records");
+    all
+}
+
+/// Submits every record (from two threads, all before any wait), then checks every output.
+/// Returns (records checked, records cut into more than one packet, packets).
+fn run_aes_records(service: &Service, records: &[Record]) -> (usize, usize, u64) {
+    // One key per distinct key, registered once.
+    let mut keys: HashMap<&[u8], KeyId> = HashMap::new();
+    for r in records {
+        if !keys.contains_key(r.key.as_slice()) {
+            keys.insert(&r.key, service.add_aes_key(&r.key).unwrap());
+        }
+    }
+    let packet = service.packet_size();
+    let checked: usize = std::thread::scope(|s| {
+        let keys = &keys;
+        let workers: Vec<_> = [0, 1]
+            .into_iter()
+            .map(|parity| {
+                s.spawn(move || {
+                    // Interleave the files: this thread takes every other record.
+                    let mine: Vec<&Record> = records.iter().skip(parity).step_by(2).collect();
+                    let handles: Vec<(JobHandle, &Record)> = mine
+                        .iter()
+                        .map(|r| {
+                            let key = keys[r.key.as_slice()];
+                            let job = match r.direction {
+                                Direction::Encrypt => {
+                                    Job::encrypt(key, r.mode, &r.iv, r.input.clone())
+                                }
+                                Direction::Decrypt => {
+                                    Job::decrypt(key, r.mode, &r.iv, r.input.clone())
+                                }
+                            };
+                            let h = service
+                                .submit(job)
+                                .unwrap_or_else(|e| panic!("{}: submit: {e}", r.at));
+                            (h, *r)
+                        })
+                        .collect();
+                    let mut n = 0;
+                    for (h, r) in handles {
+                        let out = h.wait().unwrap_or_else(|e| panic!("{}: job: {e}", r.at));
+                        let JobOutput::Data(data) = out else {
+                            panic!("{}: not data: {out:?}", r.at)
+                        };
+                        assert_eq!(hex::encode(&data), hex::encode(&r.expected), "{}", r.at);
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
+    let multi = records.iter().filter(|r| r.input.len() > packet).count();
+    let packets: u64 = records
+        .iter()
+        .map(|r| r.input.len().div_ceil(packet) as u64)
+        .sum();
+    for id in keys.into_values() {
+        service.remove_key(id).unwrap();
+    }
+    (checked, multi, packets)
+}
+
+/// Per-cluster sums of the nodes' packet and byte counters.
+fn node_totals(service: &Service, kind: ClusterKind) -> (u64, u64) {
+    let m = service.metrics();
+    m.nodes
+        .iter()
+        .filter(|n| n.cluster == kind)
+        .fold((0, 0), |(p, b), n| (p + n.packets, b + n.bytes))
+}
+
+fn pinned(i: usize) -> NodeSpec {
+    match common::cores() {
+        0 => NodeSpec::new(),
+        n => NodeSpec::pinned(i % n),
+    }
+}
+
+#[test]
+fn aes_cavp_records_through_the_service() {
+    let records = all_records();
+    let service = Service::builder()
+        .packet_size(16)
+        .aes_cluster([pinned(0), pinned(1), NodeSpec::new().slowdown(1.5)])
+        .ed25519_cluster([NodeSpec::new()])
+        .build()
+        .unwrap();
+    let (checked, multi, packets) = run_aes_records(&service, &records);
+    assert_eq!(checked, 8552, "AES records checked");
+    // MMT: COUNT 1..=9 of each section have 2..=10 blocks: cut into 2..=10 packets of 16 bytes.
+    assert_eq!(multi, 4 * 3 * 2 * 9, "records cut into several packets");
+    service.shutdown();
+    let bytes: u64 = records.iter().map(|r| r.input.len() as u64).sum();
+    assert_eq!(node_totals(&service, ClusterKind::Aes), (packets, bytes));
+    let m = service.metrics();
+    assert_eq!(m.jobs_submitted, 8552);
+    assert_eq!(m.jobs_completed, 8552);
+    assert_eq!(m.jobs_failed, 0);
+    assert_eq!(m.stored_states, 0);
+    assert_eq!(m.keys, 0);
+}
+
+#[test]
+fn aes_cavp_records_under_hhs_acdid_and_strict_affinity() {
+    let records = all_records();
+    let service = Service::builder()
+        .packet_size(32)
+        .aes_cluster([pinned(0), NodeSpec::new().slowdown(1.25), pinned(1)])
+        .policy(PolicySpec::HhsAcdid)
+        .affinity(Affinity::Strict)
+        .cluster_queue_len(8)
+        .wait_queue_len(4)
+        .receive_queue_len(16)
+        .build()
+        .unwrap();
+    let (checked, multi, packets) = run_aes_records(&service, &records);
+    assert_eq!(checked, 8552, "AES records checked");
+    // MMT records of 3..=10 blocks need more than one 32-byte packet.
+    assert_eq!(multi, 4 * 3 * 2 * 8, "records cut into several packets");
+    service.shutdown();
+    let bytes: u64 = records.iter().map(|r| r.input.len() as u64).sum();
+    assert_eq!(node_totals(&service, ClusterKind::Aes), (packets, bytes));
+    let m = service.metrics();
+    assert_eq!((m.jobs_submitted, m.jobs_completed), (8552, 8552));
+    assert!(m.clusters.iter().all(|c| c.choose_list == 0));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ed25519: `sign.input`
+// ---------------------------------------------------------------------------------------------
+
+/// One line of `sign.input`: `sk||pk:pk:msg:sig||msg:`.
+struct SignVector {
+    at: String,
+    seed: Vec<u8>,
+    public: Vec<u8>,
+    msg: Vec<u8>,
+    sig: Vec<u8>,
+}
+
+fn parse_sign_line(line: &str, at: String) -> SignVector {
+    let fields: Vec<&str> = line.split(':').collect();
+    assert_eq!(
+        fields.len(),
+        5,
+        "{at}: expected 4 fields and a trailing ':'"
+    );
+    assert!(fields[4].is_empty(), "{at}: text after the last ':'");
+    let secret = unhex(fields[0], &at);
+    let public = unhex(fields[1], &at);
+    let msg = unhex(fields[2], &at);
+    let sig_msg = unhex(fields[3], &at);
+    assert_eq!(secret.len(), 64, "{at}: sk||pk length");
+    assert_eq!(
+        &secret[32..],
+        &public[..],
+        "{at}: sk||pk does not end in pk"
+    );
+    assert_eq!(sig_msg.len(), 64 + msg.len(), "{at}: sig||msg length");
+    assert_eq!(
+        &sig_msg[64..],
+        &msg[..],
+        "{at}: sig||msg does not end in msg"
+    );
+    SignVector {
+        at,
+        seed: secret[..32].to_vec(),
+        public,
+        msg,
+        sig: sig_msg[..64].to_vec(),
+    }
+}
+
+/// What each submitted Ed25519 job must give.
+struct EdCheck<'a> {
+    v: &'a SignVector,
+    what: &'static str,
+    handle: JobHandle,
+    expected: JobOutput,
+}
+
+#[test]
+fn ed25519_sign_input_through_the_service() {
+    let path = vectors_dir("ed25519").join("sign.input");
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let vectors: Vec<SignVector> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| parse_sign_line(l.trim(), format!("sign.input line {}", i + 1)))
+        .collect();
+    assert_eq!(vectors.len(), 1024, "lines in sign.input");
+    let longest = vectors.iter().map(|v| v.msg.len()).max().unwrap();
+    assert_eq!(longest, 1023);
+
+    let service = Service::builder()
+        .packet_size(16)
+        .aes_cluster([NodeSpec::new()])
+        .ed25519_cluster([pinned(0).capacity(4096), pinned(1).capacity(2048)])
+        .build()
+        .unwrap();
+
+    let checked: usize = std::thread::scope(|s| {
+        let service = &service;
+        let workers: Vec<_> = vectors
+            .chunks(512)
+            .map(|chunk| {
+                s.spawn(move || {
+                    let mut checks = Vec::new();
+                    for v in chunk {
+                        let signing = service.add_signing_key(&v.seed).unwrap();
+                        assert_eq!(
+                            service.verifying_key(signing).unwrap().as_slice(),
+                            v.public.as_slice(),
+                            "{}: derived public key",
+                            v.at
+                        );
+                        let public = service.add_verifying_key(&v.public).unwrap();
+                        let sig: [u8; 64] = v.sig.as_slice().try_into().unwrap();
+                        let mut msg = v.msg.clone();
+                        match msg.last_mut() {
+                            Some(b) => *b ^= 0x01,
+                            None => msg.push(0),
+                        }
+                        let mut tampered_r = v.sig.clone();
+                        tampered_r[5] ^= 0x01;
+                        let mut tampered_s = v.sig.clone();
+                        tampered_s[40] ^= 0x01;
+                        let jobs = [
+                            (
+                                "sign",
+                                Job::sign(signing, v.msg.clone()),
+                                JobOutput::Signature(sig),
+                            ),
+                            (
+                                "verify",
+                                Job::verify(public, v.msg.clone(), &v.sig),
+                                JobOutput::Verified(true),
+                            ),
+                            (
+                                "verify with the signing key",
+                                Job::verify(signing, v.msg.clone(), &v.sig),
+                                JobOutput::Verified(true),
+                            ),
+                            (
+                                "tampered message",
+                                Job::verify(public, msg, &v.sig),
+                                JobOutput::Verified(false),
+                            ),
+                            (
+                                "tampered R",
+                                Job::verify(public, v.msg.clone(), &tampered_r),
+                                JobOutput::Verified(false),
+                            ),
+                            (
+                                "tampered S",
+                                Job::verify(public, v.msg.clone(), &tampered_s),
+                                JobOutput::Verified(false),
+                            ),
+                        ];
+                        for (what, job, expected) in jobs {
+                            let handle = service
+                                .submit(job)
+                                .unwrap_or_else(|e| panic!("{}: {what}: {e}", v.at));
+                            checks.push(EdCheck {
+                                v,
+                                what,
+                                handle,
+                                expected,
+                            });
+                        }
+                        // The keys may go at once: submitted jobs hold on to them.
+                        service.remove_key(signing).unwrap();
+                        service.remove_key(public).unwrap();
+                    }
+                    let lines = chunk.len();
+                    for c in checks {
+                        let out = c
+                            .handle
+                            .wait()
+                            .unwrap_or_else(|e| panic!("{}: {}: {e}", c.v.at, c.what));
+                        assert_eq!(out, c.expected, "{}: {}", c.v.at, c.what);
+                    }
+                    lines
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).sum()
+    });
+    assert_eq!(checked, 1024, "sign.input lines checked");
+    service.shutdown();
+    // Six jobs per line over the message; the tampered message of an empty one is one byte.
+    let bytes: u64 = vectors
+        .iter()
+        .map(|v| 6 * v.msg.len() as u64 + u64::from(v.msg.is_empty()))
+        .sum();
+    assert_eq!(
+        node_totals(&service, ClusterKind::Ed25519),
+        (6 * 1024, bytes),
+        "every job ran exactly once"
+    );
+    let m = service.metrics();
+    assert_eq!((m.jobs_submitted, m.jobs_completed), (6 * 1024, 6 * 1024));
+    assert_eq!(m.keys, 0);
+}
