@@ -9,4 +9,6 @@ mod aes;
 mod ed25519;
 
 pub use self::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, Padding, padded_len};
-pub use self::ed25519::{KEY_LEN, SIGNATURE_LEN, SigningKey, VerifyingKey};
+pub use self::ed25519::{
+    BatchItem, KEY_LEN, SIGNATURE_LEN, SigningKey, VerifyingKey, verify_batch,
+};

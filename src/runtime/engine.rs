@@ -199,7 +199,10 @@ impl Shared {
                 }
             }
         }
-        if e.receive[cluster.index()].len() < before {
+        // Wake blocked submitters only once the queue has drained to half its bound (or is
+        // empty), not at every packet: each wake-up costs a context switch.
+        let after = e.receive[cluster.index()].len();
+        if after < before && after <= self.layout.receive_queue_len / 2 {
             self.room_cv.notify_all();
         }
         self.route(e);
@@ -262,9 +265,7 @@ impl Shared {
         work: Work,
         result: Result<crate::runtime::job::PartOutput, JobError>,
     ) {
-        if let Some(ok) = work.job.part_done(work.part, result) {
-            self.counters.job_finished(ok);
-        }
+        work.job.part_done(work.part, result, &self.counters);
     }
 
     /// Sets a node's unit times (after calibration).
@@ -275,12 +276,18 @@ impl Shared {
         }
     }
 
+    /// Refuses new jobs from now on, and wakes submitters waiting for room (they get
+    /// `ShutDown`).
+    pub(crate) fn close(&self) {
+        self.lock().closing = true;
+        self.room_cv.notify_all();
+    }
+
     /// Refuses new jobs and waits until every admitted packet is complete; then lets the
     /// workers go. Idempotent.
     pub(crate) fn drain_and_stop(&self) {
+        self.close();
         let mut e = self.lock();
-        e.closing = true;
-        self.room_cv.notify_all();
         while e.in_system > 0 {
             e = self.idle_cv.wait(e).unwrap_or_else(|p| p.into_inner());
         }

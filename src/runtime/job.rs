@@ -21,6 +21,7 @@ use crate::crypto::{
 use crate::error::JobError;
 use crate::packet::{ClusterId, Mode, Packet, Payload, TaskId};
 use crate::runtime::keys::KeyId;
+use crate::runtime::metrics::ServiceCounters;
 
 /// A job to submit: what to do, with which key, on which data.
 pub struct Job {
@@ -42,6 +43,9 @@ pub(crate) enum JobKind {
         key: KeyId,
         msg: Vec<u8>,
         sig: Vec<u8>,
+    },
+    VerifyBatch {
+        items: Vec<(KeyId, Vec<u8>, Vec<u8>)>,
     },
 }
 
@@ -66,6 +70,10 @@ impl fmt::Debug for Job {
                 .field("key", key)
                 .field("len", &msg.len())
                 .field("sig_len", &sig.len())
+                .finish(),
+            JobKind::VerifyBatch { items } => f
+                .debug_struct("Job::VerifyBatch")
+                .field("signatures", &items.len())
                 .finish(),
         }
     }
@@ -123,11 +131,25 @@ impl Job {
         }
     }
 
-    /// The length of the job's data (the message, for Ed25519).
+    /// Ed25519 verification of many signatures at once, by batch verification (see
+    /// [`crypto::verify_batch`](crate::crypto::verify_batch) for how it agrees with one-by-one
+    /// verification): each item is a key (verifying or signing), a message and a signature.
+    /// The batch is cut into packets of up to 64 signatures, which the Ed25519 nodes share; the
+    /// output is [`JobOutput::VerifiedBatch`], one answer per item, in order.
+    pub fn verify_batch(items: impl IntoIterator<Item = (KeyId, Vec<u8>, Vec<u8>)>) -> Job {
+        Job {
+            kind: JobKind::VerifyBatch {
+                items: items.into_iter().collect(),
+            },
+        }
+    }
+
+    /// The length of the job's data (the message, for Ed25519; all messages, for a batch).
     pub fn len(&self) -> usize {
         match &self.kind {
             JobKind::Aes { data, .. } => data.len(),
             JobKind::Sign { msg, .. } | JobKind::Verify { msg, .. } => msg.len(),
+            JobKind::VerifyBatch { items } => items.iter().map(|(_, m, _)| m.len()).sum(),
         }
     }
 
@@ -136,17 +158,19 @@ impl Job {
         self.len() == 0
     }
 
-    /// Gives back the job's data buffer.
+    /// Gives back the job's data buffer (for a batch, the messages one after another).
     pub fn into_data(self) -> Vec<u8> {
         match self.kind {
             JobKind::Aes { data, .. } => data,
             JobKind::Sign { msg, .. } | JobKind::Verify { msg, .. } => msg,
+            JobKind::VerifyBatch { items } => items.into_iter().flat_map(|(_, m, _)| m).collect(),
         }
     }
 }
 
 /// What a finished job gives back.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum JobOutput {
     /// The ciphertext or plaintext of an AES job.
     Data(Vec<u8>),
@@ -154,6 +178,8 @@ pub enum JobOutput {
     Signature([u8; SIGNATURE_LEN]),
     /// Whether an Ed25519 signature verified.
     Verified(bool),
+    /// Whether each signature of a batch verified, in order.
+    VerifiedBatch(Vec<bool>),
 }
 
 impl JobOutput {
@@ -180,6 +206,14 @@ impl JobOutput {
             _ => None,
         }
     }
+
+    /// The answers of a batch verify job.
+    pub fn verified_batch(self) -> Option<Vec<bool>> {
+        match self {
+            JobOutput::VerifiedBatch(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 
 /// What a node does for a job's packets, with the key already looked up.
@@ -195,6 +229,12 @@ pub(crate) enum JobWork {
         key: Box<VerifyingKey>,
         sig: Box<[u8; SIGNATURE_LEN]>,
     },
+    /// Per item: key, signature, message length. Packet `p` holds items
+    /// `p * per_packet ..`, its data their messages one after another.
+    VerifyBatch {
+        items: Vec<(VerifyingKey, [u8; SIGNATURE_LEN], usize)>,
+        starts: Vec<usize>,
+    },
 }
 
 /// One packet's result.
@@ -202,6 +242,7 @@ pub(crate) enum PartOutput {
     Data(BytesMut),
     Signature([u8; SIGNATURE_LEN]),
     Verified(bool),
+    VerifiedBatch(Vec<bool>),
 }
 
 /// The record every packet of a job points to: what to do, and the results collected so far.
@@ -252,11 +293,14 @@ impl JobShared {
         self.collect.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records packet `part`'s result. Returns `Some(ok)` when this completes the job.
+    /// Records packet `part`'s result. When this completes the job, counts it in `counters`
+    /// before publishing the outcome (so whoever the outcome wakes sees the count), and returns
+    /// whether it succeeded.
     pub(crate) fn part_done(
         &self,
         part: usize,
         result: Result<PartOutput, JobError>,
+        counters: &ServiceCounters,
     ) -> Option<bool> {
         let mut c = self.lock();
         match result {
@@ -274,6 +318,7 @@ impl JobShared {
             None => Ok(assemble(&mut c.parts)),
         };
         let ok = outcome.is_ok();
+        counters.job_finished(ok);
         c.outcome = Outcome::Ready(outcome);
         c.finished = Some(Instant::now());
         let waker = c.waker.take();
@@ -289,18 +334,23 @@ impl JobShared {
 /// Joins the parts in order; the chunks of one buffer rejoin without copying.
 fn assemble(parts: &mut [Option<PartOutput>]) -> JobOutput {
     let mut data: Option<BytesMut> = None;
+    let mut answers: Option<Vec<bool>> = None;
     for part in parts.iter_mut() {
         match part.take() {
             Some(PartOutput::Data(chunk)) => match &mut data {
                 Some(d) => d.unsplit(chunk),
                 None => data = Some(chunk),
             },
+            Some(PartOutput::VerifiedBatch(v)) => answers.get_or_insert_with(Vec::new).extend(v),
             Some(PartOutput::Signature(s)) => return JobOutput::Signature(s),
             Some(PartOutput::Verified(v)) => return JobOutput::Verified(v),
             None => {}
         }
     }
-    JobOutput::Data(data.map(Vec::from).unwrap_or_default())
+    match answers {
+        Some(v) => JobOutput::VerifiedBatch(v),
+        None => JobOutput::Data(data.map(Vec::from).unwrap_or_default()),
+    }
 }
 
 /// The packets `len` bytes of AES data make: at least one, even for empty data. When the data

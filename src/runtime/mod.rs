@@ -27,8 +27,9 @@ pub use builder::{NodeSpec, ServiceBuilder};
 pub use job::{Job, JobHandle, JobOutput};
 pub use keys::KeyId;
 pub use metrics::{ClusterMetrics, Metrics, NodeMetrics};
-pub use service::Service;
+pub use service::{BATCH, Service};
 pub use stream::Stream;
+pub use worker::emulate_slowdown;
 
 /// The kinds of cluster a service can have: one per algorithm family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

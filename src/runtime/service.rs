@@ -18,6 +18,7 @@ use crate::runtime::job::{
 use crate::runtime::keys::{KeyId, KeyMaterial};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::stream::Stream;
+use crate::runtime::worker;
 
 /// A running crypto offload service: a pool of pinned worker threads ("nodes") in clusters, fed
 /// by the scheduler core.
@@ -48,6 +49,10 @@ struct Prepared {
     origin: Origin,
 }
 
+/// Signatures per packet of a batch verification: about where `ed25519-dalek`'s batch
+/// verification stops gaining per signature.
+pub const BATCH: usize = 64;
+
 /// Why a prepared job was not admitted.
 enum Refusal {
     ShutDown,
@@ -68,6 +73,11 @@ enum Origin {
     Verify {
         key: KeyId,
         sig: Vec<u8>,
+    },
+    VerifyBatch {
+        keys: Vec<KeyId>,
+        sigs: Vec<Vec<u8>>,
+        lens: Vec<usize>,
     },
 }
 
@@ -228,9 +238,27 @@ impl Service {
     /// 2. wait until every admitted packet has been reported complete;
     /// 3. mark the engine stopping and wake every worker; each leaves when its queue is empty;
     /// 4. join the worker threads.
+    ///
+    /// Called on one of the service's own worker threads (a waker or callback that drops the
+    /// last reference to the service runs there), it cannot wait for that worker: it refuses
+    /// new jobs at once, hands steps 2–4 to a thread of their own, and returns.
     pub fn shutdown(&self) {
-        self.shared.drain_and_stop();
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        if worker::on_worker_of(&self.shared) {
+            self.shared.close();
+            let shared = Arc::clone(&self.shared);
+            // If even this thread cannot start, the workers keep serving what was admitted.
+            let _ = std::thread::Builder::new()
+                .name("cryptodispatch-shutdown".into())
+                .spawn(move || {
+                    shared.drain_and_stop();
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                });
+            return;
+        }
+        self.shared.drain_and_stop();
         for t in threads {
             let _ = t.join();
         }
@@ -302,7 +330,105 @@ impl Service {
                 };
                 self.one_packet(task, work, Cmd::Verify, msg, Origin::Verify { key, sig })
             }
+            JobKind::VerifyBatch { items } => self.batch(task, items),
         }
+    }
+
+    /// A batch verification: packets of up to [`BATCH`] signatures (and at most a node's
+    /// capacity of message bytes), each verified in one batch by an Ed25519 node.
+    fn batch(
+        &self,
+        task: TaskId,
+        items: Vec<(KeyId, Vec<u8>, Vec<u8>)>,
+    ) -> Result<Prepared, SubmitError> {
+        let cluster = self.cluster(ClusterKind::Ed25519)?;
+        let max = self.shared.layout.clusters[cluster.index()].1;
+        let mut checked = Vec::with_capacity(items.len());
+        for (key, msg, sig) in &items {
+            let public = match self.shared.keys.lookup(*key)? {
+                KeyMaterial::Verifying(k) => k,
+                KeyMaterial::Signing(k) => k.verifying_key(),
+                other => return Err(wrong_kind(*key, "an Ed25519 key", &other)),
+            };
+            let sig: [u8; SIGNATURE_LEN] = sig
+                .as_slice()
+                .try_into()
+                .map_err(|_| CryptoError::SignatureLength { got: sig.len() })?;
+            if msg.len() as u64 > max {
+                return Err(SubmitError::TooLarge {
+                    len: msg.len(),
+                    max,
+                });
+            }
+            checked.push((public, sig, msg.len()));
+        }
+        // Packet boundaries: a new packet at BATCH items, or when the bytes would overflow.
+        let mut starts = vec![0];
+        let (mut bytes, mut count) = (0u64, 0usize);
+        for (i, &(_, _, len)) in checked.iter().enumerate() {
+            if count == BATCH || (count > 0 && bytes + len as u64 > max) {
+                starts.push(i);
+                (bytes, count) = (0, 0);
+            }
+            bytes += len as u64;
+            count += 1;
+        }
+        let ends: Vec<usize> = starts
+            .iter()
+            .skip(1)
+            .copied()
+            .chain([checked.len()])
+            .collect();
+        let lens: Vec<usize> = checked.iter().map(|&(_, _, len)| len).collect();
+        let packet_bytes: Vec<usize> = starts
+            .iter()
+            .zip(&ends)
+            .map(|(&a, &b)| lens[a..b].iter().sum())
+            .collect();
+        let mut all = Vec::with_capacity(lens.iter().sum());
+        let mut keys = Vec::with_capacity(items.len());
+        let mut sigs = Vec::with_capacity(items.len());
+        for (key, msg, sig) in items {
+            all.extend_from_slice(&msg);
+            keys.push(key);
+            sigs.push(sig);
+        }
+        let parts = starts.len();
+        let job = Arc::new(JobShared::new(
+            task,
+            cluster,
+            JobWork::VerifyBatch {
+                items: checked,
+                starts,
+            },
+            parts,
+        ));
+        let mut buf = bytes_mut(all);
+        let packets = packet_bytes
+            .iter()
+            .enumerate()
+            .map(|(p, &n)| {
+                let last = p + 1 == parts;
+                let data = if last {
+                    std::mem::take(&mut buf)
+                } else {
+                    buf.split_to(n)
+                };
+                let work = Work {
+                    job: Arc::clone(&job),
+                    part: p,
+                    msg_len: data.len(),
+                    data,
+                };
+                Packet::new(task, Cmd::Verify, cluster, None, p as u32, last, work)
+            })
+            .collect();
+        Ok(Prepared {
+            cluster,
+            packets,
+            job,
+            origin: Origin::VerifyBatch { keys, sigs, lens },
+        })
     }
 
     /// An Ed25519 job: the whole message is one packet.
@@ -394,5 +520,15 @@ fn rebuild(packets: Vec<Packet<Work>>, origin: Origin) -> Job {
         }
         Origin::Sign { key } => Job::sign(key, data),
         Origin::Verify { key, sig } => Job::verify(key, data, &sig),
+        Origin::VerifyBatch { keys, sigs, lens } => {
+            let mut rest = data.as_slice();
+            let mut items = Vec::with_capacity(keys.len());
+            for ((key, sig), len) in keys.into_iter().zip(sigs).zip(lens) {
+                let (msg, tail) = rest.split_at(len);
+                items.push((key, msg.to_vec(), sig));
+                rest = tail;
+            }
+            Job::verify_batch(items)
+        }
     }
 }

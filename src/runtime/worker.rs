@@ -14,13 +14,14 @@
 //! A panic while running a packet is caught: the packet's job fails with
 //! [`JobError::WorkerPanicked`], and the worker goes on with the next packet.
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
-use crate::crypto::{AesKey, AesOp, ChainState, Direction, SigningKey};
+use crate::crypto::{AesKey, AesOp, BatchItem, ChainState, Direction, SigningKey, verify_batch};
 use crate::error::JobError;
 use crate::packet::{Cmd, Mode, NodeId, Packet, PacketMeta, UnitTimes};
 use crate::runtime::ClusterKind;
@@ -40,8 +41,19 @@ pub(crate) struct WorkerSpec {
     pub(crate) unit_len: usize,
 }
 
+thread_local! {
+    /// On a worker thread: the address of its service's shared state (0 elsewhere).
+    static WORKER_OF: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Whether the current thread is one of the workers of the service sharing `shared`.
+pub(crate) fn on_worker_of(shared: &Arc<Shared>) -> bool {
+    WORKER_OF.with(|w| w.get() == Arc::as_ptr(shared) as usize)
+}
+
 /// The worker thread's body.
 pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: mpsc::Sender<()>) {
+    WORKER_OF.with(|w| w.set(Arc::as_ptr(&shared) as usize));
     if let Some(core) = spec.core {
         // Pinning is best effort: an unpinned node still works.
         let _ = core_affinity::set_for_current(core);
@@ -76,13 +88,12 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: mpsc::Sender<()>
             emulate_slowdown(start.elapsed().mul_f64(spec.slowdown - 1.0));
         }
         let busy = start.elapsed();
-        if let Some(ok) = job.part_done(part, result) {
-            shared.counters.job_finished(ok);
-        }
+        // Count first, then deliver: whoever the result wakes sees it counted.
         local.packets += 1;
         local.bytes += meta.len;
         local.busy_ns += busy.as_nanos() as u64;
         shared.node_counters[spec.node.index()].publish(&local);
+        job.part_done(part, result, &shared.counters);
         finished = Some(estimate.observe(meta.cmd, busy, meta.len));
     }
 }
@@ -112,14 +123,29 @@ fn execute(
             Ok(PartOutput::Data(std::mem::take(data)))
         }
         JobWork::Sign { key } => Ok(PartOutput::Signature(key.sign(&data[..msg_len]))),
+        JobWork::VerifyBatch { items, starts } => {
+            let part = usize::try_from(meta.seq).unwrap_or(usize::MAX);
+            let first = starts.get(part).copied().unwrap_or(items.len());
+            let end = starts.get(part + 1).copied().unwrap_or(items.len());
+            let mut rest = &data[..msg_len];
+            let mut batch = Vec::with_capacity(end - first);
+            for (key, sig, len) in &items[first..end] {
+                let (msg, tail) = rest.split_at((*len).min(rest.len()));
+                batch.push(BatchItem { key, msg, sig });
+                rest = tail;
+            }
+            Ok(PartOutput::VerifiedBatch(verify_batch(&batch)))
+        }
         JobWork::Verify { key, sig } => Ok(PartOutput::Verified(
             key.verify(&data[..msg_len], &sig[..])?,
         )),
     }
 }
 
-/// Waits `extra`: sleeps for all but the last 60 µs, then spins to the deadline.
-fn emulate_slowdown(extra: Duration) {
+/// Waits `extra`, as a node with a slowdown factor does after its real work: sleeps for all but
+/// the last 60 µs (leaving the core to other threads), then spins to the deadline. Public so
+/// that benchmarks can apply the same emulation to their references.
+pub fn emulate_slowdown(extra: Duration) {
     const SPIN: Duration = Duration::from_micros(60);
     let deadline = Instant::now() + extra;
     if extra > SPIN {
