@@ -18,7 +18,7 @@
 //! the next packet may go wherever the policy says.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::packet::{NodeId, Packet, PacketMeta, Payload, TaskId};
 use crate::sched::policy::Policy;
@@ -38,7 +38,8 @@ pub(crate) struct Balancer {
     policy: Box<dyn Policy>,
     affinity: Affinity,
     choose: HashMap<TaskId, Binding>,
-    blocked: Vec<TaskId>,
+    /// Jobs with a packet that could not be placed in this scan (their later packets wait).
+    blocked: HashSet<TaskId>,
 }
 
 /// The slices of the scheduler's node tables that belong to one cluster.
@@ -54,7 +55,7 @@ impl Balancer {
             policy,
             affinity,
             choose: HashMap::new(),
-            blocked: Vec::new(),
+            blocked: HashSet::new(),
         }
     }
 
@@ -80,10 +81,18 @@ impl Balancer {
         let ClusterNodes { status, queues } = nodes;
         let pins = self.policy.pins_jobs();
         self.blocked.clear();
+        let max_room =
+            |status: &[NodeStatus]| status.iter().map(NodeStatus::remaining).max().unwrap_or(0);
+        let mut room = max_room(status);
         let mut unbound_stuck = false;
         let mut placed = 0;
         let mut i = 0;
         while i < queue.len() {
+            // Every node full: nothing more can be placed now (jobs still get their pinned node
+            // in queue order, only later).
+            if room == 0 {
+                break;
+            }
             let meta = queue[i].meta;
             if self.blocked.contains(&meta.task) {
                 i += 1;
@@ -139,9 +148,10 @@ impl Balancer {
                         packet,
                     });
                     placed += 1;
+                    room = max_room(status);
                 }
                 _ => {
-                    self.blocked.push(meta.task);
+                    self.blocked.insert(meta.task);
                     i += 1;
                 }
             }
