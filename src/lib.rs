@@ -8,6 +8,42 @@
 //! the best weight of speed and free capacity, and keeps the packets of a chained job on one
 //! node while a predecessor is in flight.
 //!
+//! # Hello, offload
+//!
+//! ```
+//! use cryptodispatch::{Job, Mode, Padding, Service};
+//!
+//! // The default service: an AES cluster and an Ed25519 cluster, a node on every core, the
+//! // paper's policy.
+//! let service = Service::new()?;
+//!
+//! // Keys are registered once and used by handle; their bytes never leave the service.
+//! let key = service.add_aes_key(&[0x2b; 16])?;
+//! let job = Job::encrypt(key, Mode::Cbc, &[0x00; 16], b"attack at dawn".to_vec())
+//!     .with_padding(Padding::Pkcs7);
+//! let ciphertext = service.submit(job)?.wait()?.into_data().unwrap_or_default();
+//! assert_eq!(ciphertext.len(), 16);
+//!
+//! let decrypted = service
+//!     .submit(Job::decrypt(key, Mode::Cbc, &[0x00; 16], ciphertext).with_padding(Padding::Pkcs7))?
+//!     .wait()?
+//!     .into_data();
+//! assert_eq!(decrypted.as_deref(), Some(&b"attack at dawn"[..]));
+//!
+//! // Ed25519: sign, then verify; a wrong signature is the answer `false`, not an error.
+//! let signer = service.generate_signing_key()?;
+//! let sig = service.submit(Job::sign(signer, b"hello".to_vec()))?.wait()?.signature().unwrap();
+//! let ok = service.submit(Job::verify(signer, b"hello".to_vec(), &sig))?.wait()?.verified();
+//! assert_eq!(ok, Some(true));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Jobs are cut into packets of the service's packet size; the handle can be waited on or
+//! `.await`ed. [`Service::try_submit`] hands a job back when the queues are full, and
+//! [`Service::stream`] feeds a chained job chunk by chunk. See [`runtime`] for the service,
+//! [`ServiceBuilder`] for its settings, and the `cryptodispatch` command-line tool for an
+//! `openssl enc` that runs through it.
+//!
 //! # The scheduler core, driven by hand
 //!
 //! The core is a pure state machine: packets arrive, nodes complete, and it says which packet
@@ -68,9 +104,11 @@
 //! ```
 //!
 //! # Layout
-//! - [`packet`]: jobs, packets, commands, modes, algorithms;
-//! - [`crypto`]: the work a node does;
+//! - [`runtime`]: the service: pinned workers, keys, jobs, streams, metrics;
 //! - [`sched`]: the scheduler core and its policies;
+//! - [`sim`]: the simulator, workloads and the paper's experiments;
+//! - [`crypto`]: the work a node does;
+//! - [`packet`]: jobs, packets, commands, modes, algorithms;
 //! - [`error`]: the error types.
 #![deny(missing_docs)]
 

@@ -14,6 +14,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand};
 use cryptodispatch::sim::experiments::Settings;
 
+mod live;
 mod paper;
 mod plot;
 mod replay;
@@ -45,6 +46,8 @@ enum Command {
     Sim(replay::SimArgs),
     /// Write a generated trace (CSV) for `sim --trace`.
     Gen(replay::GenArgs),
+    /// Real jobs through the service on this machine, against the primitives called directly.
+    Live(live::LiveArgs),
 }
 
 #[derive(Debug, Args)]
@@ -128,6 +131,7 @@ fn main() -> ExitCode {
             .and_then(|s| paper::run(a.exp, &s, &a.settings.out)),
         Some(Command::Sim(a)) => replay::sim(a),
         Some(Command::Gen(a)) => replay::generate(a),
+        Some(Command::Live(a)) => live::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,728 @@
+//! `live`: real jobs through a real `Service` on this machine, against the same work done by the
+//! same number of threads calling the primitives directly, measured in the same run.
+//!
+//! Each run builds the service, registers the keys and builds every job before the clock
+//! starts; the clock stops when the last job handle resolves. The reference processes the same
+//! buffers in place with the same expanded keys (`AesKey::process` is RustCrypto's mode over a
+//! borrowed schedule; `SigningKey::sign` and `VerifyingKey::verify` are `ed25519-dalek`'s), on
+//! threads pinned like the nodes. Every service output is compared with the reference's after
+//! the timing: a run that is fast but wrong is an error, not a result. Each side runs `--reps`
+//! times and keeps its fastest run.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction, SigningKey, VerifyingKey};
+use cryptodispatch::{
+    Job, JobHandle, JobOutput, Mode, NodeSpec, PolicySpec, Service, ServiceBuilder,
+};
+use rand::rngs::ChaCha8Rng;
+use rand::{Rng, RngExt, SeedableRng};
+
+use crate::report::{Csv, Table, f, pct};
+
+/// The live workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Workload {
+    /// Many independent AES-128-CBC encryption jobs of 16 KiB on the AES nodes.
+    Cbc16k,
+    /// AES in every mode and both directions, Ed25519 sign and verify; sizes 64 B to 64 KiB
+    /// (or --size), from several submitting threads.
+    Mixed,
+    /// One AES cluster of 4 nodes slowed 1x, 1.5x, 2x, 3x (emulated); CBC (dependent) and ECB
+    /// (independent) jobs of 1-8 packets.
+    Hetero,
+}
+
+impl Workload {
+    fn name(self) -> &'static str {
+        match self {
+            Workload::Cbc16k => "cbc16k",
+            Workload::Mixed => "mixed",
+            Workload::Hetero => "hetero",
+        }
+    }
+}
+
+/// Options of `live`.
+#[derive(Debug, Args)]
+pub struct LiveArgs {
+    /// The workload.
+    #[arg(long, value_enum, default_value = "cbc16k")]
+    pub workload: Workload,
+    /// The policy to run (ignored with --compare).
+    #[arg(long, default_value = "paper")]
+    pub policy: String,
+    /// Run several policies side by side (default: paper and hhs-acdid; see --policies).
+    #[arg(long)]
+    pub compare: bool,
+    /// The policies --compare runs, comma-separated.
+    #[arg(long, default_value = "paper,hhs-acdid")]
+    pub policies: String,
+    /// Fix the job size in bytes (mixed: 256, 1024, 16384, ...; cbc16k: the job size).
+    #[arg(long)]
+    pub size: Option<usize>,
+    /// Number of jobs (default depends on the workload).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// AES nodes (cbc16k, mixed; default: one per core). Mixed also gets as many Ed25519 nodes.
+    #[arg(long)]
+    pub nodes: Option<usize>,
+    /// Submitting threads (default: 1 for cbc16k and hetero, 2 for mixed).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Repetitions of each side; the fastest run counts.
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
+    /// Seed for the job mix and the data.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// One CSV header line and a row per run instead of tables.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+/// What a job does, before its data is made.
+#[derive(Debug, Clone, Copy)]
+enum Spec {
+    Aes { key: usize, op: AesOp, iv: [u8; 16] },
+    Sign { key: usize },
+    Verify { key: usize, valid: bool },
+}
+
+/// One job with its data (and, for verify, its signature).
+#[derive(Debug, Clone)]
+struct Item {
+    spec: Spec,
+    data: Vec<u8>,
+    sig: [u8; 64],
+}
+
+/// A generated workload: keys and jobs.
+struct Work {
+    aes_keys: Vec<Vec<u8>>,
+    seeds: Vec<[u8; 32]>,
+    items: Vec<Item>,
+    /// Per AES node: its slowdown factor; Ed25519 nodes (mixed only) follow.
+    slowdowns: Vec<f64>,
+    ed_nodes: usize,
+    packet_size: usize,
+    size_label: String,
+    submitters: usize,
+}
+
+impl Work {
+    fn bytes(&self) -> u64 {
+        self.items.iter().map(|i| i.data.len() as u64).sum()
+    }
+
+    fn ed_ops(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|i| matches!(i.spec, Spec::Sign { .. } | Spec::Verify { .. }))
+            .count()
+    }
+}
+
+fn cores() -> usize {
+    core_affinity::get_core_ids().map_or(1, |c| c.len().max(1))
+}
+
+fn random_bytes(rng: &mut ChaCha8Rng, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rng.fill_bytes(&mut v);
+    v
+}
+
+fn generate(args: &LiveArgs) -> Result<Work, String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let cores = cores();
+    let aes_nodes = args.nodes.unwrap_or(cores).max(1);
+    match args.workload {
+        Workload::Cbc16k => {
+            let size = args.size.unwrap_or(16 * 1024);
+            if size == 0 || size % 16 != 0 {
+                return Err(format!(
+                    "--size {size}: cbc16k needs a positive multiple of 16"
+                ));
+            }
+            let jobs = args.jobs.unwrap_or((64 << 20) / size).max(1);
+            let items = (0..jobs)
+                .map(|_| Item {
+                    spec: Spec::Aes {
+                        key: 0,
+                        op: AesOp::new(Direction::Encrypt, Mode::Cbc),
+                        iv: rng.random(),
+                    },
+                    data: random_bytes(&mut rng, size),
+                    sig: [0; 64],
+                })
+                .collect();
+            Ok(Work {
+                aes_keys: vec![random_bytes(&mut rng, 16)],
+                seeds: Vec::new(),
+                items,
+                slowdowns: vec![1.0; aes_nodes],
+                ed_nodes: 0,
+                packet_size: size,
+                size_label: size.to_string(),
+                submitters: args.threads.unwrap_or(1),
+            })
+        }
+        Workload::Mixed => {
+            const SIZES: [usize; 6] = [64, 256, 1024, 4096, 16384, 65536];
+            if let Some(s) = args.size.filter(|s| *s == 0 || s % 16 != 0) {
+                return Err(format!("--size {s}: mixed needs a positive multiple of 16"));
+            }
+            let jobs = args.jobs.unwrap_or(match args.size {
+                Some(s) if s <= 1024 => 20_000,
+                Some(_) => 4_000,
+                None => 4_000,
+            });
+            let aes_keys: Vec<Vec<u8>> = [16, 24, 32]
+                .iter()
+                .map(|&n| random_bytes(&mut rng, n))
+                .collect();
+            let seeds: Vec<[u8; 32]> = (0..4).map(|_| rng.random()).collect();
+            let signers: Vec<SigningKey> = seeds
+                .iter()
+                .map(|s| SigningKey::from_seed(s).expect("32 bytes"))
+                .collect();
+            let mut items = Vec::with_capacity(jobs);
+            for _ in 0..jobs {
+                let size = args
+                    .size
+                    .unwrap_or_else(|| SIZES[rng.random_range(0..SIZES.len())]);
+                // One job in ten is Ed25519 (half sign, half verify); the rest AES.
+                let spec = if rng.random_bool(0.1) {
+                    let key = rng.random_range(0..seeds.len());
+                    if rng.random_bool(0.5) {
+                        Spec::Sign { key }
+                    } else {
+                        Spec::Verify {
+                            key,
+                            valid: rng.random_bool(0.9),
+                        }
+                    }
+                } else {
+                    let mode = Mode::ALL[rng.random_range(0..4)];
+                    let direction = if rng.random_bool(0.5) {
+                        Direction::Encrypt
+                    } else {
+                        Direction::Decrypt
+                    };
+                    Spec::Aes {
+                        key: rng.random_range(0..aes_keys.len()),
+                        op: AesOp::new(direction, mode),
+                        iv: rng.random(),
+                    }
+                };
+                let data = random_bytes(&mut rng, size);
+                let sig = match spec {
+                    Spec::Verify { key, valid } => {
+                        let mut s = signers[key].sign(&data);
+                        if !valid {
+                            s[7] ^= 0x10;
+                        }
+                        s
+                    }
+                    _ => [0; 64],
+                };
+                items.push(Item { spec, data, sig });
+            }
+            Ok(Work {
+                aes_keys,
+                seeds,
+                items,
+                slowdowns: vec![1.0; aes_nodes],
+                ed_nodes: aes_nodes,
+                packet_size: 16 * 1024,
+                size_label: args.size.map_or("64-65536".to_owned(), |s| s.to_string()),
+                submitters: args.threads.unwrap_or(2),
+            })
+        }
+        Workload::Hetero => {
+            let packet = args.size.unwrap_or(256 * 1024);
+            if packet == 0 || packet % 16 != 0 {
+                return Err(format!(
+                    "--size {packet}: hetero needs a positive multiple of 16 (the packet size)"
+                ));
+            }
+            let jobs = args.jobs.unwrap_or(120);
+            let items = (0..jobs)
+                .map(|_| {
+                    let packets = rng.random_range(1..=8usize);
+                    let mode = if rng.random_bool(0.5) {
+                        Mode::Cbc
+                    } else {
+                        Mode::Ecb
+                    };
+                    Item {
+                        spec: Spec::Aes {
+                            key: 0,
+                            op: AesOp::new(Direction::Encrypt, mode),
+                            iv: rng.random(),
+                        },
+                        data: random_bytes(&mut rng, packets * packet),
+                        sig: [0; 64],
+                    }
+                })
+                .collect();
+            Ok(Work {
+                aes_keys: vec![random_bytes(&mut rng, 16)],
+                seeds: Vec::new(),
+                items,
+                slowdowns: vec![1.0, 1.5, 2.0, 3.0],
+                ed_nodes: 0,
+                packet_size: packet,
+                size_label: packet.to_string(),
+                submitters: args.threads.unwrap_or(1),
+            })
+        }
+    }
+}
+
+/// The result of one job, as both sides produce it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Out {
+    Data(Vec<u8>),
+    Sig([u8; 64]),
+    Verified(bool),
+}
+
+struct Measured {
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+    outputs: Vec<Out>,
+    node_packets: Vec<u64>,
+}
+
+/// The service side: build, register, submit everything from the submitting threads, wait.
+fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
+    let cores = cores();
+    let aes_nodes: Vec<NodeSpec> = work
+        .slowdowns
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| NodeSpec::pinned(i % cores).slowdown(s))
+        .collect();
+    let mut builder: ServiceBuilder = Service::builder()
+        .aes_cluster(aes_nodes)
+        .packet_size(work.packet_size)
+        .policy(policy.clone());
+    if work.ed_nodes > 0 {
+        // Ed25519 messages are one packet each, up to 64 KiB here.
+        let ed = (0..work.ed_nodes).map(|i| NodeSpec::pinned(i % cores).capacity(8 * 65536));
+        builder = builder.ed25519_cluster(ed);
+    }
+    let service = builder.build().map_err(|e| e.to_string())?;
+    let aes: Vec<_> = work
+        .aes_keys
+        .iter()
+        .map(|k| service.add_aes_key(k))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let signers: Vec<_> = work
+        .seeds
+        .iter()
+        .map(|s| service.add_signing_key(s))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+
+    // Jobs, dealt round robin to the submitting threads, built before the clock starts.
+    let threads = work.submitters.max(1);
+    let mut per_thread: Vec<Vec<(usize, Job)>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, item) in work.items.iter().enumerate() {
+        let job = match item.spec {
+            Spec::Aes { key, op, iv } => Job::aes(aes[key], op, &iv, item.data.clone()),
+            Spec::Sign { key } => Job::sign(signers[key], item.data.clone()),
+            Spec::Verify { key, .. } => Job::verify(signers[key], item.data.clone(), &item.sig),
+        };
+        per_thread[i % threads].push((i, job));
+    }
+
+    let start = Instant::now();
+    let results: Vec<Result<Vec<(usize, JobHandle)>, String>> = thread::scope(|s| {
+        let handles: Vec<_> = per_thread
+            .into_iter()
+            .map(|jobs| {
+                let service = &service;
+                s.spawn(move || {
+                    jobs.into_iter()
+                        .map(|(i, job)| {
+                            service
+                                .submit(job)
+                                .map(|h| (i, h))
+                                .map_err(|e| e.to_string())
+                        })
+                        .collect::<Result<Vec<_>, String>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("submitter panicked".into()))
+            })
+            .collect()
+    });
+    let mut handles = Vec::with_capacity(work.items.len());
+    for r in results {
+        handles.extend(r?);
+    }
+    let mut outputs: Vec<Option<Out>> = vec![None; work.items.len()];
+    let mut latencies = Vec::with_capacity(handles.len());
+    for (i, h) in handles {
+        let out = h.wait_timed().map_err(|e| format!("job {i} failed: {e}"))?;
+        latencies.push(out.1);
+        outputs[i] = Some(match out.0 {
+            JobOutput::Data(d) => Out::Data(d),
+            JobOutput::Signature(s) => Out::Sig(s),
+            JobOutput::Verified(v) => Out::Verified(v),
+            other => return Err(format!("job {i}: unexpected output {other:?}")),
+        });
+    }
+    let elapsed = start.elapsed();
+    let metrics = service.metrics();
+    service.shutdown();
+    Ok(Measured {
+        elapsed,
+        latencies,
+        outputs: outputs
+            .into_iter()
+            .map(|o| o.unwrap_or(Out::Verified(false)))
+            .collect(),
+        node_packets: metrics
+            .nodes
+            .iter()
+            .filter(|n| n.cluster == cryptodispatch::ClusterKind::Aes)
+            .map(|n| n.packets)
+            .collect(),
+    })
+}
+
+trait WaitTimed {
+    fn wait_timed(self) -> Result<(JobOutput, Duration), cryptodispatch::JobError>;
+}
+
+impl WaitTimed for JobHandle {
+    /// Waits, and returns the output with the job's latency (submission to completion).
+    fn wait_timed(self) -> Result<(JobOutput, Duration), cryptodispatch::JobError> {
+        let mut h = self;
+        loop {
+            if let Some(r) = h.wait_timeout(Duration::from_secs(3600)) {
+                let latency = h.latency().unwrap_or_default();
+                return r.map(|o| (o, latency));
+            }
+        }
+    }
+}
+
+/// The reference: the same jobs run directly, on as many threads as the machine has cores (one
+/// per node for `hetero`, each with its node's slowdown), pinned like the nodes.
+fn run_reference(work: &Work, dynamic: bool) -> Result<Measured, String> {
+    let keys: Vec<AesKey> = work
+        .aes_keys
+        .iter()
+        .map(|k| AesKey::new(k))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let signers: Vec<SigningKey> = work
+        .seeds
+        .iter()
+        .map(|s| SigningKey::from_seed(s))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let publics: Vec<VerifyingKey> = signers.iter().map(SigningKey::verifying_key).collect();
+    let cores = cores();
+    let slowdowns: Vec<f64> = if dynamic {
+        work.slowdowns.clone()
+    } else {
+        vec![1.0; cores]
+    };
+    let threads = slowdowns.len();
+
+    let run_one = |item: &mut Item| -> Result<Out, String> {
+        Ok(match item.spec {
+            Spec::Aes { key, op, iv } => {
+                let mut state = ChainState::for_mode(op.mode, &iv).map_err(|e| e.to_string())?;
+                let len = item.data.len();
+                let n = keys[key]
+                    .process(op, &mut state, &mut item.data, len, true)
+                    .map_err(|e| e.to_string())?;
+                item.data.truncate(n);
+                Out::Data(std::mem::take(&mut item.data))
+            }
+            Spec::Sign { key } => Out::Sig(signers[key].sign(&item.data)),
+            Spec::Verify { key, .. } => Out::Verified(
+                publics[key]
+                    .verify(&item.data, &item.sig)
+                    .map_err(|e| e.to_string())?,
+            ),
+        })
+    };
+
+    let items: Vec<(usize, Item)> = work.items.iter().cloned().enumerate().collect();
+    let start;
+    let outs: Vec<(usize, Out)> = if dynamic {
+        // Hetero: each thread takes the next job when it is free (a greedy schedule).
+        let queue = Mutex::new(items.into_iter().collect::<VecDeque<_>>());
+        start = Instant::now();
+        thread::scope(|s| {
+            let hs: Vec<_> = slowdowns
+                .iter()
+                .enumerate()
+                .map(|(t, &slow)| {
+                    let (queue, run_one) = (&queue, &run_one);
+                    s.spawn(move || {
+                        pin(t % cores);
+                        let mut out = Vec::new();
+                        loop {
+                            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+                            let Some((i, mut item)) = next else { break };
+                            let packets = item.data.len().div_ceil(work.packet_size).max(1);
+                            // Per packet, as a node: real work, then the emulated wait.
+                            let t0 = Instant::now();
+                            let o = run_one(&mut item);
+                            if slow > 1.0 {
+                                let per_packet = t0.elapsed() / packets as u32;
+                                for _ in 0..packets {
+                                    cryptodispatch::runtime::emulate_slowdown(
+                                        per_packet.mul_f64(slow - 1.0),
+                                    );
+                                }
+                            }
+                            out.push((i, o));
+                        }
+                        out
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .map(|(i, o)| o.map(|o| (i, o)))
+                .collect::<Result<Vec<_>, String>>()
+        })?
+    } else {
+        // Equal shares, dealt round robin, each thread working through its own buffers.
+        let mut shares: Vec<Vec<(usize, Item)>> = (0..threads).map(|_| Vec::new()).collect();
+        for (k, it) in items.into_iter().enumerate() {
+            shares[k % threads].push(it);
+        }
+        start = Instant::now();
+        thread::scope(|s| {
+            let hs: Vec<_> = shares
+                .into_iter()
+                .enumerate()
+                .map(|(t, mut share)| {
+                    let run_one = &run_one;
+                    s.spawn(move || {
+                        pin(t % cores);
+                        share
+                            .iter_mut()
+                            .map(|(i, item)| run_one(item).map(|o| (*i, o)))
+                            .collect::<Result<Vec<_>, String>>()
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("reference thread panicked".into()))
+                })
+                .collect::<Result<Vec<_>, String>>()
+        })?
+        .into_iter()
+        .flatten()
+        .collect()
+    };
+    let elapsed = start.elapsed();
+    let mut outputs: Vec<Option<Out>> = vec![None; work.items.len()];
+    for (i, o) in outs {
+        outputs[i] = Some(o);
+    }
+    Ok(Measured {
+        elapsed,
+        latencies: Vec::new(),
+        outputs: outputs
+            .into_iter()
+            .map(|o| o.unwrap_or(Out::Verified(false)))
+            .collect(),
+        node_packets: Vec::new(),
+    })
+}
+
+fn pin(core: usize) {
+    if let Some(id) = core_affinity::get_core_ids().and_then(|c| c.get(core).copied()) {
+        let _ = core_affinity::set_for_current(id);
+    }
+}
+
+fn best(reps: usize, mut f: impl FnMut() -> Result<Measured, String>) -> Result<Measured, String> {
+    let mut best: Option<Measured> = None;
+    for _ in 0..reps.max(1) {
+        let m = f()?;
+        if best.as_ref().is_none_or(|b| m.elapsed < b.elapsed) {
+            best = Some(m);
+        }
+    }
+    best.ok_or_else(|| "no run".to_owned())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// One row of the live results.
+pub struct LiveRow {
+    pub workload: &'static str,
+    pub policy: String,
+    pub nodes: usize,
+    pub size: String,
+    pub throughput: f64,
+    pub reference: f64,
+    pub ed_ops: f64,
+    pub mean_latency_us: f64,
+    pub p99_latency_us: f64,
+    pub makespan: Duration,
+    pub shares: Vec<f64>,
+}
+
+/// Runs the workload under each policy and the reference; checks every output.
+pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>, String> {
+    let work = generate(args)?;
+    let dynamic = args.workload == Workload::Hetero;
+    let reference = best(args.reps, || run_reference(&work, dynamic))?;
+    let bytes = work.bytes() as f64;
+    let ref_mb_s = bytes / reference.elapsed.as_secs_f64() / 1e6;
+    let mut rows = Vec::new();
+    for policy in policies {
+        let m = best(args.reps, || run_service(&work, policy))?;
+        if let Some(i) = (0..work.items.len()).find(|&i| m.outputs[i] != reference.outputs[i]) {
+            return Err(format!(
+                "policy {policy}: job {i}'s output differs from the reference"
+            ));
+        }
+        let mut lat = m.latencies.clone();
+        lat.sort();
+        let total: u64 = m.node_packets.iter().sum::<u64>().max(1);
+        rows.push(LiveRow {
+            workload: args.workload.name(),
+            policy: policy.name().to_owned(),
+            nodes: work.slowdowns.len() + work.ed_nodes,
+            size: work.size_label.clone(),
+            throughput: bytes / m.elapsed.as_secs_f64() / 1e6,
+            reference: ref_mb_s,
+            ed_ops: work.ed_ops() as f64 / m.elapsed.as_secs_f64(),
+            mean_latency_us: lat.iter().map(|d| d.as_secs_f64()).sum::<f64>()
+                / lat.len().max(1) as f64
+                * 1e6,
+            p99_latency_us: percentile(&lat, 0.99).as_secs_f64() * 1e6,
+            makespan: m.elapsed,
+            shares: m
+                .node_packets
+                .iter()
+                .map(|&p| p as f64 / total as f64)
+                .collect(),
+        });
+    }
+    Ok(rows)
+}
+
+pub const CSV_HEADER: &str = "workload,policy,nodes,size,throughput_mb_s,reference_mb_s,ratio,mean_latency_us,p99_latency_us";
+
+/// Prints the rows: a table (or CSV), and with several policies the makespan differences.
+pub fn print(rows: &[LiveRow], csv: bool) {
+    if csv {
+        let mut c = Csv::new(CSV_HEADER);
+        for r in rows {
+            c.row(&[
+                r.workload.to_owned(),
+                r.policy.clone(),
+                r.nodes.to_string(),
+                r.size.clone(),
+                f(r.throughput, 1),
+                f(r.reference, 1),
+                f(r.throughput / r.reference, 3),
+                f(r.mean_latency_us, 1),
+                f(r.p99_latency_us, 1),
+            ]);
+        }
+        print!("{}", c.as_str());
+        return;
+    }
+    let mut t = Table::new(&[
+        "workload",
+        "policy",
+        "nodes",
+        "size",
+        "MB/s",
+        "reference MB/s",
+        "ratio",
+        "Ed25519 ops/s",
+        "mean lat us",
+        "p99 lat us",
+        "makespan ms",
+        "AES node shares",
+    ]);
+    for r in rows {
+        t.row(vec![
+            r.workload.to_owned(),
+            r.policy.clone(),
+            r.nodes.to_string(),
+            r.size.clone(),
+            f(r.throughput, 1),
+            f(r.reference, 1),
+            f(r.throughput / r.reference, 3),
+            if r.ed_ops > 0.0 {
+                f(r.ed_ops, 0)
+            } else {
+                "-".into()
+            },
+            f(r.mean_latency_us, 1),
+            f(r.p99_latency_us, 1),
+            f(r.makespan.as_secs_f64() * 1e3, 1),
+            r.shares
+                .iter()
+                .map(|&s| pct(s))
+                .collect::<Vec<_>>()
+                .join(" "),
+        ]);
+    }
+    print!("{}", t.render());
+    if let Some(first) = rows.first() {
+        for r in &rows[1..] {
+            let d = 1.0 - first.makespan.as_secs_f64() / r.makespan.as_secs_f64();
+            println!(
+                "{} completes the {} jobs {} sooner than {}",
+                first.policy,
+                first.workload,
+                pct(d),
+                r.policy
+            );
+        }
+    }
+}
+
+pub fn run(args: &LiveArgs) -> Result<(), String> {
+    let names = if args.compare {
+        args.policies.as_str()
+    } else {
+        args.policy.as_str()
+    };
+    let policies = names
+        .split(',')
+        .map(|p| p.parse::<PolicySpec>().map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows = measure(args, &policies)?;
+    print(&rows, args.csv);
+    Ok(())
+}
