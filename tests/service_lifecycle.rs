@@ -46,15 +46,15 @@ fn pinned(i: usize) -> NodeSpec {
     }
 }
 
-/// Ids of the threads of this process whose name starts like a service worker's
-/// (`cryptodispatch-node-N`, cut to 15 bytes by the kernel). `None` without `/proc` (not Linux).
+/// Ids of the threads of this process whose name is a service worker's (`cdnode-N`). `None`
+/// without `/proc` (not Linux).
 fn worker_tids() -> Option<HashSet<String>> {
     let dir = fs::read_dir("/proc/self/task").ok()?;
     Some(
         dir.filter_map(|e| {
             let e = e.ok()?;
             let name = fs::read_to_string(e.path().join("comm")).ok()?;
-            name.starts_with("cryptodispatch")
+            name.starts_with("cdnode-")
                 .then(|| e.file_name().to_string_lossy().into_owned())
         })
         .collect(),
@@ -480,8 +480,8 @@ fn cbc_stream_equals_one_shot_in_order_under_both_affinities() {
             let mut stream = service.stream(key, o, &iv).unwrap();
             assert_eq!(
                 service.metrics().stored_states,
-                1,
-                "the stream's IV is stored"
+                0,
+                "the stream's IV waits for its first packet, not in the store"
             );
             let mut outputs = Vec::new();
             for (i, chunk) in chunks.iter().enumerate() {
@@ -608,8 +608,8 @@ fn dropping_an_unfinished_stream_leaves_no_state_behind() {
             .enumerate()
             .map(|(i, o)| service.stream(key, *o, &[i as u8; 16]).unwrap())
             .collect();
-        // One state per chained stream (all but the two ECB ones), from the moment it opens.
-        assert_eq!(service.metrics().stored_states, 4, "{affinity:?}");
+        // Opening a stream stores nothing: the IV travels with its first packet.
+        assert_eq!(service.metrics().stored_states, 0, "{affinity:?}");
         for (i, st) in streams.iter_mut().enumerate() {
             for _ in 0..i {
                 st.push(vec![i as u8; 64]).unwrap();

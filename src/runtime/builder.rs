@@ -312,7 +312,7 @@ impl ServiceBuilder {
         let mut threads = Vec::with_capacity(workers);
         for spec in specs {
             let (shared2, ready2) = (Arc::clone(&shared), ready_tx.clone());
-            let name = format!("cryptodispatch-node-{}", spec.node.0);
+            let name = format!("cdnode-{}", spec.node.0);
             match thread::Builder::new()
                 .name(name)
                 .spawn(move || worker::run(shared2, spec, ready2))

@@ -14,9 +14,11 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use smallvec::SmallVec;
 
 use crate::crypto::{
-    AesKey, AesOp, Direction, Padding, SIGNATURE_LEN, SigningKey, VerifyingKey, padded_len,
+    AesKey, AesOp, ChainState, Direction, Padding, SIGNATURE_LEN, SigningKey, VerifyingKey,
+    padded_len,
 };
 use crate::error::JobError;
 use crate::packet::{ClusterId, Mode, Packet, Payload, TaskId};
@@ -256,12 +258,15 @@ pub(crate) struct JobShared {
 }
 
 struct Collect {
-    parts: Vec<Option<PartOutput>>,
+    parts: SmallVec<[Option<PartOutput>; 1]>,
     remaining: usize,
     error: Option<JobError>,
     outcome: Outcome,
     finished: Option<Instant>,
     waker: Option<Waker>,
+    /// Threads blocked in `wait`/`wait_timeout` (notifying a condvar nobody waits on still
+    /// costs a system call, once per job).
+    waiting: usize,
 }
 
 enum Outcome {
@@ -284,6 +289,7 @@ impl JobShared {
                 outcome: Outcome::Pending,
                 finished: None,
                 waker: None,
+                waiting: 0,
             }),
             done: Condvar::new(),
         }
@@ -322,8 +328,11 @@ impl JobShared {
         c.outcome = Outcome::Ready(outcome);
         c.finished = Some(Instant::now());
         let waker = c.waker.take();
+        let waiting = c.waiting > 0;
         drop(c);
-        self.done.notify_all();
+        if waiting {
+            self.done.notify_all();
+        }
         if let Some(w) = waker {
             w.wake();
         }
@@ -366,7 +375,8 @@ pub(crate) fn aes_packet_count(op: AesOp, len: usize, packet_size: usize, ends_j
 
 /// Cuts AES data into packets of `packet_size` bytes without copying: one `BytesMut` split
 /// into disjoint chunks. The packets are numbered from `first_seq`; when the data `ends_job`,
-/// the last packet is the job's last, with room for an encryption's padding.
+/// the last packet is the job's last, with room for an encryption's padding. `start` (the IV,
+/// for a chained job's first packet) travels with the first packet.
 pub(crate) fn cut_aes(
     job: &Arc<JobShared>,
     op: AesOp,
@@ -374,14 +384,15 @@ pub(crate) fn cut_aes(
     packet_size: usize,
     first_seq: u32,
     ends_job: bool,
-) -> Vec<Packet<Work>> {
+    mut start: Option<ChainState>,
+) -> Packets {
     let msg_total = data.len();
     if ends_job && op.pads_on_encrypt() {
         data.resize(padded_len(msg_total), 0);
     }
     let n = aes_packet_count(op, msg_total, packet_size, ends_job);
     let mut buf = bytes_mut(data);
-    let mut packets = Vec::with_capacity(n);
+    let mut packets = Packets::with_capacity(n);
     for i in 0..n {
         let final_part = i + 1 == n;
         let chunk = if final_part {
@@ -399,6 +410,7 @@ pub(crate) fn cut_aes(
             part: i,
             data: chunk,
             msg_len,
+            start: start.take(),
         };
         packets.push(Packet::new(
             job.task,
@@ -413,6 +425,9 @@ pub(crate) fn cut_aes(
     packets
 }
 
+/// A job's packets: most jobs are one packet, kept inline without an allocation.
+pub(crate) type Packets = SmallVec<[Packet<Work>; 1]>;
+
 /// Takes over a `Vec`'s allocation as a `BytesMut`, without copying.
 pub(crate) fn bytes_mut(data: Vec<u8>) -> BytesMut {
     BytesMut::from(bytes::Bytes::from(data))
@@ -425,6 +440,9 @@ pub(crate) struct Work {
     pub(crate) data: BytesMut,
     /// Bytes of input at the front of `data` (the rest is room for padding).
     pub(crate) msg_len: usize,
+    /// A chained job's first packet carries the IV itself; only the state between packets
+    /// goes through the state store.
+    pub(crate) start: Option<ChainState>,
 }
 
 impl fmt::Debug for Work {
@@ -484,7 +502,9 @@ impl JobHandle {
     pub fn wait(self) -> Result<JobOutput, JobError> {
         let mut c = self.shared.lock();
         while matches!(c.outcome, Outcome::Pending) {
+            c.waiting += 1;
             c = self.shared.done.wait(c).unwrap_or_else(|e| e.into_inner());
+            c.waiting -= 1;
         }
         take(&mut c)
     }
@@ -496,12 +516,14 @@ impl JobHandle {
         let mut c = self.shared.lock();
         while matches!(c.outcome, Outcome::Pending) {
             let left = deadline.checked_duration_since(Instant::now())?;
+            c.waiting += 1;
             c = self
                 .shared
                 .done
                 .wait_timeout(c, left)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            c.waiting -= 1;
         }
         Some(take(&mut c))
     }

@@ -13,7 +13,8 @@ use crate::runtime::ClusterKind;
 use crate::runtime::builder::ServiceBuilder;
 use crate::runtime::engine::{Refused, Shared};
 use crate::runtime::job::{
-    Job, JobHandle, JobKind, JobShared, JobWork, Work, aes_packet_count, bytes_mut, cut_aes,
+    Job, JobHandle, JobKind, JobShared, JobWork, Packets, Work, aes_packet_count, bytes_mut,
+    cut_aes,
 };
 use crate::runtime::keys::{KeyId, KeyMaterial};
 use crate::runtime::metrics::Metrics;
@@ -44,7 +45,7 @@ impl fmt::Debug for Service {
 /// A job cut into packets, not yet admitted.
 struct Prepared {
     cluster: ClusterId,
-    packets: Vec<Packet<Work>>,
+    packets: Packets,
     job: Arc<JobShared>,
     origin: Origin,
 }
@@ -196,15 +197,14 @@ impl Service {
             return Err(SubmitError::ShutDown);
         }
         let task = self.shared.next_task();
-        if op.mode.is_chained() {
-            self.shared.store.put(task, state);
-        }
+        let start = op.mode.is_chained().then_some(state);
         Ok(Stream::new(
             Arc::clone(&self.shared),
             task,
             cluster,
             aes,
             op,
+            start,
         ))
     }
 
@@ -290,10 +290,8 @@ impl Service {
                     JobWork::Aes { key: aes, op },
                     aes_packet_count(op, len, self.packet_size(), true),
                 ));
-                if op.mode.is_chained() {
-                    self.shared.store.put(task, state);
-                }
-                let packets = cut_aes(&job, op, data, self.packet_size(), 0, true);
+                let start = op.mode.is_chained().then_some(state);
+                let packets = cut_aes(&job, op, data, self.packet_size(), 0, true, start);
                 Ok(Prepared {
                     cluster,
                     packets,
@@ -419,6 +417,7 @@ impl Service {
                     part: p,
                     msg_len: data.len(),
                     data,
+                    start: None,
                 };
                 Packet::new(task, Cmd::Verify, cluster, None, p as u32, last, work)
             })
@@ -455,11 +454,12 @@ impl Service {
             part: 0,
             data: bytes_mut(msg),
             msg_len,
+            start: None,
         };
         let packet = Packet::new(task, cmd, cluster, None, 0, true, work);
         Ok(Prepared {
             cluster,
-            packets: vec![packet],
+            packets: smallvec::smallvec![packet],
             job,
             origin,
         })
@@ -504,7 +504,7 @@ fn wrong_kind(key: KeyId, expected: &'static str, got: &KeyMaterial) -> SubmitEr
 }
 
 /// Puts a refused job back together, rejoining its buffer.
-fn rebuild(packets: Vec<Packet<Work>>, origin: Origin) -> Job {
+fn rebuild(packets: Packets, origin: Origin) -> Job {
     let mut data: Option<BytesMut> = None;
     for p in packets {
         match &mut data {

@@ -1,23 +1,25 @@
 //! The intermediate state store (PAPER.md §3 part 6): the chaining state a dependent job's
 //! packet leaves for the job's next packet.
 //!
-//! A node takes the state out before it runs a packet and puts the new state back before it
-//! reports the packet complete, so the next packet finds it whichever node runs it: the same
-//! node (strategy 2, while a predecessor is in flight) or, between bursts of a stream, any node.
+//! A job's first packet carries the IV with it. A node takes the state out before it runs any
+//! later packet and puts the new state back before it reports the packet complete, so the next
+//! packet finds it whichever node runs it: the same node (strategy 2, while a predecessor is in
+//! flight) or, between bursts of a stream, any node. A job of one packet never touches the
+//! store.
 //! The map is split into shards by task id so nodes working on different jobs rarely meet on a
 //! lock. States are zeroized when they leave the store for good.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crossbeam_utils::CachePadded;
+use rustc_hash::FxHashMap;
 
 use crate::crypto::ChainState;
 use crate::packet::TaskId;
 
 const SHARDS: usize = 16;
 
-type Shard = CachePadded<Mutex<HashMap<TaskId, ChainState>>>;
+type Shard = CachePadded<Mutex<FxHashMap<TaskId, ChainState>>>;
 
 #[derive(Debug)]
 pub(crate) struct StateStore {
@@ -35,7 +37,7 @@ impl Default for StateStore {
 }
 
 impl StateStore {
-    fn shard(&self, task: TaskId) -> std::sync::MutexGuard<'_, HashMap<TaskId, ChainState>> {
+    fn shard(&self, task: TaskId) -> std::sync::MutexGuard<'_, FxHashMap<TaskId, ChainState>> {
         self.shards[(task.0 as usize) % SHARDS]
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -4,11 +4,11 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::crypto::{AesKey, AesOp, BLOCK};
+use crate::crypto::{AesKey, AesOp, BLOCK, ChainState};
 use crate::error::{CryptoError, JobError, SubmitError};
-use crate::packet::{ClusterId, Packet, TaskId};
+use crate::packet::{ClusterId, TaskId};
 use crate::runtime::engine::{Refused, Shared};
-use crate::runtime::job::{JobHandle, JobShared, JobWork, Work, aes_packet_count, cut_aes};
+use crate::runtime::job::{JobHandle, JobShared, JobWork, Packets, aes_packet_count, cut_aes};
 
 /// A long-lived AES job (a VPN tunnel, a disk being encrypted) fed chunk by chunk.
 ///
@@ -34,6 +34,8 @@ pub struct Stream {
     next_seq: u32,
     outputs: VecDeque<JobHandle>,
     finished: bool,
+    /// The IV, until the first packet takes it along.
+    start: Option<ChainState>,
 }
 
 impl fmt::Debug for Stream {
@@ -55,6 +57,7 @@ impl Stream {
         cluster: ClusterId,
         key: Arc<AesKey>,
         op: AesOp,
+        start: Option<ChainState>,
     ) -> Self {
         Stream {
             shared,
@@ -65,6 +68,7 @@ impl Stream {
             next_seq: 0,
             outputs: VecDeque::new(),
             finished: false,
+            start,
         }
     }
 
@@ -147,7 +151,7 @@ impl Stream {
 
     /// A chunk's packets (a chunk longer than the packet size is cut like a job) and the
     /// handle its output comes back through.
-    fn packets(&self, data: Vec<u8>, last: bool) -> (Vec<Packet<Work>>, JobHandle) {
+    fn packets(&mut self, data: Vec<u8>, last: bool) -> (Packets, JobHandle) {
         let packet_size = self.shared.layout.packet_size;
         let work = JobWork::Aes {
             key: Arc::clone(&self.key),
@@ -155,7 +159,15 @@ impl Stream {
         };
         let parts = aes_packet_count(self.op, data.len(), packet_size, last);
         let job = Arc::new(JobShared::new(self.task, self.cluster, work, parts));
-        let packets = cut_aes(&job, self.op, data, packet_size, self.next_seq, last);
+        let packets = cut_aes(
+            &job,
+            self.op,
+            data,
+            packet_size,
+            self.next_seq,
+            last,
+            self.start.take(),
+        );
         (packets, JobHandle { shared: job })
     }
 }

@@ -17,8 +17,10 @@
 //! served by its node; the job's chaining state is then in the intermediate state store, and
 //! the next packet may go wherever the policy says.
 
+use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet, VecDeque};
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::packet::{NodeId, Packet, PacketMeta, Payload, TaskId};
 use crate::sched::policy::Policy;
@@ -37,9 +39,10 @@ pub(crate) struct Balancer {
     first: usize,
     policy: Box<dyn Policy>,
     affinity: Affinity,
-    choose: HashMap<TaskId, Binding>,
+    /// The choose list. Task ids are small integers: a multiplicative hash is enough.
+    choose: FxHashMap<TaskId, Binding>,
     /// Jobs with a packet that could not be placed in this scan (their later packets wait).
-    blocked: HashSet<TaskId>,
+    blocked: FxHashSet<TaskId>,
 }
 
 /// The slices of the scheduler's node tables that belong to one cluster.
@@ -54,8 +57,8 @@ impl Balancer {
             first,
             policy,
             affinity,
-            choose: HashMap::new(),
-            blocked: HashSet::new(),
+            choose: FxHashMap::default(),
+            blocked: FxHashSet::default(),
         }
     }
 

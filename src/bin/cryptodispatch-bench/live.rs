@@ -74,8 +74,8 @@ pub struct LiveArgs {
     /// Submitting threads (default: 1 for cbc16k and hetero, 2 for mixed).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Repetitions of each side; the fastest run counts.
-    #[arg(long, default_value_t = 3)]
+    /// Rounds of runs (the reference, then each policy); each side's fastest run counts.
+    #[arg(long, default_value_t = 5)]
     pub reps: usize,
     /// Seed for the job mix and the data.
     #[arg(long, default_value_t = 1)]
@@ -298,6 +298,7 @@ struct Measured {
     latencies: Vec<Duration>,
     outputs: Vec<Out>,
     node_packets: Vec<u64>,
+    node_busy: Vec<Duration>,
 }
 
 /// The service side: build, register, submit everything from the submitting threads, wait.
@@ -376,6 +377,9 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
     }
     let mut outputs: Vec<Option<Out>> = vec![None; work.items.len()];
     let mut latencies = Vec::with_capacity(handles.len());
+    // Collect the last-submitted first: one sleep until the tail is done, instead of a
+    // wake-up per job (latencies are stamped by the nodes, not by this loop).
+    handles.reverse();
     for (i, h) in handles {
         let out = h.wait_timed().map_err(|e| format!("job {i} failed: {e}"))?;
         latencies.push(out.1);
@@ -401,6 +405,12 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
             .iter()
             .filter(|n| n.cluster == cryptodispatch::ClusterKind::Aes)
             .map(|n| n.packets)
+            .collect(),
+        node_busy: metrics
+            .nodes
+            .iter()
+            .filter(|n| n.cluster == cryptodispatch::ClusterKind::Aes)
+            .map(|n| n.busy)
             .collect(),
     })
 }
@@ -553,6 +563,7 @@ fn run_reference(work: &Work, dynamic: bool) -> Result<Measured, String> {
             .map(|o| o.unwrap_or(Out::Verified(false)))
             .collect(),
         node_packets: Vec::new(),
+        node_busy: Vec::new(),
     })
 }
 
@@ -562,15 +573,10 @@ fn pin(core: usize) {
     }
 }
 
-fn best(reps: usize, mut f: impl FnMut() -> Result<Measured, String>) -> Result<Measured, String> {
-    let mut best: Option<Measured> = None;
-    for _ in 0..reps.max(1) {
-        let m = f()?;
-        if best.as_ref().is_none_or(|b| m.elapsed < b.elapsed) {
-            best = Some(m);
-        }
+fn keep_fastest(slot: &mut Option<Measured>, m: Measured) {
+    if slot.as_ref().is_none_or(|b| m.elapsed < b.elapsed) {
+        *slot = Some(m);
     }
-    best.ok_or_else(|| "no run".to_owned())
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -594,18 +600,30 @@ pub struct LiveRow {
     pub p99_latency_us: f64,
     pub makespan: Duration,
     pub shares: Vec<f64>,
+    /// Mean share of the makespan the AES nodes spent running packets.
+    pub utilization: f64,
 }
 
 /// Runs the workload under each policy and the reference; checks every output.
 pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>, String> {
     let work = generate(args)?;
     let dynamic = args.workload == Workload::Hetero;
-    let reference = best(args.reps, || run_reference(&work, dynamic))?;
+    // Rounds of (reference, each policy), so every side meets the same machine conditions;
+    // each side keeps its fastest run.
+    let mut reference: Option<Measured> = None;
+    let mut runs: Vec<Option<Measured>> = policies.iter().map(|_| None).collect();
+    for _ in 0..args.reps.max(1) {
+        keep_fastest(&mut reference, run_reference(&work, dynamic)?);
+        for (slot, policy) in runs.iter_mut().zip(policies) {
+            keep_fastest(slot, run_service(&work, policy)?);
+        }
+    }
+    let reference = reference.ok_or("no reference run")?;
     let bytes = work.bytes() as f64;
     let ref_mb_s = bytes / reference.elapsed.as_secs_f64() / 1e6;
     let mut rows = Vec::new();
-    for policy in policies {
-        let m = best(args.reps, || run_service(&work, policy))?;
+    for (policy, m) in policies.iter().zip(runs) {
+        let m = m.ok_or("no service run")?;
         if let Some(i) = (0..work.items.len()).find(|&i| m.outputs[i] != reference.outputs[i]) {
             return Err(format!(
                 "policy {policy}: job {i}'s output differs from the reference"
@@ -632,6 +650,8 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
                 .iter()
                 .map(|&p| p as f64 / total as f64)
                 .collect(),
+            utilization: m.node_busy.iter().map(Duration::as_secs_f64).sum::<f64>()
+                / (m.node_busy.len().max(1) as f64 * m.elapsed.as_secs_f64()),
         });
     }
     Ok(rows)
@@ -671,6 +691,7 @@ pub fn print(rows: &[LiveRow], csv: bool) {
         "mean lat us",
         "p99 lat us",
         "makespan ms",
+        "AES util",
         "AES node shares",
     ]);
     for r in rows {
@@ -690,6 +711,7 @@ pub fn print(rows: &[LiveRow], csv: bool) {
             f(r.mean_latency_us, 1),
             f(r.p99_latency_us, 1),
             f(r.makespan.as_secs_f64() * 1e3, 1),
+            pct(r.utilization),
             r.shares
                 .iter()
                 .map(|&s| pct(s))

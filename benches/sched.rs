@@ -1,0 +1,87 @@
+//! Regression benchmark for the scheduler core alone: the cost of one arrive-and-complete in a
+//! saturated cluster (every node full, packets waiting), per policy. No threads, no crypto.
+//!
+//! `cargo bench --bench sched`
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use cryptodispatch::packet::{ClusterId, Cmd, Len, Mode, NodeId, Packet, TaskId, UnitTimes};
+use cryptodispatch::sched::{
+    Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
+};
+
+const NODES: usize = 4;
+const PACKET: u64 = 1024;
+
+fn core(policy: &PolicySpec) -> Scheduler<Len> {
+    let nodes = (0..NODES)
+        .map(|i| NodeConfig {
+            unit_times: UnitTimes::uniform(10.0 + i as f64 * 5.0),
+            capacity: 8 * PACKET,
+        })
+        .collect();
+    let config = SchedConfig {
+        clusters: vec![ClusterConfig {
+            nodes,
+            queue_len: 64,
+            max_packet: PACKET,
+        }],
+        wait_queue_len: 64,
+        affinity: Affinity::InFlight,
+        unit_len: PACKET,
+    };
+    Scheduler::new(config, policy).expect("valid configuration")
+}
+
+/// Packet `i` of the stream: jobs of four packets, every other job chained (CBC).
+fn packet(i: u64) -> Packet<Len> {
+    let (job, seq) = (i / 4, (i % 4) as u32);
+    let mode = if job % 2 == 0 { Mode::Cbc } else { Mode::Ecb };
+    Packet::new(
+        TaskId(job),
+        Cmd::Encrypt,
+        ClusterId(0),
+        Some(mode),
+        seq,
+        seq == 3,
+        Len(PACKET),
+    )
+}
+
+fn arrive_and_complete(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sched/arrive+complete");
+    group.throughput(Throughput::Elements(1));
+    for policy in [PolicySpec::default(), PolicySpec::HhsAcdid] {
+        group.bench_function(policy.name(), |b| {
+            let mut s = core(&policy);
+            let mut next = 0u64;
+            // Saturate: every node full, the cluster queue partly filled.
+            while s.cluster_queue_len(ClusterId(0)) < 32 {
+                s.arrive(packet(next)).expect("room while filling");
+                next += 1;
+            }
+            s.dispatches().for_each(drop);
+            let mut node = 0;
+            b.iter(|| {
+                // Complete on the next node that has work, then offer one more packet.
+                while s.node_queue(NodeId(node as u32)).len() == 0 {
+                    node = (node + 1) % NODES;
+                }
+                black_box(s.complete(NodeId(node as u32)).expect("busy node"));
+                node = (node + 1) % NODES;
+                if let Err(e) = s.arrive(packet(next)) {
+                    panic!("saturated core refused a packet: {e}");
+                }
+                next += 1;
+                for d in s.dispatches() {
+                    black_box(d);
+                }
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, arrive_and_complete);
+criterion_main!(benches);

@@ -1,0 +1,71 @@
+//! Regression benchmark for the service's end-to-end cost per packet: 256 single-packet AES-128
+//! ECB jobs of 64 B, 1 KiB and 16 KiB submitted and awaited through a service of two AES nodes,
+//! beside the same encryptions called directly on one thread. ECB keeps the cryptography small,
+//! so the difference is what the service adds per packet (submission, scheduling, hand-off,
+//! completion).
+//!
+//! `cargo bench --bench service`
+
+use std::hint::black_box;
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction};
+use cryptodispatch::{Job, Mode, NodeSpec, Service};
+
+const JOBS: usize = 256;
+
+fn per_packet(c: &mut Criterion) {
+    let cores = core_affinity::get_core_ids().map_or(1, |c| c.len().max(1));
+    for size in [64usize, 1024, 16 * 1024] {
+        let mut group = c.benchmark_group(format!("service/ecb-{size}B"));
+        group.throughput(Throughput::Elements(JOBS as u64));
+        let service = Service::builder()
+            .aes_cluster((0..2).map(|i| NodeSpec::pinned(i % cores)))
+            .packet_size(size)
+            .build()
+            .expect("service");
+        let key = service.add_aes_key(&[7; 16]).expect("key");
+        group.bench_function("service", |b| {
+            b.iter_batched(
+                || (0..JOBS).map(|_| vec![0u8; size]).collect::<Vec<_>>(),
+                |data| {
+                    let handles: Vec<_> = data
+                        .into_iter()
+                        .map(|d| {
+                            service
+                                .submit(Job::encrypt(key, Mode::Ecb, &[], d))
+                                .expect("submit")
+                        })
+                        .collect();
+                    for h in handles.into_iter().rev() {
+                        black_box(h.wait().expect("job"));
+                    }
+                },
+                BatchSize::LargeInput,
+            );
+        });
+        let direct = AesKey::new(&[7; 16]).expect("key");
+        let op = AesOp::new(Direction::Encrypt, Mode::Ecb);
+        group.bench_function("direct", |b| {
+            b.iter_batched(
+                || (0..JOBS).map(|_| vec![0u8; size]).collect::<Vec<_>>(),
+                |mut data| {
+                    for d in &mut data {
+                        let mut state = ChainState::default();
+                        black_box(
+                            direct
+                                .process(op, &mut state, d, size, true)
+                                .expect("aligned"),
+                        );
+                    }
+                    data
+                },
+                BatchSize::LargeInput,
+            );
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, per_packet);
+criterion_main!(benches);
