@@ -35,6 +35,8 @@ pub enum Workload {
     /// One AES cluster of 4 nodes slowed 1x, 1.5x, 2x, 3x (emulated); CBC (dependent) and ECB
     /// (independent) jobs of 1-8 packets.
     Hetero,
+    /// Ed25519 verification: one job per signature against batch jobs (Job::verify_batch).
+    Verify,
 }
 
 impl Workload {
@@ -43,6 +45,7 @@ impl Workload {
             Workload::Cbc16k => "cbc16k",
             Workload::Mixed => "mixed",
             Workload::Hetero => "hetero",
+            Workload::Verify => "verify",
         }
     }
 }
@@ -80,9 +83,33 @@ pub struct LiveArgs {
     /// Seed for the job mix and the data.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// verify: the share of signatures that are tampered with (batches holding one fall back to
+    /// splitting).
+    #[arg(long, default_value_t = 0.0)]
+    pub bad_share: f64,
     /// One CSV header line and a row per run instead of tables.
     #[arg(long)]
     pub csv: bool,
+}
+
+impl LiveArgs {
+    /// The settings of the default summary: the workload's defaults, three rounds.
+    pub fn quick(workload: Workload) -> Self {
+        LiveArgs {
+            workload,
+            policy: "paper".into(),
+            compare: true,
+            policies: "paper,hhs-acdid".into(),
+            size: None,
+            jobs: None,
+            nodes: None,
+            threads: None,
+            reps: 3,
+            seed: 1,
+            bad_share: 0.0,
+            csv: false,
+        }
+    }
 }
 
 /// What a job does, before its data is made.
@@ -142,6 +169,7 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
     let cores = cores();
     let aes_nodes = args.nodes.unwrap_or(cores).max(1);
     match args.workload {
+        Workload::Verify => Err("the verify workload has its own runner".into()),
         Workload::Cbc16k => {
             let size = args.size.unwrap_or(16 * 1024);
             if size == 0 || size % 16 != 0 {
@@ -299,6 +327,7 @@ struct Measured {
     outputs: Vec<Out>,
     node_packets: Vec<u64>,
     node_busy: Vec<Duration>,
+    ed_busy: Vec<Duration>,
 }
 
 /// The service side: build, register, submit everything from the submitting threads, wait.
@@ -410,6 +439,12 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
             .nodes
             .iter()
             .filter(|n| n.cluster == cryptodispatch::ClusterKind::Aes)
+            .map(|n| n.busy)
+            .collect(),
+        ed_busy: metrics
+            .nodes
+            .iter()
+            .filter(|n| n.cluster == cryptodispatch::ClusterKind::Ed25519)
             .map(|n| n.busy)
             .collect(),
     })
@@ -564,6 +599,7 @@ fn run_reference(work: &Work, dynamic: bool) -> Result<Measured, String> {
             .collect(),
         node_packets: Vec::new(),
         node_busy: Vec::new(),
+        ed_busy: Vec::new(),
     })
 }
 
@@ -602,6 +638,8 @@ pub struct LiveRow {
     pub shares: Vec<f64>,
     /// Mean share of the makespan the AES nodes spent running packets.
     pub utilization: f64,
+    /// The same for the Ed25519 nodes (0 without any).
+    pub ed_utilization: f64,
 }
 
 /// Runs the workload under each policy and the reference; checks every output.
@@ -652,6 +690,8 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
                 .collect(),
             utilization: m.node_busy.iter().map(Duration::as_secs_f64).sum::<f64>()
                 / (m.node_busy.len().max(1) as f64 * m.elapsed.as_secs_f64()),
+            ed_utilization: m.ed_busy.iter().map(Duration::as_secs_f64).sum::<f64>()
+                / (m.ed_busy.len().max(1) as f64 * m.elapsed.as_secs_f64()),
         });
     }
     Ok(rows)
@@ -692,6 +732,7 @@ pub fn print(rows: &[LiveRow], csv: bool) {
         "p99 lat us",
         "makespan ms",
         "AES util",
+        "Ed util",
         "AES node shares",
     ]);
     for r in rows {
@@ -712,6 +753,11 @@ pub fn print(rows: &[LiveRow], csv: bool) {
             f(r.p99_latency_us, 1),
             f(r.makespan.as_secs_f64() * 1e3, 1),
             pct(r.utilization),
+            if r.ed_utilization > 0.0 {
+                pct(r.ed_utilization)
+            } else {
+                "-".into()
+            },
             r.shares
                 .iter()
                 .map(|&s| pct(s))
@@ -735,6 +781,9 @@ pub fn print(rows: &[LiveRow], csv: bool) {
 }
 
 pub fn run(args: &LiveArgs) -> Result<(), String> {
+    if args.workload == Workload::Verify {
+        return crate::verify::run(args);
+    }
     let names = if args.compare {
         args.policies.as_str()
     } else {

@@ -19,6 +19,7 @@ mod paper;
 mod plot;
 mod replay;
 mod report;
+mod verify;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -117,7 +118,25 @@ fn summary() -> Result<(), String> {
         .map(|&(n, p)| (format!("{n} nodes"), n, p))
         .collect();
     paper::exp4(&settings, &PathBuf::from("results"), &points)?;
-    println!("\nsummary took {:.1} s", start.elapsed().as_secs_f64());
+
+    println!("\nLive, on this machine: the same job streams through the service under `paper` and");
+    println!(
+        "`hhs-acdid`, beside the primitives called directly on as many threads (the reference).\n"
+    );
+    let mut rows = Vec::new();
+    for workload in [live::Workload::Cbc16k, live::Workload::Hetero] {
+        let args = live::LiveArgs::quick(workload);
+        let policies = [
+            cryptodispatch::PolicySpec::default(),
+            cryptodispatch::PolicySpec::HhsAcdid,
+        ];
+        rows.push(live::measure(&args, &policies)?);
+    }
+    for r in &rows {
+        live::print(r, false);
+        println!();
+    }
+    println!("summary took {:.1} s", start.elapsed().as_secs_f64());
     Ok(())
 }
 
