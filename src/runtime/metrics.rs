@@ -130,6 +130,9 @@ pub struct ClusterMetrics {
     pub wait_queue: usize,
     /// Jobs in the choose list (bound to a node).
     pub choose_list: usize,
+    /// Overload alarms the cluster's policy has raised (policies that have alarms only, such
+    /// as `entropy`).
+    pub alarms: u64,
 }
 
 impl Metrics {
@@ -172,6 +175,7 @@ impl Metrics {
                     cluster_queue: e.sched.cluster_queue_len(id),
                     wait_queue: e.sched.wait_queue_len(id),
                     choose_list: e.sched.choose_list_len(id),
+                    alarms: e.sched.policy(id).alarms(),
                 }
             })
             .collect();
@@ -236,8 +240,8 @@ impl fmt::Display for Metrics {
         for c in &self.clusters {
             writeln!(
                 f,
-                "cluster {}: receive queue {}, cluster queue {}, wait queue {}, choose list {}",
-                c.kind, c.receive_queue, c.cluster_queue, c.wait_queue, c.choose_list
+                "cluster {}: receive queue {}, cluster queue {}, wait queue {}, choose list {}, policy alarms {}",
+                c.kind, c.receive_queue, c.cluster_queue, c.wait_queue, c.choose_list, c.alarms
             )?;
         }
         Ok(())

@@ -105,7 +105,8 @@ impl Balancer {
                 Some(b) => Some(b.node),
                 None if unbound_stuck => None,
                 None => {
-                    let choice = self.policy.select(&ClusterView::new(status), &meta);
+                    let view = ClusterView::with_backlog(status, queue.len());
+                    let choice = self.policy.select(&view, &meta);
                     let valid = choice.filter(|&n| {
                         n < status.len()
                             && if pins {

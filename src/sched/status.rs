@@ -13,6 +13,7 @@ pub struct NodeStatus {
     pub(crate) capacity: u64,
     pub(crate) unit_len: u64,
     pub(crate) queued_packets: u32,
+    pub(crate) queued_dependent: u32,
     pub(crate) queued_bytes: u64,
     pub(crate) queued_bytes_by_cmd: [u64; 4],
     pub(crate) dispatched_packets: u64,
@@ -28,6 +29,7 @@ impl NodeStatus {
             capacity,
             unit_len,
             queued_packets: 0,
+            queued_dependent: 0,
             queued_bytes: 0,
             queued_bytes_by_cmd: [0; 4],
             dispatched_packets: 0,
@@ -55,6 +57,12 @@ impl NodeStatus {
     /// Packets placed on the node and not yet complete (n).
     pub fn queued_packets(&self) -> u32 {
         self.queued_packets
+    }
+
+    /// Of the packets placed on the node and not yet complete, those of dependent (chained)
+    /// jobs.
+    pub fn queued_dependent(&self) -> u32 {
+        self.queued_dependent
     }
 
     /// Bytes placed on the node and not yet complete.
@@ -115,6 +123,7 @@ impl NodeStatus {
 
     pub(crate) fn enqueue(&mut self, meta: &PacketMeta) {
         self.queued_packets += 1;
+        self.queued_dependent += u32::from(meta.is_dependent());
         self.queued_bytes += meta.len;
         self.queued_bytes_by_cmd[meta.cmd.index()] += meta.len;
         self.dispatched_packets += 1;
@@ -122,6 +131,7 @@ impl NodeStatus {
 
     pub(crate) fn dequeue(&mut self, meta: &PacketMeta) {
         self.queued_packets -= 1;
+        self.queued_dependent -= u32::from(meta.is_dependent());
         self.queued_bytes -= meta.len;
         self.queued_bytes_by_cmd[meta.cmd.index()] -= meta.len;
         self.completed_packets += 1;
@@ -137,12 +147,24 @@ impl NodeStatus {
 #[derive(Debug, Clone, Copy)]
 pub struct ClusterView<'a> {
     nodes: &'a [NodeStatus],
+    backlog: usize,
 }
 
 impl<'a> ClusterView<'a> {
-    /// A view over a cluster's rows.
+    /// A view over a cluster's rows, with nothing waiting.
     pub fn new(nodes: &'a [NodeStatus]) -> Self {
-        ClusterView { nodes }
+        ClusterView { nodes, backlog: 0 }
+    }
+
+    /// A view over a cluster's rows with `backlog` packets in its cluster queue.
+    pub fn with_backlog(nodes: &'a [NodeStatus], backlog: usize) -> Self {
+        ClusterView { nodes, backlog }
+    }
+
+    /// Packets in the cluster queue when the policy is asked (the packet being placed
+    /// included): how much work is waiting for a node.
+    pub fn backlog(&self) -> usize {
+        self.backlog
     }
 
     /// Number of nodes in the cluster.
