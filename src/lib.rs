@@ -127,3 +127,8 @@ pub use runtime::{
     Stream,
 };
 pub use sched::{Affinity, PolicySpec};
+
+/// The README's code runs as a doc test, so the quick start stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
