@@ -1,16 +1,25 @@
-//! PLACEHOLDER: to be replaced by the real `rr` policy.
+//! `rr`: round robin over the nodes with room, as LVS's `ip_vs_rr.c` does it; the round robin
+//! that PAPER.md §11 seed 000 compares against.
+//!
+//! The policy keeps a cursor, node 0 at the start. For a packet it takes the first node at or
+//! after the cursor, cyclically, that has room for the packet (strategy 1; LVS likewise scans
+//! on from its last choice and skips overloaded servers), and moves the cursor to the node
+//! after the one chosen. When no node has room it returns `None` and the cursor stays. Speed
+//! and load play no part: with room everywhere, node k of n gets every n-th packet.
 
-use crate::error::ConfigError;
 use crate::packet::PacketMeta;
 use crate::sched::policy::Policy;
 use crate::sched::status::ClusterView;
 
-/// PLACEHOLDER.
-#[derive(Debug, Clone, Default)]
-pub struct RoundRobin {}
+/// Round robin over the nodes with room.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoundRobin {
+    /// The first node to try for the next packet.
+    next: usize,
+}
 
 impl RoundRobin {
-    /// PLACEHOLDER.
+    /// A fresh policy whose cursor is at node 0.
     pub fn new() -> Self {
         Self::default()
     }
@@ -22,6 +31,11 @@ impl Policy for RoundRobin {
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
-        view.candidates(packet).next()
+        let n = view.len();
+        let i = (0..n)
+            .map(|k| (self.next + k) % n)
+            .find(|&i| view.node(i).has_room(packet.len))?;
+        self.next = (i + 1) % n;
+        Some(i)
     }
 }
