@@ -42,6 +42,9 @@ fn policy() -> impl Strategy<Value = PolicySpec> {
             .prop_map(|(alpha, beta)| PolicySpec::Paper { alpha, beta }),
         Just(PolicySpec::default()),
         Just(PolicySpec::HhsAcdid),
+        // Every policy the registry knows, with its default parameters, and p2c reseeded.
+        prop::sample::select(PolicySpec::all()),
+        any::<u64>().prop_map(|seed| PolicySpec::PowerOfTwo { seed }),
     ]
 }
 
@@ -302,7 +305,7 @@ impl Driver {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(ProptestConfig::with_cases(800))]
 
     #[test]
     fn nothing_lost_order_kept_capacity_respected(case in case()) {

@@ -658,7 +658,7 @@ fn an_unknown_policy_name_is_refused() {
         BuildError::Config(ConfigError::Parse(ParseError::new(
             "policy",
             "fastest",
-            "paper, hhs-acdid"
+            PolicySpec::NAMES.join(", ")
         )))
     );
     let BuildError::Config(ConfigError::Parse(parse)) = &err else {
@@ -672,7 +672,7 @@ fn an_unknown_policy_name_is_refused() {
             .aes_cluster([NodeSpec::new()])
             .policy_name("paper:gamma=1")
             .build(),
-        Err(BuildError::Config(ConfigError::Parse(p))) if p.what() == "paper parameter"
+        Err(BuildError::Config(ConfigError::Parse(p))) if p.what() == "policy parameter"
     ));
     // Known names build.
     for name in ["paper", "hhs-acdid", "paper:alpha=0.2,beta=0.8"] {

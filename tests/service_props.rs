@@ -110,6 +110,9 @@ fn policy() -> impl Strategy<Value = PolicySpec> {
             },
         }),
         Just(PolicySpec::HhsAcdid),
+        // Every policy the registry knows, with its default parameters, and p2c reseeded.
+        prop::sample::select(PolicySpec::all()),
+        any::<u64>().prop_map(|seed| PolicySpec::PowerOfTwo { seed }),
     ]
 }
 
@@ -637,7 +640,7 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 48,
+        cases: 96,
         // Failures are reported with their minimal input; nothing is written to the tree.
         failure_persistence: None,
         ..ProptestConfig::default()

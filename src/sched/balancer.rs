@@ -170,7 +170,9 @@ impl Balancer {
         if let Entry::Occupied(mut e) = self.choose.entry(meta.task) {
             let b = e.get_mut();
             if b.node == local {
-                b.in_flight -= 1;
+                // Saturating: a malformed job (its id reused, or its modes mixed) may complete a
+                // packet placed before its binding existed; that must not panic.
+                b.in_flight = b.in_flight.saturating_sub(1);
                 let idle = b.in_flight == 0;
                 if meta.last || (idle && (b.ended || !keep_until_last)) {
                     e.remove();

@@ -49,6 +49,11 @@ impl NodeStatus {
         self.unit_times.get(cmd)
     }
 
+    /// The packet length the unit times refer to.
+    pub fn unit_len(&self) -> u64 {
+        self.unit_len
+    }
+
     /// Queue capacity in bytes (cap).
     pub fn capacity(&self) -> u64 {
         self.capacity
