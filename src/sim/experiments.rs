@@ -507,3 +507,193 @@ pub fn compare(
     }
     rows
 }
+
+/// Experiment 1 with `paper-adaptive` beside the α grid: one capacity of one node set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdaptiveRow {
+    /// The node set's label.
+    pub nodes: String,
+    /// Node capacity.
+    pub cap: u64,
+    /// The best fixed α of [`alpha_grid`] on these instances (the smallest, if tied).
+    pub best_alpha: f64,
+    /// Its makespan over the seeds.
+    pub best: Stats,
+    /// `paper-adaptive`'s makespan over the same instances.
+    pub adaptive: Stats,
+    /// Per seed, `paper-adaptive`'s makespan minus the best fixed α's: its mean, and the sample
+    /// standard deviation of the paired differences (the noise of the comparison).
+    pub diff: Stats,
+    /// The mean over the seeds of each instance's own best α's makespan: what no fixed α,
+    /// chosen before seeing the instance, can beat.
+    pub per_seed_best: f64,
+    /// The mean α `paper-adaptive` used, over its placements and the seeds.
+    pub mean_alpha: f64,
+}
+
+/// `paper-adaptive` wrapped to add up the α of its choices (sum, count) in `out`.
+#[derive(Debug)]
+struct AlphaRecorder {
+    inner: crate::sched::policy::PaperAdaptive,
+    out: std::sync::Arc<Mutex<(f64, u64)>>,
+}
+
+impl crate::sched::Policy for AlphaRecorder {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn select(
+        &mut self,
+        view: &crate::sched::ClusterView<'_>,
+        packet: &crate::packet::PacketMeta,
+    ) -> Option<usize> {
+        let choice = self.inner.select(view, packet);
+        if let Some(a) = self.inner.last_alpha() {
+            let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            out.0 += a;
+            out.1 += 1;
+        }
+        choice
+    }
+}
+
+/// Experiment 1 with `paper-adaptive`: for each capacity, every α of [`alpha_grid`] and
+/// `paper-adaptive` on the same instances (seed k of a capacity is `base_seed + k`, as in
+/// [`exp1`], so the α columns equal [`exp1`]'s), with the best fixed α beside the adaptive
+/// rule's makespan.
+pub fn adaptive_vs_alpha(
+    settings: &Settings,
+    label: &str,
+    nodes: &NodeSet,
+    caps: &[u64],
+    packets: usize,
+    tick: &(dyn Fn() + Sync),
+) -> Vec<AdaptiveRow> {
+    let alphas = alpha_grid();
+    let points: Vec<(u64, u32)> = caps
+        .iter()
+        .flat_map(|&c| (0..settings.seeds).map(move |s| (c, s)))
+        .collect();
+    // Per (cap, seed): makespan for every α, then paper-adaptive's, and its α sum and count.
+    let results = par_map(
+        &points,
+        settings.threads,
+        |&(cap, s)| {
+            let (nodes, trace) = instance(
+                settings,
+                nodes,
+                cap,
+                packets,
+                settings.base_seed + u64::from(s),
+            );
+            let fixed: Vec<f64> = alphas
+                .iter()
+                .map(|&a| run(settings, nodes.clone(), &trace, &paper_alpha(a)).makespan)
+                .collect();
+            let record = std::sync::Arc::new(Mutex::new((0.0, 0u64)));
+            let config = SimConfig {
+                cluster_queue_len: settings.cluster_queue_len,
+                ..SimConfig::new(nodes)
+            };
+            let policy = Box::new(AlphaRecorder {
+                inner: crate::sched::policy::PaperAdaptive::new(),
+                out: record.clone(),
+            });
+            let adaptive = crate::sim::engine::simulate_with(&trace, &config, policy)
+                .unwrap_or_else(|e| panic!("invalid experiment settings: {e}"))
+                .makespan;
+            let (sum, count) = *record.lock().unwrap_or_else(|e| e.into_inner());
+            (fixed, adaptive, sum, count)
+        },
+        tick,
+    );
+    let k = settings.seeds as usize;
+    caps.iter()
+        .enumerate()
+        .map(|(ci, &cap)| {
+            let per_seed = &results[ci * k..(ci + 1) * k];
+            let means: Vec<f64> = (0..alphas.len())
+                .map(|ai| Stats::of(&per_seed.iter().map(|r| r.0[ai]).collect::<Vec<_>>()).mean)
+                .collect();
+            let best_i = (0..alphas.len()).fold(0, |b, i| if means[i] < means[b] { i } else { b });
+            let best_runs: Vec<f64> = per_seed.iter().map(|r| r.0[best_i]).collect();
+            let adaptive: Vec<f64> = per_seed.iter().map(|r| r.1).collect();
+            let diff: Vec<f64> = adaptive
+                .iter()
+                .zip(&best_runs)
+                .map(|(a, b)| a - b)
+                .collect();
+            let per_seed_best = per_seed
+                .iter()
+                .map(|r| r.0.iter().copied().fold(f64::INFINITY, f64::min))
+                .sum::<f64>()
+                / k.max(1) as f64;
+            let (sum, count) = per_seed
+                .iter()
+                .fold((0.0, 0u64), |(s, c), r| (s + r.2, c + r.3));
+            AdaptiveRow {
+                nodes: label.to_owned(),
+                cap,
+                best_alpha: alphas[best_i],
+                best: Stats::of(&best_runs),
+                adaptive: Stats::of(&adaptive),
+                diff: Stats::of(&diff),
+                per_seed_best,
+                mean_alpha: if count > 0 { sum / count as f64 } else { 0.0 },
+            }
+        })
+        .collect()
+}
+
+/// Like [`compare`], on any node sets: every policy on the same instances at each point
+/// `(label, node set, packets)`, with the mean lower bound. [`CompareRow::sweep`] holds the
+/// label and [`CompareRow::nodes`] the node count.
+pub fn compare_sets(
+    settings: &Settings,
+    points: &[(String, NodeSet, usize)],
+    policies: &[PolicySpec],
+    tick: &(dyn Fn() + Sync),
+) -> Vec<CompareRow> {
+    let runs: Vec<(usize, u32)> = (0..points.len())
+        .flat_map(|p| (0..settings.seeds).map(move |s| (p, s)))
+        .collect();
+    let results = par_map(
+        &runs,
+        settings.threads,
+        |&(p, s)| {
+            let (_, set, packets) = &points[p];
+            let (nodes, trace) = instance(
+                settings,
+                set,
+                settings.cap,
+                *packets,
+                settings.base_seed + u64::from(s),
+            );
+            let bound = lower_bound(&trace, &nodes, 1).value();
+            let makespans: Vec<f64> = policies
+                .iter()
+                .map(|pol| run(settings, nodes.clone(), &trace, pol).makespan)
+                .collect();
+            (bound, makespans)
+        },
+        tick,
+    );
+    let k = settings.seeds as usize;
+    let mut rows = Vec::new();
+    for (pi, (label, set, packets)) in points.iter().enumerate() {
+        let chunk = &results[pi * k..(pi + 1) * k];
+        let bound = Stats::of(&chunk.iter().map(|r| r.0).collect::<Vec<_>>()).mean;
+        for (qi, pol) in policies.iter().enumerate() {
+            rows.push(CompareRow {
+                sweep: label.clone(),
+                nodes: set.len(),
+                packets: *packets,
+                policy: pol.name().to_owned(),
+                makespan: Stats::of(&chunk.iter().map(|r| r.1[qi]).collect::<Vec<_>>()),
+                lower_bound: bound,
+            });
+        }
+    }
+    rows
+}

@@ -5,7 +5,9 @@
 //! - `paper --exp N`: the paper's experiments 1–4 on the simulator (tables, CSV, SVG);
 //! - `sim`: replay a trace (or a generated workload) under one or more policies, with the
 //!   lower bound on makespan;
-//! - `gen`: write a generated trace in the CSV format `sim --trace` reads.
+//! - `gen`: write a generated trace in the CSV format `sim --trace` reads;
+//! - `policies`: every policy on the same work (the paper's settings, bursty arrivals, a
+//!   heterogeneous cluster, live), and `paper-adaptive` against the best fixed α.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,6 +19,7 @@ use cryptodispatch::sim::experiments::Settings;
 mod live;
 mod paper;
 mod plot;
+mod policies;
 mod replay;
 mod report;
 mod verify;
@@ -32,7 +35,8 @@ mod verify;
         cryptodispatch-bench paper --exp 1 --seeds 20 --out results\n  \
         cryptodispatch-bench gen --packets 1000 --out trace.csv\n  \
         cryptodispatch-bench sim --trace trace.csv --policy paper,hhs-acdid --unit-times 16,20,28,36\n  \
-        cryptodispatch-bench sim --packets 600 --nodes 10 --csv"
+        cryptodispatch-bench sim --packets 600 --nodes 10 --csv\n  \
+        cryptodispatch-bench policies --no-live --policies paper,hhs-acdid,paper-adaptive"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -49,6 +53,10 @@ enum Command {
     Gen(replay::GenArgs),
     /// Real jobs through the service on this machine, against the primitives called directly.
     Live(live::LiveArgs),
+    /// Every policy on the same work: the paper's settings, bursty arrivals, a heterogeneous
+    /// cluster (simulator) and the live hetero workload; paper-adaptive against the best
+    /// fixed alpha.
+    Policies(policies::PoliciesArgs),
 }
 
 #[derive(Debug, Args)]
@@ -151,6 +159,7 @@ fn main() -> ExitCode {
         Some(Command::Sim(a)) => replay::sim(a),
         Some(Command::Gen(a)) => replay::generate(a),
         Some(Command::Live(a)) => live::run(a),
+        Some(Command::Policies(a)) => policies::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

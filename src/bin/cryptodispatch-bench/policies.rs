@@ -1,0 +1,585 @@
+//! `policies`: every node-selection policy on the same work, in four settings, and
+//! `paper-adaptive` against the best fixed α of experiment 1.
+//!
+//! 1. **paper-adaptive against the best fixed α** (when `paper-adaptive` is among the
+//!    policies): experiment 1's settings (600 packets, 4 nodes, load 1.5, the capacities of
+//!    [`CAPS`], the node sets `t in [16,36]` and `four classes`), every α of the grid and
+//!    `paper-adaptive` on the same instances. Its rule was tuned on base seed 1000; the report
+//!    runs from `--seed` (default 1), so it is not scored on the instances it was tuned on.
+//! 2. **Simulator, the paper's settings**: experiment 4's points 4 nodes × 300 and 700
+//!    packets and 10 nodes × 1000 packets; t ∈ [16, 36], CAP 32, load 1.5.
+//! 3. **Simulator, bursty arrivals**: the same jobs, arriving in bursts of about
+//!    [`BURST_PACKETS`] packets at [`BURST_LOAD`]` / `[`BURST_DUTY`] times the cluster's
+//!    capacity, silent for the rest of each cycle ([`BURST_DUTY`] on); mean load
+//!    [`BURST_LOAD`], so the cluster drains between bursts.
+//! 4. **Simulator, a heterogeneous cluster**: unit times 16, 24, 32, 48 (ratio 1 : 1.5 : 2 : 3),
+//!    CAP 32, load 1.5.
+//! 5. **Live** (unless `--no-live`): the `hetero` workload through the real service (one AES
+//!    cluster of 4 nodes slowed 1×, 1.5×, 2×, 3×; CBC and ECB jobs), beside the primitives
+//!    called directly by 4 threads with the same slowdowns taking jobs greedily (the
+//!    reference); each side's fastest of 3 runs.
+//!
+//! Every simulated point runs each policy on the same instances (seed k is `--seed + k`) and
+//! reports the mean makespan, its standard deviation over the seeds, and the distance from the
+//! simulator's lower bound (mean makespan / mean lower bound, ≥ 1). Live rows report the
+//! makespan in milliseconds and its ratio to the reference's.
+//!
+//! # Files (in `--out`)
+//! - `policies.csv`, one row per (setting, point, policy):
+//!   `setting,source,nodes,packets,policy,runs,makespan_mean,makespan_std,reference,ratio`;
+//!   `source` is `sim` or `live`; `packets` is 0 for live (120 jobs of 1-8 packets of
+//!   256 KiB); `runs` the seeds (sim) or the repetitions whose fastest counts (live); `reference` the mean lower bound (sim, in the simulator's time unit) or
+//!   the reference's makespan (live, ms, like `makespan_mean`; `makespan_std` is empty);
+//!   `ratio` = `makespan_mean / reference`.
+//! - `policies_adaptive.csv` ([`ADAPTIVE_CSV_HEADER`]), one row per node set and CAP.
+//! - `policies.svg`: per policy, the mean ratio in each setting (bars);
+//!   `policies_adaptive.svg`: paper-adaptive's makespan over the best fixed α's, against CAP.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use cryptodispatch::sched::PolicySpec;
+use cryptodispatch::sim::NodeSet;
+use cryptodispatch::sim::experiments::{self, AdaptiveRow, CompareRow, Settings};
+use cryptodispatch::sim::workload::Burst;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use crate::live::{self, LiveArgs, Workload};
+use crate::paper::{CAPS, CLASSES};
+use crate::plot::{Chart, Series};
+use crate::report::{Csv, Table, f, pct, progress, write_file};
+
+/// The header of `policies.csv`.
+pub const CSV_HEADER: &str =
+    "setting,source,nodes,packets,policy,runs,makespan_mean,makespan_std,reference,ratio";
+
+/// The header of `policies_adaptive.csv`.
+pub const ADAPTIVE_CSV_HEADER: &str = "nodes,cap,seeds,base_seed,best_alpha,best_mean,best_std,adaptive_mean,adaptive_std,ratio,diff_mean,diff_std,per_seed_best_mean,adaptive_mean_alpha";
+
+/// Mean packets per burst in the bursty setting.
+pub const BURST_PACKETS: f64 = 64.0;
+/// Share of the time the bursty source is on.
+pub const BURST_DUTY: f64 = 0.25;
+/// Mean offered load of the bursty setting.
+pub const BURST_LOAD: f64 = 0.8;
+
+/// The heterogeneous cluster's unit times (1 : 1.5 : 2 : 3).
+const HETERO: [f64; 4] = [16.0, 24.0, 32.0, 48.0];
+
+/// The seeds paper-adaptive's rule was tuned on (first, last).
+const TUNING_SEEDS: (u64, u64) = (1000, 1039);
+
+/// Packets per run in the comparison with the best fixed α (experiment 1's default).
+const EXP1_PACKETS: usize = 600;
+
+/// Options of `policies`.
+#[derive(Debug, Args)]
+pub struct PoliciesArgs {
+    /// Policies to compare, comma-separated, e.g. paper,hhs-acdid,paper-adaptive (an unknown
+    /// name is an error that lists the known ones; parameters as name:key=value). Default:
+    /// every policy.
+    #[arg(long, value_name = "A,B,...")]
+    pub policies: Option<String>,
+    /// Seeds (repetitions) per simulated point.
+    #[arg(long, default_value_t = 10)]
+    pub seeds: u32,
+    /// The first seed (paper-adaptive was tuned from seed 1000; keep the report elsewhere).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Where CSV and SVG files go.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Skip the live part (the real service on this machine).
+    #[arg(long)]
+    pub no_live: bool,
+    /// Threads to run simulated points on (results do not depend on it).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// One setting's rows, as printed and written.
+struct Section {
+    setting: &'static str,
+    source: &'static str,
+    rows: Vec<Row>,
+}
+
+struct Row {
+    nodes: usize,
+    packets: usize,
+    policy: String,
+    runs: usize,
+    makespan: f64,
+    std: Option<f64>,
+    reference: f64,
+}
+
+impl Row {
+    fn ratio(&self) -> f64 {
+        self.makespan / self.reference
+    }
+}
+
+/// The policies `--policies` names (all of [`PolicySpec::NAMES`] by default).
+///
+/// # Errors
+/// A message naming an unknown policy or a bad parameter.
+pub fn parse_policies(list: Option<&str>) -> Result<Vec<PolicySpec>, String> {
+    let Some(list) = list else {
+        return Ok(PolicySpec::all());
+    };
+    let specs = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<PolicySpec>()
+                .map_err(|e| format!("--policies: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if specs.is_empty() {
+        return Err(format!(
+            "--policies: no policy named; choose from {}",
+            PolicySpec::NAMES.join(", ")
+        ));
+    }
+    Ok(specs)
+}
+
+/// A policy's label: its name, or its full spelling (commas as `;`) when it has parameters
+/// other than the defaults.
+fn label(spec: &PolicySpec) -> String {
+    if spec.name().parse::<PolicySpec>().as_ref() == Ok(spec) {
+        spec.name().to_owned()
+    } else {
+        spec.to_string().replace(',', ";")
+    }
+}
+
+pub fn run(args: &PoliciesArgs) -> Result<(), String> {
+    let specs = parse_policies(args.policies.as_deref())?;
+    let labels: Vec<String> = specs.iter().map(label).collect();
+    let mut settings = Settings {
+        seeds: args.seeds,
+        base_seed: args.seed,
+        ..Settings::default()
+    };
+    if let Some(t) = args.threads {
+        settings.threads = t.max(1);
+    }
+    experiments::check(&settings, &CAPS)?;
+    let out = args.out.as_path();
+
+    let adaptive = specs.iter().any(|s| matches!(s, PolicySpec::PaperAdaptive));
+    let sets = [
+        ("t in [16,36]", NodeSet::paper(4)),
+        ("four classes", NodeSet::Classes(CLASSES.to_vec())),
+    ];
+    let paper_points: Vec<(String, usize, usize)> = [(4, 300), (4, 700), (10, 1000)]
+        .iter()
+        .map(|&(n, p)| (format!("{n} nodes"), n, p))
+        .collect();
+    let burst_points = paper_points.clone();
+    let hetero_points: Vec<(String, NodeSet, usize)> = [300, 700]
+        .iter()
+        .map(|&p| ("1:1.5:2:3".to_owned(), NodeSet::Given(HETERO.to_vec()), p))
+        .collect();
+    let seeds = u64::from(settings.seeds);
+    let total = seeds
+        * ((if adaptive {
+            (sets.len() * CAPS.len()) as u64
+        } else {
+            0
+        }) + (paper_points.len() + burst_points.len() + hetero_points.len()) as u64);
+    let bar = progress(total, "policies");
+    let tick = || bar.inc(1);
+
+    let adaptive_rows: Vec<AdaptiveRow> = if adaptive {
+        let mut s = settings.clone();
+        s.workload.packets = EXP1_PACKETS;
+        sets.iter()
+            .flat_map(|(l, set)| {
+                experiments::adaptive_vs_alpha(&s, l, set, &CAPS, EXP1_PACKETS, &tick)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+
+    let paper = experiments::compare(&settings, &paper_points, &specs, &tick);
+    let mut bursty_settings = settings.clone();
+    bursty_settings.workload.load = Some(BURST_LOAD);
+    bursty_settings.workload.burst = Some(Burst {
+        packets: BURST_PACKETS,
+        duty: BURST_DUTY,
+    });
+    let bursty = experiments::compare(&bursty_settings, &burst_points, &specs, &tick);
+    let hetero = experiments::compare_sets(&settings, &hetero_points, &specs, &tick);
+    bar.finish_and_clear();
+
+    let mut sections = vec![
+        sim_section("paper", &paper, &labels, settings.seeds),
+        sim_section("bursty", &bursty, &labels, settings.seeds),
+        sim_section("hetero", &hetero, &labels, settings.seeds),
+    ];
+
+    if adaptive {
+        print_adaptive(&adaptive_rows, &settings, out)?;
+        println!();
+    }
+    println!(
+        "Policies on the simulator: mean makespan over {} seeds (from seed {}), std over the seeds, and the distance",
+        settings.seeds, settings.base_seed
+    );
+    println!("from the lower bound (mean makespan / mean lower bound; 1 would be optimal).\n");
+    print_section(
+        &sections[0],
+        "paper: the paper's settings (t in [16,36], CAP 32, load 1.5)",
+    );
+    print_section(
+        &sections[1],
+        &format!(
+            "bursty: t in [16,36], CAP 32, bursts of ~{BURST_PACKETS} packets at {:.1}x capacity, on {}, mean load {BURST_LOAD}",
+            BURST_LOAD / BURST_DUTY,
+            pct(BURST_DUTY)
+        ),
+    );
+    print_section(
+        &sections[2],
+        "hetero: 4 nodes, unit times 16, 24, 32, 48 (1 : 1.5 : 2 : 3), CAP 32, load 1.5",
+    );
+
+    if !args.no_live {
+        let live_args = LiveArgs::quick(Workload::Hetero);
+        eprintln!(
+            "live: the hetero workload under {} policies, {} rounds...",
+            specs.len(),
+            live_args.reps
+        );
+        let rows = live::measure(&live_args, &specs)?;
+        let section = Section {
+            setting: "live-hetero",
+            source: "live",
+            rows: rows
+                .iter()
+                .zip(&labels)
+                .map(|(r, l)| {
+                    let ms = r.makespan.as_secs_f64() * 1e3;
+                    Row {
+                        nodes: r.nodes,
+                        packets: 0,
+                        policy: l.clone(),
+                        runs: live_args.reps,
+                        makespan: ms,
+                        std: None,
+                        // Same bytes on both sides: makespan ratio = throughput ratio.
+                        reference: ms * r.throughput / r.reference,
+                    }
+                })
+                .collect(),
+        };
+        print_section(
+            &section,
+            "live-hetero: the real service, AES nodes slowed 1x 1.5x 2x 3x; makespan in ms, against the primitives called directly (greedy, same slowdowns)",
+        );
+        sections.push(section);
+    }
+
+    let mut csv = Csv::new(CSV_HEADER);
+    for s in &sections {
+        for r in &s.rows {
+            csv.row(&[
+                s.setting.to_owned(),
+                s.source.to_owned(),
+                r.nodes.to_string(),
+                r.packets.to_string(),
+                r.policy.clone(),
+                r.runs.to_string(),
+                f(r.makespan, 3),
+                r.std.map_or(String::new(), |s| f(s, 3)),
+                f(r.reference, 3),
+                f(r.ratio(), 4),
+            ]);
+        }
+    }
+    write_file(out, "policies.csv", csv.as_str())?;
+    let svg = bars(
+        "Policies: mean makespan / lower bound (sim) or / reference (live)",
+        "makespan ratio (lower is better)",
+        &labels,
+        &sections,
+    )?;
+    write_file(out, "policies.svg", &svg)?;
+    println!(
+        "wrote {0}/policies.csv, {0}/policies.svg{1}",
+        out.display(),
+        if adaptive {
+            format!(
+                ", {0}/policies_adaptive.csv, {0}/policies_adaptive.svg",
+                out.display()
+            )
+        } else {
+            String::new()
+        }
+    );
+    Ok(())
+}
+
+fn sim_section(
+    setting: &'static str,
+    rows: &[CompareRow],
+    labels: &[String],
+    seeds: u32,
+) -> Section {
+    // `compare` returns the policies in the order given, point after point.
+    Section {
+        setting,
+        source: "sim",
+        rows: rows
+            .iter()
+            .zip(labels.iter().cycle())
+            .map(|(r, l)| Row {
+                nodes: r.nodes,
+                packets: r.packets,
+                policy: l.clone(),
+                runs: seeds as usize,
+                makespan: r.makespan.mean,
+                std: Some(r.makespan.std),
+                reference: r.lower_bound,
+            })
+            .collect(),
+    }
+}
+
+fn print_section(s: &Section, title: &str) {
+    println!("{title}\n");
+    let live = s.source == "live";
+    let mut t = Table::new(&[
+        "nodes",
+        "packets",
+        "policy",
+        if live { "makespan ms" } else { "makespan" },
+        "std",
+        if live { "reference ms" } else { "lower bound" },
+        if live {
+            "makespan/reference"
+        } else {
+            "makespan/bound"
+        },
+    ]);
+    for r in &s.rows {
+        t.row(vec![
+            r.nodes.to_string(),
+            if live {
+                "-".into()
+            } else {
+                r.packets.to_string()
+            },
+            r.policy.clone(),
+            f(r.makespan, 1),
+            r.std.map_or("-".into(), |s| f(s, 1)),
+            f(r.reference, 1),
+            f(r.ratio(), 3),
+        ]);
+    }
+    print!("{}", t.render());
+    println!();
+}
+
+fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Result<(), String> {
+    println!(
+        "paper-adaptive against the best fixed alpha (experiment 1: {EXP1_PACKETS} packets, 4 nodes, load 1.5, {} seeds from seed {})",
+        settings.seeds, settings.base_seed
+    );
+    println!(
+        "'best alpha': the alpha of 0, 0.05, ..., 1 with the least mean makespan on these same instances (chosen after the fact);"
+    );
+    println!(
+        "'diff': adaptive minus best alpha, per seed, mean +- its standard error; 'per-seed best': every instance's own best alpha."
+    );
+    let last = settings.base_seed + u64::from(settings.seeds.max(1)) - 1;
+    if settings.base_seed <= TUNING_SEEDS.1 && last >= TUNING_SEEDS.0 {
+        println!(
+            "NOTE: these seeds overlap seeds {}-{}, on which paper-adaptive's rule was tuned: this is not a test.\n",
+            TUNING_SEEDS.0, TUNING_SEEDS.1
+        );
+    } else {
+        println!(
+            "paper-adaptive's rule was tuned on seeds {}-{}, none of which is used here.\n",
+            TUNING_SEEDS.0, TUNING_SEEDS.1
+        );
+    }
+    let mut t = Table::new(&[
+        "nodes",
+        "CAP",
+        "best alpha",
+        "makespan",
+        "adaptive",
+        "adaptive/best",
+        "diff +- se",
+        "per-seed best",
+        "mean alpha used",
+    ]);
+    let mut csv = Csv::new(ADAPTIVE_CSV_HEADER);
+    let n = f64::from(settings.seeds.max(1));
+    for r in rows {
+        t.row(vec![
+            r.nodes.clone(),
+            r.cap.to_string(),
+            f(r.best_alpha, 2),
+            f(r.best.mean, 1),
+            f(r.adaptive.mean, 1),
+            f(r.adaptive.mean / r.best.mean, 3),
+            format!("{:+.1} +- {:.1}", r.diff.mean, r.diff.std / n.sqrt()),
+            f(r.per_seed_best, 1),
+            f(r.mean_alpha, 2),
+        ]);
+        csv.row(&[
+            r.nodes.replace(',', ";"),
+            r.cap.to_string(),
+            settings.seeds.to_string(),
+            settings.base_seed.to_string(),
+            f(r.best_alpha, 2),
+            f(r.best.mean, 3),
+            f(r.best.std, 3),
+            f(r.adaptive.mean, 3),
+            f(r.adaptive.std, 3),
+            f(r.adaptive.mean / r.best.mean, 4),
+            f(r.diff.mean, 3),
+            f(r.diff.std, 3),
+            f(r.per_seed_best, 3),
+            f(r.mean_alpha, 4),
+        ]);
+    }
+    print!("{}", t.render());
+    let ratios: Vec<f64> = rows.iter().map(|r| r.adaptive.mean / r.best.mean).collect();
+    let within = ratios.iter().filter(|&&x| x <= 1.01).count();
+    let geo = (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len().max(1) as f64).exp();
+    println!(
+        "\nwithin 1% of the best fixed alpha (or better) on {within} of {} settings; geometric mean of adaptive/best {:.3}",
+        ratios.len(),
+        geo
+    );
+    write_file(out, "policies_adaptive.csv", csv.as_str())?;
+    let labels: Vec<&str> = {
+        let mut l: Vec<&str> = rows.iter().map(|r| r.nodes.as_str()).collect();
+        l.dedup();
+        l
+    };
+    Chart {
+        title: "paper-adaptive: makespan / best fixed alpha's, against CAP",
+        x: "node capacity CAP",
+        y: "makespan ratio (below 1: adaptive wins)",
+        series: labels
+            .iter()
+            .map(|&l| Series {
+                label: l.to_owned(),
+                points: rows
+                    .iter()
+                    .filter(|r| r.nodes == l)
+                    .map(|r| (r.cap as f64, r.adaptive.mean / r.best.mean))
+                    .collect(),
+            })
+            .collect(),
+    }
+    .write(out, "policies_adaptive.svg")?;
+    Ok(())
+}
+
+const BAR_COLORS: [RGBColor; 4] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+];
+
+/// A horizontal grouped bar chart: one group per policy, one bar per setting (the mean ratio
+/// over the setting's points).
+fn bars(
+    title: &str,
+    x_desc: &str,
+    labels: &[String],
+    sections: &[Section],
+) -> Result<String, String> {
+    let values: Vec<Vec<f64>> = sections
+        .iter()
+        .map(|s| {
+            labels
+                .iter()
+                .map(|l| {
+                    let r: Vec<f64> = s
+                        .rows
+                        .iter()
+                        .filter(|r| &r.policy == l)
+                        .map(Row::ratio)
+                        .collect();
+                    r.iter().sum::<f64>() / r.len().max(1) as f64
+                })
+                .collect()
+        })
+        .collect();
+    let mut svg = String::new();
+    draw_bars(&mut svg, title, x_desc, labels, sections, &values)
+        .map_err(|e| format!("cannot draw {title}: {e}"))?;
+    Ok(svg)
+}
+
+fn draw_bars(
+    out: &mut String,
+    title: &str,
+    x_desc: &str,
+    labels: &[String],
+    sections: &[Section],
+    values: &[Vec<f64>],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let n = labels.len().max(1);
+    let groups = sections.len().max(1);
+    // Ratios are about 1 and above: the axis starts just below the smallest, so the bars show
+    // the differences.
+    let finite = || values.iter().flatten().copied().filter(|v| v.is_finite());
+    let x1 = finite().fold(1.0f64, f64::max) * 1.02;
+    let x0 = (finite().fold(1.0f64, f64::min) - 0.05).max(0.0);
+    let height = (90 + 26 * n * groups.min(4) / 2).max(400) as u32;
+    let root = SVGBackend::with_string(out, (900, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(120)
+        .build_cartesian_2d(x0..x1, 0.0..n as f64)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_labels(0)
+        .disable_y_mesh()
+        .light_line_style(WHITE.mix(0.0))
+        .draw()?;
+    let slot = 0.8 / groups as f64;
+    for (g, s) in sections.iter().enumerate() {
+        let color = BAR_COLORS[g % BAR_COLORS.len()];
+        chart
+            .draw_series(values[g].iter().enumerate().map(|(i, &v)| {
+                // Policy 0 at the top.
+                let top = (n - i) as f64 - 0.1 - g as f64 * slot;
+                Rectangle::new([(x0, top - slot), (v.max(x0), top)], color.filled())
+            }))?
+            .label(s.setting)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()?;
+    let style =
+        TextStyle::from(("sans-serif", 14).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
+    for (i, l) in labels.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(x0, (n - i) as f64 - 0.5));
+        root.draw(&Text::new(l.clone(), (x - 8, y), style.clone()))?;
+    }
+    root.present()?;
+    Ok(())
+}
