@@ -111,6 +111,34 @@ fn lower_bound_of_the_small_scenario() {
 }
 
 #[test]
+fn the_work_bound_counts_all_commands_when_speeds_do_not_depend_on_them() {
+    // Nodes 1:1.5:2:3, the same unit time for every command; 12 unit packets, three of each
+    // command, all at time 0: the fluid bound is 12 / (1/16 + 1/24 + 1/32 + 1/48) = 76.8.
+    let cmds = [Cmd::Encrypt, Cmd::Decrypt, Cmd::Sign, Cmd::Verify];
+    let records = (0..12u64)
+        .map(|i| TraceRecord {
+            cmd: cmds[(i % 4) as usize],
+            ..rec(i, 0, false, 0.0, 1)
+        })
+        .collect();
+    let trace = Trace::from_records(records).unwrap();
+    let nodes: Vec<NodeModel> = [16.0, 24.0, 32.0, 48.0]
+        .iter()
+        .map(|&t| node(t, 8))
+        .collect();
+    let b = lower_bound(&trace, &nodes, 1);
+    assert!((b.work - 76.8).abs() < 1e-9, "{b:?}");
+    for policy in PolicySpec::all() {
+        let r = simulate(&trace, &SimConfig::new(nodes.clone()), &policy).unwrap();
+        assert!(
+            r.makespan >= b.value() - 1e-9,
+            "{policy}: {} < {b:?}",
+            r.makespan
+        );
+    }
+}
+
+#[test]
 fn a_run_is_determined_by_its_seed() {
     let run = |seed| {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);

@@ -2,10 +2,14 @@
 //!
 //! The bound is the largest of three, each of which no schedule can beat:
 //! 1. **Work**: after the first arrival, the nodes together cannot serve faster than all at
-//!    full speed with no idle time. For each command c with total length W_c, even a cluster
-//!    doing nothing else needs W_c / Σ_i (unit_len / t_ic); and all the work together needs at
-//!    least Σ_c W_c · min_i t_ic / (n · unit_len), since every unit of work occupies some node
-//!    for at least the fastest node's time.
+//!    full speed with no idle time. The least time T in which they could serve it all, splitting
+//!    the work W_c of each command c freely among the nodes, is the linear program
+//!    `min T  s.t.  Σ_c x_ic·t_ic ≤ T·unit_len for every node i,  Σ_i x_ic = W_c,  x ≥ 0`.
+//!    Its dual says that for any weights u_i ≥ 0 with Σ_i u_i = 1,
+//!    `T ≥ Σ_c W_c · min_i (u_i·t_ic) / unit_len`. The bound takes the best of a few weightings:
+//!    u_i ∝ 1/t_ic for each command c (exact when only c is present), u_i ∝ 1/t̄_i with t̄_i
+//!    the node's work-weighted mean unit time (exact when a node's unit time is the same for
+//!    every command), and equal weights. Each is a valid lower bound by weak duality.
 //! 2. **Arrivals**: a packet cannot complete before its arrival plus its service time on the
 //!    fastest node for its command; the largest of these over all packets (the last arrival
 //!    among them).
@@ -56,7 +60,7 @@ pub fn lower_bound(trace: &Trace, nodes: &[NodeModel], unit_len: u64) -> LowerBo
     };
     let min_service = |cmd: Cmd, len: u64| fastest(cmd) * len as f64 / u;
 
-    // 1. Work.
+    // 1. Work: the dual of the fluid linear program, at a few weightings of the nodes.
     let first = records
         .iter()
         .map(|r| r.arrival)
@@ -65,18 +69,44 @@ pub fn lower_bound(trace: &Trace, nodes: &[NodeModel], unit_len: u64) -> LowerBo
     for r in records {
         work_by_cmd[r.cmd.index()] += r.length as f64;
     }
-    let mut work = 0.0f64;
-    let mut total_min_time = 0.0;
-    for cmd in Cmd::ALL {
-        let w = work_by_cmd[cmd.index()];
-        if w == 0.0 {
-            continue;
-        }
-        let rate: f64 = nodes.iter().map(|n| u / n.unit_times.get(cmd)).sum();
-        work = work.max(w / rate);
-        total_min_time += w * fastest(cmd) / u;
-    }
-    work = work.max(total_min_time / nodes.len() as f64) + first;
+    let present: Vec<Cmd> = Cmd::ALL
+        .into_iter()
+        .filter(|c| work_by_cmd[c.index()] > 0.0)
+        .collect();
+    let total: f64 = work_by_cmd.iter().sum();
+    let dual = |weights: &[f64]| -> f64 {
+        let norm: f64 = weights.iter().sum();
+        present
+            .iter()
+            .map(|&c| {
+                let m = nodes
+                    .iter()
+                    .zip(weights)
+                    .map(|(n, w)| w / norm * n.unit_times.get(c))
+                    .fold(f64::INFINITY, f64::min);
+                work_by_cmd[c.index()] * m / u
+            })
+            .sum()
+    };
+    let mut weightings: Vec<Vec<f64>> = present
+        .iter()
+        .map(|&c| nodes.iter().map(|n| 1.0 / n.unit_times.get(c)).collect())
+        .collect();
+    weightings.push(
+        nodes
+            .iter()
+            .map(|n| {
+                let mean_t = present
+                    .iter()
+                    .map(|&c| work_by_cmd[c.index()] * n.unit_times.get(c))
+                    .sum::<f64>()
+                    / total;
+                1.0 / mean_t
+            })
+            .collect(),
+    );
+    weightings.push(vec![1.0; nodes.len()]);
+    let work = first + weightings.iter().map(|w| dual(w)).fold(0.0, f64::max);
 
     // 2. Arrivals.
     let arrivals = records
