@@ -4,161 +4,17 @@
 //!
 //! Every count is asserted, so a parser that silently reads nothing cannot make a test pass.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::fs;
+
+use common::vectors::{
+    SignVector, classify, expected_per_section, parse_rsp, parse_sign_line, vectors_dir,
+};
 use cryptodispatch::crypto::{
-    AesKey, AesOp, BLOCK, ChainState, Direction, SIGNATURE_LEN, SigningKey, VerifyingKey,
+    AesKey, AesOp, BLOCK, ChainState, Direction, SigningKey, VerifyingKey,
 };
 use cryptodispatch::packet::Mode;
-
-fn vectors_dir(sub: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/vectors")
-        .join(sub)
-}
-
-fn unhex(s: &str, what: &str) -> Vec<u8> {
-    hex::decode(s).unwrap_or_else(|e| panic!("{what}: bad hex {s:?}: {e}"))
-}
-
-// ---------------------------------------------------------------------------------------------
-// AES: NIST CAVP `.rsp` files
-// ---------------------------------------------------------------------------------------------
-
-/// One CAVP record.
-#[derive(Debug)]
-struct Record {
-    direction: Direction,
-    count: u32,
-    key: Vec<u8>,
-    iv: Option<Vec<u8>>,
-    plaintext: Vec<u8>,
-    ciphertext: Vec<u8>,
-}
-
-/// A record being read: fields arrive one line at a time.
-#[derive(Default)]
-struct Partial {
-    count: Option<u32>,
-    key: Option<Vec<u8>>,
-    iv: Option<Vec<u8>>,
-    plaintext: Option<Vec<u8>>,
-    ciphertext: Option<Vec<u8>>,
-}
-
-impl Partial {
-    fn finish(self, direction: Direction, file: &str) -> Record {
-        let count = self
-            .count
-            .unwrap_or_else(|| panic!("{file}: record without COUNT"));
-        let missing = |field: &str| -> ! { panic!("{file} COUNT {count}: no {field}") };
-        Record {
-            direction,
-            count,
-            key: self.key.unwrap_or_else(|| missing("KEY")),
-            iv: self.iv,
-            plaintext: self.plaintext.unwrap_or_else(|| missing("PLAINTEXT")),
-            ciphertext: self.ciphertext.unwrap_or_else(|| missing("CIPHERTEXT")),
-        }
-    }
-}
-
-/// Parses a CAVP response file into its records, in file order.
-fn parse_rsp(text: &str, file: &str) -> Vec<Record> {
-    let mut records = Vec::new();
-    let mut section: Option<Direction> = None;
-    let mut current: Option<Partial> = None;
-
-    for (lineno, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        let at = || format!("{file}:{}", lineno + 1);
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        if line.starts_with('[') {
-            if let Some(done) = current.take() {
-                records.push(done.finish(section.unwrap(), file));
-            }
-            section = Some(match line {
-                "[ENCRYPT]" => Direction::Encrypt,
-                "[DECRYPT]" => Direction::Decrypt,
-                other => panic!("{}: unknown section {other:?}", at()),
-            });
-            continue;
-        }
-        let (name, value) = line
-            .split_once('=')
-            .unwrap_or_else(|| panic!("{}: not `NAME = value`: {line:?}", at()));
-        let (name, value) = (name.trim(), value.trim());
-        let dir = section.unwrap_or_else(|| panic!("{}: {name} before any section", at()));
-
-        if name == "COUNT" {
-            if let Some(done) = current.take() {
-                records.push(done.finish(dir, file));
-            }
-            let count = value
-                .parse()
-                .unwrap_or_else(|e| panic!("{}: bad COUNT {value:?}: {e}", at()));
-            current = Some(Partial {
-                count: Some(count),
-                ..Partial::default()
-            });
-            continue;
-        }
-        let rec = current
-            .as_mut()
-            .unwrap_or_else(|| panic!("{}: {name} before COUNT", at()));
-        let slot = match name {
-            "KEY" => &mut rec.key,
-            "IV" => &mut rec.iv,
-            "PLAINTEXT" => &mut rec.plaintext,
-            "CIPHERTEXT" => &mut rec.ciphertext,
-            other => panic!("{}: unknown field {other:?}", at()),
-        };
-        assert!(slot.is_none(), "{}: {name} given twice", at());
-        *slot = Some(unhex(value, &at()));
-    }
-    if let Some(done) = current.take() {
-        records.push(done.finish(section.unwrap(), file));
-    }
-    records
-}
-
-/// The mode, test kind and key size a file name encodes, e.g. `CFB128MMT256.rsp`.
-fn classify(file: &str) -> (Mode, &str, usize) {
-    let stem = file.strip_suffix(".rsp").expect(".rsp file");
-    let (mode, rest) = [
-        ("CFB128", Mode::Cfb),
-        ("ECB", Mode::Ecb),
-        ("CBC", Mode::Cbc),
-        ("OFB", Mode::Ofb),
-    ]
-    .into_iter()
-    .find_map(|(prefix, mode)| stem.strip_prefix(prefix).map(|rest| (mode, rest)))
-    .unwrap_or_else(|| panic!("{file}: unknown mode prefix"));
-    let (kind, bits) = rest.split_at(rest.len() - 3);
-    let bits: usize = bits
-        .parse()
-        .unwrap_or_else(|e| panic!("{file}: no key size: {e}"));
-    (mode, kind, bits)
-}
-
-/// How many records each section of a CAVP file holds.
-fn expected_per_section(kind: &str, bits: usize, file: &str) -> usize {
-    match (kind, bits) {
-        ("GFSbox", 128) => 7,
-        ("GFSbox", 192) => 6,
-        ("GFSbox", 256) => 5,
-        ("KeySbox", 128) => 21,
-        ("KeySbox", 192) => 24,
-        ("KeySbox", 256) => 16,
-        ("VarKey", bits) => bits,
-        ("VarTxt", _) => 128,
-        ("MMT", _) => 10,
-        _ => panic!("{file}: unknown test kind {kind:?} / {bits}"),
-    }
-}
 
 /// Runs `input` packet by packet, one block per packet, each packet starting from the state the
 /// previous one left.
@@ -194,7 +50,7 @@ fn aes_cavp_known_answers() {
     for file in &files {
         let (mode, kind, bits) = classify(file);
         let text = fs::read_to_string(dir.join(file)).unwrap();
-        let records = parse_rsp(&text, file);
+        let records = parse_rsp(&text, file, mode);
         assert!(!records.is_empty(), "{file}: no records");
 
         let per_section = expected_per_section(kind, bits, file);
@@ -213,24 +69,23 @@ fn aes_cavp_known_answers() {
         assert_eq!(records.len(), count_lines, "{file}: records vs COUNT lines");
 
         for rec in &records {
-            let at = format!("{file} [{:?}] COUNT {}", rec.direction, rec.count);
+            let at = &rec.at;
+            assert_eq!(rec.mode, mode, "{at}: mode");
             assert_eq!(rec.key.len() * 8, bits, "{at}: key length");
-            let iv = match (mode, &rec.iv) {
-                (Mode::Ecb, None) => &[][..],
-                (Mode::Ecb, Some(_)) => panic!("{at}: ECB record with an IV"),
-                (_, Some(iv)) => iv.as_slice(),
-                (_, None) => panic!("{at}: no IV"),
-            };
-            assert_eq!(rec.plaintext.len(), rec.ciphertext.len(), "{at}: lengths");
+            // `parse_rsp` has checked the IV against the mode: none for ECB, one otherwise.
+            let iv = rec.iv.as_slice();
+            if mode == Mode::Ecb {
+                assert!(iv.is_empty(), "{at}: ECB record with an IV");
+            } else {
+                assert!(!iv.is_empty(), "{at}: no IV");
+            }
+            let (input, expected) = (&rec.input, &rec.expected);
+            assert_eq!(input.len(), expected.len(), "{at}: lengths");
             assert!(
-                !rec.plaintext.is_empty() && rec.plaintext.len() % BLOCK == 0,
+                !input.is_empty() && input.len() % BLOCK == 0,
                 "{at}: data is not whole blocks"
             );
 
-            let (input, expected) = match rec.direction {
-                Direction::Encrypt => (&rec.plaintext, &rec.ciphertext),
-                Direction::Decrypt => (&rec.ciphertext, &rec.plaintext),
-            };
             let key = AesKey::new(&rec.key).unwrap_or_else(|e| panic!("{at}: {e}"));
             let op = AesOp::new(rec.direction, mode);
 
@@ -243,7 +98,7 @@ fn aes_cavp_known_answers() {
                 "{at}: one_shot"
             );
 
-            let packets = run_block_per_packet(&key, op, iv, input, &at);
+            let packets = run_block_per_packet(&key, op, iv, input, at);
             assert_eq!(
                 hex::encode(&packets),
                 hex::encode(expected),
@@ -269,50 +124,6 @@ fn aes_cavp_known_answers() {
 // ---------------------------------------------------------------------------------------------
 // Ed25519: `sign.input`
 // ---------------------------------------------------------------------------------------------
-
-/// One line of `sign.input`: `sk||pk:pk:msg:sig||msg:`.
-struct SignVector {
-    seed: Vec<u8>,
-    public: Vec<u8>,
-    msg: Vec<u8>,
-    sig: Vec<u8>,
-}
-
-fn parse_sign_line(line: &str, at: &str) -> SignVector {
-    let fields: Vec<&str> = line.split(':').collect();
-    assert_eq!(
-        fields.len(),
-        5,
-        "{at}: expected 4 fields and a trailing ':'"
-    );
-    assert!(fields[4].is_empty(), "{at}: text after the last ':'");
-    let secret = unhex(fields[0], at);
-    let public = unhex(fields[1], at);
-    let msg = unhex(fields[2], at);
-    let sig_msg = unhex(fields[3], at);
-    assert_eq!(secret.len(), 64, "{at}: sk||pk length");
-    assert_eq!(
-        &secret[32..],
-        &public[..],
-        "{at}: sk||pk does not end in pk"
-    );
-    assert_eq!(
-        sig_msg.len(),
-        SIGNATURE_LEN + msg.len(),
-        "{at}: sig||msg length"
-    );
-    assert_eq!(
-        &sig_msg[SIGNATURE_LEN..],
-        &msg[..],
-        "{at}: sig||msg does not end in msg"
-    );
-    SignVector {
-        seed: secret[..32].to_vec(),
-        public,
-        msg,
-        sig: sig_msg[..SIGNATURE_LEN].to_vec(),
-    }
-}
 
 fn check_sign_vector(v: &SignVector, at: &str) {
     let signer = SigningKey::from_seed(&v.seed).unwrap_or_else(|e| panic!("{at}: {e}"));
@@ -374,7 +185,8 @@ fn ed25519_sign_input_known_answers() {
                 s.spawn(move || {
                     for &(i, line) in chunk {
                         let at = format!("sign.input line {}", i + 1);
-                        check_sign_vector(&parse_sign_line(line.trim(), &at), &at);
+                        let v = parse_sign_line(line.trim(), &at);
+                        check_sign_vector(&v, &v.at);
                     }
                     chunk.len()
                 })

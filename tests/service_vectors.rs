@@ -12,172 +12,15 @@ mod common;
 
 use std::collections::HashMap;
 use std::fs;
-use std::path::{Path, PathBuf};
 
+use common::vectors::{
+    Record, SignVector, classify, expected_per_section, parse_rsp, parse_sign_line, vectors_dir,
+};
 use cryptodispatch::packet::Mode;
 use cryptodispatch::{
     Affinity, ClusterKind, Direction, Job, JobHandle, JobOutput, KeyId, NodeSpec, PolicySpec,
     Service,
 };
-
-fn vectors_dir(sub: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/vectors")
-        .join(sub)
-}
-
-fn unhex(s: &str, what: &str) -> Vec<u8> {
-    hex::decode(s).unwrap_or_else(|e| panic!("{what}: bad hex {s:?}: {e}"))
-}
-
-// ---------------------------------------------------------------------------------------------
-// AES: NIST CAVP `.rsp` files (the parser mirrors `tests/crypto_vectors.rs`)
-// ---------------------------------------------------------------------------------------------
-
-/// One CAVP record.
-#[derive(Debug)]
-struct Record {
-    at: String,
-    mode: Mode,
-    direction: Direction,
-    key: Vec<u8>,
-    iv: Vec<u8>,
-    input: Vec<u8>,
-    expected: Vec<u8>,
-}
-
-#[derive(Default)]
-struct Partial {
-    count: Option<u32>,
-    key: Option<Vec<u8>>,
-    iv: Option<Vec<u8>>,
-    plaintext: Option<Vec<u8>>,
-    ciphertext: Option<Vec<u8>>,
-}
-
-impl Partial {
-    fn finish(self, direction: Direction, mode: Mode, file: &str) -> Record {
-        let count = self
-            .count
-            .unwrap_or_else(|| panic!("{file}: record without COUNT"));
-        let at = format!("{file} [{direction:?}] COUNT {count}");
-        let missing = |field: &str| -> ! { panic!("{at}: no {field}") };
-        let plaintext = self.plaintext.unwrap_or_else(|| missing("PLAINTEXT"));
-        let ciphertext = self.ciphertext.unwrap_or_else(|| missing("CIPHERTEXT"));
-        let iv = match (mode, self.iv) {
-            (Mode::Ecb, None) => Vec::new(),
-            (Mode::Ecb, Some(_)) => panic!("{at}: ECB record with an IV"),
-            (_, Some(iv)) => iv,
-            (_, None) => missing("IV"),
-        };
-        let (input, expected) = match direction {
-            Direction::Encrypt => (plaintext, ciphertext),
-            Direction::Decrypt => (ciphertext, plaintext),
-        };
-        let key = self.key.unwrap_or_else(|| missing("KEY"));
-        Record {
-            at,
-            mode,
-            direction,
-            key,
-            iv,
-            input,
-            expected,
-        }
-    }
-}
-
-fn parse_rsp(text: &str, file: &str, mode: Mode) -> Vec<Record> {
-    let mut records = Vec::new();
-    let mut section: Option<Direction> = None;
-    let mut current: Option<Partial> = None;
-    for (lineno, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        let at = || format!("{file}:{}", lineno + 1);
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        if line.starts_with('[') {
-            if let Some(done) = current.take() {
-                records.push(done.finish(section.unwrap(), mode, file));
-            }
-            section = Some(match line {
-                "[ENCRYPT]" => Direction::Encrypt,
-                "[DECRYPT]" => Direction::Decrypt,
-                other => panic!("{}: unknown section {other:?}", at()),
-            });
-            continue;
-        }
-        let (name, value) = line
-            .split_once('=')
-            .unwrap_or_else(|| panic!("{}: not `NAME = value`: {line:?}", at()));
-        let (name, value) = (name.trim(), value.trim());
-        let dir = section.unwrap_or_else(|| panic!("{}: {name} before any section", at()));
-        if name == "COUNT" {
-            if let Some(done) = current.take() {
-                records.push(done.finish(dir, mode, file));
-            }
-            let count = value
-                .parse()
-                .unwrap_or_else(|e| panic!("{}: bad COUNT {value:?}: {e}", at()));
-            current = Some(Partial {
-                count: Some(count),
-                ..Partial::default()
-            });
-            continue;
-        }
-        let rec = current
-            .as_mut()
-            .unwrap_or_else(|| panic!("{}: {name} before COUNT", at()));
-        let slot = match name {
-            "KEY" => &mut rec.key,
-            "IV" => &mut rec.iv,
-            "PLAINTEXT" => &mut rec.plaintext,
-            "CIPHERTEXT" => &mut rec.ciphertext,
-            other => panic!("{}: unknown field {other:?}", at()),
-        };
-        assert!(slot.is_none(), "{}: {name} given twice", at());
-        *slot = Some(unhex(value, &at()));
-    }
-    if let Some(done) = current.take() {
-        records.push(done.finish(section.unwrap(), mode, file));
-    }
-    records
-}
-
-/// The mode, test kind and key size a file name encodes, e.g. `CFB128MMT256.rsp`.
-fn classify(file: &str) -> (Mode, &str, usize) {
-    let stem = file.strip_suffix(".rsp").expect(".rsp file");
-    let (mode, rest) = [
-        ("CFB128", Mode::Cfb),
-        ("ECB", Mode::Ecb),
-        ("CBC", Mode::Cbc),
-        ("OFB", Mode::Ofb),
-    ]
-    .into_iter()
-    .find_map(|(prefix, mode)| stem.strip_prefix(prefix).map(|rest| (mode, rest)))
-    .unwrap_or_else(|| panic!("{file}: unknown mode prefix"));
-    let (kind, bits) = rest.split_at(rest.len() - 3);
-    let bits: usize = bits
-        .parse()
-        .unwrap_or_else(|e| panic!("{file}: no key size: {e}"));
-    (mode, kind, bits)
-}
-
-fn expected_per_section(kind: &str, bits: usize, file: &str) -> usize {
-    match (kind, bits) {
-        ("GFSbox", 128) => 7,
-        ("GFSbox", 192) => 6,
-        ("GFSbox", 256) => 5,
-        ("KeySbox", 128) => 21,
-        ("KeySbox", 192) => 24,
-        ("KeySbox", 256) => 16,
-        ("VarKey", bits) => bits,
-        ("VarTxt", _) => 128,
-        ("MMT", _) => 10,
-        _ => panic!("{file}: unknown test kind {kind:?} / {bits}"),
-    }
-}
 
 /// Every record of every file, with the per-file counts checked.
 fn all_records() -> Vec<Record> {
@@ -356,48 +199,6 @@ fn aes_cavp_records_under_hhs_acdid_and_strict_affinity() {
 // Ed25519: `sign.input`
 // ---------------------------------------------------------------------------------------------
 
-/// One line of `sign.input`: `sk||pk:pk:msg:sig||msg:`.
-struct SignVector {
-    at: String,
-    seed: Vec<u8>,
-    public: Vec<u8>,
-    msg: Vec<u8>,
-    sig: Vec<u8>,
-}
-
-fn parse_sign_line(line: &str, at: String) -> SignVector {
-    let fields: Vec<&str> = line.split(':').collect();
-    assert_eq!(
-        fields.len(),
-        5,
-        "{at}: expected 4 fields and a trailing ':'"
-    );
-    assert!(fields[4].is_empty(), "{at}: text after the last ':'");
-    let secret = unhex(fields[0], &at);
-    let public = unhex(fields[1], &at);
-    let msg = unhex(fields[2], &at);
-    let sig_msg = unhex(fields[3], &at);
-    assert_eq!(secret.len(), 64, "{at}: sk||pk length");
-    assert_eq!(
-        &secret[32..],
-        &public[..],
-        "{at}: sk||pk does not end in pk"
-    );
-    assert_eq!(sig_msg.len(), 64 + msg.len(), "{at}: sig||msg length");
-    assert_eq!(
-        &sig_msg[64..],
-        &msg[..],
-        "{at}: sig||msg does not end in msg"
-    );
-    SignVector {
-        at,
-        seed: secret[..32].to_vec(),
-        public,
-        msg,
-        sig: sig_msg[..64].to_vec(),
-    }
-}
-
 /// What each submitted Ed25519 job must give.
 struct EdCheck<'a> {
     v: &'a SignVector,
@@ -414,7 +215,7 @@ fn ed25519_sign_input_through_the_service() {
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| parse_sign_line(l.trim(), format!("sign.input line {}", i + 1)))
+        .map(|(i, l)| parse_sign_line(l.trim(), &format!("sign.input line {}", i + 1)))
         .collect();
     assert_eq!(vectors.len(), 1024, "lines in sign.input");
     let longest = vectors.iter().map(|v| v.msg.len()).max().unwrap();

@@ -195,22 +195,23 @@ pub struct AlphaCapRow {
     pub best: Stats,
 }
 
-/// Experiment 1 on one node set: best α against capacity.
-pub fn exp1(
+/// Experiment 1's runs: for each capacity and seed (seed k of a capacity is `base_seed + k`),
+/// the makespan under every α of [`alpha_grid`], and whatever `extra` computes on the same
+/// instance; in capacity-major order.
+fn alpha_grid_runs<T: Send>(
     settings: &Settings,
-    label: &str,
     nodes: &NodeSet,
     caps: &[u64],
     packets: usize,
     tick: &(dyn Fn() + Sync),
-) -> Vec<AlphaCapRow> {
+    extra: impl Fn(&[NodeModel], &Trace) -> T + Sync,
+) -> Vec<(Vec<f64>, T)> {
     let alphas = alpha_grid();
     let points: Vec<(u64, u32)> = caps
         .iter()
         .flat_map(|&c| (0..settings.seeds).map(move |s| (c, s)))
         .collect();
-    // Per (cap, seed): makespan for every α.
-    let results = par_map(
+    par_map(
         &points,
         settings.threads,
         |&(cap, s)| {
@@ -221,13 +222,29 @@ pub fn exp1(
                 packets,
                 settings.base_seed + u64::from(s),
             );
-            alphas
+            let fixed = alphas
                 .iter()
                 .map(|&a| run(settings, nodes.clone(), &trace, &paper_alpha(a)).makespan)
-                .collect::<Vec<f64>>()
+                .collect();
+            let more = extra(&nodes, &trace);
+            (fixed, more)
         },
         tick,
-    );
+    )
+}
+
+/// Experiment 1 on one node set: best α against capacity.
+pub fn exp1(
+    settings: &Settings,
+    label: &str,
+    nodes: &NodeSet,
+    caps: &[u64],
+    packets: usize,
+    tick: &(dyn Fn() + Sync),
+) -> Vec<AlphaCapRow> {
+    let alphas = alpha_grid();
+    let results = alpha_grid_runs(settings, nodes, caps, packets, tick, |_, _| ());
+    let results: Vec<Vec<f64>> = results.into_iter().map(|(fixed, ())| fixed).collect();
     caps.iter()
         .enumerate()
         .map(|(ci, &cap)| {
@@ -465,47 +482,11 @@ pub fn compare(
     policies: &[PolicySpec],
     tick: &(dyn Fn() + Sync),
 ) -> Vec<CompareRow> {
-    let runs: Vec<(usize, u32)> = (0..points.len())
-        .flat_map(|p| (0..settings.seeds).map(move |s| (p, s)))
+    let points: Vec<(String, NodeSet, usize)> = points
+        .iter()
+        .map(|(sweep, nodes, packets)| (sweep.clone(), NodeSet::paper(*nodes), *packets))
         .collect();
-    let results = par_map(
-        &runs,
-        settings.threads,
-        |&(p, s)| {
-            let (_, nodes, packets) = &points[p];
-            let (nodes, trace) = instance(
-                settings,
-                &NodeSet::paper(*nodes),
-                settings.cap,
-                *packets,
-                settings.base_seed + u64::from(s),
-            );
-            let bound = lower_bound(&trace, &nodes, 1).value();
-            let makespans: Vec<f64> = policies
-                .iter()
-                .map(|pol| run(settings, nodes.clone(), &trace, pol).makespan)
-                .collect();
-            (bound, makespans)
-        },
-        tick,
-    );
-    let k = settings.seeds as usize;
-    let mut rows = Vec::new();
-    for (pi, (sweep, nodes, packets)) in points.iter().enumerate() {
-        let chunk = &results[pi * k..(pi + 1) * k];
-        let bound = Stats::of(&chunk.iter().map(|r| r.0).collect::<Vec<_>>()).mean;
-        for (qi, pol) in policies.iter().enumerate() {
-            rows.push(CompareRow {
-                sweep: sweep.clone(),
-                nodes: *nodes,
-                packets: *packets,
-                policy: pol.name().to_owned(),
-                makespan: Stats::of(&chunk.iter().map(|r| r.1[qi]).collect::<Vec<_>>()),
-                lower_bound: bound,
-            });
-        }
-    }
-    rows
+    compare_sets(settings, &points, policies, tick)
 }
 
 /// Experiment 1 with `paper-adaptive` beside the α grid: one capacity of one node set.
@@ -571,43 +552,27 @@ pub fn adaptive_vs_alpha(
     tick: &(dyn Fn() + Sync),
 ) -> Vec<AdaptiveRow> {
     let alphas = alpha_grid();
-    let points: Vec<(u64, u32)> = caps
-        .iter()
-        .flat_map(|&c| (0..settings.seeds).map(move |s| (c, s)))
-        .collect();
     // Per (cap, seed): makespan for every α, then paper-adaptive's, and its α sum and count.
-    let results = par_map(
-        &points,
-        settings.threads,
-        |&(cap, s)| {
-            let (nodes, trace) = instance(
-                settings,
-                nodes,
-                cap,
-                packets,
-                settings.base_seed + u64::from(s),
-            );
-            let fixed: Vec<f64> = alphas
-                .iter()
-                .map(|&a| run(settings, nodes.clone(), &trace, &paper_alpha(a)).makespan)
-                .collect();
+    let results: Vec<(Vec<f64>, f64, f64, u64)> =
+        alpha_grid_runs(settings, nodes, caps, packets, tick, |nodes, trace| {
             let record = std::sync::Arc::new(Mutex::new((0.0, 0u64)));
             let config = SimConfig {
                 cluster_queue_len: settings.cluster_queue_len,
-                ..SimConfig::new(nodes)
+                ..SimConfig::new(nodes.to_vec())
             };
             let policy = Box::new(AlphaRecorder {
                 inner: crate::sched::policy::PaperAdaptive::new(),
                 out: record.clone(),
             });
-            let adaptive = crate::sim::engine::simulate_with(&trace, &config, policy)
+            let adaptive = crate::sim::engine::simulate_with(trace, &config, policy)
                 .unwrap_or_else(|e| panic!("invalid experiment settings: {e}"))
                 .makespan;
             let (sum, count) = *record.lock().unwrap_or_else(|e| e.into_inner());
-            (fixed, adaptive, sum, count)
-        },
-        tick,
-    );
+            (adaptive, sum, count)
+        })
+        .into_iter()
+        .map(|(fixed, (adaptive, sum, count))| (fixed, adaptive, sum, count))
+        .collect();
     let k = settings.seeds as usize;
     caps.iter()
         .enumerate()

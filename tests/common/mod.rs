@@ -1,7 +1,11 @@
 //! Helpers shared by the service integration tests: reference results computed with the plain
 //! RustCrypto and `ed25519-dalek` crates (never through `cryptodispatch`), a small deterministic
-//! byte generator, and a tiny executor for the `Future` impl of `JobHandle`.
+//! byte generator, a tiny executor for the `Future` impl of `JobHandle`, and (in [`vectors`])
+//! the parsers for the known-answer files under `tests/vectors`, shared with
+//! `tests/crypto_vectors.rs`. Each test binary uses only part of this, hence `dead_code`.
 #![allow(dead_code)]
+
+pub mod vectors;
 
 use std::future::Future;
 use std::pin::pin;

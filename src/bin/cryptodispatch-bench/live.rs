@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction, SigningKey, VerifyingKey};
+use cryptodispatch::runtime::NodeMetrics;
 use cryptodispatch::{
-    Job, JobHandle, JobOutput, Mode, NodeSpec, PolicySpec, Service, ServiceBuilder,
+    ClusterKind, Job, JobHandle, JobOutput, Metrics, Mode, NodeSpec, PolicySpec, Service,
+    ServiceBuilder,
 };
 use rand::rngs::ChaCha8Rng;
 use rand::{Rng, RngExt, SeedableRng};
@@ -429,25 +431,20 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
             .into_iter()
             .map(|o| o.unwrap_or(Out::Verified(false)))
             .collect(),
-        node_packets: metrics
-            .nodes
-            .iter()
-            .filter(|n| n.cluster == cryptodispatch::ClusterKind::Aes)
-            .map(|n| n.packets)
-            .collect(),
-        node_busy: metrics
-            .nodes
-            .iter()
-            .filter(|n| n.cluster == cryptodispatch::ClusterKind::Aes)
-            .map(|n| n.busy)
-            .collect(),
-        ed_busy: metrics
-            .nodes
-            .iter()
-            .filter(|n| n.cluster == cryptodispatch::ClusterKind::Ed25519)
-            .map(|n| n.busy)
-            .collect(),
+        node_packets: per_node(&metrics, ClusterKind::Aes, |n| n.packets),
+        node_busy: per_node(&metrics, ClusterKind::Aes, |n| n.busy),
+        ed_busy: per_node(&metrics, ClusterKind::Ed25519, |n| n.busy),
     })
+}
+
+/// One figure of every node of a cluster kind.
+fn per_node<T>(metrics: &Metrics, kind: ClusterKind, f: impl Fn(&NodeMetrics) -> T) -> Vec<T> {
+    metrics
+        .nodes
+        .iter()
+        .filter(|n| n.cluster == kind)
+        .map(f)
+        .collect()
 }
 
 trait WaitTimed {

@@ -1,0 +1,230 @@
+//! Parsers for the known-answer files under `tests/vectors`, shared by `tests/crypto_vectors.rs`
+//! and `tests/service_vectors.rs`: the NIST CAVP AES `.rsp` files and the Ed25519 `sign.input`
+//! list. They panic, naming the file and line or record, on anything they do not expect; the
+//! tests assert every count, so a parser that silently reads nothing cannot make a test pass.
+
+use std::path::{Path, PathBuf};
+
+use cryptodispatch::crypto::SIGNATURE_LEN;
+use cryptodispatch::{Direction, Mode};
+
+/// `tests/vectors/<sub>`.
+pub fn vectors_dir(sub: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/vectors")
+        .join(sub)
+}
+
+pub fn unhex(s: &str, what: &str) -> Vec<u8> {
+    hex::decode(s).unwrap_or_else(|e| panic!("{what}: bad hex {s:?}: {e}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// AES: NIST CAVP `.rsp` files
+// ---------------------------------------------------------------------------------------------
+
+/// One CAVP record, oriented for its direction: `input` is the plaintext and `expected` the
+/// ciphertext for an encryption record, the other way round for a decryption record.
+#[derive(Debug)]
+pub struct Record {
+    /// `FILE [Direction] COUNT n`, for messages.
+    pub at: String,
+    pub mode: Mode,
+    pub direction: Direction,
+    pub key: Vec<u8>,
+    /// Empty for ECB (whose records must have no IV); given for every other mode.
+    pub iv: Vec<u8>,
+    pub input: Vec<u8>,
+    pub expected: Vec<u8>,
+}
+
+/// A record being read: fields arrive one line at a time.
+#[derive(Default)]
+struct Partial {
+    count: Option<u32>,
+    key: Option<Vec<u8>>,
+    iv: Option<Vec<u8>>,
+    plaintext: Option<Vec<u8>>,
+    ciphertext: Option<Vec<u8>>,
+}
+
+impl Partial {
+    fn finish(self, direction: Direction, mode: Mode, file: &str) -> Record {
+        let count = self
+            .count
+            .unwrap_or_else(|| panic!("{file}: record without COUNT"));
+        let at = format!("{file} [{direction:?}] COUNT {count}");
+        let missing = |field: &str| -> ! { panic!("{at}: no {field}") };
+        let plaintext = self.plaintext.unwrap_or_else(|| missing("PLAINTEXT"));
+        let ciphertext = self.ciphertext.unwrap_or_else(|| missing("CIPHERTEXT"));
+        let iv = match (mode, self.iv) {
+            (Mode::Ecb, None) => Vec::new(),
+            (Mode::Ecb, Some(_)) => panic!("{at}: ECB record with an IV"),
+            (_, Some(iv)) => iv,
+            (_, None) => missing("IV"),
+        };
+        let (input, expected) = match direction {
+            Direction::Encrypt => (plaintext, ciphertext),
+            Direction::Decrypt => (ciphertext, plaintext),
+        };
+        let key = self.key.unwrap_or_else(|| missing("KEY"));
+        Record {
+            at,
+            mode,
+            direction,
+            key,
+            iv,
+            input,
+            expected,
+        }
+    }
+}
+
+/// Parses a CAVP response file of `mode` (see [`classify`]) into its records, in file order.
+pub fn parse_rsp(text: &str, file: &str, mode: Mode) -> Vec<Record> {
+    let mut records = Vec::new();
+    let mut section: Option<Direction> = None;
+    let mut current: Option<Partial> = None;
+
+    for (lineno, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        let at = || format!("{file}:{}", lineno + 1);
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with('[') {
+            if let Some(done) = current.take() {
+                records.push(done.finish(section.unwrap(), mode, file));
+            }
+            section = Some(match line {
+                "[ENCRYPT]" => Direction::Encrypt,
+                "[DECRYPT]" => Direction::Decrypt,
+                other => panic!("{}: unknown section {other:?}", at()),
+            });
+            continue;
+        }
+        let (name, value) = line
+            .split_once('=')
+            .unwrap_or_else(|| panic!("{}: not `NAME = value`: {line:?}", at()));
+        let (name, value) = (name.trim(), value.trim());
+        let dir = section.unwrap_or_else(|| panic!("{}: {name} before any section", at()));
+
+        if name == "COUNT" {
+            if let Some(done) = current.take() {
+                records.push(done.finish(dir, mode, file));
+            }
+            let count = value
+                .parse()
+                .unwrap_or_else(|e| panic!("{}: bad COUNT {value:?}: {e}", at()));
+            current = Some(Partial {
+                count: Some(count),
+                ..Partial::default()
+            });
+            continue;
+        }
+        let rec = current
+            .as_mut()
+            .unwrap_or_else(|| panic!("{}: {name} before COUNT", at()));
+        let slot = match name {
+            "KEY" => &mut rec.key,
+            "IV" => &mut rec.iv,
+            "PLAINTEXT" => &mut rec.plaintext,
+            "CIPHERTEXT" => &mut rec.ciphertext,
+            other => panic!("{}: unknown field {other:?}", at()),
+        };
+        assert!(slot.is_none(), "{}: {name} given twice", at());
+        *slot = Some(unhex(value, &at()));
+    }
+    if let Some(done) = current.take() {
+        records.push(done.finish(section.unwrap(), mode, file));
+    }
+    records
+}
+
+/// The mode, test kind and key size a file name encodes, e.g. `CFB128MMT256.rsp`.
+pub fn classify(file: &str) -> (Mode, &str, usize) {
+    let stem = file.strip_suffix(".rsp").expect(".rsp file");
+    let (mode, rest) = [
+        ("CFB128", Mode::Cfb),
+        ("ECB", Mode::Ecb),
+        ("CBC", Mode::Cbc),
+        ("OFB", Mode::Ofb),
+    ]
+    .into_iter()
+    .find_map(|(prefix, mode)| stem.strip_prefix(prefix).map(|rest| (mode, rest)))
+    .unwrap_or_else(|| panic!("{file}: unknown mode prefix"));
+    let (kind, bits) = rest.split_at(rest.len() - 3);
+    let bits: usize = bits
+        .parse()
+        .unwrap_or_else(|e| panic!("{file}: no key size: {e}"));
+    (mode, kind, bits)
+}
+
+/// How many records each section of a CAVP file holds.
+pub fn expected_per_section(kind: &str, bits: usize, file: &str) -> usize {
+    match (kind, bits) {
+        ("GFSbox", 128) => 7,
+        ("GFSbox", 192) => 6,
+        ("GFSbox", 256) => 5,
+        ("KeySbox", 128) => 21,
+        ("KeySbox", 192) => 24,
+        ("KeySbox", 256) => 16,
+        ("VarKey", bits) => bits,
+        ("VarTxt", _) => 128,
+        ("MMT", _) => 10,
+        _ => panic!("{file}: unknown test kind {kind:?} / {bits}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ed25519: `sign.input`
+// ---------------------------------------------------------------------------------------------
+
+/// One line of `sign.input`: `sk||pk:pk:msg:sig||msg:`.
+pub struct SignVector {
+    /// Where the line came from, for messages.
+    pub at: String,
+    pub seed: Vec<u8>,
+    pub public: Vec<u8>,
+    pub msg: Vec<u8>,
+    pub sig: Vec<u8>,
+}
+
+/// Parses one (trimmed) line of `sign.input`; `at` names it in messages and is kept in the
+/// result.
+pub fn parse_sign_line(line: &str, at: &str) -> SignVector {
+    let fields: Vec<&str> = line.split(':').collect();
+    assert_eq!(
+        fields.len(),
+        5,
+        "{at}: expected 4 fields and a trailing ':'"
+    );
+    assert!(fields[4].is_empty(), "{at}: text after the last ':'");
+    let secret = unhex(fields[0], at);
+    let public = unhex(fields[1], at);
+    let msg = unhex(fields[2], at);
+    let sig_msg = unhex(fields[3], at);
+    assert_eq!(secret.len(), 64, "{at}: sk||pk length");
+    assert_eq!(
+        &secret[32..],
+        &public[..],
+        "{at}: sk||pk does not end in pk"
+    );
+    assert_eq!(
+        sig_msg.len(),
+        SIGNATURE_LEN + msg.len(),
+        "{at}: sig||msg length"
+    );
+    assert_eq!(
+        &sig_msg[SIGNATURE_LEN..],
+        &msg[..],
+        "{at}: sig||msg does not end in msg"
+    );
+    SignVector {
+        at: at.to_owned(),
+        seed: secret[..32].to_vec(),
+        public,
+        msg,
+        sig: sig_msg[..SIGNATURE_LEN].to_vec(),
+    }
+}
