@@ -204,18 +204,10 @@ impl Policy for Ddwrr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{ClusterId, Mode, TaskId, UnitTimes};
+    use crate::packet::{Mode, UnitTimes};
 
     fn meta(cmd: Cmd) -> PacketMeta {
-        PacketMeta {
-            task: TaskId(0),
-            cmd,
-            cluster: ClusterId(0),
-            mode: Some(Mode::Ecb),
-            seq: 0,
-            last: true,
-            len: 16,
-        }
+        crate::sched::policy::test_packet(cmd, Some(Mode::Ecb), 16)
     }
 
     #[test]

@@ -328,18 +328,10 @@ impl Policy for Entropy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{ClusterId, Mode, TaskId, UnitTimes};
+    use crate::packet::{Mode, UnitTimes};
 
     fn meta(cmd: Cmd, len: u64) -> PacketMeta {
-        PacketMeta {
-            task: TaskId(0),
-            cmd,
-            cluster: ClusterId(0),
-            mode: Some(Mode::Ecb),
-            seq: 0,
-            last: true,
-            len,
-        }
+        crate::sched::policy::test_packet(cmd, Some(Mode::Ecb), len)
     }
 
     fn row(times: [f64; 4], capacity: u64, queued: &[(Cmd, u64)]) -> NodeStatus {

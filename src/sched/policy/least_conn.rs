@@ -93,19 +93,11 @@ impl Policy for WeightedLeastConnections {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{ClusterId, Cmd, Mode, TaskId, UnitTimes};
+    use crate::packet::{Cmd, Mode, UnitTimes};
     use crate::sched::status::NodeStatus;
 
     fn meta(cmd: Cmd, len: u64) -> PacketMeta {
-        PacketMeta {
-            task: TaskId(0),
-            cmd,
-            cluster: ClusterId(0),
-            mode: Some(Mode::Ecb),
-            seq: 0,
-            last: true,
-            len,
-        }
+        crate::sched::policy::test_packet(cmd, Some(Mode::Ecb), len)
     }
 
     /// A node with unit times (enc, dec) and the given packets queued.

@@ -147,19 +147,11 @@ impl Policy for LoadFormula {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{ClusterId, Cmd, Mode, TaskId, UnitTimes};
+    use crate::packet::{Cmd, Mode, UnitTimes};
     use crate::sched::status::NodeStatus;
 
     fn meta(mode: Mode) -> PacketMeta {
-        PacketMeta {
-            task: TaskId(0),
-            cmd: Cmd::Encrypt,
-            cluster: ClusterId(0),
-            mode: Some(mode),
-            seq: 0,
-            last: false,
-            len: 16,
-        }
+        crate::sched::policy::test_packet(Cmd::Encrypt, Some(mode), 16)
     }
 
     fn row(unit: f64, slots: u64, independent: u32, dependent: u32) -> NodeStatus {

@@ -359,6 +359,24 @@ impl<'a> Params<'a> {
     }
 }
 
+/// A packet header for the policies' unit tests: job 0, cluster 0, a one-packet job.
+#[cfg(test)]
+pub(crate) fn test_packet(
+    cmd: crate::packet::Cmd,
+    mode: Option<crate::packet::Mode>,
+    len: u64,
+) -> PacketMeta {
+    PacketMeta {
+        task: crate::packet::TaskId(0),
+        cmd,
+        cluster: crate::packet::ClusterId(0),
+        mode,
+        seq: 0,
+        last: true,
+        len,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

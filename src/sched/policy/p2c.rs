@@ -78,19 +78,11 @@ impl Policy for PowerOfTwo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{ClusterId, Cmd, TaskId, UnitTimes};
+    use crate::packet::{Cmd, UnitTimes};
     use crate::sched::status::NodeStatus;
 
     fn meta(len: u64) -> PacketMeta {
-        PacketMeta {
-            task: TaskId(0),
-            cmd: Cmd::Encrypt,
-            cluster: ClusterId(0),
-            mode: None,
-            seq: 0,
-            last: true,
-            len,
-        }
+        crate::sched::policy::test_packet(Cmd::Encrypt, None, len)
     }
 
     #[test]

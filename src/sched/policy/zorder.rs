@@ -157,19 +157,11 @@ impl Policy for ZOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{ClusterId, Cmd, Mode, TaskId, UnitTimes};
+    use crate::packet::{Cmd, Mode, UnitTimes};
     use crate::sched::status::NodeStatus;
 
     fn meta(len: u64) -> PacketMeta {
-        PacketMeta {
-            task: TaskId(0),
-            cmd: Cmd::Encrypt,
-            cluster: ClusterId(0),
-            mode: Some(Mode::Ecb),
-            seq: 0,
-            last: true,
-            len,
-        }
+        crate::sched::policy::test_packet(Cmd::Encrypt, Some(Mode::Ecb), len)
     }
 
     fn row(unit: f64, capacity: u64, queued: &[u64]) -> NodeStatus {
