@@ -31,7 +31,6 @@ use crate::sched::{Affinity, Dispatch};
 struct Binding {
     node: usize,
     in_flight: u32,
-    ended: bool,
 }
 
 #[derive(Debug)]
@@ -123,7 +122,6 @@ impl Balancer {
                                     Binding {
                                         node: n,
                                         in_flight: 0,
-                                        ended: false,
                                     },
                                 );
                             }
@@ -174,24 +172,12 @@ impl Balancer {
                 // packet placed before its binding existed; that must not panic.
                 b.in_flight = b.in_flight.saturating_sub(1);
                 let idle = b.in_flight == 0;
-                if meta.last || (idle && (b.ended || !keep_until_last)) {
+                if meta.last || (idle && !keep_until_last) {
                     e.remove();
                 }
             }
         }
         self.policy
             .on_complete(&ClusterView::new(status), local, meta);
-    }
-
-    /// The job will send no more packets (it was abandoned before its last packet): its binding
-    /// goes as soon as nothing of it is in flight.
-    pub(crate) fn end_task(&mut self, task: TaskId) {
-        if let Entry::Occupied(mut e) = self.choose.entry(task) {
-            if e.get().in_flight == 0 {
-                e.remove();
-            } else {
-                e.get_mut().ended = true;
-            }
-        }
     }
 }

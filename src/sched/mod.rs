@@ -257,15 +257,6 @@ impl<D: Payload> Scheduler<D> {
         self.out.drain(..)
     }
 
-    /// The job `task` of `cluster` will send no more packets although its last packet never
-    /// came (an abandoned stream): its choose-list entry goes once nothing of it is in flight.
-    pub fn end_task(&mut self, cluster: ClusterId, task: TaskId) {
-        if let Some(b) = self.balancers.get_mut(cluster.index()) {
-            b.end_task(task);
-            self.settle(cluster);
-        }
-    }
-
     /// Updates a node's unit time for `cmd` (the runtime refines them from measured service
     /// times). Non-finite or non-positive values are ignored.
     ///
