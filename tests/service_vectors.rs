@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::fs;
 
 use common::vectors::{
-    Record, SignVector, classify, expected_per_section, parse_rsp, parse_sign_line, vectors_dir,
+    Record, SignVector, classify, expected_per_section, parse_rsp, parse_sign_line, rsp_files,
+    vectors_dir,
 };
 use cryptodispatch::packet::Mode;
 use cryptodispatch::{
@@ -25,13 +26,7 @@ use cryptodispatch::{
 /// Every record of every file, with the per-file counts checked.
 fn all_records() -> Vec<Record> {
     let dir = vectors_dir("aes");
-    let mut files: Vec<String> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .filter(|name| name.ends_with(".rsp"))
-        .collect();
-    files.sort();
-    assert_eq!(files.len(), 60, "AES .rsp files in {}", dir.display());
+    let files = rsp_files();
     let mut all = Vec::new();
     let mut per_mode: HashMap<Mode, usize> = HashMap::new();
     for file in &files {

@@ -15,6 +15,19 @@ pub fn vectors_dir(sub: &str) -> PathBuf {
         .join(sub)
 }
 
+/// The names of the 60 NIST CAVP `.rsp` files, sorted (the count is checked).
+pub fn rsp_files() -> Vec<String> {
+    let dir = vectors_dir("aes");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".rsp"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 60, "AES .rsp files in {}", dir.display());
+    files
+}
+
 pub fn unhex(s: &str, what: &str) -> Vec<u8> {
     hex::decode(s).unwrap_or_else(|e| panic!("{what}: bad hex {s:?}: {e}"))
 }
