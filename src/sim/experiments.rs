@@ -172,6 +172,18 @@ pub fn par_map<T: Sync, R: Send>(
         .collect()
 }
 
+/// A run's shares of the packets and of the busy time per node, in the order of `rank`.
+fn ranked_shares(r: &SimResult, rank: &[usize]) -> (Vec<f64>, Vec<f64>) {
+    let total = r.node_packets.iter().sum::<u64>().max(1) as f64;
+    let busy = r.shares();
+    (
+        rank.iter()
+            .map(|&i| r.node_packets[i] as f64 / total)
+            .collect(),
+        rank.iter().map(|&i| busy[i]).collect(),
+    )
+}
+
 /// Node indices from fastest to slowest (by mean unit time over the commands).
 fn speed_rank(nodes: &[NodeModel]) -> Vec<usize> {
     let mean = |n: &NodeModel| n.unit_times.0.iter().sum::<f64>();
@@ -321,13 +333,7 @@ pub fn exp2(
                 .iter()
                 .map(|&a| {
                     let r = run(settings, nodes.clone(), &trace, &paper_alpha(a));
-                    let total = r.node_packets.iter().sum::<u64>().max(1) as f64;
-                    let shares = r.shares();
-                    let packet_share: Vec<f64> = rank
-                        .iter()
-                        .map(|&i| r.node_packets[i] as f64 / total)
-                        .collect();
-                    let busy_share: Vec<f64> = rank.iter().map(|&i| shares[i]).collect();
+                    let (packet_share, busy_share) = ranked_shares(&r, &rank);
                     (r.makespan, packet_share, busy_share)
                 })
                 .collect::<Vec<_>>()
@@ -405,22 +411,14 @@ pub fn exp3(
             );
             let rank = speed_rank(&nodes);
             let r = run(settings, nodes, &trace, policy);
-            let total = r.node_packets.iter().sum::<u64>().max(1) as f64;
-            let shares = r.shares();
+            let (packet_share, busy_share) = ranked_shares(&r, &rank);
             let busy = Stats::of(&r.node_busy);
             let cv = if busy.mean > 0.0 {
                 busy.std / busy.mean
             } else {
                 0.0
             };
-            (
-                rank.iter()
-                    .map(|&i| r.node_packets[i] as f64 / total)
-                    .collect::<Vec<f64>>(),
-                rank.iter().map(|&i| shares[i]).collect::<Vec<f64>>(),
-                cv,
-                r.makespan,
-            )
+            (packet_share, busy_share, cv, r.makespan)
         },
         tick,
     );
