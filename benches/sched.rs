@@ -6,7 +6,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use cryptodispatch::packet::{ClusterId, Cmd, Len, Mode, NodeId, Packet, TaskId, UnitTimes};
+use cryptodispatch::packet::{
+    ClusterId, Cmd, Len, Mode, NodeId, Packet, PacketMeta, TaskId, UnitTimes,
+};
 use cryptodispatch::sched::{
     Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
 };
@@ -39,12 +41,9 @@ fn packet(i: u64) -> Packet<Len> {
     let (job, seq) = (i / 4, (i % 4) as u32);
     let mode = if job % 2 == 0 { Mode::Cbc } else { Mode::Ecb };
     Packet::new(
-        TaskId(job),
-        Cmd::Encrypt,
-        ClusterId(0),
-        Some(mode),
-        seq,
-        seq == 3,
+        PacketMeta::new(TaskId(job), Cmd::Encrypt, ClusterId(0))
+            .dependent(mode.is_chained())
+            .at(seq, seq == 3),
         Len(PACKET),
     )
 }

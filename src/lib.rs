@@ -63,9 +63,9 @@
 //! };
 //! let mut core = Scheduler::new(config, &"paper".parse::<PolicySpec>()?)?;
 //!
-//! let cbc = |seq, last| Packet::new(TaskId(1), Cmd::Encrypt, ClusterId(0), Some(Mode::Cbc), seq, last, Len(1024));
+//! let cbc = |seq, last| Packet::new(PacketMeta::new(TaskId(1), Cmd::Encrypt, ClusterId(0)).dependent(true).at(seq, last), Len(1024));
 //! core.arrive(cbc(0, false))?;
-//! core.arrive(Packet::new(TaskId(2), Cmd::Encrypt, ClusterId(0), Some(Mode::Ecb), 0, true, Len(1024)))?;
+//! core.arrive(Packet::new(PacketMeta::new(TaskId(2), Cmd::Encrypt, ClusterId(0)), Len(1024)))?;
 //! core.arrive(cbc(1, false))?;
 //!
 //! let placed: Vec<(u64, u32)> = core.dispatches().map(|d| (d.packet.meta.task.0, d.node.0)).collect();

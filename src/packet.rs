@@ -10,7 +10,32 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::ParseError;
+use thiserror::Error;
+
+/// A name that does not parse: a policy, a mode, a command.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown {what} {got:?}; expected one of: {expected}")]
+pub struct ParseError {
+    what: &'static str,
+    got: String,
+    expected: String,
+}
+
+impl ParseError {
+    /// A parse error for `what` (e.g. "policy"), the text given, and the accepted names.
+    pub fn new(what: &'static str, got: &str, expected: impl Into<String>) -> Self {
+        ParseError {
+            what,
+            got: got.to_owned(),
+            expected: expected.into(),
+        }
+    }
+
+    /// What kind of name failed to parse ("policy", "mode", ...).
+    pub fn what(&self) -> &'static str {
+        self.what
+    }
+}
 
 /// Identifies a job (the paper's `task` / `itask`); all packets of one job carry the same id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -274,6 +299,17 @@ impl Payload for Len {
 }
 
 /// Everything about a packet except its data: what the balancer and the policies see.
+///
+/// Built with [`PacketMeta::new`] and its setters, so a header never lines up positional
+/// arguments:
+///
+/// ```
+/// use cryptodispatch::packet::{ClusterId, Cmd, Len, Packet, PacketMeta, TaskId};
+///
+/// let meta = PacketMeta::new(TaskId(7), Cmd::Encrypt, ClusterId(0)).dependent(true).at(2, false);
+/// let packet = Packet::new(meta, Len(1024));
+/// assert_eq!((packet.meta.seq, packet.meta.last, packet.meta.len), (2, false, 1024));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PacketMeta {
     /// The job this packet belongs to.
@@ -282,8 +318,9 @@ pub struct PacketMeta {
     pub cmd: Cmd,
     /// The cluster that serves it.
     pub cluster: ClusterId,
-    /// The AES mode, or `None` for Ed25519.
-    pub mode: Option<Mode>,
+    /// Whether the packet needs the chaining state its predecessor leaves (docs/ALGORITHM.md
+    /// §2: a dependent job's packets run in order, each after the one before).
+    pub dependent: bool,
     /// Sequence number within the job, from 0.
     pub seq: u32,
     /// Whether this is the job's last packet.
@@ -293,10 +330,38 @@ pub struct PacketMeta {
 }
 
 impl PacketMeta {
-    /// Whether the packet needs its predecessor's chaining state (PAPER.md §2: CBC, OFB and CFB
-    /// jobs are dependent; ECB, sign and verify are not).
+    /// The header of an independent one-packet job (sequence 0, last); set the rest with
+    /// [`dependent`](Self::dependent) and [`at`](Self::at). The length is the data's, set by
+    /// [`Packet::new`].
+    pub fn new(task: TaskId, cmd: Cmd, cluster: ClusterId) -> Self {
+        PacketMeta {
+            task,
+            cmd,
+            cluster,
+            dependent: false,
+            seq: 0,
+            last: true,
+            len: 0,
+        }
+    }
+
+    /// The same header, dependent (chained) or not.
+    pub fn dependent(mut self, dependent: bool) -> Self {
+        self.dependent = dependent;
+        self
+    }
+
+    /// The same header at sequence number `seq`, the job's last packet or not.
+    pub fn at(mut self, seq: u32, last: bool) -> Self {
+        self.seq = seq;
+        self.last = last;
+        self
+    }
+
+    /// Whether the packet needs its predecessor's chaining state (docs/ALGORITHM.md §2: CBC,
+    /// OFB and CFB jobs are dependent; ECB, sign and verify are not).
     pub fn is_dependent(&self) -> bool {
-        self.mode.is_some_and(Mode::is_chained)
+        self.dependent
     }
 }
 
@@ -310,25 +375,9 @@ pub struct Packet<D> {
 }
 
 impl<D: Payload> Packet<D> {
-    /// Builds a packet; the header's `len` is taken from the data.
-    pub fn new(
-        task: TaskId,
-        cmd: Cmd,
-        cluster: ClusterId,
-        mode: Option<Mode>,
-        seq: u32,
-        last: bool,
-        data: D,
-    ) -> Self {
-        let meta = PacketMeta {
-            task,
-            cmd,
-            cluster,
-            mode,
-            seq,
-            last,
-            len: data.byte_len(),
-        };
+    /// A packet of `data` with header `meta`; the header's `len` is taken from the data.
+    pub fn new(mut meta: PacketMeta, data: D) -> Self {
+        meta.len = data.byte_len();
         Packet { meta, data }
     }
 }
@@ -338,21 +387,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dependence_follows_the_paper() {
-        let meta = |mode| PacketMeta {
-            task: TaskId(1),
-            cmd: Cmd::Encrypt,
-            cluster: ClusterId(0),
-            mode,
-            seq: 0,
-            last: true,
-            len: 16,
-        };
-        assert!(meta(Some(Mode::Cbc)).is_dependent());
-        assert!(meta(Some(Mode::Ofb)).is_dependent());
-        assert!(meta(Some(Mode::Cfb)).is_dependent());
-        assert!(!meta(Some(Mode::Ecb)).is_dependent());
-        assert!(!meta(None).is_dependent());
+    fn headers_are_independent_one_packet_jobs_until_told_otherwise() {
+        let meta = PacketMeta::new(TaskId(1), Cmd::Encrypt, ClusterId(0));
+        assert!(!meta.is_dependent());
+        assert_eq!((meta.seq, meta.last), (0, true));
+        let chained = meta.dependent(true).at(3, false);
+        assert!(chained.is_dependent());
+        assert_eq!((chained.seq, chained.last), (3, false));
+        assert_eq!(Packet::new(chained, Len(48)).meta.len, 48);
     }
 
     #[test]

@@ -4,9 +4,7 @@
 
 use std::collections::VecDeque;
 
-use cryptodispatch::packet::{
-    ClusterId, Cmd, Len, Mode, NodeId, Packet, PacketMeta, TaskId, UnitTimes,
-};
+use cryptodispatch::packet::{ClusterId, Cmd, Len, NodeId, Packet, PacketMeta, TaskId, UnitTimes};
 use cryptodispatch::sched::{
     Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
 };
@@ -45,12 +43,7 @@ fn sched(policy: &str, nodes: Vec<NodeConfig>) -> Scheduler<Len> {
 /// An independent (ECB) encryption packet of `len` bytes, the only one of job `task`.
 fn ecb(task: u64, len: u64) -> Packet<Len> {
     Packet::new(
-        TaskId(task),
-        Cmd::Encrypt,
-        ClusterId(0),
-        Some(Mode::Ecb),
-        0,
-        true,
+        PacketMeta::new(TaskId(task), Cmd::Encrypt, ClusterId(0)),
         Len(len),
     )
 }
@@ -91,12 +84,9 @@ fn rr_is_not_asked_for_a_bound_job() {
     let mut s = sched("rr", vec![node(10.0, 4), node(10.0, 4), node(10.0, 4)]);
     let cbc = |seq, last| {
         Packet::new(
-            TaskId(9),
-            Cmd::Encrypt,
-            ClusterId(0),
-            Some(Mode::Cbc),
-            seq,
-            last,
+            PacketMeta::new(TaskId(9), Cmd::Encrypt, ClusterId(0))
+                .dependent(true)
+                .at(seq, last),
             Len(P),
         )
     };

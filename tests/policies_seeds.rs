@@ -52,7 +52,12 @@ fn sched(nodes: Vec<NodeConfig>, policy: &str) -> Scheduler<Len> {
 
 /// A packet of cluster 0.
 fn packet(task: u64, seq: u32, last: bool, cmd: Cmd, mode: Mode, len: u64) -> Packet<Len> {
-    Packet::new(TaskId(task), cmd, C0, Some(mode), seq, last, Len(len))
+    Packet::new(
+        PacketMeta::new(TaskId(task), cmd, C0)
+            .dependent(mode.is_chained())
+            .at(seq, last),
+        Len(len),
+    )
 }
 
 /// A one-packet independent job (ECB) of `len` bytes.

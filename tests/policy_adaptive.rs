@@ -46,12 +46,7 @@ fn scheduler(unit_times: &[f64], cap_packets: u64, policy: &PolicySpec) -> Sched
 fn packet(task: u64, dependent: bool) -> Packet<Len> {
     let mode = if dependent { Mode::Cbc } else { Mode::Ecb };
     Packet::new(
-        TaskId(task),
-        Cmd::Encrypt,
-        ClusterId(0),
-        Some(mode),
-        0,
-        true,
+        PacketMeta::new(TaskId(task), Cmd::Encrypt, ClusterId(0)).dependent(mode.is_chained()),
         Len(P),
     )
 }
@@ -263,7 +258,7 @@ proptest! {
                 Step::Arrive { len, dependent, cmd } => {
                     task += 1;
                     let mode = if dependent { Mode::Cbc } else { Mode::Ecb };
-                    let p = Packet::new(TaskId(task), Cmd::ALL[cmd], ClusterId(0), Some(mode), 0, true, Len(len));
+                    let p = Packet::new(PacketMeta::new(TaskId(task), Cmd::ALL[cmd], ClusterId(0)).dependent(mode.is_chained()), Len(len));
                     // A full core hands the packet back: it is simply not offered again.
                     let _ = s.arrive(p);
                 }
@@ -279,16 +274,8 @@ proptest! {
         }
         let rows = rows(&s);
         let view = ClusterView::with_backlog(&rows, backlog);
-        let mode = if dependent { Mode::Cbc } else { Mode::Ecb };
-        let m = PacketMeta {
-            task: TaskId(1_000_000),
-            cmd: Cmd::ALL[cmd],
-            cluster: ClusterId(0),
-            mode: Some(mode),
-            seq: 0,
-            last: true,
-            len,
-        };
+        let mut m = PacketMeta::new(TaskId(1_000_000), Cmd::ALL[cmd], ClusterId(0)).dependent(dependent);
+        m.len = len;
         let alpha = PaperAdaptive::alpha(&view, &m);
         prop_assert!((0.0..1.0).contains(&alpha), "alpha {}", alpha);
         let candidates: Vec<usize> = view.candidates(&m).collect();

@@ -150,16 +150,17 @@ impl Driver {
             cursors[j] += 1;
             let mode = if job.dependent { Mode::Cbc } else { Mode::Ecb };
             arrivals.push_back(Packet::new(
-                TaskId(j as u64),
-                if seq % 2 == 0 {
-                    Cmd::Encrypt
-                } else {
-                    Cmd::Decrypt
-                },
-                ClusterId(job.cluster),
-                Some(mode),
-                seq as u32,
-                seq + 1 == job.lens.len(),
+                PacketMeta::new(
+                    TaskId(j as u64),
+                    if seq % 2 == 0 {
+                        Cmd::Encrypt
+                    } else {
+                        Cmd::Decrypt
+                    },
+                    ClusterId(job.cluster),
+                )
+                .dependent(mode.is_chained())
+                .at(seq as u32, seq + 1 == job.lens.len()),
                 Len(job.lens[seq]),
             ));
         }

@@ -1,7 +1,9 @@
 //! Scheduler scenarios with exact expected placements, under `paper` and `hhs-acdid`.
 
 use cryptodispatch::error::{ArriveError, ConfigError, SchedError};
-use cryptodispatch::packet::{ClusterId, Cmd, Len, Mode, NodeId, Packet, TaskId, UnitTimes};
+use cryptodispatch::packet::{
+    ClusterId, Cmd, Len, Mode, NodeId, Packet, PacketMeta, TaskId, UnitTimes,
+};
 use cryptodispatch::sched::{
     Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
 };
@@ -35,12 +37,9 @@ fn config(clusters: Vec<ClusterConfig>, wait: usize, affinity: Affinity) -> Sche
 fn packet(cluster: u32, task: u64, seq: u32, last: bool, dependent: bool) -> Packet<Len> {
     let mode = if dependent { Mode::Cbc } else { Mode::Ecb };
     Packet::new(
-        TaskId(task),
-        Cmd::Encrypt,
-        ClusterId(cluster),
-        Some(mode),
-        seq,
-        last,
+        PacketMeta::new(TaskId(task), Cmd::Encrypt, ClusterId(cluster))
+            .dependent(mode.is_chained())
+            .at(seq, last),
         Len(P),
     )
 }
@@ -369,12 +368,7 @@ fn bad_configurations_and_inputs_are_errors() {
         Err(ArriveError::UnknownCluster(_))
     ));
     let big = Packet::new(
-        TaskId(1),
-        Cmd::Sign,
-        ClusterId(0),
-        None,
-        0,
-        true,
+        PacketMeta::new(TaskId(1), Cmd::Sign, ClusterId(0)),
         Len(P + 1),
     );
     assert!(matches!(s.arrive(big), Err(ArriveError::TooLarge(_))));

@@ -22,7 +22,7 @@ use cipher::{
 };
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
-use crate::error::CryptoError;
+use crate::crypto::error::CryptoError;
 use crate::packet::{Algorithm, Cmd, Mode};
 
 /// The AES block size in bytes.

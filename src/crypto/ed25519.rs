@@ -23,7 +23,7 @@ use std::fmt;
 use ed25519_dalek::{Signature, Signer};
 use zeroize::ZeroizeOnDrop;
 
-use crate::error::CryptoError;
+use crate::crypto::error::CryptoError;
 
 /// Length of an Ed25519 signature in bytes.
 pub const SIGNATURE_LEN: usize = 64;

@@ -4,10 +4,10 @@ use std::fmt;
 use std::sync::{Arc, mpsc};
 use std::thread;
 
-use crate::error::BuildError;
 use crate::packet::{ClusterId, NodeId, UnitTimes};
 use crate::runtime::ClusterKind;
 use crate::runtime::engine::{Layout, NodeInfo, Shared};
+use crate::runtime::error::BuildError;
 use crate::runtime::service::Service;
 use crate::runtime::worker::{self, WorkerSpec};
 use crate::sched::{
@@ -336,5 +336,21 @@ impl ServiceBuilder {
             }
         }
         Ok(Service::start(shared, threads))
+    }
+}
+
+impl Service {
+    /// A builder, to choose clusters, nodes, policy and sizes.
+    pub fn builder() -> ServiceBuilder {
+        ServiceBuilder::default()
+    }
+
+    /// A service with the defaults: an AES cluster and an Ed25519 cluster, each with a node
+    /// pinned to every core, and the `paper` policy.
+    ///
+    /// # Errors
+    /// [`BuildError::Spawn`] if the worker threads cannot be started.
+    pub fn new() -> Result<Self, BuildError> {
+        Service::builder().build()
     }
 }

@@ -29,13 +29,16 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::error::{ArriveError, JobError};
 use crate::packet::{ClusterId, Cmd, NodeId, Packet};
 use crate::runtime::ClusterKind;
-use crate::runtime::job::{Packets, Work};
+use crate::runtime::error::JobError;
+use crate::runtime::handle::{Packets, Work};
 use crate::runtime::keys::KeyStore;
-use crate::runtime::metrics::{NodeCounters, ServiceCounters};
+use crate::runtime::metrics::{
+    ClusterMetrics, Metrics, NodeCounters, NodeMetrics, ServiceCounters,
+};
 use crate::runtime::store::StateStore;
+use crate::sched::ArriveError;
 use crate::sched::Scheduler;
 
 /// How long a worker with an empty queue spins (yielding the core between checks) before it
@@ -301,7 +304,7 @@ impl Shared {
     pub(crate) fn finish_part(
         &self,
         work: Work,
-        result: Result<crate::runtime::job::PartOutput, JobError>,
+        result: Result<crate::runtime::handle::PartOutput, JobError>,
     ) {
         work.job.part_done(work.part, result, &self.counters);
     }
@@ -333,6 +336,66 @@ impl Shared {
         self.stopping.store(true, Ordering::Relaxed);
         for cv in self.node_cv.iter() {
             cv.notify_all();
+        }
+    }
+}
+
+impl Shared {
+    /// A snapshot of every counter and queue depth.
+    pub(crate) fn metrics(&self) -> Metrics {
+        let shared = self;
+        let e = shared.lock();
+        let nodes = shared
+            .layout
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, info)| {
+                let id = NodeId(i as u32);
+                let c = shared.node_counters[i].read();
+                let st = e.sched.node(id);
+                NodeMetrics {
+                    node: id,
+                    cluster: info.kind,
+                    core: info.core,
+                    slowdown: info.slowdown,
+                    packets: c.packets,
+                    bytes: c.bytes,
+                    busy: Duration::from_nanos(c.busy_ns),
+                    queue_depth: st.queued_packets(),
+                    queued_bytes: st.queued_bytes(),
+                    panics: c.panics,
+                    unit_times: *st.unit_times(),
+                }
+            })
+            .collect();
+        let clusters = shared
+            .layout
+            .clusters
+            .iter()
+            .enumerate()
+            .map(|(c, &(kind, _))| {
+                let id = crate::packet::ClusterId(c as u32);
+                ClusterMetrics {
+                    kind,
+                    receive_queue: e.receive_len(id),
+                    cluster_queue: e.sched.cluster_queue_len(id),
+                    wait_queue: e.sched.wait_queue_len(id),
+                    choose_list: e.sched.choose_list_len(id),
+                    alarms: e.sched.policy(id).alarms(),
+                }
+            })
+            .collect();
+        drop(e);
+        let (jobs_submitted, jobs_completed, jobs_failed) = shared.counters.jobs();
+        Metrics {
+            nodes,
+            clusters,
+            jobs_submitted,
+            jobs_completed,
+            jobs_failed,
+            keys: shared.keys.len(),
+            stored_states: shared.store.len(),
         }
     }
 }

@@ -6,24 +6,15 @@
 //! expanded AES schedule is built once, at registration, and shared read-only by every node.
 
 use std::collections::HashMap;
-use std::fmt;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use zeroize::Zeroizing;
 
 use crate::crypto::{AesKey, SigningKey, VerifyingKey};
-use crate::error::{KeyError, SubmitError};
-
-/// A handle to a registered key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct KeyId(u64);
-
-impl fmt::Display for KeyId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "key {}", self.0)
-    }
-}
+use crate::runtime::KeyId;
+use crate::runtime::error::{KeyError, SubmitError};
 
 /// What a registered key is. Cloning shares the key, it does not copy its bytes.
 #[derive(Debug, Clone)]

@@ -13,7 +13,6 @@ use crossbeam_utils::CachePadded;
 
 use crate::packet::{Cmd, NodeId, UnitTimes};
 use crate::runtime::ClusterKind;
-use crate::runtime::engine::Shared;
 
 /// Per-node counters, written by the node's worker only.
 #[derive(Debug, Default)]
@@ -41,6 +40,16 @@ impl NodeCounters {
         self.busy_ns.store(local.busy_ns, Relaxed);
         self.panics.store(local.panics, Relaxed);
     }
+
+    /// The totals last published.
+    pub(crate) fn read(&self) -> LocalCounters {
+        LocalCounters {
+            packets: self.packets.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            busy_ns: self.busy_ns.load(Relaxed),
+            panics: self.panics.load(Relaxed),
+        }
+    }
 }
 
 /// Service-wide job counters.
@@ -52,6 +61,15 @@ pub(crate) struct ServiceCounters {
 }
 
 impl ServiceCounters {
+    /// Jobs submitted, completed and failed so far.
+    pub(crate) fn jobs(&self) -> (u64, u64, u64) {
+        (
+            self.submitted.load(Relaxed),
+            self.completed.load(Relaxed),
+            self.failed.load(Relaxed),
+        )
+    }
+
     pub(crate) fn job_submitted(&self) {
         self.submitted.fetch_add(1, Relaxed);
     }
@@ -133,63 +151,6 @@ pub struct ClusterMetrics {
     /// Overload alarms the cluster's policy has raised (policies that have alarms only, such
     /// as `entropy`).
     pub alarms: u64,
-}
-
-impl Metrics {
-    pub(crate) fn snapshot(shared: &Shared) -> Metrics {
-        let e = shared.lock();
-        let nodes = shared
-            .layout
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, info)| {
-                let id = NodeId(i as u32);
-                let c = &shared.node_counters[i];
-                let st = e.sched.node(id);
-                NodeMetrics {
-                    node: id,
-                    cluster: info.kind,
-                    core: info.core,
-                    slowdown: info.slowdown,
-                    packets: c.packets.load(Relaxed),
-                    bytes: c.bytes.load(Relaxed),
-                    busy: Duration::from_nanos(c.busy_ns.load(Relaxed)),
-                    queue_depth: st.queued_packets(),
-                    queued_bytes: st.queued_bytes(),
-                    panics: c.panics.load(Relaxed),
-                    unit_times: *st.unit_times(),
-                }
-            })
-            .collect();
-        let clusters = shared
-            .layout
-            .clusters
-            .iter()
-            .enumerate()
-            .map(|(c, &(kind, _))| {
-                let id = crate::packet::ClusterId(c as u32);
-                ClusterMetrics {
-                    kind,
-                    receive_queue: e.receive_len(id),
-                    cluster_queue: e.sched.cluster_queue_len(id),
-                    wait_queue: e.sched.wait_queue_len(id),
-                    choose_list: e.sched.choose_list_len(id),
-                    alarms: e.sched.policy(id).alarms(),
-                }
-            })
-            .collect();
-        drop(e);
-        Metrics {
-            nodes,
-            clusters,
-            jobs_submitted: shared.counters.submitted.load(Relaxed),
-            jobs_completed: shared.counters.completed.load(Relaxed),
-            jobs_failed: shared.counters.failed.load(Relaxed),
-            keys: shared.keys.len(),
-            stored_states: shared.store.len(),
-        }
-    }
 }
 
 impl fmt::Display for Metrics {

@@ -15,6 +15,8 @@ use std::fmt;
 
 mod builder;
 mod engine;
+mod error;
+mod handle;
 mod job;
 mod keys;
 mod metrics;
@@ -24,8 +26,9 @@ mod stream;
 mod worker;
 
 pub use builder::{NodeSpec, ServiceBuilder};
-pub use job::{Job, JobHandle, JobOutput};
-pub use keys::KeyId;
+pub use error::{BuildError, JobError, KeyError, SubmitError, TrySubmitError};
+pub use handle::{JobHandle, JobOutput};
+pub use job::Job;
 pub use metrics::{ClusterMetrics, Metrics, NodeMetrics};
 pub use service::{BATCH, Service};
 pub use stream::Stream;
@@ -46,5 +49,15 @@ impl fmt::Display for ClusterKind {
             ClusterKind::Aes => "AES",
             ClusterKind::Ed25519 => "Ed25519",
         })
+    }
+}
+
+/// A handle to a registered key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyId(pub(crate) u64);
+
+impl fmt::Display for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "key {}", self.0)
     }
 }

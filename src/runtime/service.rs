@@ -6,17 +6,18 @@ use std::thread::JoinHandle;
 
 use bytes::BytesMut;
 
+use crate::crypto::CryptoError;
 use crate::crypto::{AesOp, ChainState, KEY_LEN, Padding, SIGNATURE_LEN};
-use crate::error::{BuildError, CryptoError, KeyError, SubmitError, TrySubmitError};
-use crate::packet::{ClusterId, Cmd, Packet, TaskId};
+use crate::packet::{ClusterId, Cmd, Packet, PacketMeta, TaskId};
 use crate::runtime::ClusterKind;
-use crate::runtime::builder::ServiceBuilder;
+use crate::runtime::KeyId;
 use crate::runtime::engine::{Refused, Shared};
-use crate::runtime::job::{
-    Job, JobHandle, JobKind, JobShared, JobWork, Packets, Work, aes_packet_count, bytes_mut,
-    cut_aes,
+use crate::runtime::error::{KeyError, SubmitError, TrySubmitError};
+use crate::runtime::handle::{
+    JobHandle, JobShared, JobWork, Packets, Work, aes_packet_count, bytes_mut, cut_aes,
 };
-use crate::runtime::keys::{KeyId, KeyMaterial};
+use crate::runtime::job::{Job, JobKind};
+use crate::runtime::keys::KeyMaterial;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::stream::Stream;
 use crate::runtime::worker;
@@ -83,20 +84,6 @@ enum Origin {
 }
 
 impl Service {
-    /// A builder, to choose clusters, nodes, policy and sizes.
-    pub fn builder() -> ServiceBuilder {
-        ServiceBuilder::default()
-    }
-
-    /// A service with the defaults: an AES cluster and an Ed25519 cluster, each with a node
-    /// pinned to every core, and the `paper` policy.
-    ///
-    /// # Errors
-    /// [`BuildError::Spawn`] if the worker threads cannot be started.
-    pub fn new() -> Result<Self, BuildError> {
-        Service::builder().build()
-    }
-
     pub(crate) fn start(shared: Arc<Shared>, threads: Vec<JoinHandle<()>>) -> Self {
         Service {
             shared,
@@ -210,7 +197,7 @@ impl Service {
 
     /// A snapshot of the counters: per node, per cluster, per service.
     pub fn metrics(&self) -> Metrics {
-        Metrics::snapshot(&self.shared)
+        self.shared.metrics()
     }
 
     /// The packet size AES jobs are cut into.
@@ -419,7 +406,10 @@ impl Service {
                     data,
                     start: None,
                 };
-                Packet::new(task, Cmd::Verify, cluster, None, p as u32, last, work)
+                Packet::new(
+                    PacketMeta::new(task, Cmd::Verify, cluster).at(p as u32, last),
+                    work,
+                )
             })
             .collect();
         Ok(Prepared {
@@ -456,7 +446,7 @@ impl Service {
             msg_len,
             start: None,
         };
-        let packet = Packet::new(task, cmd, cluster, None, 0, true, work);
+        let packet = Packet::new(PacketMeta::new(task, cmd, cluster), work);
         Ok(Prepared {
             cluster,
             packets: smallvec::smallvec![packet],

@@ -4,11 +4,12 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::crypto::CryptoError;
 use crate::crypto::{AesKey, AesOp, BLOCK, ChainState};
-use crate::error::{CryptoError, JobError, SubmitError};
 use crate::packet::{ClusterId, TaskId};
 use crate::runtime::engine::{Refused, Shared};
-use crate::runtime::job::{JobHandle, JobShared, JobWork, Packets, aes_packet_count, cut_aes};
+use crate::runtime::error::{JobError, SubmitError};
+use crate::runtime::handle::{JobHandle, JobShared, JobWork, Packets, aes_packet_count, cut_aes};
 
 /// A long-lived AES job (a VPN tunnel, a disk being encrypted) fed chunk by chunk.
 ///

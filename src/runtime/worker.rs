@@ -23,11 +23,11 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 
 use crate::crypto::{AesKey, AesOp, BatchItem, ChainState, Direction, SigningKey, verify_batch};
-use crate::error::JobError;
 use crate::packet::{Cmd, Mode, NodeId, Packet, PacketMeta, UnitTimes};
 use crate::runtime::ClusterKind;
 use crate::runtime::engine::Shared;
-use crate::runtime::job::{JobShared, JobWork, PartOutput, Work};
+use crate::runtime::error::JobError;
+use crate::runtime::handle::{JobShared, JobWork, PartOutput, Work};
 use crate::runtime::metrics::LocalCounters;
 use crate::runtime::store::StateStore;
 

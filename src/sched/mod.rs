@@ -38,14 +38,15 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use crate::error::{ArriveError, ConfigError, SchedError};
 use crate::packet::{ClusterId, Cmd, NodeId, Packet, PacketMeta, Payload, TaskId, UnitTimes};
 
 mod balancer;
+mod error;
 pub mod policy;
 mod router;
 mod status;
 
+pub use error::{ArriveError, ConfigError, SchedError};
 pub use policy::{HhsAcdid, Paper, Policy, PolicySpec};
 pub use status::{ClusterView, NodeStatus};
 

@@ -13,8 +13,8 @@
 
 use std::collections::VecDeque;
 
-use crate::error::ArriveError;
 use crate::packet::{ClusterId, Packet};
+use crate::sched::error::ArriveError;
 
 #[derive(Debug)]
 pub(crate) struct Router<D> {

@@ -11,11 +11,11 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::error::{ArriveError, ConfigError};
-use crate::packet::{ClusterId, Mode, NodeId, Packet, Payload, TaskId};
+use crate::packet::{ClusterId, NodeId, Packet, PacketMeta, Payload, TaskId};
 use crate::sched::{
     Affinity, ClusterConfig, NodeConfig, Policy, PolicySpec, SchedConfig, Scheduler,
 };
+use crate::sched::{ArriveError, ConfigError};
 use crate::sim::model::NodeModel;
 use crate::sim::trace::Trace;
 
@@ -220,14 +220,10 @@ pub fn simulate_with(
         match ev.kind {
             EventKind::Arrival(i) => {
                 let r = &trace.records()[i];
-                let mode = if r.dependent { Mode::Cbc } else { Mode::Ecb };
                 sim.receive.push_back(Packet::new(
-                    TaskId(r.task),
-                    r.cmd,
-                    ClusterId(0),
-                    Some(mode),
-                    r.seq,
-                    r.last,
+                    PacketMeta::new(TaskId(r.task), r.cmd, ClusterId(0))
+                        .dependent(r.dependent)
+                        .at(r.seq, r.last),
                     SimPacket {
                         len: r.length,
                         arrival: r.arrival,

@@ -22,6 +22,7 @@
 
 pub mod bound;
 pub mod engine;
+mod error;
 pub mod experiments;
 pub mod model;
 pub mod trace;
@@ -29,6 +30,7 @@ pub mod workload;
 
 pub use bound::{LowerBound, lower_bound};
 pub use engine::{Placement, SimConfig, SimResult, simulate, simulate_with};
+pub use error::TraceError;
 pub use model::{NodeModel, NodeSet};
 pub use trace::{Trace, TraceRecord};
 pub use workload::WorkloadSpec;

@@ -23,8 +23,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::error::TraceError;
 use crate::packet::Cmd;
+use crate::sim::error::TraceError;
 
 /// The header line of a trace file.
 pub const HEADER: &str = "task,seq,flag,arrival,length,cmd";

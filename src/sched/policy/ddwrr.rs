@@ -53,8 +53,8 @@
 //!
 //! [`queued_work`]: crate::sched::NodeStatus::queued_work
 
-use crate::error::ConfigError;
 use crate::packet::{Cmd, PacketMeta};
+use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
 use crate::sched::status::{ClusterView, NodeStatus};
 
@@ -204,10 +204,10 @@ impl Policy for Ddwrr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{Mode, UnitTimes};
+    use crate::packet::UnitTimes;
 
     fn meta(cmd: Cmd) -> PacketMeta {
-        crate::sched::policy::test_packet(cmd, Some(Mode::Ecb), 16)
+        crate::sched::policy::test_packet(cmd, false, 16)
     }
 
     #[test]

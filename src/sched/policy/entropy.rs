@@ -54,8 +54,8 @@
 //! points (two nodes more than 20 points apart: one packet in a queue of four).
 //! `overload = 0.9`: a node with under a tenth of its queue free, seed 002's memory threshold.
 
-use crate::error::ConfigError;
 use crate::packet::{Cmd, PacketMeta};
+use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
 use crate::sched::status::{ClusterView, NodeStatus};
 
@@ -328,10 +328,10 @@ impl Policy for Entropy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{Mode, UnitTimes};
+    use crate::packet::UnitTimes;
 
     fn meta(cmd: Cmd, len: u64) -> PacketMeta {
-        crate::sched::policy::test_packet(cmd, Some(Mode::Ecb), len)
+        crate::sched::policy::test_packet(cmd, false, len)
     }
 
     fn row(times: [f64; 4], capacity: u64, queued: &[(Cmd, u64)]) -> NodeStatus {

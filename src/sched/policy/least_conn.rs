@@ -93,11 +93,11 @@ impl Policy for WeightedLeastConnections {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{Cmd, Mode, UnitTimes};
+    use crate::packet::{Cmd, UnitTimes};
     use crate::sched::status::NodeStatus;
 
     fn meta(cmd: Cmd, len: u64) -> PacketMeta {
-        crate::sched::policy::test_packet(cmd, Some(Mode::Ecb), len)
+        crate::sched::policy::test_packet(cmd, false, len)
     }
 
     /// A node with unit times (enc, dec) and the given packets queued.

@@ -41,8 +41,8 @@
 //! [`queued_packets`]: crate::sched::NodeStatus::queued_packets
 //! [`unit_time`]: crate::sched::NodeStatus::unit_time
 
-use crate::error::ConfigError;
 use crate::packet::PacketMeta;
+use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
 use crate::sched::status::ClusterView;
 
@@ -151,7 +151,7 @@ mod tests {
     use crate::sched::status::NodeStatus;
 
     fn meta(mode: Mode) -> PacketMeta {
-        crate::sched::policy::test_packet(Cmd::Encrypt, Some(mode), 16)
+        crate::sched::policy::test_packet(Cmd::Encrypt, mode.is_chained(), 16)
     }
 
     fn row(unit: f64, slots: u64, independent: u32, dependent: u32) -> NodeStatus {

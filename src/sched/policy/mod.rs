@@ -11,8 +11,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::{ConfigError, ParseError};
 use crate::packet::PacketMeta;
+use crate::packet::ParseError;
+use crate::sched::error::ConfigError;
 use crate::sched::status::ClusterView;
 
 mod ddwrr;
@@ -361,16 +362,12 @@ impl<'a> Params<'a> {
 
 /// A packet header for the policies' unit tests: job 0, cluster 0, a one-packet job.
 #[cfg(test)]
-pub(crate) fn test_packet(
-    cmd: crate::packet::Cmd,
-    mode: Option<crate::packet::Mode>,
-    len: u64,
-) -> PacketMeta {
+pub(crate) fn test_packet(cmd: crate::packet::Cmd, dependent: bool, len: u64) -> PacketMeta {
     PacketMeta {
         task: crate::packet::TaskId(0),
         cmd,
         cluster: crate::packet::ClusterId(0),
-        mode,
+        dependent,
         seq: 0,
         last: true,
         len,

@@ -82,7 +82,7 @@ mod tests {
     use crate::sched::status::NodeStatus;
 
     fn meta(len: u64) -> PacketMeta {
-        crate::sched::policy::test_packet(Cmd::Encrypt, None, len)
+        crate::sched::policy::test_packet(Cmd::Encrypt, false, len)
     }
 
     #[test]

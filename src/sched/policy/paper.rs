@@ -5,8 +5,8 @@
 //! ([`ClusterView::speed`]); r_i its remaining capacity share ([`ClusterView::remaining_share`]).
 //! The defaults α = 0.05, β = 0.95 are the paper's best from its experiment 2.
 
-use crate::error::ConfigError;
 use crate::packet::PacketMeta;
+use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
 use crate::sched::status::ClusterView;
 

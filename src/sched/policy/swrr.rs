@@ -119,7 +119,7 @@ mod tests {
             task: TaskId(0),
             cmd: Cmd::Encrypt,
             cluster: ClusterId(0),
-            mode: None,
+            dependent: false,
             seq: 0,
             last: true,
             len: 16,

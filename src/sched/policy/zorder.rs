@@ -41,8 +41,8 @@
 //! loads share a cell and the seed's least-connections step decides between them, fine enough
 //! that one packet in a queue of a few packets moves a node to another cell.
 
-use crate::error::ConfigError;
 use crate::packet::PacketMeta;
+use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
 use crate::sched::status::ClusterView;
 
@@ -157,11 +157,11 @@ impl Policy for ZOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::{Cmd, Mode, UnitTimes};
+    use crate::packet::{Cmd, UnitTimes};
     use crate::sched::status::NodeStatus;
 
     fn meta(len: u64) -> PacketMeta {
-        crate::sched::policy::test_packet(Cmd::Encrypt, Some(Mode::Ecb), len)
+        crate::sched::policy::test_packet(Cmd::Encrypt, false, len)
     }
 
     fn row(unit: f64, capacity: u64, queued: &[u64]) -> NodeStatus {

@@ -1,0 +1,404 @@
+//! The handles an application waits on, and the shared record that collects a job's packets
+//! as nodes finish them.
+//!
+//! A job's data is cut into packets without copying: the buffer is one `BytesMut` split into
+//! disjoint chunks, each chunk travels with its packet, the node works on it in place, and the
+//! chunks are joined back in order when the last packet is done — giving the caller back the
+//! very allocation it handed in.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use smallvec::SmallVec;
+
+use crate::crypto::{
+    AesKey, AesOp, ChainState, SIGNATURE_LEN, SigningKey, VerifyingKey, padded_len,
+};
+use crate::packet::{ClusterId, Packet, PacketMeta, Payload, TaskId};
+use crate::runtime::error::JobError;
+use crate::runtime::metrics::ServiceCounters;
+
+/// What a finished job gives back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobOutput {
+    /// The ciphertext or plaintext of an AES job.
+    Data(Vec<u8>),
+    /// An Ed25519 signature.
+    Signature([u8; SIGNATURE_LEN]),
+    /// Whether an Ed25519 signature verified.
+    Verified(bool),
+    /// Whether each signature of a batch verified, in order.
+    VerifiedBatch(Vec<bool>),
+}
+
+impl JobOutput {
+    /// The data of an AES job.
+    pub fn into_data(self) -> Option<Vec<u8>> {
+        match self {
+            JobOutput::Data(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The signature of a sign job.
+    pub fn signature(&self) -> Option<[u8; SIGNATURE_LEN]> {
+        match self {
+            JobOutput::Signature(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// The answer of a verify job.
+    pub fn verified(&self) -> Option<bool> {
+        match self {
+            JobOutput::Verified(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The answers of a batch verify job.
+    pub fn verified_batch(self) -> Option<Vec<bool>> {
+        match self {
+            JobOutput::VerifiedBatch(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// What a node does for a job's packets, with the key already looked up.
+pub(crate) enum JobWork {
+    Aes {
+        key: Arc<AesKey>,
+        op: AesOp,
+    },
+    Sign {
+        key: Arc<SigningKey>,
+    },
+    Verify {
+        key: Box<VerifyingKey>,
+        sig: Box<[u8; SIGNATURE_LEN]>,
+    },
+    /// Per item: key, signature, message length. Packet `p` holds items
+    /// `p * per_packet ..`, its data their messages one after another.
+    VerifyBatch {
+        items: Vec<(VerifyingKey, [u8; SIGNATURE_LEN], usize)>,
+        starts: Vec<usize>,
+    },
+}
+
+/// One packet's result.
+pub(crate) enum PartOutput {
+    Data(BytesMut),
+    Signature([u8; SIGNATURE_LEN]),
+    Verified(bool),
+    VerifiedBatch(Vec<bool>),
+}
+
+/// The record every packet of a job points to: what to do, and the results collected so far.
+pub(crate) struct JobShared {
+    pub(crate) task: TaskId,
+    pub(crate) cluster: ClusterId,
+    pub(crate) work: JobWork,
+    submitted: Instant,
+    collect: Mutex<Collect>,
+    done: Condvar,
+}
+
+struct Collect {
+    parts: SmallVec<[Option<PartOutput>; 1]>,
+    remaining: usize,
+    error: Option<JobError>,
+    outcome: Outcome,
+    finished: Option<Instant>,
+    waker: Option<Waker>,
+    /// Threads blocked in `wait`/`wait_timeout` (notifying a condvar nobody waits on still
+    /// costs a system call, once per job).
+    waiting: usize,
+}
+
+enum Outcome {
+    Pending,
+    Ready(Result<JobOutput, JobError>),
+    Taken,
+}
+
+impl JobShared {
+    pub(crate) fn new(task: TaskId, cluster: ClusterId, work: JobWork, parts: usize) -> Self {
+        JobShared {
+            task,
+            cluster,
+            work,
+            submitted: Instant::now(),
+            collect: Mutex::new(Collect {
+                parts: (0..parts).map(|_| None).collect(),
+                remaining: parts,
+                error: None,
+                outcome: Outcome::Pending,
+                finished: None,
+                waker: None,
+                waiting: 0,
+            }),
+            done: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Collect> {
+        self.collect.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records packet `part`'s result. When this completes the job, counts it in `counters`
+    /// before publishing the outcome (so whoever the outcome wakes sees the count), and returns
+    /// whether it succeeded.
+    pub(crate) fn part_done(
+        &self,
+        part: usize,
+        result: Result<PartOutput, JobError>,
+        counters: &ServiceCounters,
+    ) -> Option<bool> {
+        let mut c = self.lock();
+        match result {
+            Ok(out) => c.parts[part] = Some(out),
+            Err(e) => {
+                c.error.get_or_insert(e);
+            }
+        }
+        c.remaining -= 1;
+        if c.remaining > 0 {
+            return None;
+        }
+        let outcome = match c.error.take() {
+            Some(e) => Err(e),
+            None => Ok(assemble(&mut c.parts)),
+        };
+        let ok = outcome.is_ok();
+        counters.job_finished(ok);
+        c.outcome = Outcome::Ready(outcome);
+        c.finished = Some(Instant::now());
+        let waker = c.waker.take();
+        let waiting = c.waiting > 0;
+        drop(c);
+        if waiting {
+            self.done.notify_all();
+        }
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Some(ok)
+    }
+}
+
+/// Joins the parts in order; the chunks of one buffer rejoin without copying.
+fn assemble(parts: &mut [Option<PartOutput>]) -> JobOutput {
+    let mut data: Option<BytesMut> = None;
+    let mut answers: Option<Vec<bool>> = None;
+    for part in parts.iter_mut() {
+        match part.take() {
+            Some(PartOutput::Data(chunk)) => match &mut data {
+                Some(d) => d.unsplit(chunk),
+                None => data = Some(chunk),
+            },
+            Some(PartOutput::VerifiedBatch(v)) => answers.get_or_insert_with(Vec::new).extend(v),
+            Some(PartOutput::Signature(s)) => return JobOutput::Signature(s),
+            Some(PartOutput::Verified(v)) => return JobOutput::Verified(v),
+            None => {}
+        }
+    }
+    match answers {
+        Some(v) => JobOutput::VerifiedBatch(v),
+        None => JobOutput::Data(data.map(Vec::from).unwrap_or_default()),
+    }
+}
+
+/// The packets `len` bytes of AES data make: at least one, even for empty data. When the data
+/// ends the job, an encryption's PKCS#7 padding counts.
+pub(crate) fn aes_packet_count(op: AesOp, len: usize, packet_size: usize, ends_job: bool) -> usize {
+    let len = if ends_job && op.pads_on_encrypt() {
+        padded_len(len)
+    } else {
+        len
+    };
+    len.div_ceil(packet_size).max(1)
+}
+
+/// Cuts AES data into packets of `packet_size` bytes without copying: one `BytesMut` split
+/// into disjoint chunks. The packets are numbered from `first_seq`; when the data `ends_job`,
+/// the last packet is the job's last, with room for an encryption's padding. `start` (the IV,
+/// for a chained job's first packet) travels with the first packet.
+pub(crate) fn cut_aes(
+    job: &Arc<JobShared>,
+    op: AesOp,
+    mut data: Vec<u8>,
+    packet_size: usize,
+    first_seq: u32,
+    ends_job: bool,
+    mut start: Option<ChainState>,
+) -> Packets {
+    let msg_total = data.len();
+    if ends_job && op.pads_on_encrypt() {
+        data.resize(padded_len(msg_total), 0);
+    }
+    let n = aes_packet_count(op, msg_total, packet_size, ends_job);
+    let mut buf = bytes_mut(data);
+    let mut packets = Packets::with_capacity(n);
+    for i in 0..n {
+        let final_part = i + 1 == n;
+        let chunk = if final_part {
+            std::mem::take(&mut buf)
+        } else {
+            buf.split_to(packet_size)
+        };
+        let msg_len = if final_part {
+            msg_total - i * packet_size
+        } else {
+            chunk.len()
+        };
+        let work = Work {
+            job: Arc::clone(job),
+            part: i,
+            data: chunk,
+            msg_len,
+            start: start.take(),
+        };
+        packets.push(Packet::new(
+            PacketMeta::new(job.task, op.direction.cmd(), job.cluster)
+                .dependent(op.mode.is_chained())
+                .at(first_seq + i as u32, final_part && ends_job),
+            work,
+        ));
+    }
+    packets
+}
+
+/// A job's packets: most jobs are one packet, kept inline without an allocation.
+pub(crate) type Packets = SmallVec<[Packet<Work>; 1]>;
+
+/// Takes over a `Vec`'s allocation as a `BytesMut`, without copying.
+pub(crate) fn bytes_mut(data: Vec<u8>) -> BytesMut {
+    BytesMut::from(bytes::Bytes::from(data))
+}
+
+/// A packet's data, and where its result goes: the payload the scheduler core carries.
+pub(crate) struct Work {
+    pub(crate) job: Arc<JobShared>,
+    pub(crate) part: usize,
+    pub(crate) data: BytesMut,
+    /// Bytes of input at the front of `data` (the rest is room for padding).
+    pub(crate) msg_len: usize,
+    /// A chained job's first packet carries the IV itself; only the state between packets
+    /// goes through the state store.
+    pub(crate) start: Option<ChainState>,
+}
+
+impl fmt::Debug for Work {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Work")
+            .field("task", &self.job.task)
+            .field("part", &self.part)
+            .field("len", &self.data.len())
+            .finish()
+    }
+}
+
+impl Payload for Work {
+    fn byte_len(&self) -> u64 {
+        self.data.len() as u64
+    }
+}
+
+/// A submitted job: wait on it (blocking), or `.await` it (it is a [`Future`]; no runtime
+/// needed). Dropping the handle does not cancel the job.
+pub struct JobHandle {
+    pub(crate) shared: Arc<JobShared>,
+}
+
+impl fmt::Debug for JobHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobHandle")
+            .field("task", &self.shared.task)
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+impl JobHandle {
+    /// The job's id.
+    pub fn task(&self) -> TaskId {
+        self.shared.task
+    }
+
+    /// Whether the job has finished (successfully or not).
+    pub fn is_finished(&self) -> bool {
+        !matches!(self.shared.lock().outcome, Outcome::Pending)
+    }
+
+    /// Time from submission to the last packet's completion, once finished.
+    pub fn latency(&self) -> Option<Duration> {
+        self.shared
+            .lock()
+            .finished
+            .map(|t| t.duration_since(self.shared.submitted))
+    }
+
+    /// Blocks until the job finishes and returns its output.
+    ///
+    /// # Errors
+    /// The job's [`JobError`].
+    pub fn wait(self) -> Result<JobOutput, JobError> {
+        let mut c = self.shared.lock();
+        while matches!(c.outcome, Outcome::Pending) {
+            c.waiting += 1;
+            c = self.shared.done.wait(c).unwrap_or_else(|e| e.into_inner());
+            c.waiting -= 1;
+        }
+        take(&mut c)
+    }
+
+    /// Blocks for at most `timeout`; `None` if the job has not finished by then (the handle
+    /// stays usable).
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<Result<JobOutput, JobError>> {
+        let deadline = Instant::now() + timeout;
+        let mut c = self.shared.lock();
+        while matches!(c.outcome, Outcome::Pending) {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            c.waiting += 1;
+            c = self
+                .shared
+                .done
+                .wait_timeout(c, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            c.waiting -= 1;
+        }
+        Some(take(&mut c))
+    }
+}
+
+fn take(c: &mut Collect) -> Result<JobOutput, JobError> {
+    match std::mem::replace(&mut c.outcome, Outcome::Taken) {
+        Outcome::Ready(r) => r,
+        Outcome::Taken => Err(JobError::ResultTaken),
+        Outcome::Pending => unreachable!("callers wait for the outcome first"),
+    }
+}
+
+impl Future for JobHandle {
+    type Output = Result<JobOutput, JobError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut c = self.shared.lock();
+        if matches!(c.outcome, Outcome::Pending) {
+            match &c.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => c.waker = Some(cx.waker().clone()),
+            }
+            return Poll::Pending;
+        }
+        Poll::Ready(take(&mut c))
+    }
+}
