@@ -3,8 +3,8 @@
 //! Applications hand it jobs — AES encryption and decryption in ECB, CBC, OFB and CFB-128,
 //! Ed25519 signing and verification — cut into packets that arrive interleaved. Nodes (in the
 //! runtime, worker threads pinned to cores) act as heterogeneous "IP cores", grouped by
-//! algorithm into clusters. A two-level scheduler (Journal on Communications 2018, 39(6); see
-//! `PAPER.md` in the design documents) routes each packet to its cluster, then to the node with
+//! algorithm into clusters. A two-level scheduler (after Li et al., Journal on Communications 2018,
+//! 39(6); explained in the repository's `docs/ALGORITHM.md`) routes each packet to its cluster, then to the node with
 //! the best weight of speed and free capacity, and keeps the packets of a chained job on one
 //! node while a predecessor is in flight.
 //!
@@ -51,7 +51,7 @@
 //! cluster of a fast node and a slow one:
 //!
 //! ```
-//! use cryptodispatch::packet::{ClusterId, Cmd, Len, Mode, NodeId, Packet, TaskId, UnitTimes};
+//! use cryptodispatch::packet::{ClusterId, Cmd, Len, NodeId, Packet, PacketMeta, TaskId, UnitTimes};
 //! use cryptodispatch::sched::{Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler};
 //!
 //! let node = |unit| NodeConfig { unit_times: UnitTimes::uniform(unit), capacity: 4096 };
@@ -63,9 +63,10 @@
 //! };
 //! let mut core = Scheduler::new(config, &"paper".parse::<PolicySpec>()?)?;
 //!
-//! let cbc = |seq, last| Packet::new(PacketMeta::new(TaskId(1), Cmd::Encrypt, ClusterId(0)).dependent(true).at(seq, last), Len(1024));
+//! let header = |task| PacketMeta::new(TaskId(task), Cmd::Encrypt, ClusterId(0));
+//! let cbc = |seq, last| Packet::new(header(1).dependent(true).at(seq, last), Len(1024));
 //! core.arrive(cbc(0, false))?;
-//! core.arrive(Packet::new(PacketMeta::new(TaskId(2), Cmd::Encrypt, ClusterId(0)), Len(1024)))?;
+//! core.arrive(Packet::new(header(2), Len(1024)))?; // an ECB packet: independent
 //! core.arrive(cbc(1, false))?;
 //!
 //! let placed: Vec<(u64, u32)> = core.dispatches().map(|d| (d.packet.meta.task.0, d.node.0)).collect();
@@ -111,6 +112,7 @@
 //! - [`packet`]: jobs, packets, commands, modes, algorithms;
 //! - [`error`]: the error types.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub mod crypto;
 pub mod error;

@@ -1,4 +1,4 @@
-//! The data model of PAPER.md §2: jobs, packets, and what a packet asks a node to do.
+//! The data model of docs/ALGORITHM.md §2: jobs, packets, and what a packet asks a node to do.
 //!
 //! A *job* (`TaskId`) is cut into *packets*; a packet names its job, the command, the cluster
 //! (the paper's `cyp = cluster_id`: software picks only the cluster, the balancer picks the
@@ -159,7 +159,7 @@ impl Mode {
     pub const ALL: [Mode; 4] = [Mode::Ecb, Mode::Cbc, Mode::Ofb, Mode::Cfb];
 
     /// Whether a packet of this mode needs the chaining state its predecessor leaves
-    /// (PAPER.md §2: CBC, OFB and CFB chains are dependent; ECB is not).
+    /// (docs/ALGORITHM.md §2: CBC, OFB and CFB chains are dependent; ECB is not).
     pub fn is_chained(self) -> bool {
         !matches!(self, Mode::Ecb)
     }

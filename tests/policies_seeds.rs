@@ -1,5 +1,5 @@
-//! The policies from the seed documents (PAPER.md §11): `entropy` (seed 000), `ddwrr` (seed
-//! 001), `zorder` (seed 002) and `load-formula` (seed 004). Each rule is checked as its source
+//! The policies from the companion documents (docs/ALGORITHM.md §11): `entropy` (§11.8), `ddwrr`
+//! (§11.7), `zorder` (§11.9) and `load-formula` (§11.10). Each rule is checked as its source
 //! states it, on small cases computed by hand, by driving a `Scheduler<Len>` and reading the
 //! placements; then a property test per policy checks over random states that the choice always
 //! has room, and that a policy declines only when no node has room.
@@ -119,7 +119,7 @@ fn close(a: f64, b: f64) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
-// entropy (seed 000)
+// entropy (docs/ALGORITHM.md §11.8)
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -263,7 +263,7 @@ fn entropy_alarm_counts_entries_into_the_all_overloaded_state() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ddwrr (seed 001)
+// ddwrr (docs/ALGORITHM.md §11.7)
 // ---------------------------------------------------------------------------------------------
 
 /// Offers packets of `cmds` one by one; each completes as soon as it is placed, so every
@@ -335,7 +335,7 @@ fn ddwrr_loaded_queue_takes_weight_off() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// zorder (seed 002)
+// zorder (docs/ALGORITHM.md §11.9)
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -421,7 +421,7 @@ fn zorder_falls_back_when_every_node_is_excluded() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// load-formula (seed 004)
+// load-formula (docs/ALGORITHM.md §11.10)
 // ---------------------------------------------------------------------------------------------
 
 #[test]

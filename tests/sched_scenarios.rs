@@ -51,7 +51,7 @@ fn drain(s: &mut Scheduler<Len>) -> Vec<(u64, u32, u32)> {
         .collect()
 }
 
-/// The paper's example task set (PAPER.md §2), in arrival order T1..T11:
+/// The paper's example task set (docs/ALGORITHM.md §2), in arrival order T1..T11:
 /// JOB1={T1,T2}, JOB2={T3,T5,T9}, JOB3={T4,T7,T8,T11}, JOB4={T6,T10}; JOB3 independent.
 fn paper_task_set() -> Vec<Packet<Len>> {
     // (job, seq, last)

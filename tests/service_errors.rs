@@ -990,7 +990,7 @@ fn fill_until_full(
         match s.try_submit(make(i)) {
             Ok(h) => accepted.push((i, h)),
             Err(TrySubmitError::Full(job)) => return (accepted, i, job),
-            Err(TrySubmitError::Invalid(e)) => panic!("job {i} refused: {e}"),
+            Err(e) => panic!("job {i} refused: {e}"),
         }
     }
     panic!("the receive queue never filled up")

@@ -542,7 +542,7 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
                                 assert_eq!(back.len(), len, "the job handed back");
                                 back
                             }
-                            Err(TrySubmitError::Invalid(e)) => panic!("refused: {e}"),
+                            Err(e) => panic!("refused: {e}"),
                         }
                     } else {
                         job

@@ -4,6 +4,7 @@ use thiserror::Error;
 
 /// What can go wrong running a packet through a cipher or a signature scheme.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum CryptoError {
     /// An AES key must be 16, 24 or 32 bytes; an Ed25519 key 32 bytes.
     #[error("invalid key length {got} bytes for {algorithm}; expected {expected}")]

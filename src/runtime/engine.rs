@@ -5,7 +5,7 @@
 //!
 //! The scheduler core decides every placement; the engine feeds it and carries out what it
 //! decides. Under one mutex it holds:
-//! - the **job receive queue** of each cluster (PAPER.md §3 part 1): packets of admitted jobs
+//! - the **job receive queue** of each cluster (docs/ALGORITHM.md §3 part 1): packets of admitted jobs
 //!   that the core has not yet accepted (its cluster queue and the wait queue were full);
 //! - the **core** ([`Scheduler`]) with its cluster queues, wait queue, status table and choose
 //!   list;

@@ -11,6 +11,7 @@ use crate::sched::ConfigError;
 
 /// Why a [`Service`](crate::runtime::Service) could not be built.
 #[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
 pub enum BuildError {
     /// The scheduler or policy configuration is refused: an empty cluster, a node capacity
     /// below one packet, an unknown policy name, α or β out of range, ...
@@ -45,6 +46,7 @@ pub enum BuildError {
 
 /// A key operation that failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum KeyError {
     /// The key bytes are refused (wrong length, not a curve point).
     #[error(transparent)]
@@ -67,6 +69,7 @@ pub enum KeyError {
 
 /// Why a job was refused at submission. Nothing of a refused job was started.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SubmitError {
     /// No key has this handle.
     #[error("unknown {0}")]
@@ -105,6 +108,7 @@ pub enum SubmitError {
 
 /// Why [`Service::try_submit`](crate::runtime::Service::try_submit) did not take a job.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum TrySubmitError {
     /// The receive queue of the job's cluster is full: the job comes back untouched.
     #[error("the receive queue is full")]
@@ -116,6 +120,7 @@ pub enum TrySubmitError {
 
 /// Why a submitted job failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum JobError {
     /// The cipher refused the data (bad PKCS#7 padding on decryption).
     #[error(transparent)]

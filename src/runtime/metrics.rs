@@ -90,6 +90,7 @@ impl ServiceCounters {
 
 /// A snapshot of a service's counters.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Metrics {
     /// Every node, by [`NodeId`].
     pub nodes: Vec<NodeMetrics>,
@@ -109,6 +110,7 @@ pub struct Metrics {
 
 /// One node's counters.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct NodeMetrics {
     /// The node.
     pub node: NodeId,
@@ -137,6 +139,7 @@ pub struct NodeMetrics {
 
 /// One cluster's queues.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClusterMetrics {
     /// Which cluster.
     pub kind: ClusterKind,

@@ -30,9 +30,8 @@ pub use error::{BuildError, JobError, KeyError, SubmitError, TrySubmitError};
 pub use handle::{JobHandle, JobOutput};
 pub use job::Job;
 pub use metrics::{ClusterMetrics, Metrics, NodeMetrics};
-pub use service::{BATCH, Service};
+pub use service::Service;
 pub use stream::Stream;
-pub use worker::emulate_slowdown;
 
 /// The kinds of cluster a service can have: one per algorithm family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -53,7 +53,7 @@ struct Prepared {
 
 /// Signatures per packet of a batch verification: about where `ed25519-dalek`'s batch
 /// verification stops gaining per signature.
-pub const BATCH: usize = 64;
+const BATCH: usize = 64;
 
 /// Why a prepared job was not admitted.
 enum Refusal {

@@ -1,4 +1,4 @@
-//! The intermediate state store (PAPER.md §3 part 6): the chaining state a dependent job's
+//! The intermediate state store (docs/ALGORITHM.md §3 part 6): the chaining state a dependent job's
 //! packet leaves for the job's next packet.
 //!
 //! A job's first packet carries the IV with it. A node takes the state out before it runs any

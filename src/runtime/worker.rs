@@ -156,9 +156,8 @@ fn execute(
 }
 
 /// Waits `extra`, as a node with a slowdown factor does after its real work: sleeps for all but
-/// the last 60 µs (leaving the core to other threads), then spins to the deadline. Public so
-/// that benchmarks can apply the same emulation to their references.
-pub fn emulate_slowdown(extra: Duration) {
+/// the last 60 µs (leaving the core to other threads), then spins to the deadline.
+fn emulate_slowdown(extra: Duration) {
     const SPIN: Duration = Duration::from_micros(60);
     let deadline = Instant::now() + extra;
     if extra > SPIN {

@@ -1,4 +1,4 @@
-//! Level 2 (PAPER.md §3 part 4, §6–§8): the balancer of one cluster, with its choose list.
+//! Level 2 (docs/ALGORITHM.md §3 part 4, §6–§8): the balancer of one cluster, with its choose list.
 //!
 //! The balancer scans its cluster queue from the front and places what it can:
 //! 1. A packet of a job in the choose list goes to the job's bound node if that node has room

@@ -8,6 +8,7 @@ use crate::packet::{ClusterId, NodeId, Packet, ParseError, TaskId};
 
 /// A configuration the scheduler core (or a policy) refuses.
 #[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// There are no clusters at all.
     #[error("the scheduler needs at least one cluster")]
@@ -59,6 +60,7 @@ pub enum ConfigError {
 
 /// Why the scheduler core refused a packet; the packet comes back with the reason.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ArriveError<D> {
     /// The packet's cluster queue and the wait queue are full: try again after a completion.
     #[error("cluster queue and wait queue are full")]
@@ -83,6 +85,7 @@ impl<D> ArriveError<D> {
 /// A call into the scheduler core that does not match its state (a driver bug, reported rather
 /// than panicking).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SchedError {
     /// No such node.
     #[error("{0} does not exist")]

@@ -1,4 +1,4 @@
-//! The scheduler core: PAPER.md §3's seven parts as a state machine with no threads, no clock
+//! The scheduler core: docs/ALGORITHM.md §3's seven parts as a state machine with no threads, no clock
 //! and no I/O.
 //!
 //! # Design note

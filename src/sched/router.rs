@@ -1,4 +1,4 @@
-//! Level 1 (PAPER.md §3 parts 2, 3 and 7): the router, the bounded cluster queues and the wait
+//! Level 1 (docs/ALGORITHM.md §3 parts 2, 3 and 7): the router, the bounded cluster queues and the wait
 //! queue.
 //!
 //! The router takes packets first come first served and puts each into its cluster's queue.

@@ -1,4 +1,4 @@
-//! The node status table of PAPER.md §4 (S_ip = {t_unit, cap, n}), and the read-only view of a
+//! The node status table of docs/ALGORITHM.md §4 (S_ip = {t_unit, cap, n}), and the read-only view of a
 //! cluster that policies choose from.
 
 use crate::packet::{Cmd, PacketMeta, UnitTimes};
@@ -202,7 +202,7 @@ impl<'a> ClusterView<'a> {
             .map(|(i, _)| i)
     }
 
-    /// The normalised speed of node `i` for `cmd` (PAPER.md §5):
+    /// The normalised speed of node `i` for `cmd` (docs/ALGORITHM.md §5):
     /// `v_i = (t_max − t_i) / (t_max − t_min)` over the whole cluster; fastest 1, slowest 0,
     /// and 1 for every node when all are equally fast.
     pub fn speed(&self, i: usize, cmd: Cmd) -> f64 {
@@ -219,7 +219,7 @@ impl<'a> ClusterView<'a> {
         (t_max - self.nodes[i].unit_time(cmd)) / (t_max - t_min)
     }
 
-    /// The remaining-capacity share of node `i` (PAPER.md §5): `r_i = rcap_i / cap_i`, in bytes.
+    /// The remaining-capacity share of node `i` (docs/ALGORITHM.md §5): `r_i = rcap_i / cap_i`, in bytes.
     pub fn remaining_share(&self, i: usize) -> f64 {
         let n = &self.nodes[i];
         n.remaining() as f64 / n.capacity as f64

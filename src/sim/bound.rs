@@ -25,6 +25,7 @@ use crate::sim::trace::Trace;
 
 /// The three parts of the bound, and the bound itself (their maximum).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct LowerBound {
     /// The work bound (1).
     pub work: f64,

@@ -47,6 +47,7 @@ impl SimConfig {
 
 /// Where and when one packet ran.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Placement {
     /// The job.
     pub task: u64,
@@ -64,6 +65,7 @@ pub struct Placement {
 
 /// The outcome of a run.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SimResult {
     /// The policy's name.
     pub policy: String,

@@ -1,5 +1,5 @@
 //! The simulator: the scheduler core driven in virtual time, the paper's cost model, workloads
-//! and the paper's experiments.
+//! and the lower bound.
 //!
 //! # The model
 //!
@@ -17,13 +17,14 @@
 //! - [`trace`]: the CSV trace format ([`Trace`]);
 //! - [`workload`]: the generator that follows the paper ([`WorkloadSpec`]);
 //! - [`model`]: nodes and node sets ([`NodeModel`], [`NodeSet`]);
-//! - [`bound`]: the lower bound on makespan ([`lower_bound`]);
-//! - [`experiments`]: the paper's experiments 1–4.
+//! - [`bound`]: the lower bound on makespan ([`lower_bound`]).
+//!
+//! The paper's experiments, which drive this simulator over grids of settings, live in the
+//! benchmark binary (`cryptodispatch-bench paper`).
 
 pub mod bound;
 pub mod engine;
 mod error;
-pub mod experiments;
 pub mod model;
 pub mod trace;
 pub mod workload;

@@ -1,4 +1,4 @@
-//! A workload generator that follows the paper's task sets (PAPER.md §2, §9).
+//! A workload generator that follows the paper's task sets (docs/ALGORITHM.md §2, §9).
 //!
 //! Jobs of 1…k packets, a share of them dependent, each with one command; packets of all jobs
 //! arrive as one Poisson stream, interleaved at random (each job's packets in order). The

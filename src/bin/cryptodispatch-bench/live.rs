@@ -533,9 +533,7 @@ fn run_reference(work: &Work, dynamic: bool) -> Result<Measured, String> {
                             if slow > 1.0 {
                                 let per_packet = t0.elapsed() / packets as u32;
                                 for _ in 0..packets {
-                                    cryptodispatch::runtime::emulate_slowdown(
-                                        per_packet.mul_f64(slow - 1.0),
-                                    );
+                                    emulate_slowdown(per_packet.mul_f64(slow - 1.0));
                                 }
                             }
                             out.push((i, o));
@@ -778,9 +776,6 @@ pub fn print(rows: &[LiveRow], csv: bool) {
 }
 
 pub fn run(args: &LiveArgs) -> Result<(), String> {
-    if args.workload == Workload::Verify {
-        return crate::verify::run(args);
-    }
     let names = if args.compare {
         args.policies.as_str()
     } else {
@@ -793,4 +788,18 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let rows = measure(args, &policies)?;
     print(&rows, args.csv);
     Ok(())
+}
+
+/// Waits `extra`, as a node with a slowdown factor does after its real work (the service's
+/// workers do the same): sleeps for all but the last 60 µs, then spins to the deadline. The
+/// references apply it per packet, so they are slowed exactly as the nodes are.
+pub fn emulate_slowdown(extra: Duration) {
+    const SPIN: Duration = Duration::from_micros(60);
+    let deadline = Instant::now() + extra;
+    if extra > SPIN {
+        std::thread::sleep(extra - SPIN);
+    }
+    while Instant::now() < deadline {
+        std::hint::spin_loop();
+    }
 }

@@ -13,9 +13,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use crate::experiments::Settings;
 use clap::{Args, Parser, Subcommand};
-use cryptodispatch::sim::experiments::Settings;
 
+mod experiments;
 mod live;
 mod paper;
 mod plot;
@@ -45,7 +46,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// The paper's experiments (PAPER.md §9) on the simulator.
+    /// The paper's experiments (docs/ALGORITHM.md §9) on the simulator.
     Paper(PaperArgs),
     /// Replay a trace, or a generated workload, under one or more policies.
     Sim(replay::SimArgs),
@@ -158,6 +159,7 @@ fn main() -> ExitCode {
             .and_then(|s| paper::run(a.exp, &s, &a.settings.out)),
         Some(Command::Sim(a)) => replay::sim(a),
         Some(Command::Gen(a)) => replay::generate(a),
+        Some(Command::Live(a)) if a.workload == live::Workload::Verify => verify::run(a),
         Some(Command::Live(a)) => live::run(a),
         Some(Command::Policies(a)) => policies::run(a),
     };

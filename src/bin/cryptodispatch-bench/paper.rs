@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
+use crate::experiments::{self, AlphaCapRow, CompareRow, Settings};
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::NodeSet;
-use cryptodispatch::sim::experiments::{self, AlphaCapRow, CompareRow, Settings};
 
 use crate::plot::{Chart, Series};
 use crate::report::{Csv, Table, f, pct, progress, write_file};

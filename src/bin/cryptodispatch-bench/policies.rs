@@ -37,10 +37,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::experiments::{self, AdaptiveRow, CompareRow, Settings};
 use clap::Args;
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::NodeSet;
-use cryptodispatch::sim::experiments::{self, AdaptiveRow, CompareRow, Settings};
 use cryptodispatch::sim::workload::Burst;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};

@@ -1,5 +1,5 @@
 //! `ddwrr`: the dynamic, demand-predicting weighted round robin of seed `001_…` (Wang Wenjun,
-//! "基于Nginx服务器集群负载均衡方案的研究和改进"; PAPER.md §11): dynamic weights from load
+//! "基于Nginx服务器集群负载均衡方案的研究和改进"; docs/ALGORITHM.md §11): dynamic weights from load
 //! indices with coefficients summing to 1, a node's capacity judged on the request mix that
 //! exponential smoothing predicts, and Nginx's smooth weighted round robin over the weights.
 //!
@@ -10,7 +10,7 @@
 //! that strategy 2 places without asking the policy) updates the predicted mix in
 //! [`Policy::on_dispatch`]: y_t is the one-hot vector of its command, so S is the smoothed
 //! share of each command among the recent placements (S_1 = y_1, the usual start; before the
-//! first placement the packet's own command stands in). The seed's quadrant table that turned
+//! first placement the packet's own command stands in). The source's quadrant table that turned
 //! the trend into coefficients is lost; its purpose, favouring the nodes strong at the coming
 //! kind of request, is served directly: a node's unit time under the predicted mix is
 //! T_i = Σ_c S_c·t_i(c).
@@ -31,16 +31,17 @@
 //! - DW_i = s_i · (K_C·(1 − τ_i) + K_M·(1 − o_i) + K_DN·(1 − q_i)), the default weight less
 //!   the consumed part, with (K_C, K_M, K_DN) = (0.35, 0.25, 0.2 + 0.2) from the "most commonly
 //!   used" dynamic-feedback vector K = (0.35, 0.25, 0.2, 0.2) for (CPU, memory, disk, network)
-//!   that seed 002 quotes (seed 001 leaves them to the administrator).
+//!   that the Z-order study quotes (docs/ALGORITHM.md §11.9; the Nginx study leaves them to the
+//!   administrator).
 //!
 //! Empty nodes thus share the packets in proportion to their speed on the coming mix, and a
 //! queue that fills takes weight off its node. With packets of the unit length and one
-//! command, τ = o = q. The seed's fuzzy product-mean correction, whose formulas are lost, is
+//! command, τ = o = q. The source's fuzzy product-mean correction, whose formulas are lost, is
 //! not reproduced.
 //!
 //! **Selection.** Nginx's smooth weighted round robin over the nodes with room (strategy 1),
 //! with integer weights w_i = max(1, round(1000·DW_i)) (Nginx's weights are integers; 1000 is
-//! seed 000's scaling constant A): every such node adds w_i to its current weight, the largest
+//! the entropy study's scaling constant A): every such node adds w_i to its current weight, the largest
 //! current weight wins (ties to the lowest index, as Nginx keeps the first), and the winner
 //! pays the round's total. Nodes without room sit the round out and keep their current weight.
 //! The weights are recomputed from the status table at every packet, as Nginx's

@@ -1,5 +1,5 @@
 //! `entropy`: the dynamic-weight balancer of seed `000_…` (Zheng Songyi et al., "基于Nginx的动态
-//! 权重负载均衡技术研究", 2024; PAPER.md §11): index coefficients by the entropy method, an
+//! 权重负载均衡技术研究", 2024; docs/ALGORITHM.md §11): index coefficients by the entropy method, an
 //! initial weight from each node's weighted remaining capacity, a balance value σ that decides
 //! whether weights are adjusted, and an alarm when every node is overloaded.
 //!
@@ -21,7 +21,7 @@
 //! whatever the coefficients: a full node has β = 1.
 //!
 //! **Rule,** at every packet, over all n nodes of the cluster (the status table is exact, so
-//! each packet is one of the seed's collection periods):
+//! each packet is one of the source's collection periods):
 //! 1. Entropy method (eqs. 7–10): p_ij = x_ij / Σ_i x_ij (1/n when the column is all 0),
 //!    E_j = −(1/ln n)·Σ_i p_ij ln p_ij, w_j = (1 − E_j) / Σ_k (1 − E_k); equal coefficients when
 //!    no index tells the nodes apart (every E_j = 1, or n = 1). The seed first squeezes each
@@ -35,7 +35,7 @@
 //!    t_i the unit time for the packet's command: free room counts at its size, and free time
 //!    at the node's speed. A = 100 (percent; see below).
 //! 4. Adjustment (eq. 14), only when σ > `sigma`: DW_i = W_i + B·β_i for a lightly loaded node,
-//!    W_i − B·β_i for a heavily loaded one. The seed's β is about 1 on average and compares with
+//!    W_i − B·β_i for a heavily loaded one. The source's β is about 1 on average and compares with
 //!    1; β here is an absolute use share, so "lightly" and "heavily" mean below and above the
 //!    mean β̄ (β_i / β̄ against 1). When σ ≤ `sigma`, DW_i = W_i: weights unchanged.
 //! 5. The node with the largest DW among the nodes with room (strategy 1), ties (within a
@@ -46,13 +46,13 @@
 //!    table: at each choice, placement and completion (the balancer asks for no choice while
 //!    every node is full, so placements and completions must be watched too).
 //!
-//! **Defaults.** B = 5 is the seed's step. The seed scales weights by A = 1000 only to round
+//! **Defaults.** B = 5 is the source's step. The seed scales weights by A = 1000 only to round
 //! them to Nginx's integers, where B = 5 nudges a weighted round robin by half a percent; no
 //! rounding is needed here, and the largest weight wins, so the scale A = 100 (percent of the
 //! cluster's remaining capacity) lets the step move a busy node by up to 5 points.
 //! `sigma = 0.1`: the cluster counts as unbalanced when the use ratios spread by more than ten
 //! points (two nodes more than 20 points apart: one packet in a queue of four).
-//! `overload = 0.9`: a node with under a tenth of its queue free, seed 002's memory threshold.
+//! `overload = 0.9`: a node with under a tenth of its queue free, the Z-order study's memory threshold (docs/ALGORITHM.md §11.9).
 
 use crate::packet::{Cmd, PacketMeta};
 use crate::sched::error::ConfigError;
@@ -80,7 +80,7 @@ pub struct Entropy {
 }
 
 impl Entropy {
-    /// The seed's step B.
+    /// The source's step B.
     pub const DEFAULT_STEP: f64 = 5.0;
     /// Ten points of spread in the use ratios (see the module docs).
     pub const DEFAULT_SIGMA: f64 = 0.1;

@@ -1,5 +1,5 @@
 //! `load-formula`: the server-load formula of seed `004_…` (a note on NAT-based load balancing
-//! of web server clusters; PAPER.md §11): L = N_s + a·N_d, with the excess over a hardware
+//! of web server clusters; docs/ALGORITHM.md §11): L = N_s + a·N_d, with the excess over a hardware
 //! limit weighted by b, and each request sent to the least loaded server.
 //!
 //! The seed splits requests into *static* documents, which cost every server process about the
@@ -13,14 +13,14 @@
 //!   successors are free to go anywhere;
 //! - L_i = N_s + a·N_d, in static-packet equivalents.
 //!
-//! The seed's second formula bends L past a server's normal load limit L_l (set from its
+//! The source's second formula bends L past a server's normal load limit L_l (set from its
 //! hardware: past it, memory runs short and the load climbs fast), weighting the excess by
 //! b, larger for weaker servers and inversely proportional to L_l so that, when every server is
 //! overloaded, the weakest one does not end up with the most. The printed formulas are lost;
-//! this reads them as *(reconstructed, PAPER.md §11)*:
+//! this reads them as *(reconstructed, docs/ALGORITHM.md §11)*:
 //! - L'_i = L_i when L_i ≤ L_l,i, else L_l,i + b_i·(L_i − L_l,i);
 //! - b_i = L_lmax / L_l,i, with L_lmax the largest limit in the cluster (b = 1 for the
-//!   strongest node, which is thus never penalised; the seed's remark that b should exceed the
+//!   strongest node, which is thus never penalised; the source's remark that b should exceed the
 //!   limit does not fit a ratio and is not followed);
 //! - L_l,i = (capacity_i / len) · (t_min / t_i): the node's queue in packets of the size being
 //!   placed (its hard limit: strategy 1 refuses more), scaled by its speed for the packet's
@@ -33,7 +33,7 @@
 //! loads (within a relative 1e-9, float rounding) go to the faster node for the packet's
 //! command, then to the lowest index. With every node empty, that is the fastest node.
 //!
-//! The default a = 10 is the low end of the seed's range: a dependent packet costs the same
+//! The default a = 10 is the low end of the source's range: a dependent packet costs the same
 //! service time as any other here, and its weight only stands for the job's further packets
 //! that will follow it to the node, typically a handful to a few dozen.
 //!
@@ -56,7 +56,7 @@ pub struct LoadFormula {
 }
 
 impl LoadFormula {
-    /// The low end of the seed's range 10–100 (see the module docs).
+    /// The low end of the source's range 10–100 (see the module docs).
     pub const DEFAULT_A: f64 = 10.0;
 
     /// The policy with dependent-packet weight `a`.

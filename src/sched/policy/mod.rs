@@ -101,12 +101,12 @@ pub enum PolicySpec {
     LeastConnections,
     /// Least queued work per unit of speed ([`WeightedLeastConnections`]).
     WeightedLeastConnections,
-    /// Seed 001's dynamic weights with smoothed demand ([`Ddwrr`]).
+    /// The dynamic weights with smoothed demand ([`Ddwrr`]).
     Ddwrr {
         /// Exponential smoothing factor a of the recent demand, in (0, 1].
         smoothing: f64,
     },
-    /// Seed 000's entropy-method weights ([`Entropy`]).
+    /// The entropy-method weights ([`Entropy`]).
     Entropy {
         /// Weight step B.
         step: f64,
@@ -115,14 +115,14 @@ pub enum PolicySpec {
         /// Use ratio above which a node is overloaded.
         overload: f64,
     },
-    /// Seed 002's Z-order curve over two load indices ([`ZOrder`]).
+    /// The Z-order curve over two load indices ([`ZOrder`]).
     ZOrder {
         /// Queue-occupancy threshold above which a node is excluded.
         queue: f64,
         /// Busy-share threshold above which a node is excluded.
         busy: f64,
     },
-    /// Seed 004's load formula with a hardware limit ([`LoadFormula`]).
+    /// The load formula with a hardware limit ([`LoadFormula`]).
     LoadFormula {
         /// Weight a of a dependent (chained) packet against an independent one.
         a: f64,

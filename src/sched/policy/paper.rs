@@ -1,4 +1,4 @@
-//! `paper`: the node weight of PAPER.md §5, W_i = α·v_i + β·r_i, taken over the nodes with room
+//! `paper`: the node weight of docs/ALGORITHM.md §5, W_i = α·v_i + β·r_i, taken over the nodes with room
 //! (strategy 1), largest weight first, ties to the lowest node index.
 //!
 //! v_i is the node's speed for the packet's command normalised over the cluster

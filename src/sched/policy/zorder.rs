@@ -1,9 +1,9 @@
 //! `zorder`: the space-filling-curve balancer of seed `002_…` (Zhang Huyin et al., "基于空间填充
-//! 曲线的动态负载均衡算法"; PAPER.md §11): two load indices per node, encoded together as a
+//! 曲线的动态负载均衡算法"; docs/ALGORITHM.md §11): two load indices per node, encoded together as a
 //! Z-order (Morton) code, the node with the code nearest to that of (0, 0) wins, ties by least
 //! connections.
 //!
-//! The seed's indices are a web server's CPU and memory use, both in [0, 1]. A node here has
+//! The source's indices are a web server's CPU and memory use, both in [0, 1]. A node here has
 //! neither, so:
 //! - memory use → **queue occupancy** `o_i = queued_bytes_i / capacity_i`: the share of the
 //!   node's buffer in use, which is what memory use measures for a server holding requests;
@@ -13,24 +13,24 @@
 //!   slow node's share rises faster than its occupancy, as a slow server's CPU use does.
 //!
 //! The rule, for one packet, among the nodes with room for it (strategy 1):
-//! 1. **Exclusion.** A node with `o_i > queue` or `b_i > busy` is "at full load" (the seed's
-//!    state 0) and is skipped. Defaults are the seed's thresholds: memory 90 % → `queue = 0.9`,
+//! 1. **Exclusion.** A node with `o_i > queue` or `b_i > busy` is "at full load" (the source's
+//!    state 0) and is skipped. Defaults are the source's thresholds: memory 90 % → `queue = 0.9`,
 //!    CPU 75 % → `busy = 0.75`.
-//! 2. **Encoding.** Each index is quantised to k = [`ZOrder::BITS`] bits by the seed's
+//! 2. **Encoding.** Each index is quantised to k = [`ZOrder::BITS`] bits by the source's
 //!    repeated halving of [0, 1] (left half `[lo, mid)` → 0, right half `[mid, hi]` → 1), i.e.
 //!    the level `min(⌊x·2^k⌋, 2^k − 1)`. The bits are interleaved, most significant first,
 //!    with occupancy on the even positions counted from 0 at the top and busy share on the odd
-//!    ones: the seed puts memory on the even bits and CPU on the odd bits, after Geohash, whose
+//!    ones: the source puts memory on the even bits and CPU on the odd bits, after Geohash, whose
 //!    bit 0 (its first, most significant bit) is the even-placed longitude. Occupancy therefore
 //!    takes the highest bit, which also suits this scheduler: the queue is the hard limit
 //!    (strategy 1), so a node's coarse occupancy should outrank its share of the work.
 //! 3. **Search.** The seed starts at the code of (0, 0), which is 0, and widens the searched code
 //!    range until a node falls in. Every code is ≥ 0, so the first node found is the one with
 //!    the smallest code: the search is a minimum over the eligible nodes.
-//! 4. **Ties.** A code stands for a cell, which several nodes may share; among them the seed
+//! 4. **Ties.** A code stands for a cell, which several nodes may share; among them the source
 //!    takes the least connections: here the fewest queued packets, then the lowest index.
 //!
-//! When every node with room is excluded the seed declares the cluster paralysed (no server in
+//! When every node with room is excluded the source declares the cluster paralysed (no server in
 //! state 1). Declining here would hold the packet, and every unbound packet behind it, until a
 //! completion although nodes have room, so the policy falls back to the least-loaded node with
 //! room by the same curve: the smallest code among all nodes with room, thresholds ignored,
@@ -38,7 +38,7 @@
 //! a single-node cluster holds all of its work, so its node is always served by the fallback.)
 //!
 //! k = 4 bits per index (16 levels, 256 cells): coarse enough that nodes with nearly equal
-//! loads share a cell and the seed's least-connections step decides between them, fine enough
+//! loads share a cell and the source's least-connections step decides between them, fine enough
 //! that one packet in a queue of a few packets moves a node to another cell.
 
 use crate::packet::PacketMeta;
@@ -57,9 +57,9 @@ pub struct ZOrder {
 impl ZOrder {
     /// Bits per index in the Morton code (the code has twice as many).
     pub const BITS: u32 = 4;
-    /// The seed's memory threshold (90 %), applied to queue occupancy.
+    /// The source's memory threshold (90 %), applied to queue occupancy.
     pub const DEFAULT_QUEUE: f64 = 0.9;
-    /// The seed's CPU threshold (75 %), applied to the busy share.
+    /// The source's CPU threshold (75 %), applied to the busy share.
     pub const DEFAULT_BUSY: f64 = 0.75;
 
     /// The policy with thresholds `queue` (occupancy) and `busy` (busy share).
@@ -122,7 +122,7 @@ impl ZOrder {
         Self::morton(Self::level(o), Self::level(b))
     }
 
-    /// Whether node `i` is over a threshold (the seed's "full load" state).
+    /// Whether node `i` is over a threshold (the source's "full load" state).
     pub fn excluded(&self, view: &ClusterView<'_>, i: usize) -> bool {
         let (o, b) = Self::indices(view, i);
         o > self.queue || b > self.busy

@@ -1,4 +1,4 @@
-//! The paper's four experiments (PAPER.md §9), run on the simulator.
+//! The paper's four experiments (docs/ALGORITHM.md §9), run on the simulator.
 //!
 //! Every point is repeated over several seeds. A seed fixes one instance — the node speeds and
 //! the trace — and every policy or α of a point runs on the same instances, so comparisons are
@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
 
-use crate::sched::PolicySpec;
-use crate::sim::bound::lower_bound;
-use crate::sim::engine::{SimConfig, SimResult, simulate};
-use crate::sim::model::{NodeModel, NodeSet};
-use crate::sim::trace::Trace;
-use crate::sim::workload::WorkloadSpec;
+use cryptodispatch::sched::PolicySpec;
+use cryptodispatch::sim::bound::lower_bound;
+use cryptodispatch::sim::engine::{SimConfig, SimResult, simulate};
+use cryptodispatch::sim::model::{NodeModel, NodeSet};
+use cryptodispatch::sim::trace::Trace;
+use cryptodispatch::sim::workload::WorkloadSpec;
 
 /// Settings shared by the experiments.
 #[derive(Debug, Clone, PartialEq)]
@@ -513,19 +513,19 @@ pub struct AdaptiveRow {
 /// `paper-adaptive` wrapped to add up the α of its choices (sum, count) in `out`.
 #[derive(Debug)]
 struct AlphaRecorder {
-    inner: crate::sched::policy::PaperAdaptive,
+    inner: cryptodispatch::sched::policy::PaperAdaptive,
     out: std::sync::Arc<Mutex<(f64, u64)>>,
 }
 
-impl crate::sched::Policy for AlphaRecorder {
+impl cryptodispatch::sched::Policy for AlphaRecorder {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
 
     fn select(
         &mut self,
-        view: &crate::sched::ClusterView<'_>,
-        packet: &crate::packet::PacketMeta,
+        view: &cryptodispatch::sched::ClusterView<'_>,
+        packet: &cryptodispatch::packet::PacketMeta,
     ) -> Option<usize> {
         let choice = self.inner.select(view, packet);
         if let Some(a) = self.inner.last_alpha() {
@@ -559,10 +559,10 @@ pub fn adaptive_vs_alpha(
                 ..SimConfig::new(nodes.to_vec())
             };
             let policy = Box::new(AlphaRecorder {
-                inner: crate::sched::policy::PaperAdaptive::new(),
+                inner: cryptodispatch::sched::policy::PaperAdaptive::new(),
                 out: record.clone(),
             });
-            let adaptive = crate::sim::engine::simulate_with(trace, &config, policy)
+            let adaptive = cryptodispatch::sim::engine::simulate_with(trace, &config, policy)
                 .unwrap_or_else(|e| panic!("invalid experiment settings: {e}"))
                 .makespan;
             let (sum, count) = *record.lock().unwrap_or_else(|e| e.into_inner());
