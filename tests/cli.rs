@@ -900,6 +900,79 @@ fn bad_key_and_signature_files_are_usage_errors() {
 }
 
 #[test]
+fn oversized_key_and_signature_files_are_refused_without_being_read() {
+    let scratch = Scratch::new("oversized");
+    let (seed, public, msg, sig) = sign_vector(5);
+    let pk_file = scratch.file("pk", &public).display().to_string();
+    let sig_file = scratch.file("sig", &sig).display().to_string();
+    let msg_file = scratch.file("msg", &msg).display().to_string();
+    let seed33 = scratch.file("seed33", &[&seed[..], &[0]].concat());
+    let sig65 = scratch.file("sig65", &[&sig[..], &[0]].concat());
+    // A sparse file of 1 TiB: it takes no disk space, and reading it whole would need 1 TiB
+    // of memory, so a clean refusal shows it was not read. 1 GiB where the file system does
+    // not allow such a size.
+    let huge_path = scratch.path("huge");
+    let huge = std::fs::File::create(&huge_path).unwrap();
+    let huge_len: u64 = match huge.set_len(1 << 40) {
+        Ok(()) => 1 << 40,
+        Err(e) => {
+            eprintln!("note: no sparse file of 1 TiB ({e}): 1 GiB instead");
+            huge.set_len(1 << 30).unwrap();
+            1 << 30
+        }
+    };
+    drop(huge);
+    let huge = huge_path.display().to_string();
+    let huge_size = format!("{huge_len} bytes");
+    let seed33 = seed33.display().to_string();
+    let sig65 = sig65.display().to_string();
+    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (
+            s(&["sign", "-key", &huge, "-in", &msg_file]),
+            vec!["-key", "exactly 32 bytes", &huge_size],
+        ),
+        (
+            s(&["verify", "-key", &huge, "-sig", &sig_file, "-in", &msg_file]),
+            vec!["-key", "exactly 32 bytes", &huge_size],
+        ),
+        (
+            s(&["verify", "-key", &pk_file, "-sig", &huge, "-in", &msg_file]),
+            vec!["-sig", "exactly 64 bytes", &huge_size],
+        ),
+        (
+            s(&["sign", "-key", &seed33, "-in", &msg_file]),
+            vec!["-key", "exactly 32 bytes", "33 bytes"],
+        ),
+        (
+            s(&["verify", "-key", &pk_file, "-sig", &sig65, "-in", &msg_file]),
+            vec!["-sig", "exactly 64 bytes", "65 bytes"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let out = cli(&args, b"");
+        fails(&out, 2, &needles, &format!("{args:?}"));
+        assert!(out.stdout.is_empty(), "{args:?}: output on stdout");
+    }
+
+    // A key or signature from a pipe that never ends (not a regular file, so its length is
+    // unknown): the tool reads one byte more than the size and stops. `timeout` ends a tool
+    // that would read on forever.
+    for (option, size) in [("-key", "32"), ("-sig", "64")] {
+        let script = match option {
+            "-key" => r#"exec "$0" sign -key <(yes) -in "$1""#,
+            _ => r#"exec "$0" verify -key "$2" -sig <(yes) -in "$1""#,
+        };
+        let out = run_program(
+            "timeout",
+            &s(&["60", "bash", "-c", script, BIN, &msg_file, &pk_file]),
+            b"",
+        );
+        let needle = format!("more than {size} bytes");
+        fails(&out, 2, &[option, &needle], &format!("{option} <(yes)"));
+    }
+}
+
+#[test]
 fn processing_failures_exit_1() {
     // A ciphertext whose last plaintext byte is 0 cannot carry PKCS#7 padding.
     let zeros = [0u8; 32];

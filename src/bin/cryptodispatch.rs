@@ -18,6 +18,8 @@
 //!   size, so input of any size runs in bounded memory; outputs are written in order.
 //! - `sign` writes the raw 64-byte Ed25519 signature for a raw 32-byte seed; `verify` prints
 //!   `Signature Verified Successfully` (exit 0) or `Signature Verification Failure` (exit 1).
+//!   A key or signature file of another size is refused without being read whole: a regular
+//!   file by its length, anything else (a pipe) after one byte more than the size.
 //! - `--nodes N` sets the size of the one cluster the command uses (AES for `enc`/`dec`,
 //!   Ed25519 for `sign`/`verify`; default: the number of cores), node `i` pinned to core
 //!   `i mod cores`; `--policy` and `--packet-size` are checked by the library.
@@ -39,6 +41,8 @@ mod argv;
 mod cipher;
 #[path = "cryptodispatch/ed25519.rs"]
 mod ed25519;
+#[path = "cryptodispatch/input.rs"]
+mod input;
 #[path = "cryptodispatch/service.rs"]
 mod service;
 

@@ -12,9 +12,8 @@ use cryptodispatch::{
 };
 use zeroize::Zeroizing;
 
-use crate::service::{
-    CliError, ServiceArgs, open_input, open_output, read_error, read_full, write_error,
-};
+use crate::input::{open_input, read_full};
+use crate::service::{CliError, ServiceArgs, open_output, read_error, write_error};
 
 /// Bytes read from the input at a time (rounded to a whole number of packets).
 const READ_CHUNK: usize = 64 * 1024;

@@ -2,17 +2,14 @@
 //! the whole message), so it is read whole and each node's capacity is raised to hold it.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use cryptodispatch::crypto::{KEY_LEN, SIGNATURE_LEN};
 use cryptodispatch::{ClusterKind, Job, JobOutput, Service};
-use zeroize::Zeroizing;
 
-use crate::service::{
-    CliError, EXIT_FAILURE, ServiceArgs, open_input, open_output, read_error, read_small_file,
-    write_error,
-};
+use crate::input::{open_input, read_exact_file};
+use crate::service::{CliError, EXIT_FAILURE, ServiceArgs, open_output, read_error, write_error};
 
 /// What `verify` prints on success.
 pub const VERIFIED: &str = "Signature Verified Successfully";
@@ -22,7 +19,8 @@ pub const NOT_VERIFIED: &str = "Signature Verification Failure";
 /// The arguments of `sign`.
 #[derive(Debug, Clone, Args)]
 pub struct SignArgs {
-    /// The signing key: a file holding the raw 32-byte Ed25519 seed (RFC 8032 secret key)
+    /// The signing key: a file holding the raw 32-byte Ed25519 seed (RFC 8032 secret key); a
+    /// file of another size is refused without being read whole
     #[arg(long = "key", allow_hyphen_values = true, value_name = "FILE")]
     pub key: PathBuf,
 
@@ -41,11 +39,13 @@ pub struct SignArgs {
 /// The arguments of `verify`.
 #[derive(Debug, Clone, Args)]
 pub struct VerifyArgs {
-    /// The public key: a file holding the raw 32-byte Ed25519 public key
+    /// The public key: a file holding the raw 32-byte Ed25519 public key; a file of another
+    /// size is refused without being read whole
     #[arg(long = "key", allow_hyphen_values = true, value_name = "FILE")]
     pub key: PathBuf,
 
-    /// The signature: a file holding the raw 64-byte signature
+    /// The signature: a file holding the raw 64-byte signature; a file of another size is
+    /// refused without being read whole
     #[arg(long = "sig", allow_hyphen_values = true, value_name = "FILE")]
     pub sig: PathBuf,
 
@@ -55,24 +55,6 @@ pub struct VerifyArgs {
 
     #[command(flatten)]
     pub service: ServiceArgs,
-}
-
-/// Reads a file that must be exactly `len` bytes.
-fn read_exact_file(
-    option: &str,
-    path: &Path,
-    len: usize,
-    what: &str,
-) -> Result<Zeroizing<Vec<u8>>, CliError> {
-    let bytes = Zeroizing::new(read_small_file(option, path)?);
-    if bytes.len() != len {
-        return Err(CliError::usage(format!(
-            "{option} {}: expected {what} of exactly {len} bytes, the file has {} bytes",
-            path.display(),
-            bytes.len()
-        )));
-    }
-    Ok(bytes)
 }
 
 /// Reads the whole message.
