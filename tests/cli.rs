@@ -972,6 +972,61 @@ fn oversized_key_and_signature_files_are_refused_without_being_read() {
     }
 }
 
+/// The names in a scratch directory, sorted.
+fn listing(scratch: &Scratch) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(&scratch.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn input_and_output_naming_the_same_file_are_refused() {
+    let scratch = Scratch::new("same-file");
+    let data = bytes(1000, 3);
+    let file = scratch.file("data", &data);
+    let (seed, ..) = sign_vector(2);
+    let seed_file = scratch.file("seed", &seed).display().to_string();
+    // The same file by another spelling, a symbolic link and a hard link (same inode).
+    let dotted = scratch.0.join(".").join("data");
+    let symlink = scratch.path("symlink");
+    std::os::unix::fs::symlink(&file, &symlink).unwrap();
+    let hard_link = scratch.path("hardlink");
+    std::fs::hard_link(&file, &hard_link).unwrap();
+    let before = listing(&scratch);
+    let input = file.display().to_string();
+    let mut dec = enc_args(&[]);
+    dec[0] = "dec".into();
+    let commands = [enc_args(&[]), dec, s(&["sign", "-key", &seed_file])];
+    for output in [&file, &dotted, &symlink, &hard_link] {
+        let output = output.display().to_string();
+        for mut args in commands.clone() {
+            args.extend(s(&["-in", &input, "-out", &output]));
+            let out = cli(&args, b"");
+            fails(&out, 2, &["same file", &input], &format!("{args:?}"));
+            assert!(out.stdout.is_empty(), "{args:?}: output on stdout");
+        }
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), data, "the input was changed");
+    assert_eq!(listing(&scratch), before, "files were created");
+
+    // Another file, standard output, and a terminal-like input are fine.
+    let other = scratch.path("other").display().to_string();
+    ok(
+        cli(&enc_args(&["-in", &input, "-out", &other]), b""),
+        "another file",
+    );
+    let to_stdout = ok(cli(&enc_args(&["-in", &input, "-out", "-"]), b""), "-out -");
+    assert_eq!(std::fs::read(&other).unwrap(), to_stdout);
+    ok(
+        cli(&enc_args(&["-in", "/dev/stdin", "-out", &other]), &data),
+        "-in /dev/stdin",
+    );
+    assert_eq!(std::fs::read(&other).unwrap(), to_stdout);
+}
+
 #[test]
 fn processing_failures_exit_1() {
     // A ciphertext whose last plaintext byte is 0 cannot carry PKCS#7 padding.

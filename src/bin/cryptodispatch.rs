@@ -24,6 +24,10 @@
 //!   Ed25519 for `sign`/`verify`; default: the number of cores), node `i` pinned to core
 //!   `i mod cores`; `--policy` and `--packet-size` are checked by the library.
 //!
+//! `-in` and `-out` naming the same regular file (by path, through a link, or as the same device
+//! and inode) is refused before anything is written: unlike openssl, which would truncate the
+//! input before reading it.
+//!
 //! openssl's single-dash options (`-alg`, `-iv`, `-nopad`, `-in`, `-out`, `-key`, `-sig`) and
 //! the double-dash ones (`--alg`, ...; `-K` is also `--hex-key`) are both accepted: the
 //! arguments are normalised before clap parses them (see the `argv` module).
@@ -31,8 +35,8 @@
 //! Exit status: 0 on success; 1 for a failure while processing (bad padding on decryption, data
 //! that is not whole blocks with `-nopad`, an I/O error, a signature that does not verify); 2
 //! for a usage error (unknown algorithm, bad hex, wrong key or IV length, a missing IV, an
-//! unreadable input or key file, a key or signature file of the wrong size, an unknown policy, a
-//! bad packet size).
+//! unreadable input or key file, a key or signature file of the wrong size, `-in` and `-out`
+//! naming the same file, an unknown policy, a bad packet size).
 
 // The crate root is `src/bin/cryptodispatch.rs`, so its modules are found by path.
 #[path = "cryptodispatch/argv.rs"]
@@ -43,6 +47,8 @@ mod cipher;
 mod ed25519;
 #[path = "cryptodispatch/input.rs"]
 mod input;
+#[path = "cryptodispatch/output.rs"]
+mod output;
 #[path = "cryptodispatch/service.rs"]
 mod service;
 

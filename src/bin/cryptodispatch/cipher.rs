@@ -13,7 +13,8 @@ use cryptodispatch::{
 use zeroize::Zeroizing;
 
 use crate::input::{open_input, read_full};
-use crate::service::{CliError, ServiceArgs, open_output, read_error, write_error};
+use crate::output::{open_output, refuse_same_file};
+use crate::service::{CliError, ServiceArgs, read_error, write_error};
 
 /// Bytes read from the input at a time (rounded to a whole number of packets).
 const READ_CHUNK: usize = 64 * 1024;
@@ -100,7 +101,7 @@ pub struct CipherArgs {
     #[arg(long = "in", allow_hyphen_values = true, value_name = "FILE")]
     pub input: Option<PathBuf>,
 
-    /// Output file [default: stdout]
+    /// Output file [default: stdout]; must not be the input file
     #[arg(long = "out", allow_hyphen_values = true, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -138,6 +139,7 @@ fn parse_hex(option: &str, text: &str) -> Result<Zeroizing<Vec<u8>>, CliError> {
 
 /// Runs `enc` (`direction` Encrypt) or `dec`.
 pub fn run(direction: Direction, args: &CipherArgs) -> Result<(), CliError> {
+    refuse_same_file(args.input.as_deref(), args.output.as_deref())?;
     let alg = args.alg;
     let key = parse_hex("-K", &args.key)?;
     if key.len() != alg.key_len {

@@ -9,7 +9,8 @@ use cryptodispatch::crypto::{KEY_LEN, SIGNATURE_LEN};
 use cryptodispatch::{ClusterKind, Job, JobOutput, Service};
 
 use crate::input::{open_input, read_exact_file};
-use crate::service::{CliError, EXIT_FAILURE, ServiceArgs, open_output, read_error, write_error};
+use crate::output::{open_output, refuse_same_file};
+use crate::service::{CliError, EXIT_FAILURE, ServiceArgs, read_error, write_error};
 
 /// What `verify` prints on success.
 pub const VERIFIED: &str = "Signature Verified Successfully";
@@ -28,7 +29,7 @@ pub struct SignArgs {
     #[arg(long = "in", allow_hyphen_values = true, value_name = "FILE")]
     pub input: Option<PathBuf>,
 
-    /// Where to write the raw 64-byte signature [default: stdout]
+    /// Where to write the raw 64-byte signature [default: stdout]; must not be the message file
     #[arg(long = "out", allow_hyphen_values = true, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -72,6 +73,7 @@ fn service_for(args: &ServiceArgs, len: usize) -> Result<Service, CliError> {
 
 /// Runs `sign`.
 pub fn sign(args: &SignArgs) -> Result<(), CliError> {
+    refuse_same_file(args.input.as_deref(), args.output.as_deref())?;
     let seed = read_exact_file("-key", &args.key, KEY_LEN, "a raw Ed25519 seed")?;
     let msg = read_message(args.input.as_ref())?;
     let service = service_for(&args.service, msg.len())?;

@@ -2,9 +2,7 @@
 //! and the CLI's error type with its exit codes.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, Write};
-use std::path::PathBuf;
+use std::io;
 
 use clap::Args;
 use cryptodispatch::error::ConfigError;
@@ -119,16 +117,6 @@ impl ServiceArgs {
             BuildError::PacketSize(_) => CliError::usage(format!("--packet-size: {e}")),
             other => CliError::failure(format!("cannot start the service: {other}")),
         })
-    }
-}
-
-/// Opens (creates or truncates) the output: a file, or stdout for none or `-`.
-pub fn open_output(path: Option<&PathBuf>) -> Result<Box<dyn Write>, CliError> {
-    match path {
-        Some(p) if p.as_os_str() != "-" => File::create(p)
-            .map(|f| Box::new(f) as Box<dyn Write>)
-            .map_err(|e| CliError::usage(format!("-out {}: {e}", p.display()))),
-        _ => Ok(Box::new(io::stdout().lock())),
     }
 }
 
