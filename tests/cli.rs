@@ -1028,6 +1028,106 @@ fn input_and_output_naming_the_same_file_are_refused() {
 }
 
 #[test]
+fn a_failed_run_leaves_no_output_file_and_an_existing_one_unchanged() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+
+    let scratch = Scratch::new("output-file");
+    // 100000 bytes encrypted without padding, the last plaintext byte 0: decrypting with
+    // padding fails at the very end, after most of the output was produced (16-byte packets
+    // keep at most 16 KiB in flight).
+    let mut plain = bytes(100_000, 7);
+    *plain.last_mut().unwrap() = 0;
+    let bad_ct = ok(cli(&enc_args(&["-nopad"]), &plain), "enc -nopad");
+    let bad_ct_file = scratch.file("bad.ct", &bad_ct).display().to_string();
+    let good_ct = ok(cli(&enc_args(&[]), &plain), "enc");
+    let good_ct_file = scratch.file("good.ct", &good_ct).display().to_string();
+    // A valid ciphertext cut short: not whole blocks, found at the end too.
+    let truncated = scratch.file("truncated.ct", &good_ct[..good_ct.len() - 5]);
+    let truncated = truncated.display().to_string();
+    let failing = [
+        (&bad_ct_file, "bad decrypt"),
+        (&truncated, "16-byte blocks"),
+    ];
+    let dec = |extra: &[&str]| {
+        let mut args = enc_args(&["--packet-size", "16", "--nodes", "2"]);
+        args[0] = "dec".into();
+        args.extend(s(extra));
+        cli(&args, b"")
+    };
+
+    // To standard output the run streams: most of the output is out before the failure.
+    let out = dec(&["-in", &bad_ct_file]);
+    fails(&out, 1, &["bad decrypt"], "to stdout");
+    assert!(
+        out.stdout.len() > 50_000,
+        "{} bytes streamed",
+        out.stdout.len()
+    );
+
+    // To a new file: no file, no temporary file.
+    let before = listing(&scratch);
+    let new = scratch.path("new").display().to_string();
+    for (input, why) in failing {
+        fails(&dec(&["-in", input, "-out", &new]), 1, &[why], input);
+        assert_eq!(listing(&scratch), before, "{input}: files left");
+    }
+
+    // To an existing private file: contents and mode unchanged, no temporary file.
+    let precious = scratch.file("precious", b"keep me");
+    std::fs::set_permissions(&precious, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let before = listing(&scratch);
+    let target = precious.display().to_string();
+    for (input, why) in failing {
+        fails(&dec(&["-in", input, "-out", &target]), 1, &[why], input);
+        assert_eq!(std::fs::read(&precious).unwrap(), b"keep me", "{input}");
+        assert_eq!(listing(&scratch), before, "{input}: files left");
+    }
+
+    // Success replaces it, keeping its mode; through a symbolic link, the link stays.
+    ok(dec(&["-in", &good_ct_file, "-out", &target]), "dec");
+    assert_eq!(std::fs::read(&precious).unwrap(), plain);
+    let mode = std::fs::metadata(&precious).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "mode of the replaced file");
+    assert_eq!(listing(&scratch), before, "files left after success");
+    let link = scratch.path("link");
+    std::os::unix::fs::symlink(&precious, &link).unwrap();
+    let (seed, _, msg, sig) = sign_vector(7);
+    let seed_file = scratch.file("seed", &seed).display().to_string();
+    let link_name = link.display().to_string();
+    ok(
+        cli(&s(&["sign", "-key", &seed_file, "-out", &link_name]), &msg),
+        "sign -out link",
+    );
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert_eq!(
+        std::fs::read(&precious).unwrap(),
+        sig,
+        "signature through the link"
+    );
+
+    // A directory that does not exist: a usage error, nothing created.
+    let missing = scratch.path("no-such-dir/out").display().to_string();
+    let before = listing(&scratch);
+    let out = dec(&["-in", &good_ct_file, "-out", &missing]);
+    fails(&out, 2, &["-out", "no-such-dir"], "missing directory");
+    assert_eq!(listing(&scratch), before);
+
+    // Devices are written directly, not replaced.
+    ok(
+        dec(&["-in", &good_ct_file, "-out", "/dev/null"]),
+        "-out /dev/null",
+    );
+    let out = dec(&["-in", &good_ct_file, "-out", "/dev/full"]);
+    fails(&out, 1, &["error writing output"], "-out /dev/full");
+    assert!(
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+}
+
+#[test]
 fn processing_failures_exit_1() {
     // A ciphertext whose last plaintext byte is 0 cannot carry PKCS#7 padding.
     let zeros = [0u8; 32];
@@ -1097,4 +1197,10 @@ fn help_shows_usage_and_examples() {
         assert!(text.contains(option), "enc --help lacks {option}");
     }
     assert!(text.contains("-K"));
+    // The file handling is documented where a user looks.
+    let out = ok(cli(&s(&["--help"]), b""), "--help");
+    let text = String::from_utf8_lossy(&out);
+    for phrase in ["temporary file", "same file", "without being read whole"] {
+        assert!(text.contains(phrase), "--help lacks {phrase:?}");
+    }
 }

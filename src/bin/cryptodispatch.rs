@@ -24,9 +24,17 @@
 //!   Ed25519 for `sign`/`verify`; default: the number of cores), node `i` pinned to core
 //!   `i mod cores`; `--policy` and `--packet-size` are checked by the library.
 //!
-//! `-in` and `-out` naming the same regular file (by path, through a link, or as the same device
-//! and inode) is refused before anything is written: unlike openssl, which would truncate the
-//! input before reading it.
+//! Files:
+//!
+//! - `-out FILE` is written to a temporary file beside it (`.FILE.tmp-PID`) that is renamed over
+//!   `FILE` only when the command succeeds, so a failure (bad padding, found at the end of a
+//!   decryption) leaves no partial output and an existing `FILE` as it was; its permission bits
+//!   are kept. Standard output, and a `FILE` that is a device or a FIFO (`/dev/null`), are
+//!   written as the output is produced: a failed decryption has then written all but its end,
+//!   as with openssl. See the `output` module for the protocol.
+//! - `-in` and `-out` naming the same regular file (by path, through a link, or as the same
+//!   device and inode) is refused before anything is written: openssl would truncate the input
+//!   before reading it.
 //!
 //! openssl's single-dash options (`-alg`, `-iv`, `-nopad`, `-in`, `-out`, `-key`, `-sig`) and
 //! the double-dash ones (`--alg`, ...; `-K` is also `--hex-key`) are both accepted: the
@@ -72,7 +80,13 @@ Output is byte-identical to openssl's for the same key, IV and data. openssl's s
 options (-alg, -iv, -nopad, -in, -out, -key, -sig, and -aes-128-cbc for -alg aes-128-cbc) are
 accepted as well as the double-dash ones. Unlike openssl, a key or IV of the wrong length is
 an error (openssl pads a short one with zeros). Keys given on the command line are visible to
-other users of the machine, as with openssl.";
+other users of the machine, as with openssl.
+
+An output file (-out) appears only if the command succeeds: it is written to a temporary file
+beside it (.NAME.tmp-PID) and renamed over it at the end, so a failure such as bad padding
+leaves no partial output and an existing file unchanged. Standard output and devices are
+written as the data goes. -in and -out may not name the same file. Key and signature files of
+the wrong size are refused without being read whole.";
 
 const EXAMPLES: &str = "\
 Examples:

@@ -9,7 +9,7 @@ use cryptodispatch::crypto::{KEY_LEN, SIGNATURE_LEN};
 use cryptodispatch::{ClusterKind, Job, JobOutput, Service};
 
 use crate::input::{open_input, read_exact_file};
-use crate::output::{open_output, refuse_same_file};
+use crate::output::{Output, refuse_same_file};
 use crate::service::{CliError, EXIT_FAILURE, ServiceArgs, read_error, write_error};
 
 /// What `verify` prints on success.
@@ -29,7 +29,8 @@ pub struct SignArgs {
     #[arg(long = "in", allow_hyphen_values = true, value_name = "FILE")]
     pub input: Option<PathBuf>,
 
-    /// Where to write the raw 64-byte signature [default: stdout]; must not be the message file
+    /// Where to write the raw 64-byte signature, replaced only when signing succeeds
+    /// [default: stdout]; must not be the message file
     #[arg(long = "out", allow_hyphen_values = true, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -83,10 +84,9 @@ pub fn sign(args: &SignArgs) -> Result<(), CliError> {
     let sig = run_job(&service, Job::sign(key, msg))?
         .signature()
         .ok_or_else(|| CliError::failure("internal error: a sign job gave no signature"))?;
-    let mut out = open_output(args.output.as_ref())?;
-    out.write_all(&sig)
-        .and_then(|()| out.flush())
-        .map_err(write_error)
+    let mut out = Output::create(args.output.as_deref())?;
+    let written = out.write_all(&sig).map_err(write_error);
+    out.finish(written)
 }
 
 /// Runs `verify`; `Ok(false)` when the signature does not verify.
