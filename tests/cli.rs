@@ -9,6 +9,11 @@
 //!   push data across many small packets and across the tool's 64 KiB read chunks.
 //! - Ed25519: `sign` gives the signatures of `tests/vectors/ed25519/sign.input` (and of
 //!   `openssl pkeyutl`), `verify` accepts them and rejects tampering with the exact messages.
+//! - Files: `-in` and `-out` naming one file are refused and the file kept; a failed run leaves
+//!   no output file, no temporary file, and an existing target as it was; a successful one
+//!   replaces the target (keeping its mode, through a symbolic link); key and signature files
+//!   of the wrong size are refused without being read whole (a sparse file of 1 TiB, an
+//!   endless pipe).
 //! - Errors: non-zero exit, a helpful message on stderr, never a panic.
 
 use std::io::Write;

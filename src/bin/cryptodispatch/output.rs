@@ -80,10 +80,10 @@ fn named_file(path: Option<&Path>) -> Option<&Path> {
 
 /// Where a command's output goes; see the module documentation.
 pub struct Output {
-    sink: Sink,
+    destination: Destination,
 }
 
-enum Sink {
+enum Destination {
     /// Standard output, or an existing file that is not a regular file.
     Direct(Box<dyn Write>),
     /// A regular file, written through a temporary file.
@@ -108,7 +108,7 @@ impl Output {
     pub fn create(path: Option<&Path>) -> Result<Output, CliError> {
         let Some(path) = named_file(path) else {
             return Ok(Output {
-                sink: Sink::Direct(Box::new(io::stdout().lock())),
+                destination: Destination::Direct(Box::new(io::stdout().lock())),
             });
         };
         let usage = |e: io::Error| CliError::usage(format!("-out {}: {e}", path.display()));
@@ -120,7 +120,7 @@ impl Output {
             Some((_, meta)) if !meta.is_file() => {
                 let file = File::create(path).map_err(usage)?;
                 return Ok(Output {
-                    sink: Sink::Direct(Box::new(file)),
+                    destination: Destination::Direct(Box::new(file)),
                 });
             }
             Some((real, meta)) => (real, Some(meta.permissions())),
@@ -152,7 +152,7 @@ impl Output {
             }
         }
         Ok(Output {
-            sink: Sink::Replace(replacement),
+            destination: Destination::Replace(replacement),
         })
     }
 
@@ -163,42 +163,44 @@ impl Output {
     /// # Errors
     /// `result`'s error, or a failure to flush, sync or rename.
     pub fn finish(self, result: Result<(), CliError>) -> Result<(), CliError> {
-        match self.sink {
-            Sink::Direct(mut out) => {
+        match self.destination {
+            Destination::Direct(mut out) => {
                 // Flush what was written even after a failure, as openssl does.
                 let flushed = out.flush().map_err(write_error);
                 result.and(flushed)
             }
-            Sink::Replace(mut replacement) => match result.and_then(|()| replacement.commit()) {
-                Ok(()) => Ok(()),
-                Err(e) => {
-                    replacement.discard();
-                    Err(e)
+            Destination::Replace(mut replacement) => {
+                match result.and_then(|()| replacement.commit()) {
+                    Ok(()) => Ok(()),
+                    Err(e) => {
+                        replacement.discard();
+                        Err(e)
+                    }
                 }
-            },
+            }
         }
     }
 }
 
 impl Write for Output {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match &mut self.sink {
-            Sink::Direct(out) => out.write(buf),
-            Sink::Replace(r) => r.file.write(buf),
+        match &mut self.destination {
+            Destination::Direct(out) => out.write(buf),
+            Destination::Replace(r) => r.file.write(buf),
         }
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        match &mut self.sink {
-            Sink::Direct(out) => out.write_all(buf),
-            Sink::Replace(r) => r.file.write_all(buf),
+        match &mut self.destination {
+            Destination::Direct(out) => out.write_all(buf),
+            Destination::Replace(r) => r.file.write_all(buf),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        match &mut self.sink {
-            Sink::Direct(out) => out.flush(),
-            Sink::Replace(r) => r.file.flush(),
+        match &mut self.destination {
+            Destination::Direct(out) => out.flush(),
+            Destination::Replace(r) => r.file.flush(),
         }
     }
 }
