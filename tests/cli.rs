@@ -9,6 +9,11 @@
 //!   push data across many small packets and across the tool's 64 KiB read chunks.
 //! - Ed25519: `sign` gives the signatures of `tests/vectors/ed25519/sign.input` (and of
 //!   `openssl pkeyutl`), `verify` accepts them and rejects tampering with the exact messages.
+//! - Files: `-in` and `-out` naming one file are refused and the file kept; a failed run leaves
+//!   no output file, no temporary file, and an existing target as it was; a successful one
+//!   replaces the target (keeping its mode, through a symbolic link); key and signature files
+//!   of the wrong size are refused without being read whole (a sparse file of 1 TiB, an
+//!   endless pipe).
 //! - Errors: non-zero exit, a helpful message on stderr, never a panic.
 
 use std::io::Write;
@@ -900,6 +905,234 @@ fn bad_key_and_signature_files_are_usage_errors() {
 }
 
 #[test]
+fn oversized_key_and_signature_files_are_refused_without_being_read() {
+    let scratch = Scratch::new("oversized");
+    let (seed, public, msg, sig) = sign_vector(5);
+    let pk_file = scratch.file("pk", &public).display().to_string();
+    let sig_file = scratch.file("sig", &sig).display().to_string();
+    let msg_file = scratch.file("msg", &msg).display().to_string();
+    let seed33 = scratch.file("seed33", &[&seed[..], &[0]].concat());
+    let sig65 = scratch.file("sig65", &[&sig[..], &[0]].concat());
+    // A sparse file of 1 TiB: it takes no disk space, and reading it whole would need 1 TiB
+    // of memory, so a clean refusal shows it was not read. 1 GiB where the file system does
+    // not allow such a size.
+    let huge_path = scratch.path("huge");
+    let huge = std::fs::File::create(&huge_path).unwrap();
+    let huge_len: u64 = match huge.set_len(1 << 40) {
+        Ok(()) => 1 << 40,
+        Err(e) => {
+            eprintln!("note: no sparse file of 1 TiB ({e}): 1 GiB instead");
+            huge.set_len(1 << 30).unwrap();
+            1 << 30
+        }
+    };
+    drop(huge);
+    let huge = huge_path.display().to_string();
+    let huge_size = format!("{huge_len} bytes");
+    let seed33 = seed33.display().to_string();
+    let sig65 = sig65.display().to_string();
+    let cases: Vec<(Vec<String>, Vec<&str>)> = vec![
+        (
+            s(&["sign", "-key", &huge, "-in", &msg_file]),
+            vec!["-key", "exactly 32 bytes", &huge_size],
+        ),
+        (
+            s(&["verify", "-key", &huge, "-sig", &sig_file, "-in", &msg_file]),
+            vec!["-key", "exactly 32 bytes", &huge_size],
+        ),
+        (
+            s(&["verify", "-key", &pk_file, "-sig", &huge, "-in", &msg_file]),
+            vec!["-sig", "exactly 64 bytes", &huge_size],
+        ),
+        (
+            s(&["sign", "-key", &seed33, "-in", &msg_file]),
+            vec!["-key", "exactly 32 bytes", "33 bytes"],
+        ),
+        (
+            s(&["verify", "-key", &pk_file, "-sig", &sig65, "-in", &msg_file]),
+            vec!["-sig", "exactly 64 bytes", "65 bytes"],
+        ),
+    ];
+    for (args, needles) in cases {
+        let out = cli(&args, b"");
+        fails(&out, 2, &needles, &format!("{args:?}"));
+        assert!(out.stdout.is_empty(), "{args:?}: output on stdout");
+    }
+
+    // A key or signature from a pipe that never ends (not a regular file, so its length is
+    // unknown): the tool reads one byte more than the size and stops. `timeout` ends a tool
+    // that would read on forever.
+    for (option, size) in [("-key", "32"), ("-sig", "64")] {
+        let script = match option {
+            "-key" => r#"exec "$0" sign -key <(yes) -in "$1""#,
+            _ => r#"exec "$0" verify -key "$2" -sig <(yes) -in "$1""#,
+        };
+        let out = run_program(
+            "timeout",
+            &s(&["60", "bash", "-c", script, BIN, &msg_file, &pk_file]),
+            b"",
+        );
+        let needle = format!("more than {size} bytes");
+        fails(&out, 2, &[option, &needle], &format!("{option} <(yes)"));
+    }
+}
+
+/// The names in a scratch directory, sorted.
+fn listing(scratch: &Scratch) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(&scratch.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn input_and_output_naming_the_same_file_are_refused() {
+    let scratch = Scratch::new("same-file");
+    let data = bytes(1000, 3);
+    let file = scratch.file("data", &data);
+    let (seed, ..) = sign_vector(2);
+    let seed_file = scratch.file("seed", &seed).display().to_string();
+    // The same file by another spelling, a symbolic link and a hard link (same inode).
+    let dotted = scratch.0.join(".").join("data");
+    let symlink = scratch.path("symlink");
+    std::os::unix::fs::symlink(&file, &symlink).unwrap();
+    let hard_link = scratch.path("hardlink");
+    std::fs::hard_link(&file, &hard_link).unwrap();
+    let before = listing(&scratch);
+    let input = file.display().to_string();
+    let mut dec = enc_args(&[]);
+    dec[0] = "dec".into();
+    let commands = [enc_args(&[]), dec, s(&["sign", "-key", &seed_file])];
+    for output in [&file, &dotted, &symlink, &hard_link] {
+        let output = output.display().to_string();
+        for mut args in commands.clone() {
+            args.extend(s(&["-in", &input, "-out", &output]));
+            let out = cli(&args, b"");
+            fails(&out, 2, &["same file", &input], &format!("{args:?}"));
+            assert!(out.stdout.is_empty(), "{args:?}: output on stdout");
+        }
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), data, "the input was changed");
+    assert_eq!(listing(&scratch), before, "files were created");
+
+    // Another file, standard output, and a terminal-like input are fine.
+    let other = scratch.path("other").display().to_string();
+    ok(
+        cli(&enc_args(&["-in", &input, "-out", &other]), b""),
+        "another file",
+    );
+    let to_stdout = ok(cli(&enc_args(&["-in", &input, "-out", "-"]), b""), "-out -");
+    assert_eq!(std::fs::read(&other).unwrap(), to_stdout);
+    ok(
+        cli(&enc_args(&["-in", "/dev/stdin", "-out", &other]), &data),
+        "-in /dev/stdin",
+    );
+    assert_eq!(std::fs::read(&other).unwrap(), to_stdout);
+}
+
+#[test]
+fn a_failed_run_leaves_no_output_file_and_an_existing_one_unchanged() {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+
+    let scratch = Scratch::new("output-file");
+    // 100000 bytes encrypted without padding, the last plaintext byte 0: decrypting with
+    // padding fails at the very end, after most of the output was produced (16-byte packets
+    // keep at most 16 KiB in flight).
+    let mut plain = bytes(100_000, 7);
+    *plain.last_mut().unwrap() = 0;
+    let bad_ct = ok(cli(&enc_args(&["-nopad"]), &plain), "enc -nopad");
+    let bad_ct_file = scratch.file("bad.ct", &bad_ct).display().to_string();
+    let good_ct = ok(cli(&enc_args(&[]), &plain), "enc");
+    let good_ct_file = scratch.file("good.ct", &good_ct).display().to_string();
+    // A valid ciphertext cut short: not whole blocks, found at the end too.
+    let truncated = scratch.file("truncated.ct", &good_ct[..good_ct.len() - 5]);
+    let truncated = truncated.display().to_string();
+    let failing = [
+        (&bad_ct_file, "bad decrypt"),
+        (&truncated, "16-byte blocks"),
+    ];
+    let dec = |extra: &[&str]| {
+        let mut args = enc_args(&["--packet-size", "16", "--nodes", "2"]);
+        args[0] = "dec".into();
+        args.extend(s(extra));
+        cli(&args, b"")
+    };
+
+    // To standard output the run streams: most of the output is out before the failure.
+    let out = dec(&["-in", &bad_ct_file]);
+    fails(&out, 1, &["bad decrypt"], "to stdout");
+    assert!(
+        out.stdout.len() > 50_000,
+        "{} bytes streamed",
+        out.stdout.len()
+    );
+
+    // To a new file: no file, no temporary file.
+    let before = listing(&scratch);
+    let new = scratch.path("new").display().to_string();
+    for (input, why) in failing {
+        fails(&dec(&["-in", input, "-out", &new]), 1, &[why], input);
+        assert_eq!(listing(&scratch), before, "{input}: files left");
+    }
+
+    // To an existing private file: contents and mode unchanged, no temporary file.
+    let precious = scratch.file("precious", b"keep me");
+    std::fs::set_permissions(&precious, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let before = listing(&scratch);
+    let target = precious.display().to_string();
+    for (input, why) in failing {
+        fails(&dec(&["-in", input, "-out", &target]), 1, &[why], input);
+        assert_eq!(std::fs::read(&precious).unwrap(), b"keep me", "{input}");
+        assert_eq!(listing(&scratch), before, "{input}: files left");
+    }
+
+    // Success replaces it, keeping its mode; through a symbolic link, the link stays.
+    ok(dec(&["-in", &good_ct_file, "-out", &target]), "dec");
+    assert_eq!(std::fs::read(&precious).unwrap(), plain);
+    let mode = std::fs::metadata(&precious).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "mode of the replaced file");
+    assert_eq!(listing(&scratch), before, "files left after success");
+    let link = scratch.path("link");
+    std::os::unix::fs::symlink(&precious, &link).unwrap();
+    let (seed, _, msg, sig) = sign_vector(7);
+    let seed_file = scratch.file("seed", &seed).display().to_string();
+    let link_name = link.display().to_string();
+    ok(
+        cli(&s(&["sign", "-key", &seed_file, "-out", &link_name]), &msg),
+        "sign -out link",
+    );
+    assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    assert_eq!(
+        std::fs::read(&precious).unwrap(),
+        sig,
+        "signature through the link"
+    );
+
+    // A directory that does not exist: a usage error, nothing created.
+    let missing = scratch.path("no-such-dir/out").display().to_string();
+    let before = listing(&scratch);
+    let out = dec(&["-in", &good_ct_file, "-out", &missing]);
+    fails(&out, 2, &["-out", "no-such-dir"], "missing directory");
+    assert_eq!(listing(&scratch), before);
+
+    // Devices are written directly, not replaced.
+    ok(
+        dec(&["-in", &good_ct_file, "-out", "/dev/null"]),
+        "-out /dev/null",
+    );
+    let out = dec(&["-in", &good_ct_file, "-out", "/dev/full"]);
+    fails(&out, 1, &["error writing output"], "-out /dev/full");
+    assert!(
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+}
+
+#[test]
 fn processing_failures_exit_1() {
     // A ciphertext whose last plaintext byte is 0 cannot carry PKCS#7 padding.
     let zeros = [0u8; 32];
@@ -969,4 +1202,10 @@ fn help_shows_usage_and_examples() {
         assert!(text.contains(option), "enc --help lacks {option}");
     }
     assert!(text.contains("-K"));
+    // The file handling is documented where a user looks.
+    let out = ok(cli(&s(&["--help"]), b""), "--help");
+    let text = String::from_utf8_lossy(&out);
+    for phrase in ["temporary file", "same file", "without being read whole"] {
+        assert!(text.contains(phrase), "--help lacks {phrase:?}");
+    }
 }

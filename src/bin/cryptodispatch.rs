@@ -18,9 +18,23 @@
 //!   size, so input of any size runs in bounded memory; outputs are written in order.
 //! - `sign` writes the raw 64-byte Ed25519 signature for a raw 32-byte seed; `verify` prints
 //!   `Signature Verified Successfully` (exit 0) or `Signature Verification Failure` (exit 1).
+//!   A key or signature file of another size is refused without being read whole: a regular
+//!   file by its length, anything else (a pipe) after one byte more than the size.
 //! - `--nodes N` sets the size of the one cluster the command uses (AES for `enc`/`dec`,
 //!   Ed25519 for `sign`/`verify`; default: the number of cores), node `i` pinned to core
 //!   `i mod cores`; `--policy` and `--packet-size` are checked by the library.
+//!
+//! Files:
+//!
+//! - `-out FILE` is written to a temporary file beside it (`.FILE.tmp-PID`) that is renamed over
+//!   `FILE` only when the command succeeds, so a failure (bad padding, found at the end of a
+//!   decryption) leaves no partial output and an existing `FILE` as it was; its permission bits
+//!   are kept. Standard output, and a `FILE` that is a device or a FIFO (`/dev/null`), are
+//!   written as the output is produced: a failed decryption has then written all but its end,
+//!   as with openssl. See the `output` module for the protocol.
+//! - `-in` and `-out` naming the same regular file (by path, through a link, or as the same
+//!   device and inode) is refused before anything is written: openssl would truncate the input
+//!   before reading it.
 //!
 //! openssl's single-dash options (`-alg`, `-iv`, `-nopad`, `-in`, `-out`, `-key`, `-sig`) and
 //! the double-dash ones (`--alg`, ...; `-K` is also `--hex-key`) are both accepted: the
@@ -29,8 +43,8 @@
 //! Exit status: 0 on success; 1 for a failure while processing (bad padding on decryption, data
 //! that is not whole blocks with `-nopad`, an I/O error, a signature that does not verify); 2
 //! for a usage error (unknown algorithm, bad hex, wrong key or IV length, a missing IV, an
-//! unreadable input or key file, a key or signature file of the wrong size, an unknown policy, a
-//! bad packet size).
+//! unreadable input or key file, a key or signature file of the wrong size, `-in` and `-out`
+//! naming the same file, an unknown policy, a bad packet size).
 
 // The crate root is `src/bin/cryptodispatch.rs`, so its modules are found by path.
 #[path = "cryptodispatch/argv.rs"]
@@ -39,6 +53,10 @@ mod argv;
 mod cipher;
 #[path = "cryptodispatch/ed25519.rs"]
 mod ed25519;
+#[path = "cryptodispatch/input.rs"]
+mod input;
+#[path = "cryptodispatch/output.rs"]
+mod output;
 #[path = "cryptodispatch/service.rs"]
 mod service;
 
@@ -62,7 +80,13 @@ Output is byte-identical to openssl's for the same key, IV and data. openssl's s
 options (-alg, -iv, -nopad, -in, -out, -key, -sig, and -aes-128-cbc for -alg aes-128-cbc) are
 accepted as well as the double-dash ones. Unlike openssl, a key or IV of the wrong length is
 an error (openssl pads a short one with zeros). Keys given on the command line are visible to
-other users of the machine, as with openssl.";
+other users of the machine, as with openssl.
+
+An output file (-out) appears only if the command succeeds: it is written to a temporary file
+beside it (.NAME.tmp-PID) and renamed over it at the end, so a failure such as bad padding
+leaves no partial output and an existing file unchanged. Standard output and devices are
+written as the data goes. -in and -out may not name the same file. Key and signature files of
+the wrong size are refused without being read whole.";
 
 const EXAMPLES: &str = "\
 Examples:

@@ -12,9 +12,9 @@ use cryptodispatch::{
 };
 use zeroize::Zeroizing;
 
-use crate::service::{
-    CliError, ServiceArgs, open_input, open_output, read_error, read_full, write_error,
-};
+use crate::input::{open_input, read_full};
+use crate::output::{Output, refuse_same_file};
+use crate::service::{CliError, ServiceArgs, read_error, write_error};
 
 /// Bytes read from the input at a time (rounded to a whole number of packets).
 const READ_CHUNK: usize = 64 * 1024;
@@ -101,7 +101,8 @@ pub struct CipherArgs {
     #[arg(long = "in", allow_hyphen_values = true, value_name = "FILE")]
     pub input: Option<PathBuf>,
 
-    /// Output file [default: stdout]
+    /// Output file, replaced only when the command succeeds (written to a temporary file beside
+    /// it, then renamed) [default: stdout]; must not be the input file
     #[arg(long = "out", allow_hyphen_values = true, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -139,6 +140,7 @@ fn parse_hex(option: &str, text: &str) -> Result<Zeroizing<Vec<u8>>, CliError> {
 
 /// Runs `enc` (`direction` Encrypt) or `dec`.
 pub fn run(direction: Direction, args: &CipherArgs) -> Result<(), CliError> {
+    refuse_same_file(args.input.as_deref(), args.output.as_deref())?;
     let alg = args.alg;
     let key = parse_hex("-K", &args.key)?;
     if key.len() != alg.key_len {
@@ -189,11 +191,9 @@ pub fn run(direction: Direction, args: &CipherArgs) -> Result<(), CliError> {
     let stream = service
         .stream(key, op, &iv)
         .map_err(|e| CliError::usage(format!("{alg}: {e}")))?;
-    let mut output = open_output(args.output.as_ref())?;
-    let result = pump(&service, stream, op, &mut *input, &mut *output);
-    // Flush what was written even after a failure, as openssl does.
-    let flushed = output.flush().map_err(write_error);
-    result.and(flushed)
+    let mut output = Output::create(args.output.as_deref())?;
+    let result = pump(&service, stream, op, &mut *input, &mut output);
+    output.finish(result)
 }
 
 /// Moves the input through the stream to the output.

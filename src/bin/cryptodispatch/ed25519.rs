@@ -2,17 +2,15 @@
 //! the whole message), so it is read whole and each node's capacity is raised to hold it.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use cryptodispatch::crypto::{KEY_LEN, SIGNATURE_LEN};
 use cryptodispatch::{ClusterKind, Job, JobOutput, Service};
-use zeroize::Zeroizing;
 
-use crate::service::{
-    CliError, EXIT_FAILURE, ServiceArgs, open_input, open_output, read_error, read_small_file,
-    write_error,
-};
+use crate::input::{open_input, read_exact_file};
+use crate::output::{Output, refuse_same_file};
+use crate::service::{CliError, EXIT_FAILURE, ServiceArgs, read_error, write_error};
 
 /// What `verify` prints on success.
 pub const VERIFIED: &str = "Signature Verified Successfully";
@@ -22,7 +20,8 @@ pub const NOT_VERIFIED: &str = "Signature Verification Failure";
 /// The arguments of `sign`.
 #[derive(Debug, Clone, Args)]
 pub struct SignArgs {
-    /// The signing key: a file holding the raw 32-byte Ed25519 seed (RFC 8032 secret key)
+    /// The signing key: a file holding the raw 32-byte Ed25519 seed (RFC 8032 secret key); a
+    /// file of another size is refused without being read whole
     #[arg(long = "key", allow_hyphen_values = true, value_name = "FILE")]
     pub key: PathBuf,
 
@@ -30,7 +29,8 @@ pub struct SignArgs {
     #[arg(long = "in", allow_hyphen_values = true, value_name = "FILE")]
     pub input: Option<PathBuf>,
 
-    /// Where to write the raw 64-byte signature [default: stdout]
+    /// Where to write the raw 64-byte signature, replaced only when signing succeeds
+    /// [default: stdout]; must not be the message file
     #[arg(long = "out", allow_hyphen_values = true, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -41,11 +41,13 @@ pub struct SignArgs {
 /// The arguments of `verify`.
 #[derive(Debug, Clone, Args)]
 pub struct VerifyArgs {
-    /// The public key: a file holding the raw 32-byte Ed25519 public key
+    /// The public key: a file holding the raw 32-byte Ed25519 public key; a file of another
+    /// size is refused without being read whole
     #[arg(long = "key", allow_hyphen_values = true, value_name = "FILE")]
     pub key: PathBuf,
 
-    /// The signature: a file holding the raw 64-byte signature
+    /// The signature: a file holding the raw 64-byte signature; a file of another size is
+    /// refused without being read whole
     #[arg(long = "sig", allow_hyphen_values = true, value_name = "FILE")]
     pub sig: PathBuf,
 
@@ -55,24 +57,6 @@ pub struct VerifyArgs {
 
     #[command(flatten)]
     pub service: ServiceArgs,
-}
-
-/// Reads a file that must be exactly `len` bytes.
-fn read_exact_file(
-    option: &str,
-    path: &Path,
-    len: usize,
-    what: &str,
-) -> Result<Zeroizing<Vec<u8>>, CliError> {
-    let bytes = Zeroizing::new(read_small_file(option, path)?);
-    if bytes.len() != len {
-        return Err(CliError::usage(format!(
-            "{option} {}: expected {what} of exactly {len} bytes, the file has {} bytes",
-            path.display(),
-            bytes.len()
-        )));
-    }
-    Ok(bytes)
 }
 
 /// Reads the whole message.
@@ -90,6 +74,7 @@ fn service_for(args: &ServiceArgs, len: usize) -> Result<Service, CliError> {
 
 /// Runs `sign`.
 pub fn sign(args: &SignArgs) -> Result<(), CliError> {
+    refuse_same_file(args.input.as_deref(), args.output.as_deref())?;
     let seed = read_exact_file("-key", &args.key, KEY_LEN, "a raw Ed25519 seed")?;
     let msg = read_message(args.input.as_ref())?;
     let service = service_for(&args.service, msg.len())?;
@@ -99,10 +84,9 @@ pub fn sign(args: &SignArgs) -> Result<(), CliError> {
     let sig = run_job(&service, Job::sign(key, msg))?
         .signature()
         .ok_or_else(|| CliError::failure("internal error: a sign job gave no signature"))?;
-    let mut out = open_output(args.output.as_ref())?;
-    out.write_all(&sig)
-        .and_then(|()| out.flush())
-        .map_err(write_error)
+    let mut out = Output::create(args.output.as_deref())?;
+    let written = out.write_all(&sig).map_err(write_error);
+    out.finish(written)
 }
 
 /// Runs `verify`; `Ok(false)` when the signature does not verify.

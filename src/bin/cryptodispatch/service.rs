@@ -2,9 +2,7 @@
 //! and the CLI's error type with its exit codes.
 
 use std::fmt;
-use std::fs::File;
-use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io;
 
 use clap::Args;
 use cryptodispatch::error::ConfigError;
@@ -120,45 +118,6 @@ impl ServiceArgs {
             other => CliError::failure(format!("cannot start the service: {other}")),
         })
     }
-}
-
-/// Reads all of `path` (a key or signature file), as a usage error if it cannot be read.
-pub fn read_small_file(option: &str, path: &Path) -> Result<Vec<u8>, CliError> {
-    std::fs::read(path).map_err(|e| CliError::usage(format!("{option} {}: {e}", path.display())))
-}
-
-/// Opens the input: a file, or stdin for none or `-`.
-pub fn open_input(path: Option<&PathBuf>) -> Result<Box<dyn Read>, CliError> {
-    match path {
-        Some(p) if p.as_os_str() != "-" => File::open(p)
-            .map(|f| Box::new(f) as Box<dyn Read>)
-            .map_err(|e| CliError::usage(format!("-in {}: {e}", p.display()))),
-        _ => Ok(Box::new(io::stdin().lock())),
-    }
-}
-
-/// Opens (creates or truncates) the output: a file, or stdout for none or `-`.
-pub fn open_output(path: Option<&PathBuf>) -> Result<Box<dyn Write>, CliError> {
-    match path {
-        Some(p) if p.as_os_str() != "-" => File::create(p)
-            .map(|f| Box::new(f) as Box<dyn Write>)
-            .map_err(|e| CliError::usage(format!("-out {}: {e}", p.display()))),
-        _ => Ok(Box::new(io::stdout().lock())),
-    }
-}
-
-/// Reads until `buf` is full or the input ends; returns the number of bytes read.
-pub fn read_full(input: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 /// A read error while processing.
