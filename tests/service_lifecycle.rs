@@ -722,6 +722,69 @@ fn job_handles_are_futures_that_wake_their_task() {
     assert_eq!(out, Ok(JobOutput::Signature(ed_sign(&seed, &[7; 100]))));
 }
 
+#[test]
+fn submit_async_waits_for_room_without_blocking_and_is_send() {
+    fn assert_send<T: Send>(_: &T) {}
+    let _serial = shared();
+    // One slow Ed25519 node and a receive queue of one packet: the second and later jobs find
+    // the queue full, so their futures must park and be woken as room frees.
+    let service = Service::builder()
+        .packet_size(1024)
+        .ed25519_cluster([NodeSpec::new().slowdown(20.0).capacity(1024)])
+        .cluster_queue_len(1)
+        .wait_queue_len(1)
+        .receive_queue_len(1)
+        .build()
+        .unwrap();
+    let seed = [0x5A; 32];
+    let key = service.add_signing_key(&seed).unwrap();
+    let msgs: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 1024]).collect();
+
+    let fut = service.submit_async(Job::sign(key, msgs[0].clone()));
+    assert_send(&fut);
+    let ((handles, pending_polls), stats) = block_on(async {
+        let mut handles = Vec::new();
+        let mut pending_polls = 0;
+        for m in &msgs {
+            let mut fut = std::pin::pin!(service.submit_async(Job::sign(key, m.clone())));
+            // Count the polls that found the queue full.
+            let handle = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
+                Poll::Pending => {
+                    pending_polls += 1;
+                    Poll::Pending
+                }
+                ready => ready,
+            })
+            .await
+            .expect("admitted");
+            handles.push(handle);
+        }
+        (handles, pending_polls)
+    });
+    drop(fut);
+    assert!(
+        pending_polls > 0,
+        "the queue never filled: the test shows nothing"
+    );
+    assert!(
+        stats.wakes + 1 >= stats.polls,
+        "polled again without a wake: {stats:?}"
+    );
+    for (h, m) in handles.into_iter().zip(&msgs) {
+        assert_eq!(h.wait(), Ok(JobOutput::Signature(ed_sign(&seed, m))));
+    }
+
+    // A malformed job resolves to its error at once; after shutdown, to ShutDown.
+    let (bad, _) = block_on(service.submit_async(Job::verify(key, vec![1], &[0; 3])));
+    assert_eq!(
+        bad.map(drop),
+        Err(SubmitError::Crypto(CryptoError::SignatureLength { got: 3 }))
+    );
+    service.shutdown();
+    let (late, _) = block_on(service.submit_async(Job::sign(key, vec![2])));
+    assert_eq!(late.map(drop), Err(SubmitError::ShutDown));
+}
+
 // ---------------------------------------------------------------------------------------------
 // (e) Metrics
 // ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -106,6 +107,8 @@ pub(crate) struct Engine {
     sleeping: Vec<bool>,
     /// Packets admitted and not yet reported complete.
     in_system: u64,
+    /// Futures of `submit_async` waiting for room; woken (outside the lock) with `room_cv`.
+    room_wakers: Vec<Waker>,
     /// No new jobs: `shutdown` has begun.
     pub(crate) closing: bool,
     /// Workers leave once their queue is empty.
@@ -116,6 +119,24 @@ impl Engine {
     /// Packets of cluster `c` admitted and not yet accepted by the core.
     pub(crate) fn receive_len(&self, c: ClusterId) -> usize {
         self.receive[c.index()].len()
+    }
+}
+
+/// What an admission does when the receive queue is full.
+#[derive(Clone, Copy)]
+pub(crate) enum Wait<'a> {
+    /// Blocks until there is room (`submit`).
+    Block,
+    /// Hands the packets back (`try_submit`).
+    No,
+    /// Hands the packets back and wakes this waker when room frees (`submit_async`).
+    Wake(&'a Waker),
+}
+
+/// Wakes `submit_async` futures; called with no lock held, since a waker is user code.
+fn wake_all(wakers: Vec<Waker>) {
+    for w in wakers {
+        w.wake();
     }
 }
 
@@ -136,6 +157,7 @@ impl Shared {
                 node_work: (0..nodes).map(|_| VecDeque::new()).collect(),
                 sleeping: vec![false; nodes],
                 in_system: 0,
+                room_wakers: Vec::new(),
                 closing: false,
                 stopping: false,
             }),
@@ -165,14 +187,15 @@ impl Shared {
         crate::packet::TaskId(self.next_task.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Admits a job's packets (all of one cluster, in order). With `block`, waits while the
-    /// cluster's receive queue is full; without, hands the packets back. `force` admits even
-    /// past the bound (a stream's closing packet, which carries no data).
+    /// Admits a job's packets (all of one cluster, in order). With [`Wait::Block`], waits
+    /// while the cluster's receive queue is full; with [`Wait::No`], hands the packets back;
+    /// with [`Wait::Wake`], hands them back and registers the waker, woken when room frees.
+    /// `force` admits even past the bound (a stream's closing packet, which carries no data).
     pub(crate) fn admit(
         &self,
         cluster: ClusterId,
         packets: Packets,
-        block: bool,
+        wait: Wait<'_>,
         force: bool,
     ) -> Result<(), Refused> {
         let mut e = self.lock();
@@ -184,20 +207,30 @@ impl Shared {
             if force || queued == 0 || queued + packets.len() <= self.layout.receive_queue_len {
                 break;
             }
-            if !block {
-                return Err(Refused::Full(packets));
+            match wait {
+                Wait::No => return Err(Refused::Full(packets)),
+                Wait::Wake(waker) => {
+                    if !e.room_wakers.iter().any(|w| w.will_wake(waker)) {
+                        e.room_wakers.push(waker.clone());
+                    }
+                    return Err(Refused::Full(packets));
+                }
+                Wait::Block => e = self.room_cv.wait(e).unwrap_or_else(|p| p.into_inner()),
             }
-            e = self.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
         }
         e.in_system += packets.len() as u64;
         e.receive[cluster.index()].extend(packets);
-        self.offer(&mut e, cluster);
+        let wakers = self.offer(&mut e, cluster);
+        drop(e);
+        wake_all(wakers);
         Ok(())
     }
 
     /// Offers the receive queue's packets to the core, oldest first, until it pushes back;
-    /// then moves the placements to their node queues.
-    fn offer(&self, e: &mut Engine, cluster: ClusterId) {
+    /// then moves the placements to their node queues. Returns the wakers of `submit_async`
+    /// futures to wake once the lock is released (no user code runs under it).
+    #[must_use]
+    fn offer(&self, e: &mut Engine, cluster: ClusterId) -> Vec<Waker> {
         let before = e.receive[cluster.index()].len();
         while let Some(p) = e.receive[cluster.index()].pop_front() {
             match e.sched.arrive(p) {
@@ -219,10 +252,13 @@ impl Shared {
         // Wake blocked submitters only once the queue has drained to half its bound (or is
         // empty), not at every packet: each wake-up costs a context switch.
         let after = e.receive[cluster.index()].len();
+        let mut wakers = Vec::new();
         if after < before && after <= self.layout.receive_queue_len / 2 {
             self.room_cv.notify_all();
+            wakers = std::mem::take(&mut e.room_wakers);
         }
         self.route(e);
+        wakers
     }
 
     /// Moves the core's placements to the node queues and wakes sleeping nodes.
@@ -264,9 +300,14 @@ impl Shared {
             }
             e.in_system -= finished as u64;
             let c = e.sched.cluster_of(node);
-            self.offer(&mut e, c);
+            let wakers = self.offer(&mut e, c);
             if e.in_system == 0 {
                 self.idle_cv.notify_all();
+            }
+            if !wakers.is_empty() {
+                drop(e);
+                wake_all(wakers);
+                e = self.lock();
             }
         }
         loop {
@@ -320,8 +361,13 @@ impl Shared {
     /// Refuses new jobs from now on, and wakes submitters waiting for room (they get
     /// `ShutDown`).
     pub(crate) fn close(&self) {
-        self.lock().closing = true;
+        let wakers = {
+            let mut e = self.lock();
+            e.closing = true;
+            std::mem::take(&mut e.room_wakers)
+        };
         self.room_cv.notify_all();
+        wake_all(wakers);
     }
 
     /// Refuses new jobs and waits until every admitted packet is complete; then lets the

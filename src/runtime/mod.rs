@@ -30,7 +30,7 @@ pub use error::{BuildError, JobError, KeyError, SubmitError, TrySubmitError};
 pub use handle::{JobHandle, JobOutput};
 pub use job::Job;
 pub use metrics::{ClusterMetrics, Metrics, NodeMetrics};
-pub use service::Service;
+pub use service::{Service, SubmitFuture};
 pub use stream::Stream;
 
 /// The kinds of cluster a service can have: one per algorithm family.

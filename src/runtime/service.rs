@@ -1,7 +1,10 @@
 //! The service: keys, job submission, streams, metrics and shutdown.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 
 use bytes::BytesMut;
@@ -11,7 +14,7 @@ use crate::crypto::{AesOp, ChainState, KEY_LEN, Padding, SIGNATURE_LEN};
 use crate::packet::{ClusterId, Cmd, Packet, PacketMeta, TaskId};
 use crate::runtime::ClusterKind;
 use crate::runtime::KeyId;
-use crate::runtime::engine::{Refused, Shared};
+use crate::runtime::engine::{Refused, Shared, Wait};
 use crate::runtime::error::{KeyError, SubmitError, TrySubmitError};
 use crate::runtime::handle::{
     JobHandle, JobShared, JobWork, Packets, Work, aes_packet_count, bytes_mut, cut_aes,
@@ -58,7 +61,43 @@ const BATCH: usize = 64;
 /// Why a prepared job was not admitted.
 enum Refusal {
     ShutDown,
-    Full(Job),
+    Full(Box<Prepared>),
+}
+
+/// The future [`Service::submit_async`] returns: resolves to the job's handle once the job is
+/// admitted.
+#[must_use = "a future does nothing unless polled"]
+pub struct SubmitFuture<'a> {
+    service: &'a Service,
+    pending: Option<Result<Prepared, SubmitError>>,
+}
+
+impl fmt::Debug for SubmitFuture<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SubmitFuture")
+            .field("pending", &self.pending.is_some())
+            .finish()
+    }
+}
+
+impl Future for SubmitFuture<'_> {
+    type Output = Result<JobHandle, SubmitError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let prepared = match self.pending.take() {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => return Poll::Ready(Err(e)),
+            None => return Poll::Ready(Err(SubmitError::ShutDown)),
+        };
+        match self.service.admit(prepared, Wait::Wake(cx.waker())) {
+            Ok(handle) => Poll::Ready(Ok(handle)),
+            Err(Refusal::ShutDown) => Poll::Ready(Err(SubmitError::ShutDown)),
+            Err(Refusal::Full(p)) => {
+                self.pending = Some(Ok(*p));
+                Poll::Pending
+            }
+        }
+    }
 }
 
 /// What is needed to hand a refused job back as it came.
@@ -148,7 +187,23 @@ impl Service {
     /// refused job runs.
     pub fn submit(&self, job: Job) -> Result<JobHandle, SubmitError> {
         let p = self.prepare(job)?;
-        self.admit(p, true).map_err(|_| SubmitError::ShutDown)
+        self.admit(p, Wait::Block)
+            .map_err(|_| SubmitError::ShutDown)
+    }
+
+    /// Submits a job without blocking the thread: the future resolves to the job's handle once
+    /// its cluster's receive queue has room (it is woken when room frees, like a
+    /// [`JobHandle`]), so an async server never blocks its executor on backpressure. It needs
+    /// no particular async runtime. A malformed job resolves to its error at the first poll;
+    /// dropping the future before it resolves submits nothing.
+    ///
+    /// # Errors
+    /// As [`submit`](Self::submit).
+    pub fn submit_async(&self, job: Job) -> SubmitFuture<'_> {
+        SubmitFuture {
+            service: self,
+            pending: Some(self.prepare(job)),
+        }
     }
 
     /// Submits a job if its cluster's receive queue has room now; otherwise hands it back in
@@ -158,10 +213,15 @@ impl Service {
     /// [`TrySubmitError::Full`] with the job, or [`TrySubmitError::Invalid`].
     pub fn try_submit(&self, job: Job) -> Result<JobHandle, TrySubmitError> {
         let p = self.prepare(job)?;
-        match self.admit(p, false) {
+        match self.admit(p, Wait::No) {
             Ok(h) => Ok(h),
             Err(Refusal::ShutDown) => Err(SubmitError::ShutDown.into()),
-            Err(Refusal::Full(job)) => Err(TrySubmitError::Full(job)),
+            Err(Refusal::Full(p)) => {
+                let Prepared {
+                    packets, origin, ..
+                } = *p;
+                Err(TrySubmitError::Full(rebuild(packets, origin)))
+            }
         }
     }
 
@@ -455,9 +515,8 @@ impl Service {
         })
     }
 
-    /// Admits a prepared job; if the queue is full (and `block` is false), hands the job back
-    /// as it was submitted.
-    fn admit(&self, p: Prepared, block: bool) -> Result<JobHandle, Refusal> {
+    /// Admits a prepared job; if the queue is full (and `wait` does not block), hands it back.
+    fn admit(&self, p: Prepared, wait: Wait<'_>) -> Result<JobHandle, Refusal> {
         let Prepared {
             cluster,
             packets,
@@ -465,14 +524,19 @@ impl Service {
             origin,
         } = p;
         self.shared.counters.job_submitted();
-        match self.shared.admit(cluster, packets, block, false) {
+        match self.shared.admit(cluster, packets, wait, false) {
             Ok(()) => Ok(JobHandle { shared: job }),
             Err(refused) => {
                 self.shared.counters.job_withdrawn();
                 self.shared.store.remove(job.task);
                 match refused {
                     Refused::ShutDown => Err(Refusal::ShutDown),
-                    Refused::Full(packets) => Err(Refusal::Full(rebuild(packets, origin))),
+                    Refused::Full(packets) => Err(Refusal::Full(Box::new(Prepared {
+                        cluster,
+                        packets,
+                        job,
+                        origin,
+                    }))),
                 }
             }
         }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::crypto::CryptoError;
 use crate::crypto::{AesKey, AesOp, BLOCK, ChainState};
 use crate::packet::{ClusterId, TaskId};
-use crate::runtime::engine::{Refused, Shared};
+use crate::runtime::engine::{Refused, Shared, Wait};
 use crate::runtime::error::{JobError, SubmitError};
 use crate::runtime::handle::{JobHandle, JobShared, JobWork, Packets, aes_packet_count, cut_aes};
 
@@ -136,7 +136,7 @@ impl Stream {
         let (packets, handle) = self.packets(data, last);
         let n = packets.len() as u32;
         self.shared.counters.job_submitted();
-        match self.shared.admit(self.cluster, packets, true, false) {
+        match self.shared.admit(self.cluster, packets, Wait::Block, false) {
             Ok(()) => {
                 self.next_seq += n;
                 self.finished = last;
@@ -185,7 +185,7 @@ impl Drop for Stream {
         self.shared.counters.job_submitted();
         if self
             .shared
-            .admit(self.cluster, packets, false, true)
+            .admit(self.cluster, packets, Wait::No, true)
             .is_err()
         {
             // The workers are gone: nothing will run the packet; drop the state here.
