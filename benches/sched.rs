@@ -10,7 +10,7 @@ use cryptodispatch::packet::{
     ClusterId, Cmd, Len, Mode, NodeId, Packet, PacketMeta, TaskId, UnitTimes,
 };
 use cryptodispatch::sched::{
-    Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
+    Admission, Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
 };
 
 const NODES: usize = 4;
@@ -18,10 +18,7 @@ const PACKET: u64 = 1024;
 
 fn core(policy: &PolicySpec) -> Scheduler<Len> {
     let nodes = (0..NODES)
-        .map(|i| NodeConfig {
-            unit_times: UnitTimes::uniform(10.0 + i as f64 * 5.0),
-            capacity: 8 * PACKET,
-        })
+        .map(|i| NodeConfig::new(UnitTimes::uniform(10.0 + i as f64 * 5.0), 8 * PACKET))
         .collect();
     let config = SchedConfig {
         clusters: vec![ClusterConfig {
@@ -32,6 +29,7 @@ fn core(policy: &PolicySpec) -> Scheduler<Len> {
         wait_queue_len: 64,
         affinity: Affinity::InFlight,
         unit_len: PACKET,
+        admission: Admission::Fifo,
     };
     Scheduler::new(config, policy).expect("valid configuration")
 }

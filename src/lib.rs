@@ -52,14 +52,15 @@
 //!
 //! ```
 //! use cryptodispatch::packet::{ClusterId, Cmd, Len, NodeId, Packet, PacketMeta, TaskId, UnitTimes};
-//! use cryptodispatch::sched::{Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler};
+//! use cryptodispatch::sched::{Admission, Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler};
 //!
-//! let node = |unit| NodeConfig { unit_times: UnitTimes::uniform(unit), capacity: 4096 };
+//! let node = |unit| NodeConfig::new(UnitTimes::uniform(unit), 4096);
 //! let config = SchedConfig {
 //!     clusters: vec![ClusterConfig { nodes: vec![node(10.0), node(30.0)], queue_len: 16, max_packet: 1024 }],
 //!     wait_queue_len: 16,
 //!     affinity: Affinity::Strict,
 //!     unit_len: 1024,
+//!     admission: Admission::Fifo,
 //! };
 //! let mut core = Scheduler::new(config, &"paper".parse::<PolicySpec>()?)?;
 //!
@@ -128,7 +129,7 @@ pub use runtime::{
     ClusterKind, Job, JobHandle, JobOutput, KeyId, Metrics, NodeSpec, Service, ServiceBuilder,
     Stream,
 };
-pub use sched::{Affinity, PolicySpec};
+pub use sched::{Admission, Affinity, PolicySpec};
 
 /// The README's code runs as a doc test, so the quick start stays true.
 #[cfg(doctest)]

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use cryptodispatch::packet::{ClusterId, Cmd, Len, NodeId, Packet, PacketMeta, TaskId, UnitTimes};
 use cryptodispatch::sched::{
-    Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
+    Admission, Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
 };
 use proptest::prelude::*;
 use rand::rngs::ChaCha8Rng;
@@ -19,10 +19,7 @@ const MAX_LEN: u64 = 64;
 
 /// A node with unit time `unit` for every command and room for `packets` packets of `P` bytes.
 fn node(unit: f64, packets: u64) -> NodeConfig {
-    NodeConfig {
-        unit_times: UnitTimes::uniform(unit),
-        capacity: packets * P,
-    }
+    NodeConfig::new(UnitTimes::uniform(unit), packets * P)
 }
 
 /// A core with one cluster of `nodes` under `policy`.
@@ -36,6 +33,7 @@ fn sched(policy: &str, nodes: Vec<NodeConfig>) -> Scheduler<Len> {
         wait_queue_len: 0,
         affinity: Affinity::Strict,
         unit_len: P,
+        admission: Admission::Fifo,
     };
     Scheduler::new(cfg, &policy.parse().unwrap()).unwrap()
 }
@@ -292,16 +290,14 @@ proptest! {
     ) {
         let configs: Vec<NodeConfig> = nodes
             .iter()
-            .map(|&(enc, dec, cap)| NodeConfig {
-                unit_times: UnitTimes([enc, dec, 1.0, 1.0]),
-                capacity: cap * MAX_LEN,
-            })
+            .map(|&(enc, dec, cap)| NodeConfig::new(UnitTimes([enc, dec, 1.0, 1.0]), cap * MAX_LEN))
             .collect();
         let cfg = SchedConfig {
             clusters: vec![ClusterConfig { nodes: configs, queue_len: 64, max_packet: MAX_LEN }],
             wait_queue_len: 0,
             affinity: Affinity::Strict,
             unit_len: P,
+            admission: Admission::Fifo,
         };
         let mut s = Scheduler::new(cfg, &spec).unwrap();
         let mut probe = spec.build().unwrap();

@@ -12,7 +12,8 @@ use cryptodispatch::packet::{
 };
 use cryptodispatch::sched::policy::{Entropy, ZOrder};
 use cryptodispatch::sched::{
-    Affinity, ClusterConfig, ClusterView, NodeConfig, Policy, PolicySpec, SchedConfig, Scheduler,
+    Admission, Affinity, ClusterConfig, ClusterView, NodeConfig, Policy, PolicySpec, SchedConfig,
+    Scheduler,
 };
 use proptest::prelude::*;
 
@@ -22,10 +23,7 @@ const P: u64 = 16;
 const C0: ClusterId = ClusterId(0);
 
 fn node(times: [f64; 4], capacity: u64) -> NodeConfig {
-    NodeConfig {
-        unit_times: UnitTimes(times),
-        capacity,
-    }
+    NodeConfig::new(UnitTimes(times), capacity)
 }
 
 /// A node with one unit time for every command and room for `packets` unit packets.
@@ -43,6 +41,7 @@ fn config(nodes: Vec<NodeConfig>, max_packet: u64) -> SchedConfig {
         wait_queue_len: 0,
         affinity: Affinity::Strict,
         unit_len: P,
+        admission: Admission::Fifo,
     }
 }
 
@@ -547,6 +546,7 @@ fn drive(spec: &PolicySpec, nodes: Vec<NodeConfig>, moves: &[Move]) {
         wait_queue_len: 4,
         affinity: Affinity::Strict,
         unit_len: P,
+        admission: Admission::Fifo,
     };
     let mut s: Scheduler<Len> =
         Scheduler::with_policies(cfg, |_| Box::new(Checked(spec.build().unwrap()))).unwrap();

@@ -12,8 +12,8 @@ use cryptodispatch::packet::UnitTimes;
 use cryptodispatch::packet::{ClusterId, Cmd, Len, Mode, NodeId, Packet, PacketMeta, TaskId};
 use cryptodispatch::sched::policy::PaperAdaptive;
 use cryptodispatch::sched::{
-    Affinity, ClusterConfig, ClusterView, NodeConfig, NodeStatus, Policy, PolicySpec, SchedConfig,
-    Scheduler,
+    Admission, Affinity, ClusterConfig, ClusterView, NodeConfig, NodeStatus, Policy, PolicySpec,
+    SchedConfig, Scheduler,
 };
 use cryptodispatch::sim::workload::Burst;
 use cryptodispatch::sim::{NodeSet, WorkloadSpec};
@@ -28,10 +28,7 @@ fn scheduler(unit_times: &[f64], cap_packets: u64, policy: &PolicySpec) -> Sched
         clusters: vec![ClusterConfig {
             nodes: unit_times
                 .iter()
-                .map(|&t| NodeConfig {
-                    unit_times: UnitTimes::uniform(t),
-                    capacity: cap_packets * P,
-                })
+                .map(|&t| NodeConfig::new(UnitTimes::uniform(t), cap_packets * P))
                 .collect(),
             queue_len: 64,
             max_packet: P,
@@ -39,6 +36,7 @@ fn scheduler(unit_times: &[f64], cap_packets: u64, policy: &PolicySpec) -> Sched
         wait_queue_len: 0,
         affinity: Affinity::Strict,
         unit_len: P,
+        admission: Admission::Fifo,
     };
     Scheduler::new(config, policy).unwrap()
 }
@@ -241,7 +239,7 @@ proptest! {
                 nodes: times
                     .iter()
                     .zip(&caps)
-                    .map(|(t, &c)| NodeConfig { unit_times: UnitTimes(*t), capacity: c })
+                    .map(|(t, &c)| NodeConfig::new(UnitTimes(*t), c))
                     .collect(),
                 queue_len: 16,
                 max_packet: 4,
@@ -249,6 +247,7 @@ proptest! {
             wait_queue_len: 0,
             affinity: Affinity::Strict,
             unit_len: 1,
+            admission: Admission::Fifo,
         };
         let mut s: Scheduler<Len> = Scheduler::new(config, &PolicySpec::PaperAdaptive).unwrap();
         let n = times.len();

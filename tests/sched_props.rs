@@ -9,7 +9,7 @@ use cryptodispatch::packet::{
     ClusterId, Cmd, Len, Mode, NodeId, Packet, PacketMeta, TaskId, UnitTimes,
 };
 use cryptodispatch::sched::{
-    Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
+    Admission, Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
 };
 use proptest::prelude::*;
 
@@ -28,6 +28,7 @@ struct Case {
     wait: usize,
     policy: PolicySpec,
     affinity: Affinity,
+    admission: Admission,
     jobs: Vec<JobSpec>,
     /// Which job offers its next packet, step by step (indices wrap over unfinished jobs).
     picks: Vec<usize>,
@@ -56,8 +57,9 @@ fn case() -> impl Strategy<Value = Case> {
         0usize..=6,
         policy(),
         prop_oneof![Just(Affinity::Strict), Just(Affinity::InFlight)],
+        prop_oneof![Just(Admission::Fifo), Just(Admission::Fair)],
     )
-        .prop_flat_map(|(clusters, wait, policy, affinity)| {
+        .prop_flat_map(|(clusters, wait, policy, affinity, admission)| {
             let n_clusters = clusters.len() as u32;
             let job = (
                 0..n_clusters,
@@ -74,17 +76,19 @@ fn case() -> impl Strategy<Value = Case> {
                 Just(wait),
                 Just(policy),
                 Just(affinity),
+                Just(admission),
                 prop::collection::vec(job, 1..=12),
                 prop::collection::vec(any::<usize>(), 60),
                 prop::collection::vec((any::<bool>(), any::<usize>()), 0..120),
             )
         })
         .prop_map(
-            |(clusters, wait, policy, affinity, jobs, picks, moves)| Case {
+            |(clusters, wait, policy, affinity, admission, jobs, picks, moves)| Case {
                 clusters,
                 wait,
                 policy,
                 affinity,
+                admission,
                 jobs,
                 picks,
                 moves,
@@ -118,10 +122,7 @@ impl Driver {
             .map(|(nodes, queue_len)| ClusterConfig {
                 nodes: nodes
                     .iter()
-                    .map(|&(t, cap)| NodeConfig {
-                        unit_times: UnitTimes::uniform(t),
-                        capacity: cap * MAX_LEN,
-                    })
+                    .map(|&(t, cap)| NodeConfig::new(UnitTimes::uniform(t), cap * MAX_LEN))
                     .collect(),
                 queue_len: *queue_len,
                 max_packet: MAX_LEN,
@@ -132,6 +133,7 @@ impl Driver {
             wait_queue_len: case.wait,
             affinity: case.affinity,
             unit_len: MAX_LEN,
+            admission: case.admission,
         };
         let s = Scheduler::new(cfg, &case.policy).unwrap();
 

@@ -5,16 +5,13 @@ use cryptodispatch::packet::{
     ClusterId, Cmd, Len, Mode, NodeId, Packet, PacketMeta, TaskId, UnitTimes,
 };
 use cryptodispatch::sched::{
-    Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
+    Admission, Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
 };
 
 const P: u64 = 16;
 
 fn node(unit: f64, packets: u64) -> NodeConfig {
-    NodeConfig {
-        unit_times: UnitTimes::uniform(unit),
-        capacity: packets * P,
-    }
+    NodeConfig::new(UnitTimes::uniform(unit), packets * P)
 }
 
 fn cluster(nodes: Vec<NodeConfig>, queue_len: usize) -> ClusterConfig {
@@ -31,6 +28,7 @@ fn config(clusters: Vec<ClusterConfig>, wait: usize, affinity: Affinity) -> Sche
         wait_queue_len: wait,
         affinity,
         unit_len: P,
+        admission: Admission::Fifo,
     }
 }
 
@@ -334,10 +332,7 @@ fn bad_configurations_and_inputs_are_errors() {
         )),
         ConfigError::ZeroClusterQueue(ClusterId(0))
     );
-    let small = NodeConfig {
-        unit_times: UnitTimes::uniform(1.0),
-        capacity: P - 1,
-    };
+    let small = NodeConfig::new(UnitTimes::uniform(1.0), P - 1);
     assert!(matches!(
         err(config(vec![cluster(vec![small], 1)], 0, Affinity::Strict)),
         ConfigError::CapacityTooSmall {
@@ -399,4 +394,107 @@ fn status_table_counts_are_exact() {
     assert_eq!(done.task, TaskId(1));
     assert_eq!(s.node(NodeId(1)).queued_packets(), 1);
     assert_eq!(s.node(NodeId(1)).completed_packets(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fair admission (docs/ALGORITHM.md §15.1)
+// ---------------------------------------------------------------------------------------------
+
+/// Where a one-packet job submitted right after a 64-packet chained job is served, on two
+/// nodes of two packets each: how many of the big job's packets are placed before it.
+fn small_job_position(admission: Admission) -> usize {
+    let mut cfg = config(
+        vec![cluster(vec![node(10.0, 2), node(10.0, 2)], 4)],
+        4,
+        Affinity::Strict,
+    );
+    cfg.admission = admission;
+    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    // The driver's receive queue: first come first served, re-offered after completions.
+    let mut receive: std::collections::VecDeque<Packet<Len>> = (0..64)
+        .map(|seq| packet(0, 1, seq, seq == 63, true))
+        .chain([packet(0, 2, 0, true, false)])
+        .collect();
+    let mut placed = Vec::new();
+    let mut busy: Vec<u32> = Vec::new();
+    while placed.len() < 65 {
+        while let Some(p) = receive.pop_front() {
+            if let Err(ArriveError::Full(p)) = s.arrive(p) {
+                receive.push_front(p);
+                break;
+            }
+        }
+        for (task, _, node) in drain(&mut s) {
+            placed.push(task);
+            busy.push(node);
+        }
+        // Complete the oldest packet in service.
+        let node = busy.remove(0);
+        s.complete(NodeId(node)).unwrap();
+    }
+    placed.iter().position(|&t| t == 2).unwrap()
+}
+
+#[test]
+fn fair_admission_serves_a_small_job_after_one_packet_of_a_chained_giant() {
+    // First come first served: the small job waits behind most of the chained job, whose
+    // packets (bound to one node) fill the cluster queue and the wait queue.
+    let fifo = small_job_position(Admission::Fifo);
+    assert!(fifo > 50, "fifo placed the small job at {fifo}");
+    // Fair: the chained job's packets wait in its own queue; the small job goes at once to the
+    // node with room.
+    let fair = small_job_position(Admission::Fair);
+    assert!(fair <= 2, "fair placed the small job at {fair}");
+}
+
+#[test]
+fn fair_admission_accepts_every_packet_and_keeps_each_job_in_order() {
+    let mut cfg = config(vec![cluster(vec![node(10.0, 1)], 1)], 0, Affinity::Strict);
+    cfg.admission = Admission::Fair;
+    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    for seq in 0..20 {
+        s.arrive(packet(0, 1, seq, seq == 19, true)).unwrap();
+        s.arrive(packet(0, 2, seq, seq == 19, seq % 2 == 0))
+            .unwrap();
+    }
+    assert_eq!(s.cluster_queue_len(ClusterId(0)), 39);
+    assert_eq!(s.waiting_jobs(ClusterId(0)), 2);
+    let mut order = drain(&mut s);
+    while !s.is_idle() {
+        s.complete(NodeId(0)).unwrap();
+        order.extend(drain(&mut s));
+    }
+    for task in [1, 2] {
+        let seqs: Vec<u32> = order.iter().filter(|o| o.0 == task).map(|o| o.1).collect();
+        assert_eq!(seqs, (0..20).collect::<Vec<_>>(), "job {task}");
+    }
+    // Equal packet sizes: the jobs alternate.
+    let tasks: Vec<u64> = order.iter().map(|o| o.0).take(10).collect();
+    assert_eq!(tasks, [1, 2, 1, 2, 1, 2, 1, 2, 1, 2]);
+}
+
+#[test]
+fn node_slots_bound_empty_packets() {
+    let mut cfg = config(
+        vec![cluster(vec![node(10.0, 4).with_slots(3)], 2)],
+        2,
+        Affinity::Strict,
+    );
+    cfg.admission = Admission::Fifo;
+    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    let empty = |task| {
+        Packet::new(
+            PacketMeta::new(TaskId(task), Cmd::Sign, ClusterId(0)),
+            Len(0),
+        )
+    };
+    let mut accepted = 0;
+    for task in 0..100 {
+        if s.arrive(empty(task)).is_ok() {
+            accepted += 1;
+        }
+    }
+    // Three on the node, two in the cluster queue, two in the wait queue.
+    assert_eq!(accepted, 7);
+    assert_eq!(s.node(NodeId(0)).queued_packets(), 3);
 }

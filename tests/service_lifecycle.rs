@@ -24,8 +24,8 @@ use cryptodispatch::crypto::padded_len;
 use cryptodispatch::error::CryptoError;
 use cryptodispatch::packet::Mode;
 use cryptodispatch::{
-    AesOp, Affinity, ClusterKind, Direction, Job, JobError, JobHandle, JobOutput, KeyId, Metrics,
-    NodeSpec, Padding, Service, ServiceBuilder, SubmitError,
+    Admission, AesOp, Affinity, ClusterKind, Direction, Job, JobError, JobHandle, JobOutput, KeyId,
+    Metrics, NodeSpec, Padding, Service, ServiceBuilder, SubmitError,
 };
 
 static SERIAL: RwLock<()> = RwLock::new(());
@@ -783,6 +783,45 @@ fn submit_async_waits_for_room_without_blocking_and_is_send() {
     service.shutdown();
     let (late, _) = block_on(service.submit_async(Job::sign(key, vec![2])));
     assert_eq!(late.map(drop), Err(SubmitError::ShutDown));
+}
+
+#[test]
+fn a_small_job_finishes_before_a_big_chained_one_submitted_just_before_it() {
+    let _serial = shared();
+    // One node, so the small job cannot simply take another node: it must be let in between
+    // the big job's packets. Under first come first served it would wait for all of them.
+    // (Under `Admission::Fifo` this test fails: checked when it was written.)
+    let admission = Admission::Fair;
+    let service = Service::builder()
+        .aes_cluster([NodeSpec::new()])
+        .admission(admission)
+        .build()
+        .unwrap();
+    let raw = [0x31; 16];
+    let key = service.add_aes_key(&raw).unwrap();
+    let big_data = vec![0x5A; 16 << 20];
+    let big = service
+        .submit(Job::encrypt(key, Mode::Cbc, &[9; 16], big_data.clone()))
+        .unwrap();
+    let small = service
+        .submit(Job::encrypt(key, Mode::Ecb, &[], vec![0x11; 16]))
+        .unwrap();
+    let small_out = small.wait().unwrap();
+    assert!(
+        !big.is_finished(),
+        "{admission}: the big job finished before the small one"
+    );
+    let o = op(Direction::Encrypt, Mode::Ecb);
+    assert_eq!(
+        small_out,
+        JobOutput::Data(ref_aes(&raw, o, &[], &[0x11; 16]).unwrap())
+    );
+    let big_out = big.wait().unwrap();
+    let o = op(Direction::Encrypt, Mode::Cbc);
+    assert_eq!(
+        big_out,
+        JobOutput::Data(ref_aes(&raw, o, &[9; 16], &big_data).unwrap())
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ use crate::runtime::error::BuildError;
 use crate::runtime::service::Service;
 use crate::runtime::worker::{self, WorkerSpec};
 use crate::sched::{
-    Affinity, ClusterConfig, NodeConfig, Policy, PolicySpec, SchedConfig, Scheduler,
+    Admission, Affinity, ClusterConfig, NodeConfig, Policy, PolicySpec, SchedConfig, Scheduler,
 };
 
 /// One node of a cluster: where it runs, how much it queues, how fast it is.
@@ -19,6 +19,7 @@ use crate::sched::{
 pub struct NodeSpec {
     core: Option<usize>,
     capacity: Option<u64>,
+    slots: u32,
     slowdown: f64,
     unit_times: Option<UnitTimes>,
 }
@@ -28,6 +29,7 @@ impl Default for NodeSpec {
         NodeSpec {
             core: None,
             capacity: None,
+            slots: NodeSpec::DEFAULT_SLOTS,
             slowdown: 1.0,
             unit_times: None,
         }
@@ -35,6 +37,9 @@ impl Default for NodeSpec {
 }
 
 impl NodeSpec {
+    /// The default bound on the packets a node queues at once, whatever their size.
+    pub const DEFAULT_SLOTS: u32 = 64;
+
     /// An unpinned node with the default capacity, no slowdown, calibrated unit times.
     pub fn new() -> Self {
         NodeSpec::default()
@@ -54,6 +59,14 @@ impl NodeSpec {
     /// The node's queue capacity in bytes (default: 8 packets of the service's packet size).
     pub fn capacity(mut self, bytes: u64) -> Self {
         self.capacity = Some(bytes);
+        self
+    }
+
+    /// The most packets the node queues at once, whatever their size (default
+    /// [`DEFAULT_SLOTS`](Self::DEFAULT_SLOTS)): with the byte capacity, this bounds the node's
+    /// queue for empty and tiny packets too.
+    pub fn slots(mut self, packets: u32) -> Self {
+        self.slots = packets;
         self
     }
 
@@ -107,7 +120,9 @@ pub struct ServiceBuilder {
     cluster_queue_len: usize,
     wait_queue_len: usize,
     receive_queue_len: usize,
+    receive_queue_bytes: Option<u64>,
     affinity: Affinity,
+    admission: Admission,
 }
 
 impl Default for ServiceBuilder {
@@ -119,7 +134,9 @@ impl Default for ServiceBuilder {
             cluster_queue_len: 64,
             wait_queue_len: 64,
             receive_queue_len: 1024,
+            receive_queue_bytes: None,
             affinity: Affinity::InFlight,
+            admission: Admission::Fair,
         }
     }
 }
@@ -184,9 +201,19 @@ impl ServiceBuilder {
 
     /// The bound of each cluster's job receive queue, in packets (default 1024): `submit`
     /// blocks and `try_submit` hands the job back while a job would not fit. A job larger than
-    /// the bound is admitted when the queue is empty.
+    /// the bound is admitted when the queue is empty. Under fair admission the bound covers
+    /// every packet admitted and not yet on a node, each job counting for at most half of it,
+    /// so one giant job never holds a small one at the door.
     pub fn receive_queue_len(mut self, packets: usize) -> Self {
         self.receive_queue_len = packets;
+        self
+    }
+
+    /// Under fair admission, the bytes each cluster holds admitted and not yet on a node
+    /// (default: the receive queue's length in packets of the packet size), each job counting
+    /// for at most half; a job larger than the bound is admitted when nothing waits.
+    pub fn receive_queue_bytes(mut self, bytes: u64) -> Self {
+        self.receive_queue_bytes = Some(bytes);
         self
     }
 
@@ -197,6 +224,15 @@ impl ServiceBuilder {
     /// rule: bound from the first packet until the last completes.
     pub fn affinity(mut self, affinity: Affinity) -> Self {
         self.affinity = affinity;
+        self
+    }
+
+    /// How packets wait for a node. The default, [`Admission::Fair`], gives every job a queue
+    /// of its own and serves the jobs of a cluster by deficit round robin over bytes, so a
+    /// small job is not held up by a big one, chained or not. [`Admission::Fifo`] is the
+    /// paper's first come first served (docs/ALGORITHM.md §3, §15.1).
+    pub fn admission(mut self, admission: Admission) -> Self {
+        self.admission = admission;
         self
     }
 
@@ -240,6 +276,9 @@ impl ServiceBuilder {
             clusters: Vec::new(),
             packet_size: self.packet_size,
             receive_queue_len: self.receive_queue_len,
+            receive_queue_bytes: self
+                .receive_queue_bytes
+                .unwrap_or(self.receive_queue_len as u64 * self.packet_size as u64),
         };
         let mut specs = Vec::new();
         let mut sched_clusters = Vec::new();
@@ -267,11 +306,11 @@ impl ServiceBuilder {
                 };
                 let capacity = node.capacity.unwrap_or(default_capacity);
                 let declared = node.unit_times;
-                configs.push(NodeConfig {
-                    // Placeholders until the worker calibrates; declared times as given.
-                    unit_times: declared.unwrap_or(UnitTimes::uniform(1.0)),
-                    capacity,
-                });
+                // Placeholder unit times until the worker calibrates; declared times as given.
+                configs.push(
+                    NodeConfig::new(declared.unwrap_or(UnitTimes::uniform(1.0)), capacity)
+                        .with_slots(node.slots),
+                );
                 specs.push(WorkerSpec {
                     node: NodeId(specs.len() as u32),
                     kind: *kind,
@@ -299,6 +338,7 @@ impl ServiceBuilder {
             wait_queue_len: self.wait_queue_len,
             affinity: self.affinity,
             unit_len: packet,
+            admission: self.admission,
         };
         let sched = match &self.policy {
             PolicyChoice::Spec(spec) => Scheduler::new(config, spec)?,

@@ -32,6 +32,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::packet::{ClusterId, Cmd, NodeId, Packet};
 use crate::runtime::ClusterKind;
+use crate::runtime::backlog::Backlog;
 use crate::runtime::error::JobError;
 use crate::runtime::handle::{Packets, Work};
 use crate::runtime::keys::KeyStore;
@@ -40,7 +41,7 @@ use crate::runtime::metrics::{
 };
 use crate::runtime::store::StateStore;
 use crate::sched::ArriveError;
-use crate::sched::Scheduler;
+use crate::sched::{Admission, Scheduler};
 
 /// How long a worker with an empty queue spins (yielding the core between checks) before it
 /// sleeps. A sleep and wake-up costs about 10 µs on a virtual machine, more than most packets;
@@ -59,6 +60,8 @@ pub(crate) struct Layout {
     pub(crate) clusters: Vec<(ClusterKind, u64)>,
     pub(crate) packet_size: usize,
     pub(crate) receive_queue_len: usize,
+    /// Under fair admission: the bytes a cluster holds waiting for a node (see `backlog`).
+    pub(crate) receive_queue_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -109,6 +112,10 @@ pub(crate) struct Engine {
     in_system: u64,
     /// Futures of `submit_async` waiting for room; woken (outside the lock) with `room_cv`.
     room_wakers: Vec<Waker>,
+    /// Submitters blocked on `room_cv`.
+    blocked_submitters: usize,
+    /// Per cluster, under fair admission: what waits for a node, per job.
+    backlog: Vec<Backlog>,
     /// No new jobs: `shutdown` has begun.
     pub(crate) closing: bool,
     /// Workers leave once their queue is empty.
@@ -119,6 +126,33 @@ impl Engine {
     /// Packets of cluster `c` admitted and not yet accepted by the core.
     pub(crate) fn receive_len(&self, c: ClusterId) -> usize {
         self.receive[c.index()].len()
+    }
+
+    /// Packets of cluster `c` admitted and not yet placed on a node, which the receive bound
+    /// limits: under first come first served those the core has not accepted yet (its cluster
+    /// and wait queues are bounded on their own); under fair admission, where the core accepts
+    /// every packet into its job's own queue, those waiting there too.
+    pub(crate) fn pending(&self, c: ClusterId) -> usize {
+        match self.sched.admission() {
+            Admission::Fifo => self.receive[c.index()].len(),
+            Admission::Fair => self.backlog[c.index()].packets() as usize,
+        }
+    }
+
+    /// Whether cluster `c` takes `packets` of a new job now: under first come first served,
+    /// while its receive queue (the packets the core has not accepted) is within `bound`, or
+    /// empty; under fair admission, by the backlog's shares (see `backlog`).
+    fn has_room(&self, c: ClusterId, packets: &Packets, bound: usize) -> bool {
+        match self.sched.admission() {
+            Admission::Fifo => {
+                let queued = self.receive[c.index()].len();
+                queued == 0 || queued + packets.len() <= bound
+            }
+            Admission::Fair => {
+                let bytes = packets.iter().map(|p| p.meta.len).sum();
+                self.backlog[c.index()].admits(packets.len() as u64, bytes)
+            }
+        }
     }
 }
 
@@ -158,6 +192,12 @@ impl Shared {
                 sleeping: vec![false; nodes],
                 in_system: 0,
                 room_wakers: Vec::new(),
+                blocked_submitters: 0,
+                backlog: (0..clusters)
+                    .map(|_| {
+                        Backlog::new(layout.receive_queue_len as u64, layout.receive_queue_bytes)
+                    })
+                    .collect(),
                 closing: false,
                 stopping: false,
             }),
@@ -203,8 +243,7 @@ impl Shared {
             if e.stopping || (e.closing && !force) {
                 return Err(Refused::ShutDown);
             }
-            let queued = e.receive[cluster.index()].len();
-            if force || queued == 0 || queued + packets.len() <= self.layout.receive_queue_len {
+            if force || e.has_room(cluster, &packets, self.layout.receive_queue_len) {
                 break;
             }
             match wait {
@@ -215,12 +254,21 @@ impl Shared {
                     }
                     return Err(Refused::Full(packets));
                 }
-                Wait::Block => e = self.room_cv.wait(e).unwrap_or_else(|p| p.into_inner()),
+                Wait::Block => {
+                    e.blocked_submitters += 1;
+                    e = self.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
+                    e.blocked_submitters -= 1;
+                }
             }
         }
         e.in_system += packets.len() as u64;
+        let before = e.pending(cluster);
+        if let Some(first) = packets.first() {
+            let bytes = packets.iter().map(|p| p.meta.len).sum();
+            e.backlog[cluster.index()].add(first.meta.task, packets.len() as u64, bytes);
+        }
         e.receive[cluster.index()].extend(packets);
-        let wakers = self.offer(&mut e, cluster);
+        let wakers = self.offer(&mut e, cluster, before);
         drop(e);
         wake_all(wakers);
         Ok(())
@@ -229,9 +277,14 @@ impl Shared {
     /// Offers the receive queue's packets to the core, oldest first, until it pushes back;
     /// then moves the placements to their node queues. Returns the wakers of `submit_async`
     /// futures to wake once the lock is released (no user code runs under it).
+    ///
+    /// `before` is how many packets of the cluster were pending (admitted, not yet on a node)
+    /// before the caller's change. Under first come first served, blocked submitters are woken
+    /// only once that count has fallen to half its bound (or to nothing), not at every packet,
+    /// since each wake-up costs a context switch; under fair admission, whenever it fell and
+    /// someone waits, since a job's share may have freed room for a waiting small job.
     #[must_use]
-    fn offer(&self, e: &mut Engine, cluster: ClusterId) -> Vec<Waker> {
-        let before = e.receive[cluster.index()].len();
+    fn offer(&self, e: &mut Engine, cluster: ClusterId, before: usize) -> Vec<Waker> {
         while let Some(p) = e.receive[cluster.index()].pop_front() {
             match e.sched.arrive(p) {
                 Ok(()) => {}
@@ -249,11 +302,13 @@ impl Shared {
                 }
             }
         }
-        // Wake blocked submitters only once the queue has drained to half its bound (or is
-        // empty), not at every packet: each wake-up costs a context switch.
-        let after = e.receive[cluster.index()].len();
+        let after = e.pending(cluster);
         let mut wakers = Vec::new();
-        if after < before && after <= self.layout.receive_queue_len / 2 {
+        let wake = match e.sched.admission() {
+            Admission::Fifo => after <= self.layout.receive_queue_len / 2,
+            Admission::Fair => e.blocked_submitters > 0 || !e.room_wakers.is_empty(),
+        };
+        if after < before && wake {
             self.room_cv.notify_all();
             wakers = std::mem::take(&mut e.room_wakers);
         }
@@ -265,6 +320,8 @@ impl Shared {
     fn route(&self, e: &mut Engine) {
         while let Some(d) = e.sched.next_dispatch() {
             let n = d.node.index();
+            let c = e.sched.cluster_of(d.node);
+            e.backlog[c.index()].remove(d.packet.meta.task, d.packet.meta.len);
             e.node_work[n].push_back(d.packet);
             self.queued[n].store(e.node_work[n].len(), Ordering::Relaxed);
             if e.sleeping[n] {
@@ -293,14 +350,15 @@ impl Shared {
             let _ = e.sched.set_unit_time(node, cmd, t);
         }
         if finished > 0 {
+            let c = e.sched.cluster_of(node);
+            let before = e.pending(c);
             for _ in 0..finished {
                 if let Err(err) = e.sched.complete(node) {
                     debug_assert!(false, "worker out of step with the core: {err}");
                 }
             }
             e.in_system -= finished as u64;
-            let c = e.sched.cluster_of(node);
-            let wakers = self.offer(&mut e, c);
+            let wakers = self.offer(&mut e, c, before);
             if e.in_system == 0 {
                 self.idle_cv.notify_all();
             }

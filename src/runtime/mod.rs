@@ -13,6 +13,7 @@
 
 use std::fmt;
 
+mod backlog;
 mod builder;
 mod engine;
 mod error;

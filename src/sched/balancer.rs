@@ -23,6 +23,7 @@ use std::collections::hash_map::Entry;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::packet::{NodeId, Packet, PacketMeta, Payload, TaskId};
+use crate::sched::flows::Flows;
 use crate::sched::policy::Policy;
 use crate::sched::status::{ClusterView, NodeStatus};
 use crate::sched::{Affinity, Dispatch};
@@ -42,6 +43,11 @@ pub(crate) struct Balancer {
     choose: FxHashMap<TaskId, Binding>,
     /// Jobs with a packet that could not be placed in this scan (their later packets wait).
     blocked: FxHashSet<TaskId>,
+}
+
+/// The most room any node of the cluster has now.
+fn max_room(status: &[NodeStatus]) -> u64 {
+    status.iter().map(NodeStatus::room).max().unwrap_or(0)
 }
 
 /// The slices of the scheduler's node tables that belong to one cluster.
@@ -73,7 +79,65 @@ impl Balancer {
         self.choose.get(&task).map(|b| b.node)
     }
 
-    /// Places what it can from `queue`; returns how many packets it placed.
+    /// The node for `meta`: its job's bound node (strategy 2), or the policy's choice among
+    /// the nodes with room (strategy 1), binding a dependent job (or, under a pinning policy,
+    /// every job) to it. `None` when the policy finds no node.
+    fn target(
+        &mut self,
+        meta: &PacketMeta,
+        status: &[NodeStatus],
+        backlog: usize,
+    ) -> Option<usize> {
+        if let Some(b) = self.choose.get(&meta.task) {
+            return Some(b.node);
+        }
+        let pins = self.policy.pins_jobs();
+        let view = ClusterView::with_backlog(status, backlog);
+        let choice = self.policy.select(&view, meta);
+        let n = choice.filter(|&n| {
+            n < status.len()
+                && if pins {
+                    status[n].can_ever_hold(meta.len)
+                } else {
+                    status[n].has_room(meta.len)
+                }
+        })?;
+        if pins || meta.is_dependent() {
+            self.choose.insert(
+                meta.task,
+                Binding {
+                    node: n,
+                    in_flight: 0,
+                },
+            );
+        }
+        Some(n)
+    }
+
+    /// Places `packet` on node `n`, which has room for it.
+    fn place<D>(
+        &mut self,
+        n: usize,
+        packet: Packet<D>,
+        status: &mut [NodeStatus],
+        queues: &mut [VecDeque<PacketMeta>],
+        out: &mut VecDeque<Dispatch<D>>,
+    ) {
+        let meta = packet.meta;
+        status[n].enqueue(&meta);
+        queues[n].push_back(meta);
+        if let Some(b) = self.choose.get_mut(&meta.task) {
+            b.in_flight += 1;
+        }
+        self.policy.on_dispatch(&ClusterView::new(status), n, &meta);
+        out.push_back(Dispatch {
+            node: NodeId((self.first + n) as u32),
+            packet,
+        });
+    }
+
+    /// First come first served: places what it can from `queue`, scanning from the front;
+    /// returns how many packets it placed.
     pub(crate) fn pump<D: Payload>(
         &mut self,
         queue: &mut VecDeque<Packet<D>>,
@@ -81,10 +145,7 @@ impl Balancer {
         out: &mut VecDeque<Dispatch<D>>,
     ) -> usize {
         let ClusterNodes { status, queues } = nodes;
-        let pins = self.policy.pins_jobs();
         self.blocked.clear();
-        let max_room =
-            |status: &[NodeStatus]| status.iter().map(NodeStatus::remaining).max().unwrap_or(0);
         let mut room = max_room(status);
         let mut unbound_stuck = false;
         let mut placed = 0;
@@ -100,55 +161,19 @@ impl Balancer {
                 i += 1;
                 continue;
             }
-            let target = match self.choose.get(&meta.task) {
-                Some(b) => Some(b.node),
-                None if unbound_stuck => None,
-                None => {
-                    let view = ClusterView::with_backlog(status, queue.len());
-                    let choice = self.policy.select(&view, &meta);
-                    let valid = choice.filter(|&n| {
-                        n < status.len()
-                            && if pins {
-                                status[n].can_ever_hold(meta.len)
-                            } else {
-                                status[n].has_room(meta.len)
-                            }
-                    });
-                    match valid {
-                        Some(n) => {
-                            if pins || meta.is_dependent() {
-                                self.choose.insert(
-                                    meta.task,
-                                    Binding {
-                                        node: n,
-                                        in_flight: 0,
-                                    },
-                                );
-                            }
-                            Some(n)
-                        }
-                        None => {
-                            unbound_stuck = true;
-                            None
-                        }
-                    }
-                }
+            let target = if !self.choose.contains_key(&meta.task) && unbound_stuck {
+                None
+            } else {
+                let t = self.target(&meta, status, queue.len());
+                unbound_stuck |= t.is_none();
+                t
             };
             match target {
                 Some(n) if status[n].has_room(meta.len) => {
                     let Some(packet) = queue.remove(i) else {
                         break;
                     };
-                    status[n].enqueue(&meta);
-                    queues[n].push_back(meta);
-                    if let Some(b) = self.choose.get_mut(&meta.task) {
-                        b.in_flight += 1;
-                    }
-                    self.policy.on_dispatch(&ClusterView::new(status), n, &meta);
-                    out.push_back(Dispatch {
-                        node: NodeId((self.first + n) as u32),
-                        packet,
-                    });
+                    self.place(n, packet, status, queues, out);
                     placed += 1;
                     room = max_room(status);
                 }
@@ -157,6 +182,65 @@ impl Balancer {
                     i += 1;
                 }
             }
+        }
+        placed
+    }
+
+    /// Fair admission: serves the jobs' own queues by deficit round robin over bytes (see
+    /// `flows`), placing packets until no flow can send; returns how many it placed.
+    ///
+    /// A flow's turn ends when its deficit no longer covers its next packet, or when no node
+    /// takes that packet now. The scan stops once every node is full, or a whole round of the
+    /// ring placed nothing.
+    pub(crate) fn pump_fair<D: Payload>(
+        &mut self,
+        flows: &mut Flows<D>,
+        nodes: ClusterNodes<'_>,
+        out: &mut VecDeque<Dispatch<D>>,
+    ) -> usize {
+        let ClusterNodes { status, queues } = nodes;
+        let mut placed = 0;
+        let mut idle_turns = 0;
+        // Under a pinning policy a job's packets wait for their own node only, so a node with
+        // room may go unused while others are full; the scan goes on while any node has room.
+        while max_room(status) > 0 && idle_turns < flows.active() {
+            let Some((_, meta)) = flows.head() else {
+                break;
+            };
+            let mut sent = false;
+            let mut blocked = false;
+            let mut next = Some(meta);
+            while let Some(meta) = next {
+                if !flows.head_affordable(&meta) {
+                    break;
+                }
+                match self.target(&meta, status, flows.len()) {
+                    Some(n) if status[n].has_room(meta.len) => {
+                        let Some(packet) = flows.take_head() else {
+                            break;
+                        };
+                        self.place(n, packet, status, queues, out);
+                        placed += 1;
+                        sent = true;
+                        // The flow keeps its turn while it is at the front of the ring (it
+                        // leaves the ring when it empties).
+                        next = match flows.head() {
+                            Some((_, m)) if m.task == meta.task => Some(m),
+                            _ => None,
+                        };
+                    }
+                    _ => {
+                        blocked = true;
+                        break;
+                    }
+                }
+            }
+            // A flow that emptied has left the ring already; one still at the front ends its
+            // turn.
+            if flows.head().is_some_and(|(t, _)| t == meta.task) {
+                flows.end_turn(blocked);
+            }
+            idle_turns = if sent { 0 } else { idle_turns + 1 };
         }
         placed
     }

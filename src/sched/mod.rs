@@ -42,6 +42,7 @@ use crate::packet::{ClusterId, Cmd, NodeId, Packet, PacketMeta, Payload, TaskId,
 
 mod balancer;
 mod error;
+mod flows;
 pub mod policy;
 mod router;
 mod status;
@@ -51,7 +52,51 @@ pub use policy::{HhsAcdid, Paper, Policy, PolicySpec};
 pub use status::{ClusterView, NodeStatus};
 
 use balancer::{Balancer, ClusterNodes};
+use flows::Flows;
 use router::Router;
+
+/// How packets wait for a node (docs/ALGORITHM.md §3 and §15.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Admission {
+    /// The paper's: first come first served through a bounded cluster queue and the shared
+    /// wait queue. A chained job bound to a busy node can fill both with packets only that
+    /// node may take, and every other job of the cluster waits behind them.
+    #[default]
+    Fifo,
+    /// Every job has a queue of its own, and the balancer serves the jobs of a cluster by
+    /// deficit round robin over bytes: a small job waits for at most one packet of each job
+    /// ahead of it, chained or not. The core accepts every packet (`arrive` never answers
+    /// `Full`); the driver bounds what it admits.
+    Fair,
+}
+
+impl Admission {
+    /// The name (`fifo`, `fair`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Admission::Fifo => "fifo",
+            Admission::Fair => "fair",
+        }
+    }
+}
+
+impl std::fmt::Display for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Admission {
+    type Err = crate::packet::ParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fifo" => Ok(Admission::Fifo),
+            "fair" | "drr" => Ok(Admission::Fair),
+            _ => Err(crate::packet::ParseError::new("admission", s, "fifo, fair")),
+        }
+    }
+}
 
 /// How long a dependent job stays bound to its node (strategy 2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -70,6 +115,28 @@ pub struct NodeConfig {
     pub unit_times: UnitTimes,
     /// Queue capacity in bytes (the packet in service included).
     pub capacity: u64,
+    /// Queue capacity in packets, whatever their size (the packet in service included); at
+    /// least 1. The paper's model counts bytes only ([`NodeConfig::new`] leaves this
+    /// unbounded); the service bounds it so that empty packets meet a bound too.
+    pub slots: u32,
+}
+
+impl NodeConfig {
+    /// A node with these unit times and a queue of `capacity` bytes, with no bound on its
+    /// number of packets (the paper's model).
+    pub fn new(unit_times: UnitTimes, capacity: u64) -> Self {
+        NodeConfig {
+            unit_times,
+            capacity,
+            slots: u32::MAX,
+        }
+    }
+
+    /// The same node with at most `slots` packets queued at once.
+    pub fn with_slots(mut self, slots: u32) -> Self {
+        self.slots = slots;
+        self
+    }
 }
 
 /// One cluster: its nodes and its queue.
@@ -94,6 +161,8 @@ pub struct SchedConfig {
     pub affinity: Affinity,
     /// The packet length a unit time refers to (service time = unit time × len / unit_len).
     pub unit_len: u64,
+    /// How packets wait for a node: the paper's first come first served, or fair.
+    pub admission: Admission,
 }
 
 /// A placement: `packet` goes to `node` now.
@@ -108,7 +177,10 @@ pub struct Dispatch<D> {
 /// The scheduler core. See the module docs.
 #[derive(Debug)]
 pub struct Scheduler<D> {
+    admission: Admission,
     router: Router<D>,
+    /// Per cluster, under fair admission: the jobs' own queues.
+    flows: Vec<Flows<D>>,
     balancers: Vec<Balancer>,
     cluster_nodes: Vec<Range<usize>>,
     node_cluster: Vec<ClusterId>,
@@ -186,7 +258,10 @@ impl<D: Payload> Scheduler<D> {
                 {
                     return Err(ConfigError::BadUnitTime { node: nid, value });
                 }
-                status.push(NodeStatus::new(node.unit_times, node.capacity, unit_len));
+                status.push(
+                    NodeStatus::new(node.unit_times, node.capacity, unit_len)
+                        .with_slots(node.slots),
+                );
                 node_cluster.push(id);
             }
             cluster_nodes.push(first..status.len());
@@ -195,8 +270,15 @@ impl<D: Payload> Scheduler<D> {
             balancers.push(Balancer::new(range.start, policy, config.affinity));
         }
         let queue_caps = config.clusters.iter().map(|c| c.queue_len).collect();
+        let flows = config
+            .clusters
+            .iter()
+            .map(|c| Flows::new(c.max_packet))
+            .collect();
         Ok(Scheduler {
+            admission: config.admission,
             router: Router::new(queue_caps, config.wait_queue_len),
+            flows,
             balancers,
             cluster_nodes,
             node_cluster,
@@ -223,7 +305,10 @@ impl<D: Payload> Scheduler<D> {
         {
             return Err(ArriveError::TooLarge(packet));
         }
-        self.router.route(packet)?;
+        match self.admission {
+            Admission::Fifo => self.router.route(packet)?,
+            Admission::Fair => self.flows[c.index()].push(packet),
+        }
         self.settle(c);
         Ok(())
     }
@@ -277,6 +362,14 @@ impl<D: Payload> Scheduler<D> {
     /// Moves packets until nothing more moves: balancer, then refill from the wait queue.
     fn settle(&mut self, c: ClusterId) {
         let range = self.cluster_nodes[c.index()].clone();
+        if self.admission == Admission::Fair {
+            let nodes = ClusterNodes {
+                status: &mut self.status[range.clone()],
+                queues: &mut self.node_queues[range],
+            };
+            self.balancers[c.index()].pump_fair(&mut self.flows[c.index()], nodes, &mut self.out);
+            return;
+        }
         loop {
             let nodes = ClusterNodes {
                 status: &mut self.status[range.clone()],
@@ -326,9 +419,21 @@ impl<D> Scheduler<D> {
         self.balancers[c.index()].policy()
     }
 
-    /// Packets in cluster `c`'s queue.
+    /// How packets wait for a node.
+    pub fn admission(&self) -> Admission {
+        self.admission
+    }
+
+    /// Packets of cluster `c` waiting for a node: in its cluster queue (first come first
+    /// served), or in its jobs' own queues (fair admission).
     pub fn cluster_queue_len(&self, c: ClusterId) -> usize {
-        self.router.queue(c).len()
+        self.router.queue(c).len() + self.flows[c.index()].len()
+    }
+
+    /// Jobs of cluster `c` with packets waiting in their own queues (fair admission; 0 under
+    /// first come first served).
+    pub fn waiting_jobs(&self, c: ClusterId) -> usize {
+        self.flows[c.index()].active()
     }
 
     /// Cluster `c`'s queue capacity in packets.
@@ -374,7 +479,7 @@ impl<D> Scheduler<D> {
     pub fn is_idle(&self) -> bool {
         self.out.is_empty()
             && self.router.waiting_len() == 0
-            && (0..self.num_clusters()).all(|c| self.router.queue(ClusterId(c as u32)).is_empty())
+            && (0..self.num_clusters()).all(|c| self.cluster_queue_len(ClusterId(c as u32)) == 0)
             && self.node_queues.iter().all(VecDeque::is_empty)
     }
 }

@@ -11,6 +11,7 @@ use crate::packet::{Cmd, PacketMeta, UnitTimes};
 pub struct NodeStatus {
     pub(crate) unit_times: UnitTimes,
     pub(crate) capacity: u64,
+    pub(crate) slots: u32,
     pub(crate) unit_len: u64,
     pub(crate) queued_packets: u32,
     pub(crate) queued_dependent: u32,
@@ -23,10 +24,12 @@ pub struct NodeStatus {
 }
 
 impl NodeStatus {
+    /// A row with no bound on its number of packets.
     pub(crate) fn new(unit_times: UnitTimes, capacity: u64, unit_len: u64) -> Self {
         NodeStatus {
             unit_times,
             capacity,
+            slots: u32::MAX,
             unit_len,
             queued_packets: 0,
             queued_dependent: 0,
@@ -37,6 +40,12 @@ impl NodeStatus {
             completed_bytes: 0,
             completed_work: 0.0,
         }
+    }
+
+    /// The same row with at most `slots` packets queued at once (at least one).
+    pub(crate) fn with_slots(mut self, slots: u32) -> Self {
+        self.slots = slots.max(1);
+        self
     }
 
     /// Time for one unit-length packet of each command (t_unit).
@@ -80,9 +89,25 @@ impl NodeStatus {
         self.capacity.saturating_sub(self.queued_bytes)
     }
 
-    /// Whether a packet of `len` bytes fits now (strategy 1).
+    /// The most packets the node's queue holds at once, whatever their size (the packet in
+    /// service included), so that empty packets meet a bound too.
+    pub fn slots(&self) -> u32 {
+        self.slots
+    }
+
+    /// The largest packet the node takes now: its remaining capacity, or 0 when every slot is
+    /// taken.
+    pub fn room(&self) -> u64 {
+        if self.queued_packets >= self.slots {
+            0
+        } else {
+            self.remaining()
+        }
+    }
+
+    /// Whether a packet of `len` bytes fits now (strategy 1): a free slot, and the bytes.
     pub fn has_room(&self, len: u64) -> bool {
-        self.remaining() >= len
+        self.queued_packets < self.slots && self.remaining() >= len
     }
 
     /// Whether a packet of `len` bytes could ever fit, once the node is empty.

@@ -13,7 +13,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use crate::packet::{ClusterId, NodeId, Packet, PacketMeta, Payload, TaskId};
 use crate::sched::{
-    Affinity, ClusterConfig, NodeConfig, Policy, PolicySpec, SchedConfig, Scheduler,
+    Admission, Affinity, ClusterConfig, NodeConfig, Policy, PolicySpec, SchedConfig, Scheduler,
 };
 use crate::sched::{ArriveError, ConfigError};
 use crate::sim::model::NodeModel;
@@ -30,18 +30,27 @@ pub struct SimConfig {
     pub affinity: Affinity,
     /// The length a unit time refers to.
     pub unit_len: u64,
+    /// How packets wait for a node (the paper: [`Admission::Fifo`]).
+    pub admission: Admission,
 }
 
 impl SimConfig {
-    /// A cluster of `nodes` with the paper's settings: strict affinity, unit length 1, and a
-    /// cluster queue of 32 packets.
+    /// A cluster of `nodes` with the paper's settings: strict affinity, first come first
+    /// served admission, unit length 1, and a cluster queue of 32 packets.
     pub fn new(nodes: Vec<NodeModel>) -> Self {
         SimConfig {
             nodes,
             cluster_queue_len: 32,
             affinity: Affinity::Strict,
             unit_len: 1,
+            admission: Admission::Fifo,
         }
+    }
+
+    /// The same settings with `admission`.
+    pub fn with_admission(mut self, admission: Admission) -> Self {
+        self.admission = admission;
+        self
     }
 }
 
@@ -180,14 +189,12 @@ pub fn simulate_with(
 ) -> Result<SimResult, ConfigError> {
     let name = policy.name().to_owned();
     let sched_config = SchedConfig {
+        admission: config.admission,
         clusters: vec![ClusterConfig {
             nodes: config
                 .nodes
                 .iter()
-                .map(|n| NodeConfig {
-                    unit_times: n.unit_times,
-                    capacity: n.capacity,
-                })
+                .map(|n| NodeConfig::new(n.unit_times, n.capacity))
                 .collect(),
             queue_len: config.cluster_queue_len,
             max_packet: trace.max_length(),

@@ -18,13 +18,13 @@ use clap::{Args, ValueEnum};
 use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction, SigningKey, VerifyingKey};
 use cryptodispatch::runtime::NodeMetrics;
 use cryptodispatch::{
-    ClusterKind, Job, JobHandle, JobOutput, Metrics, Mode, NodeSpec, PolicySpec, Service,
-    ServiceBuilder,
+    Admission, ClusterKind, Job, JobHandle, JobOutput, Metrics, Mode, NodeSpec, PolicySpec,
+    Service, ServiceBuilder,
 };
 use rand::rngs::ChaCha8Rng;
 use rand::{Rng, RngExt, SeedableRng};
 
-use crate::report::{Csv, Table, f, pct};
+use crate::report::{Csv, Table, cores, f, pct};
 
 /// The live workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -39,6 +39,9 @@ pub enum Workload {
     Hetero,
     /// Ed25519 verification: one job per signature against batch jobs (Job::verify_batch).
     Verify,
+    /// Head-of-line blocking: a 16-byte ECB job submitted right after a 64 MiB CBC job; its
+    /// latency as a share of the big job's time, under --admission (or both with --compare).
+    Hol,
 }
 
 impl Workload {
@@ -48,6 +51,7 @@ impl Workload {
             Workload::Mixed => "mixed",
             Workload::Hetero => "hetero",
             Workload::Verify => "verify",
+            Workload::Hol => "hol",
         }
     }
 }
@@ -89,6 +93,10 @@ pub struct LiveArgs {
     /// splitting).
     #[arg(long, default_value_t = 0.0)]
     pub bad_share: f64,
+    /// How packets wait for a node: `fair` (the service's default: each job its own queue,
+    /// deficit round robin over bytes) or `fifo` (the paper's first come first served).
+    #[arg(long, default_value = "fair")]
+    pub admission: Admission,
     /// One CSV header line and a row per run instead of tables.
     #[arg(long)]
     pub csv: bool,
@@ -109,6 +117,7 @@ impl LiveArgs {
             reps: 3,
             seed: 1,
             bad_share: 0.0,
+            admission: Admission::Fair,
             csv: false,
         }
     }
@@ -139,6 +148,7 @@ struct Work {
     slowdowns: Vec<f64>,
     ed_nodes: usize,
     packet_size: usize,
+    admission: Admission,
     size_label: String,
     submitters: usize,
 }
@@ -156,10 +166,6 @@ impl Work {
     }
 }
 
-fn cores() -> usize {
-    core_affinity::get_core_ids().map_or(1, |c| c.len().max(1))
-}
-
 fn random_bytes(rng: &mut ChaCha8Rng, n: usize) -> Vec<u8> {
     let mut v = vec![0u8; n];
     rng.fill_bytes(&mut v);
@@ -171,7 +177,10 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
     let cores = cores();
     let aes_nodes = args.nodes.unwrap_or(cores).max(1);
     match args.workload {
-        Workload::Verify => Err("the verify workload has its own runner".into()),
+        Workload::Verify | Workload::Hol => Err(format!(
+            "the {} workload has its own runner",
+            args.workload.name()
+        )),
         Workload::Cbc16k => {
             let size = args.size.unwrap_or(16 * 1024);
             if size == 0 || size % 16 != 0 {
@@ -198,6 +207,7 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                 slowdowns: vec![1.0; aes_nodes],
                 ed_nodes: 0,
                 packet_size: size,
+                admission: args.admission,
                 size_label: size.to_string(),
                 submitters: args.threads.unwrap_or(1),
             })
@@ -270,6 +280,7 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                 slowdowns: vec![1.0; aes_nodes],
                 ed_nodes: aes_nodes,
                 packet_size: 16 * 1024,
+                admission: args.admission,
                 size_label: args.size.map_or("64-65536".to_owned(), |s| s.to_string()),
                 submitters: args.threads.unwrap_or(2),
             })
@@ -308,6 +319,7 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                 slowdowns: vec![1.0, 1.5, 2.0, 3.0],
                 ed_nodes: 0,
                 packet_size: packet,
+                admission: args.admission,
                 size_label: packet.to_string(),
                 submitters: args.threads.unwrap_or(1),
             })
@@ -344,6 +356,7 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
     let mut builder: ServiceBuilder = Service::builder()
         .aes_cluster(aes_nodes)
         .packet_size(work.packet_size)
+        .admission(work.admission)
         .policy(policy.clone());
     if work.ed_nodes > 0 {
         // Ed25519 messages are one packet each, up to 64 KiB here.

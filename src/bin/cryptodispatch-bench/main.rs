@@ -17,6 +17,7 @@ use crate::experiments::Settings;
 use clap::{Args, Parser, Subcommand};
 
 mod experiments;
+mod hol;
 mod live;
 mod paper;
 mod plot;
@@ -160,6 +161,7 @@ fn main() -> ExitCode {
         Some(Command::Sim(a)) => replay::sim(a),
         Some(Command::Gen(a)) => replay::generate(a),
         Some(Command::Live(a)) if a.workload == live::Workload::Verify => verify::run(a),
+        Some(Command::Live(a)) if a.workload == live::Workload::Hol => hol::run(a),
         Some(Command::Live(a)) => live::run(a),
         Some(Command::Policies(a)) => policies::run(a),
     };

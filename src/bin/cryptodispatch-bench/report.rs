@@ -100,3 +100,8 @@ pub fn f(x: f64, d: usize) -> String {
 pub fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
+
+/// The cores this process may run on (at least 1).
+pub fn cores() -> usize {
+    core_affinity::get_core_ids().map_or(1, |c| c.len().max(1))
+}

@@ -14,7 +14,7 @@ use rand::rngs::ChaCha8Rng;
 use rand::{Rng, RngExt, SeedableRng};
 
 use crate::live::LiveArgs;
-use crate::report::{Csv, Table, f};
+use crate::report::{Csv, Table, cores, f};
 
 /// Signatures per packet of the service's batch verification (its packets hold up to 64); the
 /// direct reference verifies batches of the same size.
@@ -24,10 +24,6 @@ struct Sig {
     key: usize,
     msg: Vec<u8>,
     sig: [u8; 64],
-}
-
-fn cores() -> usize {
-    core_affinity::get_core_ids().map_or(1, |c| c.len().max(1))
 }
 
 fn pin(core: usize) {
