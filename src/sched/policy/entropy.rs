@@ -57,6 +57,7 @@
 use crate::packet::{Cmd, PacketMeta};
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
+use crate::sched::policy::best::{Best, TIE, Tolerance};
 use crate::sched::status::{ClusterView, NodeStatus};
 
 /// The number of indices (memory, network, CPU).
@@ -64,10 +65,6 @@ const K: usize = 3;
 
 /// The weight scale A.
 const SCALE: f64 = 100.0;
-
-/// Relative tolerance under which two weights count as equal; absolute tolerance for use
-/// ratios (which lie in [0, 1]).
-const TIE: f64 = 1e-9;
 
 /// Entropy-method weights with balance-triggered adjustment and an overload alarm.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,6 +159,7 @@ impl Entropy {
         let mut weights = initial_weights(view, cmd, &x, &w);
         if std_dev(&beta) > self.sigma {
             let mean = mean(&beta);
+            // Use ratios lie in [0, 1]: TIE serves as an absolute tolerance.
             for (dw, &b) in weights.iter_mut().zip(&beta) {
                 if b < mean - TIE {
                     *dw += self.step * b;
@@ -303,13 +301,7 @@ impl Policy for Entropy {
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
         self.watch(view);
         let weights = self.dynamic_weights(view, packet.cmd);
-        let mut best: Option<usize> = None;
-        for i in view.candidates(packet) {
-            if best.is_none_or(|b| weights[i] - weights[b] > TIE * weights[b].abs()) {
-                best = Some(i);
-            }
-        }
-        best
+        Best::Largest(Tolerance::OfBest).pick(view.candidates(packet).map(|i| (i, weights[i])))
     }
 
     fn on_dispatch(&mut self, view: &ClusterView<'_>, _node: usize, _packet: &PacketMeta) {

@@ -26,7 +26,8 @@
 
 use crate::packet::PacketMeta;
 use crate::sched::policy::Policy;
-use crate::sched::policy::swrr::{SmoothWeighted, exceeds};
+use crate::sched::policy::best::{Best, Tolerance, Versus};
+use crate::sched::policy::swrr::SmoothWeighted;
 use crate::sched::status::ClusterView;
 
 /// Fewest queued bytes among the nodes with room; ties by smooth weighted round robin.
@@ -83,9 +84,10 @@ impl Policy for WeightedLeastConnections {
             .candidates(packet)
             .map(|i| view.node(i).queued_work())
             .min_by(f64::total_cmp)?;
+        let rule = Best::Smallest(Tolerance::OfBest);
         let tied = view
             .candidates(packet)
-            .filter(|&i| !exceeds(view.node(i).queued_work(), least, least));
+            .filter(|&i| rule.versus(view.node(i).queued_work(), least) != Versus::Worse);
         self.ties.round(view, packet.cmd, tied)
     }
 }

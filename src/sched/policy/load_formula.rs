@@ -44,10 +44,8 @@
 use crate::packet::PacketMeta;
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
+use crate::sched::policy::best::{Best, Tolerance, Versus};
 use crate::sched::status::ClusterView;
-
-/// Relative tolerance under which two loads count as equal.
-const TIE: f64 = 1e-9;
 
 /// Least load L = N_s + a·N_d, bent past each node's hardware limit.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -129,13 +127,13 @@ impl Policy for LoadFormula {
         for i in view.candidates(packet) {
             let load = self.adjusted_load(view, i, packet);
             let time = view.node(i).unit_time(packet.cmd);
-            let better = match best {
-                None => true,
-                Some((_, bl, bt)) => {
-                    let tol = TIE * load.abs().max(bl.abs());
-                    load < bl - tol || (load <= bl + tol && time < bt)
+            let better = best.is_none_or(|(_, bl, bt)| {
+                match Best::Smallest(Tolerance::OfLarger).versus(load, bl) {
+                    Versus::Better => true,
+                    Versus::Tie => time < bt,
+                    Versus::Worse => false,
                 }
-            };
+            });
             if better {
                 best = Some((i, load, time));
             }

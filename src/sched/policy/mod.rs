@@ -16,6 +16,7 @@ use crate::packet::ParseError;
 use crate::sched::error::ConfigError;
 use crate::sched::status::ClusterView;
 
+mod best;
 mod ddwrr;
 mod entropy;
 mod hhs_acdid;

@@ -1,5 +1,6 @@
 //! `paper`: the node weight of PAPER.md §5, W_i = α·v_i + β·r_i, taken over the nodes with room
-//! (strategy 1), largest weight first, ties to the lowest node index.
+//! (strategy 1), largest weight first, ties to the lowest node index. The weights are compared
+//! as they are, without the tie tolerance of the other policies (`best.rs`).
 //!
 //! v_i is the node's speed for the packet's command normalised over the cluster
 //! ([`ClusterView::speed`]); r_i its remaining capacity share ([`ClusterView::remaining_share`]).
@@ -8,6 +9,7 @@
 use crate::packet::PacketMeta;
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
+use crate::sched::policy::best::{Best, Tolerance};
 use crate::sched::status::ClusterView;
 
 /// The paper's weighted choice by speed and remaining capacity.
@@ -66,13 +68,9 @@ impl Policy for Paper {
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
-        let mut best: Option<(usize, f64)> = None;
-        for i in view.candidates(packet) {
-            let w = self.weight(view, i, packet);
-            if best.is_none_or(|(_, bw)| w > bw) {
-                best = Some((i, w));
-            }
-        }
-        best.map(|(i, _)| i)
+        Best::Largest(Tolerance::Exact).pick(
+            view.candidates(packet)
+                .map(|i| (i, self.weight(view, i, packet))),
+        )
     }
 }

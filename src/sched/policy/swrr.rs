@@ -26,22 +26,14 @@
 //! about one ulp of them. Such an error changes a decision only where Nginx's exact
 //! arithmetic sees a tie, as it does in most rounds with equal weights (unit times 10, 10,
 //! 10: comparing the floats as they are gives 0 1 2 2 0 1 …, not 0 1 2 0 1 2). So "larger"
-//! means larger by more than [`TIE`] times the weight added so far in the round, and a tie
-//! within that goes to the lower index, as in Nginx; accumulated rounding stays far below it.
+//! means larger by more than `TIE` (1e-9) times the weight added so far in the round, and a
+//! tie within that goes to the lower index, as in Nginx; accumulated rounding stays far below
+//! it.
 
 use crate::packet::{Cmd, PacketMeta};
 use crate::sched::policy::Policy;
+use crate::sched::policy::best::{Best, Tolerance, Versus};
 use crate::sched::status::ClusterView;
-
-/// The relative tolerance under which two float scores count as equal, so that rounding does
-/// not break a tie that exact arithmetic would have (shared with `lc`, `wlc`, `sed`, `p2c`).
-pub(super) const TIE: f64 = 1e-9;
-
-/// Whether `a` exceeds `b` by more than rounding, relative to `scale` (a magnitude of the
-/// quantities compared).
-pub(super) fn exceeds(a: f64, b: f64, scale: f64) -> bool {
-    a - b > TIE * scale.abs()
-}
 
 /// Smooth weighted round robin over the nodes with room, weighted by speed.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -89,7 +81,8 @@ impl SmoothWeighted {
             let w = Self::weight(view, i, cmd);
             self.current[i] += w;
             total += w;
-            if exceeds(self.current[i], self.current[best], total) {
+            let rule = Best::Largest(Tolerance::Of(total));
+            if rule.versus(self.current[i], self.current[best]) == Versus::Better {
                 best = i;
             }
         }
