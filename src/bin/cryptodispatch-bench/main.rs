@@ -136,7 +136,7 @@ fn summary() -> Result<(), String> {
         let args = live::LiveArgs::quick(workload);
         let policies = [
             cryptodispatch::PolicySpec::default(),
-            cryptodispatch::PolicySpec::HhsAcdid,
+            cryptodispatch::PolicySpec::hhs_acdid(),
         ];
         rows.push(live::measure(&args, &policies)?);
     }

@@ -56,6 +56,7 @@
 use crate::packet::{Cmd, PacketMeta};
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
+use crate::sched::policy::entry::{Entry, Param};
 use crate::sched::status::{ClusterView, NodeStatus};
 
 /// The coefficients (K_C, K_M, K_D + K_N) of the time, byte and slot use; they sum to 1.
@@ -75,6 +76,20 @@ pub struct Ddwrr {
 }
 
 impl Ddwrr {
+    /// The registry entry (docs/ALGORITHM.md §11.7).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "ddwrr",
+        aliases: &[],
+        description: "smooth weighted round robin on dynamic weights: speed on the predicted \
+                      command mix, less the node's use",
+        params: &[Param::number(
+            "smoothing",
+            Self::DEFAULT_SMOOTHING,
+            "smoothing factor a of the command mix, in (0, 1]",
+        )],
+        build: |p| Ok(Box::new(Ddwrr::new(p.number("smoothing"))?)),
+    };
+
     /// The smoothing factor a (see the module docs).
     pub const DEFAULT_SMOOTHING: f64 = 0.1;
 
@@ -85,7 +100,7 @@ impl Ddwrr {
     pub fn new(smoothing: f64) -> Result<Self, ConfigError> {
         if !(smoothing > 0.0 && smoothing <= 1.0) {
             return Err(ConfigError::BadPolicyParameter {
-                policy: "ddwrr",
+                policy: Self::ENTRY.name(),
                 message: format!("smoothing = {smoothing}: must lie in (0, 1]"),
             });
         }
@@ -168,7 +183,7 @@ fn used(used: f64, free: f64) -> f64 {
 
 impl Policy for Ddwrr {
     fn name(&self) -> &'static str {
-        "ddwrr"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

@@ -58,6 +58,7 @@ use crate::packet::{Cmd, PacketMeta};
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
 use crate::sched::policy::best::{Best, TIE, Tolerance};
+use crate::sched::policy::entry::{Entry, Param};
 use crate::sched::status::{ClusterView, NodeStatus};
 
 /// The number of indices (memory, network, CPU).
@@ -77,6 +78,31 @@ pub struct Entropy {
 }
 
 impl Entropy {
+    /// The registry entry (docs/ALGORITHM.md §11.8).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "entropy",
+        aliases: &[],
+        description: "the largest entropy-method weight of free room and speed, adjusted when \
+                      the nodes' use is unbalanced; alarms when every node is overloaded",
+        params: &[
+            Param::number("step", Self::DEFAULT_STEP, "weight step B, >= 0"),
+            Param::number(
+                "sigma",
+                Self::DEFAULT_SIGMA,
+                "spread of the use ratios above which weights are adjusted, >= 0",
+            ),
+            Param::number(
+                "overload",
+                Self::DEFAULT_OVERLOAD,
+                "use ratio above which a node is overloaded, in [0, 1]",
+            ),
+        ],
+        build: |p| {
+            let policy = Entropy::new(p.number("step"), p.number("sigma"), p.number("overload"))?;
+            Ok(Box::new(policy))
+        },
+    };
+
     /// The seed's step B.
     pub const DEFAULT_STEP: f64 = 5.0;
     /// Ten points of spread in the use ratios (see the module docs).
@@ -93,7 +119,7 @@ impl Entropy {
     pub fn new(step: f64, sigma: f64, overload: f64) -> Result<Self, ConfigError> {
         let bad = |message: String| {
             Err(ConfigError::BadPolicyParameter {
-                policy: "entropy",
+                policy: Self::ENTRY.name(),
                 message,
             })
         };
@@ -178,8 +204,9 @@ impl Entropy {
         if over && !self.overloaded {
             self.alarms += 1;
             log::warn!(
-                "entropy policy: every node of the cluster is over the overload threshold {} \
+                "{} policy: every node of the cluster is over the overload threshold {} \
                  (use ratios {beta:.3?}); alarm {}",
+                Self::ENTRY.name(),
                 self.overload,
                 self.alarms
             );
@@ -295,7 +322,7 @@ fn initial_weights(view: &ClusterView<'_>, cmd: Cmd, x: &[[f64; K]], w: &[f64; K
 
 impl Policy for Entropy {
     fn name(&self) -> &'static str {
-        "entropy"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

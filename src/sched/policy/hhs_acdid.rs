@@ -8,6 +8,7 @@
 
 use crate::packet::PacketMeta;
 use crate::sched::policy::Policy;
+use crate::sched::policy::entry::Entry;
 use crate::sched::status::ClusterView;
 
 /// Round robin over jobs, every job pinned to its node.
@@ -17,6 +18,15 @@ pub struct HhsAcdid {
 }
 
 impl HhsAcdid {
+    /// The registry entry (docs/ALGORITHM.md §11.2).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "hhs-acdid",
+        aliases: &["hhs_acdid", "baseline"],
+        description: "the older scheduler (the baseline): jobs in turn, each pinned to its node",
+        params: &[],
+        build: |_| Ok(Box::new(HhsAcdid::new())),
+    };
+
     /// A fresh baseline whose first job goes to node 0.
     pub fn new() -> Self {
         HhsAcdid::default()
@@ -25,7 +35,7 @@ impl HhsAcdid {
 
 impl Policy for HhsAcdid {
     fn name(&self) -> &'static str {
-        "hhs-acdid"
+        Self::ENTRY.name()
     }
 
     fn pins_jobs(&self) -> bool {

@@ -27,6 +27,7 @@
 use crate::packet::PacketMeta;
 use crate::sched::policy::Policy;
 use crate::sched::policy::best::{Best, Tolerance, Versus};
+use crate::sched::policy::entry::Entry;
 use crate::sched::policy::swrr::SmoothWeighted;
 use crate::sched::status::ClusterView;
 
@@ -37,6 +38,15 @@ pub struct LeastConnections {
 }
 
 impl LeastConnections {
+    /// The registry entry (docs/ALGORITHM.md §11.5).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "lc",
+        aliases: &[],
+        description: "least connections: the fewest queued bytes, ties by swrr",
+        params: &[],
+        build: |_| Ok(Box::new(LeastConnections::new())),
+    };
+
     /// A fresh policy.
     pub fn new() -> Self {
         Self::default()
@@ -45,7 +55,7 @@ impl LeastConnections {
 
 impl Policy for LeastConnections {
     fn name(&self) -> &'static str {
-        "lc"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
@@ -68,6 +78,15 @@ pub struct WeightedLeastConnections {
 }
 
 impl WeightedLeastConnections {
+    /// The registry entry (docs/ALGORITHM.md §11.6).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "wlc",
+        aliases: &[],
+        description: "weighted least connections: the least queued work (drain time), ties by swrr",
+        params: &[],
+        build: |_| Ok(Box::new(WeightedLeastConnections::new())),
+    };
+
     /// A fresh policy.
     pub fn new() -> Self {
         Self::default()
@@ -76,7 +95,7 @@ impl WeightedLeastConnections {
 
 impl Policy for WeightedLeastConnections {
     fn name(&self) -> &'static str {
-        "wlc"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

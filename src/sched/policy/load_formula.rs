@@ -45,6 +45,7 @@ use crate::packet::PacketMeta;
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
 use crate::sched::policy::best::{Best, Tolerance, Versus};
+use crate::sched::policy::entry::{Entry, Param};
 use crate::sched::status::ClusterView;
 
 /// Least load L = N_s + a·N_d, bent past each node's hardware limit.
@@ -54,6 +55,20 @@ pub struct LoadFormula {
 }
 
 impl LoadFormula {
+    /// The registry entry (docs/ALGORITHM.md §11.10).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "load-formula",
+        aliases: &[],
+        description: "the least load N_s + a x N_d (queued independent and dependent packets), \
+                      bent past each node's limit",
+        params: &[Param::number(
+            "a",
+            Self::DEFAULT_A,
+            "weight of a dependent packet, >= 1",
+        )],
+        build: |p| Ok(Box::new(LoadFormula::new(p.number("a"))?)),
+    };
+
     /// The low end of the seed's range 10–100 (see the module docs).
     pub const DEFAULT_A: f64 = 10.0;
 
@@ -65,7 +80,7 @@ impl LoadFormula {
     pub fn new(a: f64) -> Result<Self, ConfigError> {
         if !(a.is_finite() && a >= 1.0) {
             return Err(ConfigError::BadPolicyParameter {
-                policy: "load-formula",
+                policy: Self::ENTRY.name(),
                 message: format!("a = {a}: must be finite and at least 1"),
             });
         }
@@ -119,7 +134,7 @@ impl Default for LoadFormula {
 
 impl Policy for LoadFormula {
     fn name(&self) -> &'static str {
-        "load-formula"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

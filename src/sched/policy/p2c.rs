@@ -20,6 +20,7 @@ use rand::{RngExt, SeedableRng};
 use crate::packet::PacketMeta;
 use crate::sched::policy::Policy;
 use crate::sched::policy::best::{Best, Tolerance};
+use crate::sched::policy::entry::{Entry, Param};
 use crate::sched::status::ClusterView;
 
 /// Two random candidates, the less loaded one wins.
@@ -31,6 +32,20 @@ pub struct PowerOfTwo {
 }
 
 impl PowerOfTwo {
+    /// The registry entry (docs/ALGORITHM.md §11.12).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "p2c",
+        aliases: &[],
+        description: "power of two choices: of two random nodes with room, the one with less \
+                      queued work",
+        params: &[Param::integer(
+            "seed",
+            Self::DEFAULT_SEED,
+            "seed of the random draws",
+        )],
+        build: |p| Ok(Box::new(PowerOfTwo::new(p.integer("seed")))),
+    };
+
     /// The seed [`PolicySpec`](crate::sched::PolicySpec) uses when none is given.
     pub const DEFAULT_SEED: u64 = 1;
 
@@ -51,7 +66,7 @@ impl Default for PowerOfTwo {
 
 impl Policy for PowerOfTwo {
     fn name(&self) -> &'static str {
-        "p2c"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

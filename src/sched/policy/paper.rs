@@ -10,6 +10,7 @@ use crate::packet::PacketMeta;
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
 use crate::sched::policy::best::{Best, Tolerance};
+use crate::sched::policy::entry::{Entry, Param};
 use crate::sched::status::ClusterView;
 
 /// The paper's weighted choice by speed and remaining capacity.
@@ -20,6 +21,22 @@ pub struct Paper {
 }
 
 impl Paper {
+    /// The registry entry (docs/ALGORITHM.md §11.1).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "paper",
+        aliases: &[],
+        description: "the paper's weight: the largest alpha x speed + beta x free room",
+        params: &[
+            Param::number("alpha", Self::DEFAULT_ALPHA, "speed coefficient, in [0, 1]"),
+            Param::number(
+                "beta",
+                Self::DEFAULT_BETA,
+                "free-room coefficient, in [0, 1]",
+            ),
+        ],
+        build: |p| Ok(Box::new(Paper::new(p.number("alpha"), p.number("beta"))?)),
+    };
+
     /// The paper's best speed coefficient (experiment 2).
     pub const DEFAULT_ALPHA: f64 = 0.05;
     /// The paper's best remaining-capacity coefficient (experiment 2).
@@ -64,7 +81,7 @@ impl Default for Paper {
 
 impl Policy for Paper {
     fn name(&self) -> &'static str {
-        "paper"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

@@ -73,6 +73,7 @@
 //! experiment 1's settings is the first table of `cryptodispatch-bench policies`.
 
 use crate::packet::PacketMeta;
+use crate::sched::policy::entry::Entry;
 use crate::sched::policy::{Paper, Policy};
 use crate::sched::status::ClusterView;
 
@@ -83,6 +84,16 @@ pub struct PaperAdaptive {
 }
 
 impl PaperAdaptive {
+    /// The registry entry (docs/ALGORITHM.md §11.13).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "paper-adaptive",
+        aliases: &[],
+        description: "the paper's weight with alpha set from the load for every packet, \
+                      beta = 1 - alpha",
+        params: &[],
+        build: |_| Ok(Box::new(PaperAdaptive::new())),
+    };
+
     /// How many packets of its length the packet of a dependent job counts for when the policy
     /// places it (it binds the job's later packets to the same node). Tuned on the simulator
     /// with seeds other than the report's; see the module docs.
@@ -142,7 +153,7 @@ impl PaperAdaptive {
 
 impl Policy for PaperAdaptive {
     fn name(&self) -> &'static str {
-        "paper-adaptive"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

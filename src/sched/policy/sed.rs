@@ -24,6 +24,7 @@
 use crate::packet::PacketMeta;
 use crate::sched::policy::Policy;
 use crate::sched::policy::best::{Best, Tolerance};
+use crate::sched::policy::entry::Entry;
 use crate::sched::status::ClusterView;
 
 /// Shortest expected delay, (queued packets + 1) × unit time, among the nodes with room.
@@ -31,6 +32,15 @@ use crate::sched::status::ClusterView;
 pub struct ShortestExpectedDelay;
 
 impl ShortestExpectedDelay {
+    /// The registry entry (docs/ALGORITHM.md §11.11).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "sed",
+        aliases: &[],
+        description: "shortest expected delay: the least (queued packets + 1) x unit time",
+        params: &[],
+        build: |_| Ok(Box::new(ShortestExpectedDelay::new())),
+    };
+
     /// The policy (it keeps no state).
     pub fn new() -> Self {
         ShortestExpectedDelay
@@ -45,7 +55,7 @@ impl ShortestExpectedDelay {
 
 impl Policy for ShortestExpectedDelay {
     fn name(&self) -> &'static str {
-        "sed"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

@@ -33,6 +33,7 @@
 use crate::packet::{Cmd, PacketMeta};
 use crate::sched::policy::Policy;
 use crate::sched::policy::best::{Best, Tolerance, Versus};
+use crate::sched::policy::entry::Entry;
 use crate::sched::status::ClusterView;
 
 /// Smooth weighted round robin over the nodes with room, weighted by speed.
@@ -43,6 +44,15 @@ pub struct SmoothWeighted {
 }
 
 impl SmoothWeighted {
+    /// The registry entry (docs/ALGORITHM.md §11.4).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "swrr",
+        aliases: &[],
+        description: "Nginx's smooth weighted round robin, weights from speed",
+        params: &[],
+        build: |_| Ok(Box::new(SmoothWeighted::new())),
+    };
+
     /// A fresh policy: every current weight 0.
     pub fn new() -> Self {
         Self::default()
@@ -93,7 +103,7 @@ impl SmoothWeighted {
 
 impl Policy for SmoothWeighted {
     fn name(&self) -> &'static str {
-        "swrr"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
