@@ -79,7 +79,9 @@ pub struct PoliciesArgs {
     /// Policies to compare, comma-separated, e.g. paper,hhs-acdid,paper-adaptive (an unknown
     /// name is an error that lists the known ones; parameters as name:key=value). Default:
     /// every policy.
-    #[arg(long, value_name = "A,B,...")]
+    #[arg(long, value_name = "A,B,...", long_help = crate::policy_help(
+        "Policies to compare, comma-separated, e.g. paper,hhs-acdid,paper-adaptive. \
+         Default: every policy."))]
     pub policies: Option<String>,
     /// Seeds (repetitions) per simulated point.
     #[arg(long, default_value_t = 10)]

@@ -80,8 +80,8 @@ impl Ddwrr {
     pub(super) const ENTRY: Entry = Entry {
         name: "ddwrr",
         aliases: &[],
-        description: "smooth weighted round robin on dynamic weights: speed on the predicted \
-                      command mix, less the node's use",
+        description: "smooth weighted round robin on speed for the predicted command mix, \
+                      less the node's use",
         params: &[Param::number(
             "smoothing",
             Self::DEFAULT_SMOOTHING,

@@ -82,8 +82,8 @@ impl Entropy {
     pub(super) const ENTRY: Entry = Entry {
         name: "entropy",
         aliases: &[],
-        description: "the largest entropy-method weight of free room and speed, adjusted when \
-                      the nodes' use is unbalanced; alarms when every node is overloaded",
+        description: "the largest entropy-method weight of free room and speed, moved when \
+                      use is unbalanced",
         params: &[
             Param::number("step", Self::DEFAULT_STEP, "weight step B, >= 0"),
             Param::number(

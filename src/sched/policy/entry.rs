@@ -203,18 +203,23 @@ impl fmt::Debug for Entry {
 }
 
 impl fmt::Display for Entry {
-    /// One line for a `--help` text: name, aliases, description, then each parameter with its
-    /// default and meaning, e.g.
-    /// `p2c: power of two choices: ...; seed=1 (seed of the random draws)`.
+    /// For a `--help` text: the name, its aliases and the description on one line; with `{:#}`,
+    /// then one more line for each parameter with its default and meaning:
+    ///
+    /// ```text
+    /// p2c: of two random nodes with room, the one with less queued work (power of two choices)
+    ///     seed=1: seed of the random draws
+    /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name)?;
         if !self.aliases.is_empty() {
             write!(f, " (or {})", self.aliases.join(", "))?;
         }
         write!(f, ": {}", self.description)?;
-        for (k, p) in self.params.iter().enumerate() {
-            let sep = if k == 0 { "; " } else { ", " };
-            write!(f, "{sep}{}={} ({})", p.name, p.default, p.meaning)?;
+        if f.alternate() {
+            for p in self.params {
+                write!(f, "\n    {}={}: {}", p.name, p.default, p.meaning)?;
+            }
         }
         Ok(())
     }

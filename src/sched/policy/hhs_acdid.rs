@@ -22,7 +22,7 @@ impl HhsAcdid {
     pub(super) const ENTRY: Entry = Entry {
         name: "hhs-acdid",
         aliases: &["hhs_acdid", "baseline"],
-        description: "the older scheduler (the baseline): jobs in turn, each pinned to its node",
+        description: "jobs in turn, each pinned to its node (the older scheduler, the baseline)",
         params: &[],
         build: |_| Ok(Box::new(HhsAcdid::new())),
     };

@@ -42,7 +42,7 @@ impl LeastConnections {
     pub(super) const ENTRY: Entry = Entry {
         name: "lc",
         aliases: &[],
-        description: "least connections: the fewest queued bytes, ties by swrr",
+        description: "the fewest queued bytes, ties by swrr (least connections)",
         params: &[],
         build: |_| Ok(Box::new(LeastConnections::new())),
     };
@@ -82,7 +82,8 @@ impl WeightedLeastConnections {
     pub(super) const ENTRY: Entry = Entry {
         name: "wlc",
         aliases: &[],
-        description: "weighted least connections: the least queued work (drain time), ties by swrr",
+        description: "the least queued work (drain time), ties by swrr \
+                      (weighted least connections)",
         params: &[],
         build: |_| Ok(Box::new(WeightedLeastConnections::new())),
     };

@@ -59,8 +59,7 @@ impl LoadFormula {
     pub(super) const ENTRY: Entry = Entry {
         name: "load-formula",
         aliases: &[],
-        description: "the least load N_s + a x N_d (queued independent and dependent packets), \
-                      bent past each node's limit",
+        description: "the least load N_s + a x N_d in queued packets, bent past each node's limit",
         params: &[Param::number(
             "a",
             Self::DEFAULT_A,

@@ -36,8 +36,8 @@ impl PowerOfTwo {
     pub(super) const ENTRY: Entry = Entry {
         name: "p2c",
         aliases: &[],
-        description: "power of two choices: of two random nodes with room, the one with less \
-                      queued work",
+        description: "of two random nodes with room, the one with less queued work \
+                      (power of two choices)",
         params: &[Param::integer(
             "seed",
             Self::DEFAULT_SEED,

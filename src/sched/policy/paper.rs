@@ -25,7 +25,7 @@ impl Paper {
     pub(super) const ENTRY: Entry = Entry {
         name: "paper",
         aliases: &[],
-        description: "the paper's weight: the largest alpha x speed + beta x free room",
+        description: "the largest alpha x speed + beta x free room (the paper's weight)",
         params: &[
             Param::number("alpha", Self::DEFAULT_ALPHA, "speed coefficient, in [0, 1]"),
             Param::number(

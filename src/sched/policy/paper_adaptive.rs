@@ -88,8 +88,7 @@ impl PaperAdaptive {
     pub(super) const ENTRY: Entry = Entry {
         name: "paper-adaptive",
         aliases: &[],
-        description: "the paper's weight with alpha set from the load for every packet, \
-                      beta = 1 - alpha",
+        description: "the paper's weight with alpha set from the load for every packet",
         params: &[],
         build: |_| Ok(Box::new(PaperAdaptive::new())),
     };

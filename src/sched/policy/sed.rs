@@ -36,7 +36,7 @@ impl ShortestExpectedDelay {
     pub(super) const ENTRY: Entry = Entry {
         name: "sed",
         aliases: &[],
-        description: "shortest expected delay: the least (queued packets + 1) x unit time",
+        description: "the least (queued packets + 1) x unit time (shortest expected delay)",
         params: &[],
         build: |_| Ok(Box::new(ShortestExpectedDelay::new())),
     };

@@ -48,7 +48,7 @@ impl SmoothWeighted {
     pub(super) const ENTRY: Entry = Entry {
         name: "swrr",
         aliases: &[],
-        description: "Nginx's smooth weighted round robin, weights from speed",
+        description: "smooth weighted round robin (Nginx's), weights from speed",
         params: &[],
         build: |_| Ok(Box::new(SmoothWeighted::new())),
     };

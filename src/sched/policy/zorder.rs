@@ -60,8 +60,8 @@ impl ZOrder {
     pub(super) const ENTRY: Entry = Entry {
         name: "zorder",
         aliases: &[],
-        description: "the smallest Z-order code of (queue occupancy, busy share), nodes over a \
-                      threshold skipped",
+        description: "the smallest Z-order code of (queue occupancy, busy share), \
+                      overloaded nodes skipped",
         params: &[
             Param::number(
                 "queue",
