@@ -1,5 +1,5 @@
 //! `ddwrr`: the dynamic, demand-predicting weighted round robin of seed `001_…` (Wang Wenjun,
-//! "基于Nginx服务器集群负载均衡方案的研究和改进"; PAPER.md §11): dynamic weights from load
+//! "基于Nginx服务器集群负载均衡方案的研究和改进"; docs/ALGORITHM.md §11.7): dynamic weights from load
 //! indices with coefficients summing to 1, a node's capacity judged on the request mix that
 //! exponential smoothing predicts, and Nginx's smooth weighted round robin over the weights.
 //!

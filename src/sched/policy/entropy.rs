@@ -1,5 +1,5 @@
 //! `entropy`: the dynamic-weight balancer of seed `000_…` (Zheng Songyi et al., "基于Nginx的动态
-//! 权重负载均衡技术研究", 2024; PAPER.md §11): index coefficients by the entropy method, an
+//! 权重负载均衡技术研究", 2024; docs/ALGORITHM.md §11.8): index coefficients by the entropy method, an
 //! initial weight from each node's weighted remaining capacity, a balance value σ that decides
 //! whether weights are adjusted, and an alarm when every node is overloaded.
 //!

@@ -1,4 +1,5 @@
-//! `hhs-acdid`: the baseline of PAPER.md §10, the older two-level scheduler HHS-ACDID.
+//! `hhs-acdid`: the baseline, the older two-level scheduler HHS-ACDID (docs/ALGORITHM.md
+//! §10.1, §11.2).
 //!
 //! In HHS-ACDID the software packing layer fixes each job's node (`cyp = cluster_id || ip_id`)
 //! before the job reaches the hardware, with no knowledge of the nodes' speed or load. This

@@ -1,6 +1,6 @@
 //! `load-formula`: the server-load formula of seed `004_…` (a note on NAT-based load balancing
-//! of web server clusters; PAPER.md §11): L = N_s + a·N_d, with the excess over a hardware
-//! limit weighted by b, and each request sent to the least loaded server.
+//! of web server clusters; docs/ALGORITHM.md §11.10): L = N_s + a·N_d, with the excess over a
+//! hardware limit weighted by b, and each request sent to the least loaded server.
 //!
 //! The seed splits requests into *static* documents, which cost every server process about the
 //! same, and *dynamic* ones, which need much more processor and disk time, so that one dynamic
@@ -17,7 +17,7 @@
 //! hardware: past it, memory runs short and the load climbs fast), weighting the excess by
 //! b, larger for weaker servers and inversely proportional to L_l so that, when every server is
 //! overloaded, the weakest one does not end up with the most. The printed formulas are lost;
-//! this reads them as *(reconstructed, PAPER.md §11)*:
+//! this reads them as *(reconstructed, docs/ALGORITHM.md §11.10)*:
 //! - L'_i = L_i when L_i ≤ L_l,i, else L_l,i + b_i·(L_i − L_l,i);
 //! - b_i = L_lmax / L_l,i, with L_lmax the largest limit in the cluster (b = 1 for the
 //!   strongest node, which is thus never penalised; the seed's remark that b should exceed the

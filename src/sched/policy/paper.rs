@@ -1,6 +1,6 @@
-//! `paper`: the node weight of PAPER.md §5, W_i = α·v_i + β·r_i, taken over the nodes with room
-//! (strategy 1), largest weight first, ties to the lowest node index. The weights are compared
-//! as they are, without the tie tolerance of the other policies (`best.rs`).
+//! `paper`: the node weight of docs/ALGORITHM.md §5, W_i = α·v_i + β·r_i, taken over the nodes
+//! with room (strategy 1), largest weight first, ties to the lowest node index. The weights are
+//! compared as they are, without the tie tolerance of the other policies (`best.rs`).
 //!
 //! v_i is the node's speed for the packet's command normalised over the cluster
 //! ([`ClusterView::speed`]); r_i its remaining capacity share ([`ClusterView::remaining_share`]).

@@ -3,8 +3,9 @@
 //!
 //! # Why α should move
 //!
-//! PAPER.md §9 ends with the advice "with many tasks raise α (speed), with few tasks raise β
-//! (capacity)", and its experiment 1 finds that the best α falls as the node capacity CAP grows.
+//! The paper ends its experiments (docs/ALGORITHM.md §9) with the advice "with many tasks raise
+//! α (speed), with few tasks raise β (capacity)", and its experiment 1 finds that the best α
+//! falls as the node capacity CAP grows.
 //! On this project's simulator the best fixed α of experiment 1 runs from about 0.8 (CAP 8)
 //! down to 0.15 (CAP 200), and it also changes with the spread of the node speeds. A fixed α is
 //! therefore right for one setting only. This policy derives α from the status table instead.

@@ -1,5 +1,5 @@
 //! `rr`: round robin over the nodes with room, as LVS's `ip_vs_rr.c` does it; the round robin
-//! that PAPER.md §11 seed 000 compares against.
+//! that seed 000 compares against (docs/ALGORITHM.md §11.3).
 //!
 //! The policy keeps a cursor, node 0 at the start. For a packet it takes the first node at or
 //! after the cursor, cyclically, that has room for the packet (strategy 1; LVS likewise scans

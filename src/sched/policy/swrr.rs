@@ -1,5 +1,6 @@
 //! `swrr`: Nginx's smooth weighted round robin (`ngx_http_upstream_get_peer` in
-//! `src/http/ngx_http_upstream_round_robin.c`; PAPER.md §11, seed 001), weights from speed.
+//! `src/http/ngx_http_upstream_round_robin.c`; docs/ALGORITHM.md §11.4, seed 001), weights from
+//! speed.
 //!
 //! Every node keeps a current weight `cw_i`, 0 at the start and kept across calls. One round,
 //! for one packet, among the nodes with room for it (strategy 1; Nginx likewise skips peers

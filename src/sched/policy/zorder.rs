@@ -1,5 +1,5 @@
 //! `zorder`: the space-filling-curve balancer of seed `002_…` (Zhang Huyin et al., "基于空间填充
-//! 曲线的动态负载均衡算法"; PAPER.md §11): two load indices per node, encoded together as a
+//! 曲线的动态负载均衡算法"; docs/ALGORITHM.md §11.9): two load indices per node, encoded together as a
 //! Z-order (Morton) code, the node with the code nearest to that of (0, 0) wins, ties by least
 //! connections.
 //!
