@@ -51,7 +51,7 @@
 //! cluster of a fast node and a slow one:
 //!
 //! ```
-//! use cryptodispatch::packet::{ClusterId, Cmd, Len, Mode, NodeId, Packet, TaskId, UnitTimes};
+//! use cryptodispatch::packet::{ClusterId, Cmd, Len, NodeId, Packet, PacketMeta, TaskId, UnitTimes};
 //! use cryptodispatch::sched::{Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler};
 //!
 //! let node = |unit| NodeConfig { unit_times: UnitTimes::uniform(unit), capacity: 4096 };
