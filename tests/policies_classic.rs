@@ -249,15 +249,19 @@ fn p2c_never_picks_a_full_node() {
     }
 }
 
+fn named(name: &str) -> PolicySpec {
+    name.parse().unwrap()
+}
+
 /// The six policies of this file, `p2c` with a few seeds.
 fn classic() -> impl Strategy<Value = PolicySpec> {
     prop_oneof![
-        Just(PolicySpec::RoundRobin),
-        Just(PolicySpec::SmoothWeighted),
-        Just(PolicySpec::LeastConnections),
-        Just(PolicySpec::WeightedLeastConnections),
-        Just(PolicySpec::ShortestExpectedDelay),
-        (0u64..4).prop_map(|seed| PolicySpec::PowerOfTwo { seed }),
+        Just(named("rr")),
+        Just(named("swrr")),
+        Just(named("lc")),
+        Just(named("wlc")),
+        Just(named("sed")),
+        (0u64..4).prop_map(PolicySpec::p2c),
     ]
 }
 

@@ -589,7 +589,8 @@ proptest! {
         sigma in 0.0..0.5f64,
         overload in 0.0..=1.0f64,
     ) {
-        drive(&PolicySpec::Entropy { step, sigma, overload }, nodes, &moves);
+        let spec = format!("entropy:step={step},sigma={sigma},overload={overload}");
+        drive(&spec.parse().unwrap(), nodes, &moves);
     }
 
     #[test]
@@ -598,7 +599,8 @@ proptest! {
         moves in moves(),
         smoothing in 0.01..=1.0f64,
     ) {
-        drive(&PolicySpec::Ddwrr { smoothing }, nodes, &moves);
+        let spec = format!("ddwrr:smoothing={smoothing}");
+        drive(&spec.parse().unwrap(), nodes, &moves);
     }
 
     #[test]
@@ -608,7 +610,8 @@ proptest! {
         queue in 0.0..=1.0f64,
         busy in 0.0..=1.0f64,
     ) {
-        drive(&PolicySpec::ZOrder { queue, busy }, nodes, &moves);
+        let spec = format!("zorder:queue={queue},busy={busy}");
+        drive(&spec.parse().unwrap(), nodes, &moves);
     }
 
     #[test]
@@ -617,6 +620,7 @@ proptest! {
         moves in moves(),
         a in 1.0..100.0f64,
     ) {
-        drive(&PolicySpec::LoadFormula { a }, nodes, &moves);
+        let spec = format!("load-formula:a={a}");
+        drive(&spec.parse().unwrap(), nodes, &moves);
     }
 }

@@ -23,6 +23,10 @@ use rand::rngs::ChaCha8Rng;
 
 const P: u64 = 16;
 
+fn adaptive() -> PolicySpec {
+    "paper-adaptive".parse().unwrap()
+}
+
 fn scheduler(unit_times: &[f64], cap_packets: u64, policy: &PolicySpec) -> Scheduler<Len> {
     let config = SchedConfig {
         clusters: vec![ClusterConfig {
@@ -81,7 +85,7 @@ fn alpha_of_the_hand_computed_empty_case() {
     // Empty nodes, one independent packet of 16 bytes, nothing else waiting:
     // Q = 2·16 = 32 bytes, k = Q·(ρ_0 − ρ_1)/(ρ_0 + ρ_1) = 32·(14/15)/(34/15) = 448/34,
     // α = k/(128 + k) = 448/4800 = 7/75.
-    let s = scheduler(&[10.0, 24.0], 8, &PolicySpec::PaperAdaptive);
+    let s = scheduler(&[10.0, 24.0], 8, &adaptive());
     let rows = rows(&s);
     let view = ClusterView::with_backlog(&rows, 1);
     let alpha = PaperAdaptive::alpha(&view, &meta(1, false, P));
@@ -97,7 +101,7 @@ fn two_nodes_are_filled_as_by_shortest_expected_delay() {
     // The rule is exact for two nodes: the packet goes to node 0 iff (q_0 + 1)·10 < (q_1 + 1)·24,
     // q in packets. By hand: 10<24, 20<24, 30>24 (node 1), 30<48, 40<48, 50>48 (node 1),
     // 50<72, 60<72, 70<72, 80>72 (node 1), 80<96 (node 0 is now full), then node 1 only.
-    let mut s = scheduler(&[10.0, 24.0], 8, &PolicySpec::PaperAdaptive);
+    let mut s = scheduler(&[10.0, 24.0], 8, &adaptive());
     assert_eq!(
         place_independent(&mut s, 16),
         [0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1]
@@ -113,7 +117,7 @@ fn a_dependent_job_goes_to_the_fast_node_where_an_independent_packet_would_not()
     // Two packets on node 0 (q = 2, 0). Independent: Q = 32 + 2·16 = 64, k = 64·14/34,
     // α = 0.1707: W_0 = α + (1−α)·0.75 = 0.793 < W_1 = 1 − α = 0.829 → node 1.
     // Dependent: Q = 32 + 16·16 = 288, α = 0.481: W_0 = 0.870 > W_1 = 0.519 → node 0.
-    let mut s = scheduler(&[10.0, 24.0], 8, &PolicySpec::PaperAdaptive);
+    let mut s = scheduler(&[10.0, 24.0], 8, &adaptive());
     assert_eq!(place_independent(&mut s, 2), [0, 0]);
     let rows = rows(&s);
     let view = ClusterView::with_backlog(&rows, 1);
@@ -133,7 +137,7 @@ fn a_dependent_job_goes_to_the_fast_node_where_an_independent_packet_would_not()
 
 #[test]
 fn alpha_rises_with_the_backlog_and_the_queued_work() {
-    let mut s = scheduler(&[10.0, 24.0], 8, &PolicySpec::PaperAdaptive);
+    let mut s = scheduler(&[10.0, 24.0], 8, &adaptive());
     let m = meta(100, false, P);
     let empty = rows(&s);
     let alphas: Vec<f64> = [1, 2, 8, 32]
@@ -161,7 +165,7 @@ fn alpha_falls_as_capacity_grows() {
     let alphas: Vec<f64> = [8, 32, 128]
         .iter()
         .map(|&cap| {
-            let mut s = scheduler(&[10.0, 24.0], cap, &PolicySpec::PaperAdaptive);
+            let mut s = scheduler(&[10.0, 24.0], cap, &adaptive());
             place_independent(&mut s, 3);
             let r = rows(&s);
             PaperAdaptive::alpha(&ClusterView::with_backlog(&r, 4), &m)
@@ -174,7 +178,7 @@ fn alpha_falls_as_capacity_grows() {
 fn alpha_grows_with_the_speed_spread_and_is_zero_for_equal_nodes() {
     let m = meta(100, false, P);
     let alpha = |times: &[f64]| {
-        let s = scheduler(times, 8, &PolicySpec::PaperAdaptive);
+        let s = scheduler(times, 8, &adaptive());
         let r = rows(&s);
         PaperAdaptive::alpha(&ClusterView::with_backlog(&r, 4), &m)
     };
@@ -186,14 +190,14 @@ fn alpha_grows_with_the_speed_spread_and_is_zero_for_equal_nodes() {
     );
 
     // Equal nodes: β = 1, so the emptiest node wins, ties to the lowest index.
-    let mut s = scheduler(&[20.0, 20.0, 20.0], 8, &PolicySpec::PaperAdaptive);
+    let mut s = scheduler(&[20.0, 20.0, 20.0], 8, &adaptive());
     assert_eq!(place_independent(&mut s, 6), [0, 1, 2, 0, 1, 2]);
 }
 
 #[test]
 fn the_policy_is_named_and_parsed() {
     let spec: PolicySpec = "paper-adaptive".parse().unwrap();
-    assert_eq!(spec, PolicySpec::PaperAdaptive);
+    assert_eq!(spec.to_string(), "paper-adaptive");
     assert_eq!(spec.build().unwrap().name(), "paper-adaptive");
     assert_eq!(PaperAdaptive::new().name(), "paper-adaptive");
     assert_eq!(PaperAdaptive::new().last_alpha(), None);
@@ -249,7 +253,7 @@ proptest! {
             unit_len: 1,
             admission: Admission::Fifo,
         };
-        let mut s: Scheduler<Len> = Scheduler::new(config, &PolicySpec::PaperAdaptive).unwrap();
+        let mut s: Scheduler<Len> = Scheduler::new(config, &adaptive()).unwrap();
         let n = times.len();
         let mut task = 0;
         for st in steps {

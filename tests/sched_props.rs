@@ -40,12 +40,12 @@ fn policy() -> impl Strategy<Value = PolicySpec> {
     prop_oneof![
         (0.0..=1.0f64, 0.0..=1.0f64)
             .prop_filter("not both zero", |(a, b)| *a > 0.0 || *b > 0.0)
-            .prop_map(|(alpha, beta)| PolicySpec::Paper { alpha, beta }),
+            .prop_map(|(alpha, beta)| PolicySpec::paper(alpha, beta)),
         Just(PolicySpec::default()),
-        Just(PolicySpec::HhsAcdid),
+        Just(PolicySpec::hhs_acdid()),
         // Every policy the registry knows, with its default parameters, and p2c reseeded.
         prop::sample::select(PolicySpec::all()),
-        any::<u64>().prop_map(|seed| PolicySpec::PowerOfTwo { seed }),
+        any::<u64>().prop_map(PolicySpec::p2c),
     ]
 }
 
@@ -168,7 +168,7 @@ impl Driver {
         }
         let n_nodes = s.num_nodes();
         Driver {
-            pins: case.policy == PolicySpec::HhsAcdid,
+            pins: case.policy == PolicySpec::hhs_acdid(),
             affinity: case.affinity,
             s,
             arrivals,

@@ -348,10 +348,7 @@ fn bad_configurations_and_inputs_are_errors() {
         )),
         ConfigError::BadUnitTime { .. }
     ));
-    let bad_weights = PolicySpec::Paper {
-        alpha: 0.0,
-        beta: 0.0,
-    };
+    let bad_weights = PolicySpec::paper(0.0, 0.0);
     assert!(matches!(
         Scheduler::<Len>::new(config(vec![ok()], 0, Affinity::Strict), &bad_weights),
         Err(ConfigError::BadWeights { .. })
@@ -381,7 +378,7 @@ fn status_table_counts_are_exact() {
         0,
         Affinity::Strict,
     );
-    let mut s = Scheduler::new(cfg, &PolicySpec::HhsAcdid).unwrap();
+    let mut s = Scheduler::new(cfg, &PolicySpec::hhs_acdid()).unwrap();
     for t in 0..4 {
         s.arrive(packet(0, t, 0, true, false)).unwrap();
     }

@@ -658,7 +658,7 @@ fn an_unknown_policy_name_is_refused() {
         BuildError::Config(ConfigError::Parse(ParseError::new(
             "policy",
             "fastest",
-            PolicySpec::NAMES.join(", ")
+            PolicySpec::names().join(", ")
         )))
     );
     let BuildError::Config(ConfigError::Parse(parse)) = &err else {
@@ -695,7 +695,7 @@ fn weights_out_of_range_or_both_zero_are_refused() {
     let build_spec = |alpha: f64, beta: f64| {
         Service::builder()
             .aes_cluster([NodeSpec::new()])
-            .policy(PolicySpec::Paper { alpha, beta })
+            .policy(PolicySpec::paper(alpha, beta))
             .build()
     };
     assert_eq!(

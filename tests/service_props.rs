@@ -101,18 +101,18 @@ fn node_cfg() -> impl Strategy<Value = NodeCfg> {
 
 fn policy() -> impl Strategy<Value = PolicySpec> {
     prop_oneof![
-        (0.0f64..=1.0, 0.0f64..=1.0).prop_map(|(alpha, beta)| PolicySpec::Paper {
+        (0.0f64..=1.0, 0.0f64..=1.0).prop_map(|(alpha, beta)| PolicySpec::paper(
             alpha,
-            beta: if alpha == 0.0 && beta == 0.0 {
+            if alpha == 0.0 && beta == 0.0 {
                 1.0
             } else {
                 beta
             },
-        }),
-        Just(PolicySpec::HhsAcdid),
+        )),
+        Just(PolicySpec::hhs_acdid()),
         // Every policy the registry knows, with its default parameters, and p2c reseeded.
         prop::sample::select(PolicySpec::all()),
-        any::<u64>().prop_map(|seed| PolicySpec::PowerOfTwo { seed }),
+        any::<u64>().prop_map(PolicySpec::p2c),
     ]
 }
 

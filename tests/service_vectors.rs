@@ -171,7 +171,7 @@ fn aes_cavp_records_under_hhs_acdid_and_strict_affinity() {
     let service = Service::builder()
         .packet_size(32)
         .aes_cluster([pinned(0), NodeSpec::new().slowdown(1.25), pinned(1)])
-        .policy(PolicySpec::HhsAcdid)
+        .policy(PolicySpec::hhs_acdid())
         .affinity(Affinity::Strict)
         .cluster_queue_len(8)
         .wait_queue_len(4)

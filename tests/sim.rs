@@ -77,7 +77,7 @@ fn hand_computed_run_under_paper() {
 #[test]
 fn hand_computed_run_under_hhs_acdid() {
     let (trace, config) = small();
-    let r = simulate(&trace, &config, &PolicySpec::HhsAcdid).unwrap();
+    let r = simulate(&trace, &config, &PolicySpec::hhs_acdid()).unwrap();
     // Jobs in turn: 1 → node 0, 2 → node 1, 3 → node 0 (waits for both units of node 0, free
     // at t=20): 20 + 10·2 = 40. Placements are listed in completion order; at t=20 node 1's
     // completion was scheduled first (at t=0), so it comes before node 0's.
@@ -156,11 +156,8 @@ fn a_run_is_determined_by_its_seed() {
 fn policy() -> impl Strategy<Value = PolicySpec> {
     prop_oneof![
         Just(PolicySpec::default()),
-        Just(PolicySpec::HhsAcdid),
-        (0.0..=1.0f64).prop_map(|a| PolicySpec::Paper {
-            alpha: a,
-            beta: 1.0 - a
-        }),
+        Just(PolicySpec::hhs_acdid()),
+        (0.0..=1.0f64).prop_map(|a| PolicySpec::paper(a, 1.0 - a)),
     ]
 }
 

@@ -302,6 +302,8 @@ impl Shared {
                 }
             }
         }
+        // Placements first: under fair admission they are what frees room.
+        self.route(e);
         let after = e.pending(cluster);
         let mut wakers = Vec::new();
         let wake = match e.sched.admission() {
@@ -312,7 +314,6 @@ impl Shared {
             self.room_cv.notify_all();
             wakers = std::mem::take(&mut e.room_wakers);
         }
-        self.route(e);
         wakers
     }
 

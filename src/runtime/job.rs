@@ -119,7 +119,8 @@ impl Job {
     /// [`crypto::verify_batch`](crate::crypto::verify_batch) for how it agrees with one-by-one
     /// verification): each item is a key (verifying or signing), a message and a signature.
     /// The batch is cut into packets of up to 64 signatures, which the Ed25519 nodes share; the
-    /// output is [`JobOutput::VerifiedBatch`](crate::runtime::JobOutput::VerifiedBatch), one answer per item, in order.
+    /// output is [`JobOutput::VerifiedBatch`](crate::runtime::JobOutput::VerifiedBatch), one
+    /// answer per item, in order.
     pub fn verify_batch(items: impl IntoIterator<Item = (KeyId, Vec<u8>, Vec<u8>)>) -> Job {
         Job {
             kind: JobKind::VerifyBatch {

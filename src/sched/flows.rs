@@ -7,9 +7,9 @@
 //! (the cluster's largest packet, so any packet fits in one turn) added to its deficit, and
 //! hands its packets to the balancer, oldest first, while its deficit covers the next one and a
 //! node takes it; then it goes to the back of the ring. A flow whose next packet no node can
-//! take now (its bound node is full, or every node is) also goes to the back, with its deficit
-//! capped at one quantum, so waiting does not bank an unfair burst. A flow that empties leaves
-//! the ring and forgets its deficit.
+//! take now (its bound node is full, or every node is) also goes to the back and forfeits its
+//! deficit, as an idle flow does in DRR, so waiting does not bank an unfair burst. A flow that
+//! empties leaves the ring and forgets its deficit.
 //!
 //! A packet costs its length, and at least one byte, so empty packets (an Ed25519 job with an
 //! empty message) take their turn like any other.
@@ -145,7 +145,7 @@ impl<D> Flows<D> {
     }
 
     /// Ends the front flow's turn: it goes to the back of the ring. With `blocked` (its next
-    /// packet could not be placed) its deficit is capped at one quantum.
+    /// packet could not be placed) it forfeits its deficit.
     pub(crate) fn end_turn(&mut self, blocked: bool) {
         let Some(task) = self.ring.pop_front() else {
             return;
@@ -153,7 +153,7 @@ impl<D> Flows<D> {
         if let Some(flow) = self.flows.get_mut(&task) {
             flow.granted = false;
             if blocked {
-                flow.deficit = flow.deficit.min(self.quantum);
+                flow.deficit = 0;
             }
             self.ring.push_back(task);
         }
@@ -241,7 +241,7 @@ mod tests {
     }
 
     #[test]
-    fn a_blocked_flow_does_not_bank_more_than_a_quantum() {
+    fn a_blocked_flow_does_not_bank_its_unused_quanta() {
         let mut flows = Flows::new(100);
         flows.push(packet(1, 0, 100));
         flows.push(packet(1, 1, 100));
@@ -252,7 +252,7 @@ mod tests {
         flows.head();
         assert!(flows.take_head().is_some());
         let (_, meta) = flows.head().unwrap();
-        // Deficit after one packet: at most the quantum granted this turn, less its cost.
+        // After one packet the turn's quantum is spent: the blocked turns banked nothing.
         assert!(!flows.head_affordable(&meta));
     }
 

@@ -84,10 +84,7 @@ pub fn alpha_grid() -> Vec<f64> {
 
 /// The paper's policy with speed coefficient α and β = 1 − α.
 pub fn paper_alpha(alpha: f64) -> PolicySpec {
-    PolicySpec::Paper {
-        alpha,
-        beta: 1.0 - alpha,
-    }
+    PolicySpec::paper(alpha, 1.0 - alpha)
 }
 
 /// One instance: node speeds and a trace, fixed by the seed.

@@ -63,13 +63,15 @@ pub struct LiveArgs {
     #[arg(long, value_enum, default_value = "cbc16k")]
     pub workload: Workload,
     /// The policy to run (ignored with --compare).
-    #[arg(long, default_value = "paper")]
+    #[arg(long, default_value = "paper", long_help = crate::policy_help(
+        "The policy to run (ignored with --compare)."))]
     pub policy: String,
     /// Run several policies side by side (default: paper and hhs-acdid; see --policies).
     #[arg(long)]
     pub compare: bool,
     /// The policies --compare runs, comma-separated.
-    #[arg(long, default_value = "paper,hhs-acdid")]
+    #[arg(long, default_value = "paper,hhs-acdid", long_help = crate::policy_help(
+        "The policies --compare runs, comma-separated."))]
     pub policies: String,
     /// Fix the job size in bytes (mixed: 256, 1024, 16384, ...; cbc16k: the job size).
     #[arg(long)]

@@ -116,6 +116,19 @@ impl SettingsArgs {
     }
 }
 
+/// The long help of a policy option: `intro`, then the library's policies (its registry), one
+/// a line, each followed by its parameters with their defaults.
+fn policy_help(intro: &str) -> String {
+    let policies: Vec<String> = cryptodispatch::sched::policy::registry()
+        .iter()
+        .map(|entry| format!("  {entry:#}"))
+        .collect();
+    format!(
+        "{intro}\n\nA policy is written NAME or NAME:KEY=VALUE,...; the policies:\n{}",
+        policies.join("\n")
+    )
+}
+
 fn summary() -> Result<(), String> {
     let start = Instant::now();
     println!("cryptodispatch-bench: summary (run with --help for the full experiments)\n");
@@ -138,7 +151,7 @@ fn summary() -> Result<(), String> {
         let args = live::LiveArgs::quick(workload);
         let policies = [
             cryptodispatch::PolicySpec::default(),
-            cryptodispatch::PolicySpec::HhsAcdid,
+            cryptodispatch::PolicySpec::hhs_acdid(),
         ];
         rows.push(live::measure(&args, &policies)?);
     }

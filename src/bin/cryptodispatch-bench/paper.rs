@@ -296,7 +296,7 @@ pub fn exp4(
     out: &Path,
     points: &[(String, usize, usize)],
 ) -> Result<Vec<CompareRow>, String> {
-    let policies = [PolicySpec::default(), PolicySpec::HhsAcdid];
+    let policies = [PolicySpec::default(), PolicySpec::hhs_acdid()];
     let bar = progress(points.len() as u64 * u64::from(settings.seeds), "exp 4");
     let rows = experiments::compare(settings, points, &policies, &|| bar.inc(1));
     bar.finish_and_clear();

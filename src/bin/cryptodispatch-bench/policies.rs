@@ -79,7 +79,9 @@ pub struct PoliciesArgs {
     /// Policies to compare, comma-separated, e.g. paper,hhs-acdid,paper-adaptive (an unknown
     /// name is an error that lists the known ones; parameters as name:key=value). Default:
     /// every policy.
-    #[arg(long, value_name = "A,B,...")]
+    #[arg(long, value_name = "A,B,...", long_help = crate::policy_help(
+        "Policies to compare, comma-separated, e.g. paper,hhs-acdid,paper-adaptive. \
+         Default: every policy."))]
     pub policies: Option<String>,
     /// Seeds (repetitions) per simulated point.
     #[arg(long, default_value_t = 10)]
@@ -121,7 +123,7 @@ impl Row {
     }
 }
 
-/// The policies `--policies` names (all of [`PolicySpec::NAMES`] by default).
+/// The policies `--policies` names (all of [`PolicySpec::names`] by default).
 ///
 /// # Errors
 /// A message naming an unknown policy or a bad parameter.
@@ -141,7 +143,7 @@ pub fn parse_policies(list: Option<&str>) -> Result<Vec<PolicySpec>, String> {
     if specs.is_empty() {
         return Err(format!(
             "--policies: no policy named; choose from {}",
-            PolicySpec::NAMES.join(", ")
+            PolicySpec::names().join(", ")
         ));
     }
     Ok(specs)
@@ -171,7 +173,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     experiments::check(&settings, &CAPS)?;
     let out = args.out.as_path();
 
-    let adaptive = specs.iter().any(|s| matches!(s, PolicySpec::PaperAdaptive));
+    let adaptive = specs.iter().any(|s| s.name() == "paper-adaptive");
     let sets = [
         ("t in [16,36]", NodeSet::paper(4)),
         ("four classes", NodeSet::Classes(CLASSES.to_vec())),

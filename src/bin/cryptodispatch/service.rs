@@ -58,9 +58,9 @@ pub struct ServiceArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub nodes: Option<u32>,
 
-    /// Node-selection policy, parsed by the library: `paper`, `hhs-acdid`, or
-    /// `paper:alpha=A,beta=B` [default: paper]
-    #[arg(long, value_name = "NAME")]
+    /// Node-selection policy, parsed by the library: NAME or NAME:KEY=VALUE,... (--help lists
+    /// them) [default: paper]
+    #[arg(long, value_name = "NAME", long_help = policy_help())]
     pub policy: Option<String>,
 
     /// Packet size in bytes: the input is handed to the scheduler in packets of this size (a
@@ -118,6 +118,20 @@ impl ServiceArgs {
             other => CliError::failure(format!("cannot start the service: {other}")),
         })
     }
+}
+
+/// The long help of `--policy`: the library's policies (its registry), one a line, each
+/// followed by its parameters with their defaults.
+fn policy_help() -> String {
+    let policies: Vec<String> = cryptodispatch::sched::policy::registry()
+        .iter()
+        .map(|entry| format!("  {entry:#}"))
+        .collect();
+    format!(
+        "Node-selection policy, parsed by the library [default: paper]\n\n\
+         A policy is written NAME or NAME:KEY=VALUE,...; the policies:\n{}",
+        policies.join("\n")
+    )
 }
 
 /// A read error while processing.

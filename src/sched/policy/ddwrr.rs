@@ -1,5 +1,5 @@
 //! `ddwrr`: the dynamic, demand-predicting weighted round robin of seed `001_…` (Wang Wenjun,
-//! "基于Nginx服务器集群负载均衡方案的研究和改进"; docs/ALGORITHM.md §11): dynamic weights from load
+//! "基于Nginx服务器集群负载均衡方案的研究和改进"; docs/ALGORITHM.md §11.7): dynamic weights from load
 //! indices with coefficients summing to 1, a node's capacity judged on the request mix that
 //! exponential smoothing predicts, and Nginx's smooth weighted round robin over the weights.
 //!
@@ -57,6 +57,7 @@
 use crate::packet::{Cmd, PacketMeta};
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
+use crate::sched::policy::entry::{Entry, Param};
 use crate::sched::status::{ClusterView, NodeStatus};
 
 /// The coefficients (K_C, K_M, K_D + K_N) of the time, byte and slot use; they sum to 1.
@@ -76,6 +77,20 @@ pub struct Ddwrr {
 }
 
 impl Ddwrr {
+    /// The registry entry (docs/ALGORITHM.md §11.7).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "ddwrr",
+        aliases: &[],
+        description: "smooth weighted round robin on speed for the predicted command mix, \
+                      less the node's use",
+        params: &[Param::number(
+            "smoothing",
+            Self::DEFAULT_SMOOTHING,
+            "smoothing factor a of the command mix, in (0, 1]",
+        )],
+        build: |p| Ok(Box::new(Ddwrr::new(p.number("smoothing"))?)),
+    };
+
     /// The smoothing factor a (see the module docs).
     pub const DEFAULT_SMOOTHING: f64 = 0.1;
 
@@ -86,7 +101,7 @@ impl Ddwrr {
     pub fn new(smoothing: f64) -> Result<Self, ConfigError> {
         if !(smoothing > 0.0 && smoothing <= 1.0) {
             return Err(ConfigError::BadPolicyParameter {
-                policy: "ddwrr",
+                policy: Self::ENTRY.name(),
                 message: format!("smoothing = {smoothing}: must lie in (0, 1]"),
             });
         }
@@ -169,7 +184,7 @@ fn used(used: f64, free: f64) -> f64 {
 
 impl Policy for Ddwrr {
     fn name(&self) -> &'static str {
-        "ddwrr"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

@@ -1,5 +1,5 @@
 //! `entropy`: the dynamic-weight balancer of seed `000_…` (Zheng Songyi et al., "基于Nginx的动态
-//! 权重负载均衡技术研究", 2024; docs/ALGORITHM.md §11): index coefficients by the entropy method, an
+//! 权重负载均衡技术研究", 2024; docs/ALGORITHM.md §11.8): index coefficients by the entropy method, an
 //! initial weight from each node's weighted remaining capacity, a balance value σ that decides
 //! whether weights are adjusted, and an alarm when every node is overloaded.
 //!
@@ -46,7 +46,7 @@
 //!    table: at each choice, placement and completion (the balancer asks for no choice while
 //!    every node is full, so placements and completions must be watched too).
 //!
-//! **Defaults.** B = 5 is the source's step. The seed scales weights by A = 1000 only to round
+//! **Defaults.** B = 5 is the source's step. The source scales weights by A = 1000 only to round
 //! them to Nginx's integers, where B = 5 nudges a weighted round robin by half a percent; no
 //! rounding is needed here, and the largest weight wins, so the scale A = 100 (percent of the
 //! cluster's remaining capacity) lets the step move a busy node by up to 5 points.
@@ -57,6 +57,8 @@
 use crate::packet::{Cmd, PacketMeta};
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
+use crate::sched::policy::best::{Best, TIE, Tolerance};
+use crate::sched::policy::entry::{Entry, Param};
 use crate::sched::status::{ClusterView, NodeStatus};
 
 /// The number of indices (memory, network, CPU).
@@ -64,10 +66,6 @@ const K: usize = 3;
 
 /// The weight scale A.
 const SCALE: f64 = 100.0;
-
-/// Relative tolerance under which two weights count as equal; absolute tolerance for use
-/// ratios (which lie in [0, 1]).
-const TIE: f64 = 1e-9;
 
 /// Entropy-method weights with balance-triggered adjustment and an overload alarm.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,6 +78,31 @@ pub struct Entropy {
 }
 
 impl Entropy {
+    /// The registry entry (docs/ALGORITHM.md §11.8).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "entropy",
+        aliases: &[],
+        description: "the largest entropy-method weight of free room and speed, moved when \
+                      use is unbalanced",
+        params: &[
+            Param::number("step", Self::DEFAULT_STEP, "weight step B, >= 0"),
+            Param::number(
+                "sigma",
+                Self::DEFAULT_SIGMA,
+                "spread of the use ratios above which weights are adjusted, >= 0",
+            ),
+            Param::number(
+                "overload",
+                Self::DEFAULT_OVERLOAD,
+                "use ratio above which a node is overloaded, in [0, 1]",
+            ),
+        ],
+        build: |p| {
+            let policy = Entropy::new(p.number("step"), p.number("sigma"), p.number("overload"))?;
+            Ok(Box::new(policy))
+        },
+    };
+
     /// The source's step B.
     pub const DEFAULT_STEP: f64 = 5.0;
     /// Ten points of spread in the use ratios (see the module docs).
@@ -96,7 +119,7 @@ impl Entropy {
     pub fn new(step: f64, sigma: f64, overload: f64) -> Result<Self, ConfigError> {
         let bad = |message: String| {
             Err(ConfigError::BadPolicyParameter {
-                policy: "entropy",
+                policy: Self::ENTRY.name(),
                 message,
             })
         };
@@ -162,6 +185,7 @@ impl Entropy {
         let mut weights = initial_weights(view, cmd, &x, &w);
         if std_dev(&beta) > self.sigma {
             let mean = mean(&beta);
+            // Use ratios lie in [0, 1]: TIE serves as an absolute tolerance.
             for (dw, &b) in weights.iter_mut().zip(&beta) {
                 if b < mean - TIE {
                     *dw += self.step * b;
@@ -180,8 +204,9 @@ impl Entropy {
         if over && !self.overloaded {
             self.alarms += 1;
             log::warn!(
-                "entropy policy: every node of the cluster is over the overload threshold {} \
+                "{} policy: every node of the cluster is over the overload threshold {} \
                  (use ratios {beta:.3?}); alarm {}",
+                Self::ENTRY.name(),
                 self.overload,
                 self.alarms
             );
@@ -297,19 +322,13 @@ fn initial_weights(view: &ClusterView<'_>, cmd: Cmd, x: &[[f64; K]], w: &[f64; K
 
 impl Policy for Entropy {
     fn name(&self) -> &'static str {
-        "entropy"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
         self.watch(view);
         let weights = self.dynamic_weights(view, packet.cmd);
-        let mut best: Option<usize> = None;
-        for i in view.candidates(packet) {
-            if best.is_none_or(|b| weights[i] - weights[b] > TIE * weights[b].abs()) {
-                best = Some(i);
-            }
-        }
-        best
+        Best::Largest(Tolerance::OfBest).pick(view.candidates(packet).map(|i| (i, weights[i])))
     }
 
     fn on_dispatch(&mut self, view: &ClusterView<'_>, _node: usize, _packet: &PacketMeta) {

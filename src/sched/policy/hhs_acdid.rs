@@ -1,4 +1,5 @@
-//! `hhs-acdid`: the baseline of docs/ALGORITHM.md §10, the older two-level scheduler HHS-ACDID.
+//! `hhs-acdid`: the baseline, the older two-level scheduler HHS-ACDID (docs/ALGORITHM.md
+//! §10.1, §11.2).
 //!
 //! In HHS-ACDID the software packing layer fixes each job's node (`cyp = cluster_id || ip_id`)
 //! before the job reaches the hardware, with no knowledge of the nodes' speed or load. This
@@ -8,6 +9,7 @@
 
 use crate::packet::PacketMeta;
 use crate::sched::policy::Policy;
+use crate::sched::policy::entry::Entry;
 use crate::sched::status::ClusterView;
 
 /// Round robin over jobs, every job pinned to its node.
@@ -17,6 +19,15 @@ pub struct HhsAcdid {
 }
 
 impl HhsAcdid {
+    /// The registry entry (docs/ALGORITHM.md §11.2).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "hhs-acdid",
+        aliases: &["hhs_acdid", "baseline"],
+        description: "jobs in turn, each pinned to its node (the older scheduler, the baseline)",
+        params: &[],
+        build: |_| Ok(Box::new(HhsAcdid::new())),
+    };
+
     /// A fresh baseline whose first job goes to node 0.
     pub fn new() -> Self {
         HhsAcdid::default()
@@ -25,7 +36,7 @@ impl HhsAcdid {
 
 impl Policy for HhsAcdid {
     fn name(&self) -> &'static str {
-        "hhs-acdid"
+        Self::ENTRY.name()
     }
 
     fn pins_jobs(&self) -> bool {

@@ -1,6 +1,6 @@
 //! `lc` and `wlc`: least connections, measured in queued work, after Nginx's `least_conn`
 //! (`ngx_http_upstream_least_conn_module.c`) and LVS's `ip_vs_lc.c` / `ip_vs_wlc.c`; the
-//! references of docs/ALGORITHM.md §11.5 and §11.6.
+//! references of docs/ALGORITHM.md §11.5 and §11.6 (seeds 000, 001, 002).
 //!
 //! A web balancer counts open connections; a node here holds a queue of packets of different
 //! sizes, so a "connection" is measured by what is queued on the node (the packet in service
@@ -26,7 +26,9 @@
 
 use crate::packet::PacketMeta;
 use crate::sched::policy::Policy;
-use crate::sched::policy::swrr::{SmoothWeighted, exceeds};
+use crate::sched::policy::best::{Best, Tolerance, Versus};
+use crate::sched::policy::entry::Entry;
+use crate::sched::policy::swrr::SmoothWeighted;
 use crate::sched::status::ClusterView;
 
 /// Fewest queued bytes among the nodes with room; ties by smooth weighted round robin.
@@ -36,6 +38,15 @@ pub struct LeastConnections {
 }
 
 impl LeastConnections {
+    /// The registry entry (docs/ALGORITHM.md §11.5).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "lc",
+        aliases: &[],
+        description: "the fewest queued bytes, ties by swrr (least connections)",
+        params: &[],
+        build: |_| Ok(Box::new(LeastConnections::new())),
+    };
+
     /// A fresh policy.
     pub fn new() -> Self {
         Self::default()
@@ -44,7 +55,7 @@ impl LeastConnections {
 
 impl Policy for LeastConnections {
     fn name(&self) -> &'static str {
-        "lc"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
@@ -67,6 +78,16 @@ pub struct WeightedLeastConnections {
 }
 
 impl WeightedLeastConnections {
+    /// The registry entry (docs/ALGORITHM.md §11.6).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "wlc",
+        aliases: &[],
+        description: "the least queued work (drain time), ties by swrr \
+                      (weighted least connections)",
+        params: &[],
+        build: |_| Ok(Box::new(WeightedLeastConnections::new())),
+    };
+
     /// A fresh policy.
     pub fn new() -> Self {
         Self::default()
@@ -75,7 +96,7 @@ impl WeightedLeastConnections {
 
 impl Policy for WeightedLeastConnections {
     fn name(&self) -> &'static str {
-        "wlc"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
@@ -83,9 +104,10 @@ impl Policy for WeightedLeastConnections {
             .candidates(packet)
             .map(|i| view.node(i).queued_work())
             .min_by(f64::total_cmp)?;
+        let rule = Best::Smallest(Tolerance::OfBest);
         let tied = view
             .candidates(packet)
-            .filter(|&i| !exceeds(view.node(i).queued_work(), least, least));
+            .filter(|&i| rule.versus(view.node(i).queued_work(), least) != Versus::Worse);
         self.ties.round(view, packet.cmd, tied)
     }
 }

@@ -1,6 +1,6 @@
 //! `load-formula`: the server-load formula of seed `004_…` (a note on NAT-based load balancing
-//! of web server clusters; docs/ALGORITHM.md §11): L = N_s + a·N_d, with the excess over a hardware
-//! limit weighted by b, and each request sent to the least loaded server.
+//! of web server clusters; docs/ALGORITHM.md §11.10): L = N_s + a·N_d, with the excess over a
+//! hardware limit weighted by b, and each request sent to the least loaded server.
 //!
 //! The seed splits requests into *static* documents, which cost every server process about the
 //! same, and *dynamic* ones, which need much more processor and disk time, so that one dynamic
@@ -17,7 +17,7 @@
 //! hardware: past it, memory runs short and the load climbs fast), weighting the excess by
 //! b, larger for weaker servers and inversely proportional to L_l so that, when every server is
 //! overloaded, the weakest one does not end up with the most. The printed formulas are lost;
-//! this reads them as *(reconstructed, docs/ALGORITHM.md §11)*:
+//! this reads them as *(reconstructed, docs/ALGORITHM.md §11.10)*:
 //! - L'_i = L_i when L_i ≤ L_l,i, else L_l,i + b_i·(L_i − L_l,i);
 //! - b_i = L_lmax / L_l,i, with L_lmax the largest limit in the cluster (b = 1 for the
 //!   strongest node, which is thus never penalised; the source's remark that b should exceed the
@@ -44,10 +44,9 @@
 use crate::packet::PacketMeta;
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
+use crate::sched::policy::best::{Best, Tolerance, Versus};
+use crate::sched::policy::entry::{Entry, Param};
 use crate::sched::status::ClusterView;
-
-/// Relative tolerance under which two loads count as equal.
-const TIE: f64 = 1e-9;
 
 /// Least load L = N_s + a·N_d, bent past each node's hardware limit.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,6 +55,19 @@ pub struct LoadFormula {
 }
 
 impl LoadFormula {
+    /// The registry entry (docs/ALGORITHM.md §11.10).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "load-formula",
+        aliases: &[],
+        description: "the least load N_s + a x N_d in queued packets, bent past each node's limit",
+        params: &[Param::number(
+            "a",
+            Self::DEFAULT_A,
+            "weight of a dependent packet, >= 1",
+        )],
+        build: |p| Ok(Box::new(LoadFormula::new(p.number("a"))?)),
+    };
+
     /// The low end of the source's range 10–100 (see the module docs).
     pub const DEFAULT_A: f64 = 10.0;
 
@@ -67,7 +79,7 @@ impl LoadFormula {
     pub fn new(a: f64) -> Result<Self, ConfigError> {
         if !(a.is_finite() && a >= 1.0) {
             return Err(ConfigError::BadPolicyParameter {
-                policy: "load-formula",
+                policy: Self::ENTRY.name(),
                 message: format!("a = {a}: must be finite and at least 1"),
             });
         }
@@ -121,7 +133,7 @@ impl Default for LoadFormula {
 
 impl Policy for LoadFormula {
     fn name(&self) -> &'static str {
-        "load-formula"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
@@ -129,13 +141,13 @@ impl Policy for LoadFormula {
         for i in view.candidates(packet) {
             let load = self.adjusted_load(view, i, packet);
             let time = view.node(i).unit_time(packet.cmd);
-            let better = match best {
-                None => true,
-                Some((_, bl, bt)) => {
-                    let tol = TIE * load.abs().max(bl.abs());
-                    load < bl - tol || (load <= bl + tol && time < bt)
+            let better = best.is_none_or(|(_, bl, bt)| {
+                match Best::Smallest(Tolerance::OfLarger).versus(load, bl) {
+                    Versus::Better => true,
+                    Versus::Tie => time < bt,
+                    Versus::Worse => false,
                 }
-            };
+            });
             if better {
                 best = Some((i, load, time));
             }

@@ -6,7 +6,7 @@
 //! - none: `None`; exactly one: that node, and nothing is drawn;
 //! - otherwise two distinct nodes are drawn uniformly at random, and the one with less queued
 //!   work ([`NodeStatus::queued_work`], the expected time to drain it, as in `wlc`) wins;
-//!   a tie, equal within a relative 1e-9 (float rounding, see `swrr`), goes to the first drawn.
+//!   a tie, equal within a relative 1e-9 (float rounding, see `best.rs`), goes to the first drawn.
 //!
 //! The draws come from a ChaCha8 generator seeded at construction, so a run is reproducible
 //! from its seed; the stream is consumed only by packets with two or more candidates (two
@@ -19,7 +19,8 @@ use rand::{RngExt, SeedableRng};
 
 use crate::packet::PacketMeta;
 use crate::sched::policy::Policy;
-use crate::sched::policy::swrr::exceeds;
+use crate::sched::policy::best::{Best, Tolerance};
+use crate::sched::policy::entry::{Entry, Param};
 use crate::sched::status::ClusterView;
 
 /// Two random candidates, the less loaded one wins.
@@ -31,6 +32,20 @@ pub struct PowerOfTwo {
 }
 
 impl PowerOfTwo {
+    /// The registry entry (docs/ALGORITHM.md §11.12).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "p2c",
+        aliases: &[],
+        description: "of two random nodes with room, the one with less queued work \
+                      (power of two choices)",
+        params: &[Param::integer(
+            "seed",
+            Self::DEFAULT_SEED,
+            "seed of the random draws",
+        )],
+        build: |p| Ok(Box::new(PowerOfTwo::new(p.integer("seed")))),
+    };
+
     /// The seed [`PolicySpec`](crate::sched::PolicySpec) uses when none is given.
     pub const DEFAULT_SEED: u64 = 1;
 
@@ -51,7 +66,7 @@ impl Default for PowerOfTwo {
 
 impl Policy for PowerOfTwo {
     fn name(&self) -> &'static str {
-        "p2c"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
@@ -66,12 +81,9 @@ impl Policy for PowerOfTwo {
         if b >= a {
             b += 1;
         }
-        let (first, second) = (self.candidates[a], self.candidates[b]);
-        let (wa, wb) = (
-            view.node(first).queued_work(),
-            view.node(second).queued_work(),
-        );
-        Some(if exceeds(wa, wb, wa) { second } else { first })
+        // The first drawn is offered first, so it keeps a tie.
+        Best::Smallest(Tolerance::OfBest)
+            .pick([self.candidates[a], self.candidates[b]].map(|i| (i, view.node(i).queued_work())))
     }
 }
 

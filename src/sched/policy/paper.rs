@@ -1,5 +1,6 @@
-//! `paper`: the node weight of docs/ALGORITHM.md §5, W_i = α·v_i + β·r_i, taken over the nodes with room
-//! (strategy 1), largest weight first, ties to the lowest node index.
+//! `paper`: the node weight of docs/ALGORITHM.md §5, W_i = α·v_i + β·r_i, taken over the nodes
+//! with room (strategy 1), largest weight first, ties to the lowest node index. The weights are
+//! compared as they are, without the tie tolerance of the other policies (`best.rs`).
 //!
 //! v_i is the node's speed for the packet's command normalised over the cluster
 //! ([`ClusterView::speed`]); r_i its remaining capacity share ([`ClusterView::remaining_share`]).
@@ -8,6 +9,8 @@
 use crate::packet::PacketMeta;
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
+use crate::sched::policy::best::{Best, Tolerance};
+use crate::sched::policy::entry::{Entry, Param};
 use crate::sched::status::ClusterView;
 
 /// The paper's weighted choice by speed and remaining capacity.
@@ -18,6 +21,22 @@ pub struct Paper {
 }
 
 impl Paper {
+    /// The registry entry (docs/ALGORITHM.md §11.1).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "paper",
+        aliases: &[],
+        description: "the largest alpha x speed + beta x free room (the paper's weight)",
+        params: &[
+            Param::number("alpha", Self::DEFAULT_ALPHA, "speed coefficient, in [0, 1]"),
+            Param::number(
+                "beta",
+                Self::DEFAULT_BETA,
+                "free-room coefficient, in [0, 1]",
+            ),
+        ],
+        build: |p| Ok(Box::new(Paper::new(p.number("alpha"), p.number("beta"))?)),
+    };
+
     /// The paper's best speed coefficient (experiment 2).
     pub const DEFAULT_ALPHA: f64 = 0.05;
     /// The paper's best remaining-capacity coefficient (experiment 2).
@@ -62,17 +81,13 @@ impl Default for Paper {
 
 impl Policy for Paper {
     fn name(&self) -> &'static str {
-        "paper"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
-        let mut best: Option<(usize, f64)> = None;
-        for i in view.candidates(packet) {
-            let w = self.weight(view, i, packet);
-            if best.is_none_or(|(_, bw)| w > bw) {
-                best = Some((i, w));
-            }
-        }
-        best.map(|(i, _)| i)
+        Best::Largest(Tolerance::Exact).pick(
+            view.candidates(packet)
+                .map(|i| (i, self.weight(view, i, packet))),
+        )
     }
 }

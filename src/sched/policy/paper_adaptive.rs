@@ -3,8 +3,9 @@
 //!
 //! # Why α should move
 //!
-//! docs/ALGORITHM.md §9 ends with the advice "with many tasks raise α (speed), with few tasks raise β
-//! (capacity)", and its experiment 1 finds that the best α falls as the node capacity CAP grows.
+//! The paper ends its experiments (docs/ALGORITHM.md §9) with the advice "with many tasks raise
+//! α (speed), with few tasks raise β (capacity)", and its experiment 1 finds that the best α
+//! falls as the node capacity CAP grows.
 //! On this project's simulator the best fixed α of experiment 1 runs from about 0.8 (CAP 8)
 //! down to 0.15 (CAP 200), and it also changes with the spread of the node speeds. A fixed α is
 //! therefore right for one setting only. This policy derives α from the status table instead.
@@ -73,6 +74,7 @@
 //! experiment 1's settings is the first table of `cryptodispatch-bench policies`.
 
 use crate::packet::PacketMeta;
+use crate::sched::policy::entry::Entry;
 use crate::sched::policy::{Paper, Policy};
 use crate::sched::status::ClusterView;
 
@@ -83,6 +85,15 @@ pub struct PaperAdaptive {
 }
 
 impl PaperAdaptive {
+    /// The registry entry (docs/ALGORITHM.md §11.13).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "paper-adaptive",
+        aliases: &[],
+        description: "the paper's weight with alpha set from the load for every packet",
+        params: &[],
+        build: |_| Ok(Box::new(PaperAdaptive::new())),
+    };
+
     /// How many packets of its length the packet of a dependent job counts for when the policy
     /// places it (it binds the job's later packets to the same node). Tuned on the simulator
     /// with seeds other than the report's; see the module docs.
@@ -142,7 +153,7 @@ impl PaperAdaptive {
 
 impl Policy for PaperAdaptive {
     fn name(&self) -> &'static str {
-        "paper-adaptive"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

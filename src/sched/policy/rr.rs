@@ -9,6 +9,7 @@
 
 use crate::packet::PacketMeta;
 use crate::sched::policy::Policy;
+use crate::sched::policy::entry::Entry;
 use crate::sched::status::ClusterView;
 
 /// Round robin over the nodes with room.
@@ -19,6 +20,15 @@ pub struct RoundRobin {
 }
 
 impl RoundRobin {
+    /// The registry entry (docs/ALGORITHM.md §11.3).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "rr",
+        aliases: &[],
+        description: "round robin over the nodes with room",
+        params: &[],
+        build: |_| Ok(Box::new(RoundRobin::new())),
+    };
+
     /// A fresh policy whose cursor is at node 0.
     pub fn new() -> Self {
         Self::default()
@@ -27,7 +37,7 @@ impl RoundRobin {
 
 impl Policy for RoundRobin {
     fn name(&self) -> &'static str {
-        "rr"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

@@ -13,7 +13,7 @@
 //!
 //! and the policy picks the smallest d_i among the nodes with room (strategy 1), ties to the
 //! lowest index, as LVS keeps the first server unless a later one is strictly better. Equal
-//! within a relative 1e-9 counts as a tie (float rounding, see `swrr`). Like LVS, it counts
+//! within a relative 1e-9 counts as a tie (float rounding, see `best.rs`). Like LVS, it counts
 //! packets, not bytes. The `+ 1` (the packet being placed) is what sets it apart from `wlc`:
 //! `wlc` sends a packet to an idle node however slow, `sed` only when that is quicker, e.g. to
 //! an idle node of unit time 15 rather than to a node of unit time 10 with one packet queued
@@ -23,7 +23,8 @@
 
 use crate::packet::PacketMeta;
 use crate::sched::policy::Policy;
-use crate::sched::policy::swrr::exceeds;
+use crate::sched::policy::best::{Best, Tolerance};
+use crate::sched::policy::entry::Entry;
 use crate::sched::status::ClusterView;
 
 /// Shortest expected delay, (queued packets + 1) × unit time, among the nodes with room.
@@ -31,6 +32,15 @@ use crate::sched::status::ClusterView;
 pub struct ShortestExpectedDelay;
 
 impl ShortestExpectedDelay {
+    /// The registry entry (docs/ALGORITHM.md §11.11).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "sed",
+        aliases: &[],
+        description: "the least (queued packets + 1) x unit time (shortest expected delay)",
+        params: &[],
+        build: |_| Ok(Box::new(ShortestExpectedDelay::new())),
+    };
+
     /// The policy (it keeps no state).
     pub fn new() -> Self {
         ShortestExpectedDelay
@@ -45,17 +55,13 @@ impl ShortestExpectedDelay {
 
 impl Policy for ShortestExpectedDelay {
     fn name(&self) -> &'static str {
-        "sed"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
-        let mut best: Option<(usize, f64)> = None;
-        for i in view.candidates(packet) {
-            let d = Self::delay(view, i, packet);
-            if best.is_none_or(|(_, bd)| exceeds(bd, d, bd)) {
-                best = Some((i, d));
-            }
-        }
-        best.map(|(i, _)| i)
+        Best::Smallest(Tolerance::OfBest).pick(
+            view.candidates(packet)
+                .map(|i| (i, Self::delay(view, i, packet))),
+        )
     }
 }

@@ -1,5 +1,6 @@
 //! `swrr`: Nginx's smooth weighted round robin (`ngx_http_upstream_get_peer` in
-//! `src/http/ngx_http_upstream_round_robin.c`; docs/ALGORITHM.md §11.4), weights from speed.
+//! `src/http/ngx_http_upstream_round_robin.c`; docs/ALGORITHM.md §11.4), weights from
+//! speed.
 //!
 //! Every node keeps a current weight `cw_i`, 0 at the start and kept across calls. One round,
 //! for one packet, among the nodes with room for it (strategy 1; Nginx likewise skips peers
@@ -26,22 +27,15 @@
 //! about one ulp of them. Such an error changes a decision only where Nginx's exact
 //! arithmetic sees a tie, as it does in most rounds with equal weights (unit times 10, 10,
 //! 10: comparing the floats as they are gives 0 1 2 2 0 1 …, not 0 1 2 0 1 2). So "larger"
-//! means larger by more than [`TIE`] times the weight added so far in the round, and a tie
-//! within that goes to the lower index, as in Nginx; accumulated rounding stays far below it.
+//! means larger by more than `TIE` (1e-9) times the weight added so far in the round, and a
+//! tie within that goes to the lower index, as in Nginx; accumulated rounding stays far below
+//! it.
 
 use crate::packet::{Cmd, PacketMeta};
 use crate::sched::policy::Policy;
+use crate::sched::policy::best::{Best, Tolerance, Versus};
+use crate::sched::policy::entry::Entry;
 use crate::sched::status::ClusterView;
-
-/// The relative tolerance under which two float scores count as equal, so that rounding does
-/// not break a tie that exact arithmetic would have (shared with `lc`, `wlc`, `sed`, `p2c`).
-pub(super) const TIE: f64 = 1e-9;
-
-/// Whether `a` exceeds `b` by more than rounding, relative to `scale` (a magnitude of the
-/// quantities compared).
-pub(super) fn exceeds(a: f64, b: f64, scale: f64) -> bool {
-    a - b > TIE * scale.abs()
-}
 
 /// Smooth weighted round robin over the nodes with room, weighted by speed.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -51,6 +45,15 @@ pub struct SmoothWeighted {
 }
 
 impl SmoothWeighted {
+    /// The registry entry (docs/ALGORITHM.md §11.4).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "swrr",
+        aliases: &[],
+        description: "smooth weighted round robin (Nginx's), weights from speed",
+        params: &[],
+        build: |_| Ok(Box::new(SmoothWeighted::new())),
+    };
+
     /// A fresh policy: every current weight 0.
     pub fn new() -> Self {
         Self::default()
@@ -89,7 +92,8 @@ impl SmoothWeighted {
             let w = Self::weight(view, i, cmd);
             self.current[i] += w;
             total += w;
-            if exceeds(self.current[i], self.current[best], total) {
+            let rule = Best::Largest(Tolerance::Of(total));
+            if rule.versus(self.current[i], self.current[best]) == Versus::Better {
                 best = i;
             }
         }
@@ -100,7 +104,7 @@ impl SmoothWeighted {
 
 impl Policy for SmoothWeighted {
     fn name(&self) -> &'static str {
-        "swrr"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {

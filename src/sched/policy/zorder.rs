@@ -1,5 +1,5 @@
 //! `zorder`: the space-filling-curve balancer of seed `002_…` (Zhang Huyin et al., "基于空间填充
-//! 曲线的动态负载均衡算法"; docs/ALGORITHM.md §11): two load indices per node, encoded together as a
+//! 曲线的动态负载均衡算法"; docs/ALGORITHM.md §11.9): two load indices per node, encoded together as a
 //! Z-order (Morton) code, the node with the code nearest to that of (0, 0) wins, ties by least
 //! connections.
 //!
@@ -44,6 +44,7 @@
 use crate::packet::PacketMeta;
 use crate::sched::error::ConfigError;
 use crate::sched::policy::Policy;
+use crate::sched::policy::entry::{Entry, Param};
 use crate::sched::status::ClusterView;
 
 /// Z-order code over queue occupancy and busy share, excluding nodes over their thresholds;
@@ -55,6 +56,27 @@ pub struct ZOrder {
 }
 
 impl ZOrder {
+    /// The registry entry (docs/ALGORITHM.md §11.9).
+    pub(super) const ENTRY: Entry = Entry {
+        name: "zorder",
+        aliases: &[],
+        description: "the smallest Z-order code of (queue occupancy, busy share), \
+                      overloaded nodes skipped",
+        params: &[
+            Param::number(
+                "queue",
+                Self::DEFAULT_QUEUE,
+                "occupancy above which a node is skipped, in [0, 1]",
+            ),
+            Param::number(
+                "busy",
+                Self::DEFAULT_BUSY,
+                "busy share above which a node is skipped, in [0, 1]",
+            ),
+        ],
+        build: |p| Ok(Box::new(ZOrder::new(p.number("queue"), p.number("busy"))?)),
+    };
+
     /// Bits per index in the Morton code (the code has twice as many).
     pub const BITS: u32 = 4;
     /// The source's memory threshold (90 %), applied to queue occupancy.
@@ -70,7 +92,7 @@ impl ZOrder {
         for (name, v) in [("queue", queue), ("busy", busy)] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(ConfigError::BadPolicyParameter {
-                    policy: "zorder",
+                    policy: Self::ENTRY.name(),
                     message: format!("{name} = {v}: a threshold must lie in [0, 1]"),
                 });
             }
@@ -145,7 +167,7 @@ impl Default for ZOrder {
 
 impl Policy for ZOrder {
     fn name(&self) -> &'static str {
-        "zorder"
+        Self::ENTRY.name()
     }
 
     fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
