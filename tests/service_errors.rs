@@ -554,7 +554,7 @@ fn stream_chunk_larger_than_any_node_capacity_is_refused_at_push() {
 
 #[test]
 fn packet_size_zero_or_unaligned_is_refused() {
-    for size in [0, 1, 8, 15, 17, 24, 1000] {
+    for size in [0, 1, 8, 15, 17, 24, 1000, (16 << 20) + 16, usize::MAX - 15] {
         assert_eq!(
             Service::builder()
                 .packet_size(size)
@@ -583,6 +583,17 @@ fn zero_bounds_and_duplicate_clusters_are_refused() {
     assert_eq!(
         b().receive_queue_len(0).build().unwrap_err(),
         BuildError::ZeroBound("receive_queue_len")
+    );
+    assert_eq!(
+        b().receive_queue_bytes(0).build().unwrap_err(),
+        BuildError::ZeroBound("receive_queue_bytes")
+    );
+    assert_eq!(
+        Service::builder()
+            .aes_cluster([NodeSpec::new().slots(0)])
+            .build()
+            .unwrap_err(),
+        BuildError::ZeroBound("slots")
     );
     assert_eq!(
         b().aes_cluster([NodeSpec::new()]).build().unwrap_err(),
@@ -737,13 +748,13 @@ fn weights_out_of_range_or_both_zero_are_refused() {
 }
 
 #[test]
-fn a_slowdown_below_one_is_refused() {
+fn a_slowdown_below_one_or_above_a_thousand_is_refused() {
     let build = |f: f64| {
         Service::builder()
             .aes_cluster([NodeSpec::new().slowdown(f)])
             .build()
     };
-    for f in [0.5, 0.0, -1.0, 0.999] {
+    for f in [0.5, 0.0, -1.0, 0.999, 1000.001, 1e9] {
         assert_eq!(build(f).unwrap_err(), BuildError::BadSlowdown(f), "{f}");
     }
     assert_eq!(

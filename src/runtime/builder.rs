@@ -39,6 +39,9 @@ impl Default for NodeSpec {
 impl NodeSpec {
     /// The default bound on the packets a node queues at once, whatever their size.
     pub const DEFAULT_SLOTS: u32 = 64;
+    /// The largest slowdown factor a node may emulate (a node a thousand times slower than
+    /// the machine is a test of patience, not of scheduling).
+    pub const MAX_SLOWDOWN: f64 = 1000.0;
 
     /// An unpinned node with the default capacity, no slowdown, calibrated unit times.
     pub fn new() -> Self {
@@ -142,6 +145,10 @@ impl Default for ServiceBuilder {
 }
 
 impl ServiceBuilder {
+    /// The largest packet size (16 MiB): a node's unit of work, and what a packet's buffer
+    /// may be.
+    pub const MAX_PACKET_SIZE: usize = 16 << 20;
+
     /// Declares the AES cluster with these nodes.
     pub fn aes_cluster(self, nodes: impl IntoIterator<Item = NodeSpec>) -> Self {
         self.cluster(ClusterKind::Aes, nodes)
@@ -242,8 +249,14 @@ impl ServiceBuilder {
     /// [`BuildError`] for a bad packet size, policy, cluster or node; or if a thread cannot be
     /// started.
     pub fn build(self) -> Result<Service, BuildError> {
-        if self.packet_size == 0 || self.packet_size % 16 != 0 {
+        if self.packet_size == 0
+            || self.packet_size % 16 != 0
+            || self.packet_size > Self::MAX_PACKET_SIZE
+        {
             return Err(BuildError::PacketSize(self.packet_size));
+        }
+        if self.receive_queue_bytes == Some(0) {
+            return Err(BuildError::ZeroBound("receive_queue_bytes"));
         }
         if self.cluster_queue_len == 0 {
             return Err(BuildError::ZeroBound("cluster_queue_len"));
@@ -293,8 +306,13 @@ impl ServiceBuilder {
             }
             let mut configs = Vec::new();
             for (i, node) in nodes.iter().enumerate() {
-                if !(node.slowdown.is_finite() && node.slowdown >= 1.0) {
+                if !(node.slowdown.is_finite()
+                    && (1.0..=NodeSpec::MAX_SLOWDOWN).contains(&node.slowdown))
+                {
                     return Err(BuildError::BadSlowdown(node.slowdown));
+                }
+                if node.slots == 0 {
+                    return Err(BuildError::ZeroBound("slots"));
                 }
                 let core = match node.core {
                     Some(k) => Some(*cores.get(k).ok_or(BuildError::NoSuchCore {

@@ -17,8 +17,9 @@ pub enum BuildError {
     /// below one packet, an unknown policy name, α or β out of range, ...
     #[error(transparent)]
     Config(#[from] ConfigError),
-    /// The packet size must be a positive multiple of 16 bytes.
-    #[error("packet size {0} bytes: must be a positive multiple of 16")]
+    /// The packet size must be a positive multiple of 16 bytes, at most
+    /// [`ServiceBuilder::MAX_PACKET_SIZE`](crate::runtime::ServiceBuilder::MAX_PACKET_SIZE).
+    #[error("packet size {0} bytes: must be a positive multiple of 16, at most 16 MiB")]
     PacketSize(usize),
     /// A node asks to be pinned to a core the machine does not have.
     #[error("node {node} asks for core {core}, but the machine has cores 0..{available}")]
@@ -33,8 +34,9 @@ pub enum BuildError {
     /// The same kind of cluster was declared twice.
     #[error("the {0} cluster is declared twice")]
     DuplicateCluster(ClusterKind),
-    /// A slowdown factor must be finite and at least 1.
-    #[error("slowdown {0} must be finite and at least 1")]
+    /// A slowdown factor must be finite, at least 1 and at most
+    /// [`NodeSpec::MAX_SLOWDOWN`](crate::runtime::NodeSpec::MAX_SLOWDOWN).
+    #[error("slowdown {0} must be finite, at least 1 and at most 1000")]
     BadSlowdown(f64),
     /// A queue bound of zero could never admit anything.
     #[error("{0} must be at least 1")]
