@@ -837,6 +837,63 @@ fn a_small_job_finishes_before_a_big_chained_one_submitted_just_before_it() {
     );
 }
 
+#[test]
+fn submit_burst_admits_in_order_all_or_nothing() {
+    let _serial = shared();
+    let service = Service::builder()
+        .packet_size(64)
+        .aes_cluster([NodeSpec::new(), NodeSpec::new()])
+        .ed25519_cluster([NodeSpec::new()])
+        .receive_queue_len(8)
+        .build()
+        .unwrap();
+    let raw = [0x44; 32];
+    let aes = service.add_aes_key(&raw).unwrap();
+    let seed = [0x45; 32];
+    let signer = service.add_signing_key(&seed).unwrap();
+    let mut g = Gen::new(77);
+    // More jobs than the receive bound, mixed clusters and sizes: the burst waits for room.
+    let mut jobs = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..300 {
+        if i % 7 == 3 {
+            let msg = g.bytes(i % 90);
+            expected.push(JobOutput::Signature(ed_sign(&seed, &msg)));
+            jobs.push(Job::sign(signer, msg));
+        } else {
+            let (job, out) = small_job(i, aes, &raw, &mut g);
+            expected.push(JobOutput::Data(out));
+            jobs.push(job);
+        }
+    }
+    let handles = service.submit_burst(jobs).unwrap();
+    assert_eq!(handles.len(), expected.len());
+    for (i, (h, want)) in handles.into_iter().zip(expected).enumerate() {
+        assert_eq!(h.wait(), Ok(want), "job {i}");
+    }
+
+    // One malformed job refuses the whole burst: nothing of it runs.
+    let before = service.metrics().jobs_submitted;
+    let burst = vec![
+        Job::encrypt(aes, Mode::Ecb, &[], vec![0; 32]),
+        Job::encrypt(aes, Mode::Cbc, &[0; 15], vec![0; 32]),
+    ];
+    assert_eq!(
+        service.submit_burst(burst).map(|h| h.len()),
+        Err(SubmitError::Crypto(CryptoError::IvLength { got: 15 }))
+    );
+    assert_eq!(service.metrics().jobs_submitted, before);
+    assert_eq!(service.submit_burst(Vec::new()).map(|h| h.len()), Ok(0));
+
+    service.shutdown();
+    assert_eq!(
+        service
+            .submit_burst([Job::sign(signer, vec![1])])
+            .map(|h| h.len()),
+        Err(SubmitError::ShutDown)
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // (e) Metrics
 // ---------------------------------------------------------------------------------------------

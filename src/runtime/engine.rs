@@ -274,6 +274,54 @@ impl Shared {
         Ok(())
     }
 
+    /// Admits many jobs' packets in one trip through the engine lock, in order, blocking for
+    /// room as [`admit`](Self::admit) does with [`Wait::Block`]. Returns how many jobs were
+    /// admitted: all of them, or, when the service began to shut down part way, those before
+    /// (they still run to completion).
+    pub(crate) fn admit_burst(&self, jobs: Vec<(ClusterId, Packets)>) -> usize {
+        let mut e = self.lock();
+        let mut wakers = Vec::new();
+        let mut admitted = 0;
+        let mut offered = vec![false; self.layout.clusters.len()];
+        for (cluster, packets) in jobs {
+            loop {
+                if e.stopping || e.closing {
+                    drop(e);
+                    wake_all(wakers);
+                    return admitted;
+                }
+                if e.has_room(cluster, &packets, self.layout.receive_queue_len) {
+                    break;
+                }
+                // Let the core take what it can before waiting for room.
+                let before = e.pending(cluster);
+                wakers.extend(self.offer(&mut e, cluster, before));
+                if e.has_room(cluster, &packets, self.layout.receive_queue_len) {
+                    break;
+                }
+                e.blocked_submitters += 1;
+                e = self.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
+                e.blocked_submitters -= 1;
+            }
+            e.in_system += packets.len() as u64;
+            if let Some(first) = packets.first() {
+                let bytes = packets.iter().map(|p| p.meta.len).sum();
+                e.backlog[cluster.index()].add(first.meta.task, packets.len() as u64, bytes);
+            }
+            e.receive[cluster.index()].extend(packets);
+            offered[cluster.index()] = true;
+            admitted += 1;
+        }
+        for (c, _) in offered.iter().enumerate().filter(|(_, o)| **o) {
+            let c = ClusterId(c as u32);
+            let before = e.pending(c);
+            wakers.extend(self.offer(&mut e, c, before));
+        }
+        drop(e);
+        wake_all(wakers);
+        admitted
+    }
+
     /// Offers the receive queue's packets to the core, oldest first, until it pushes back;
     /// then moves the placements to their node queues. Returns the wakers of `submit_async`
     /// futures to wake once the lock is released (no user code runs under it).

@@ -206,6 +206,42 @@ impl Service {
         }
     }
 
+    /// Submits many jobs with one trip through the engine, blocking for room like
+    /// [`submit`](Self::submit), and returns their handles in order. Every job is checked
+    /// first: a malformed one refuses the whole burst, and nothing of it runs. Cheaper per job
+    /// than one `submit` each when jobs are small: one lock round trip, one wake-up per node.
+    ///
+    /// # Errors
+    /// The first malformed job's [`SubmitError`]; [`SubmitError::ShutDown`] if the service is
+    /// shut down, or begins to shut down while the burst waits for room (the jobs admitted
+    /// before then still run to completion, but their handles are not returned).
+    pub fn submit_burst(
+        &self,
+        jobs: impl IntoIterator<Item = Job>,
+    ) -> Result<Vec<JobHandle>, SubmitError> {
+        let prepared = jobs
+            .into_iter()
+            .map(|job| self.prepare(job))
+            .collect::<Result<Vec<_>, _>>()?;
+        let total = prepared.len();
+        let mut handles = Vec::with_capacity(total);
+        let mut batch = Vec::with_capacity(total);
+        for p in prepared {
+            self.shared.counters.job_submitted();
+            handles.push(JobHandle { shared: p.job });
+            batch.push((p.cluster, p.packets));
+        }
+        let admitted = self.shared.admit_burst(batch);
+        if admitted < total {
+            for h in &handles[admitted..] {
+                self.shared.counters.job_withdrawn();
+                self.shared.store.remove(h.shared.task);
+            }
+            return Err(SubmitError::ShutDown);
+        }
+        Ok(handles)
+    }
+
     /// Submits a job if its cluster's receive queue has room now; otherwise hands it back in
     /// [`TrySubmitError::Full`].
     ///

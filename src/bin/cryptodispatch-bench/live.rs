@@ -42,6 +42,8 @@ pub enum Workload {
     /// Head-of-line blocking: a 16-byte ECB job submitted right after a 64 MiB CBC job; its
     /// latency as a share of the big job's time, under --admission (or both with --compare).
     Hol,
+    /// Tiny jobs: 64-byte ECB jobs end to end, one at a time and in bursts (--burst).
+    Tiny,
 }
 
 impl Workload {
@@ -52,6 +54,7 @@ impl Workload {
             Workload::Hetero => "hetero",
             Workload::Verify => "verify",
             Workload::Hol => "hol",
+            Workload::Tiny => "tiny",
         }
     }
 }
@@ -99,6 +102,9 @@ pub struct LiveArgs {
     /// deficit round robin over bytes) or `fifo` (the paper's first come first served).
     #[arg(long, default_value = "fair")]
     pub admission: Admission,
+    /// tiny: jobs per `submit_burst` call.
+    #[arg(long, default_value_t = 64)]
+    pub burst: usize,
     /// One CSV header line and a row per run instead of tables.
     #[arg(long)]
     pub csv: bool,
@@ -120,6 +126,7 @@ impl LiveArgs {
             seed: 1,
             bad_share: 0.0,
             admission: Admission::Fair,
+            burst: 64,
             csv: false,
         }
     }
@@ -179,7 +186,7 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
     let cores = cores();
     let aes_nodes = args.nodes.unwrap_or(cores).max(1);
     match args.workload {
-        Workload::Verify | Workload::Hol => Err(format!(
+        Workload::Verify | Workload::Hol | Workload::Tiny => Err(format!(
             "the {} workload has its own runner",
             args.workload.name()
         )),

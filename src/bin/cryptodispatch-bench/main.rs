@@ -24,6 +24,7 @@ mod plot;
 mod policies;
 mod replay;
 mod report;
+mod tiny;
 mod verify;
 
 #[derive(Debug, Parser)]
@@ -175,6 +176,7 @@ fn main() -> ExitCode {
         Some(Command::Gen(a)) => replay::generate(a),
         Some(Command::Live(a)) if a.workload == live::Workload::Verify => verify::run(a),
         Some(Command::Live(a)) if a.workload == live::Workload::Hol => hol::run(a),
+        Some(Command::Live(a)) if a.workload == live::Workload::Tiny => tiny::run(a),
         Some(Command::Live(a)) => live::run(a),
         Some(Command::Policies(a)) => policies::run(a),
     };
