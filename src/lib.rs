@@ -131,6 +131,10 @@ pub use runtime::{
 };
 pub use sched::{Admission, Affinity, PolicySpec};
 
+/// A fault a node injects, for tests and chaos tests (the `fault-injection` feature).
+#[cfg(feature = "fault-injection")]
+pub use runtime::Fault;
+
 /// The README's code runs as a doc test, so the quick start stays true.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -3,13 +3,15 @@
 use std::fmt;
 use std::sync::{Arc, mpsc};
 use std::thread;
+use std::time::Duration;
 
 use crate::packet::{ClusterId, NodeId, UnitTimes};
 use crate::runtime::ClusterKind;
 use crate::runtime::engine::{Layout, NodeInfo, Shared};
 use crate::runtime::error::BuildError;
 use crate::runtime::service::Service;
-use crate::runtime::worker::{self, WorkerSpec};
+use crate::runtime::supervisor::{self, Worker};
+use crate::runtime::worker::WorkerSpec;
 use crate::sched::{
     Admission, Affinity, ClusterConfig, NodeConfig, Policy, PolicySpec, SchedConfig, Scheduler,
 };
@@ -22,6 +24,8 @@ pub struct NodeSpec {
     slots: u32,
     slowdown: f64,
     unit_times: Option<UnitTimes>,
+    #[cfg(feature = "fault-injection")]
+    fault: Option<crate::runtime::fault::Fault>,
 }
 
 impl Default for NodeSpec {
@@ -32,6 +36,8 @@ impl Default for NodeSpec {
             slots: NodeSpec::DEFAULT_SLOTS,
             slowdown: 1.0,
             unit_times: None,
+            #[cfg(feature = "fault-injection")]
+            fault: None,
         }
     }
 }
@@ -70,6 +76,15 @@ impl NodeSpec {
     /// queue for empty and tiny packets too.
     pub fn slots(mut self, packets: u32) -> Self {
         self.slots = packets;
+        self
+    }
+
+    /// Makes the node fail once, on purpose, after completing `fault`'s number of packets:
+    /// panic in the middle of a packet, stall, or have its worker thread exit (the
+    /// `fault-injection` feature; for tests and chaos tests).
+    #[cfg(feature = "fault-injection")]
+    pub fn fault(mut self, fault: crate::runtime::fault::Fault) -> Self {
+        self.fault = Some(fault);
         self
     }
 
@@ -126,6 +141,7 @@ pub struct ServiceBuilder {
     receive_queue_bytes: Option<u64>,
     affinity: Affinity,
     admission: Admission,
+    stall_timeout: Option<Duration>,
 }
 
 impl Default for ServiceBuilder {
@@ -140,6 +156,7 @@ impl Default for ServiceBuilder {
             receive_queue_bytes: None,
             affinity: Affinity::InFlight,
             admission: Admission::Fair,
+            stall_timeout: None,
         }
     }
 }
@@ -243,6 +260,17 @@ impl ServiceBuilder {
         self
     }
 
+    /// How long a packet may run before its node counts as stalled and is taken out: its
+    /// queued packets go to other nodes, the running packet's job fails with
+    /// [`JobError::NodeFailed`](crate::runtime::JobError::NodeFailed), and the node comes back
+    /// when the stalled packet ends (docs/ALGORITHM.md §15.2). By default it is derived per
+    /// packet from the node's unit times: 20 times the packet's expected service time, and at
+    /// least 250 ms.
+    pub fn stall_timeout(mut self, timeout: Duration) -> Self {
+        self.stall_timeout = Some(timeout);
+        self
+    }
+
     /// Starts the service: spawns and pins the workers and waits until each has calibrated.
     ///
     /// # Errors
@@ -292,6 +320,7 @@ impl ServiceBuilder {
             receive_queue_bytes: self
                 .receive_queue_bytes
                 .unwrap_or(self.receive_queue_len as u64 * self.packet_size as u64),
+            stall_timeout: self.stall_timeout,
         };
         let mut specs = Vec::new();
         let mut sched_clusters = Vec::new();
@@ -336,6 +365,10 @@ impl ServiceBuilder {
                     slowdown: node.slowdown,
                     declared,
                     unit_len: self.packet_size,
+                    #[cfg(feature = "fault-injection")]
+                    fault: node.fault,
+                    #[cfg(feature = "fault-injection")]
+                    fault_fired: Arc::default(),
                 });
                 layout.nodes.push(NodeInfo {
                     kind: *kind,
@@ -366,21 +399,21 @@ impl ServiceBuilder {
 
         let shared = Arc::new(Shared::new(sched, layout));
         let (ready_tx, ready_rx) = mpsc::channel();
-        let workers = specs.len();
-        let mut threads = Vec::with_capacity(workers);
+        let count = specs.len();
+        let mut workers = Vec::with_capacity(count);
         for spec in specs {
-            let (shared2, ready2) = (Arc::clone(&shared), ready_tx.clone());
-            let name = format!("cdnode-{}", spec.node.0);
-            match thread::Builder::new()
-                .name(name)
-                .spawn(move || worker::run(shared2, spec, ready2))
-            {
-                Ok(t) => threads.push(t),
+            match supervisor::spawn_worker(&shared, spec.clone(), Some(ready_tx.clone())) {
+                Ok(t) => workers.push(Worker {
+                    spec,
+                    thread: Some(t),
+                }),
                 Err(e) => {
                     // Nothing was submitted: stop and join the workers already started.
                     shared.drain_and_stop();
-                    for t in threads {
-                        let _ = t.join();
+                    for w in workers {
+                        if let Some(t) = w.thread {
+                            let _ = t.join();
+                        }
                     }
                     return Err(BuildError::Spawn(e.to_string()));
                 }
@@ -388,11 +421,29 @@ impl ServiceBuilder {
         }
         // Each worker reports once it has calibrated and published its unit times.
         drop(ready_tx);
-        for _ in 0..workers {
+        for _ in 0..count {
             if ready_rx.recv().is_err() {
                 break;
             }
         }
+        // The supervisor looks often enough to catch a stall well within its limit.
+        let tick = self
+            .stall_timeout
+            .map_or(supervisor::MIN_STALL / 5, |t| t / 5)
+            .clamp(Duration::from_millis(1), Duration::from_millis(50));
+        let shared2 = Arc::clone(&shared);
+        let watcher = match thread::Builder::new()
+            .name("cdsupervisor".into())
+            .spawn(move || supervisor::run(shared2, workers, tick))
+        {
+            Ok(t) => t,
+            Err(e) => {
+                shared.drain_and_stop();
+                return Err(BuildError::Spawn(e.to_string()));
+            }
+        };
+        let _ = shared.supervisor.set(watcher.thread().clone());
+        let threads = vec![watcher];
         Ok(Service::start(shared, threads))
     }
 }

@@ -24,8 +24,9 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::task::Waker;
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -33,11 +34,13 @@ use crossbeam_utils::CachePadded;
 use crate::packet::{ClusterId, Cmd, NodeId, Packet};
 use crate::runtime::ClusterKind;
 use crate::runtime::backlog::Backlog;
+
 use crate::runtime::error::JobError;
-use crate::runtime::handle::{Packets, Work};
+use crate::runtime::handle::{JobShared, Packets, Work};
+use crate::runtime::health::NodeHealth;
 use crate::runtime::keys::KeyStore;
 use crate::runtime::metrics::{
-    ClusterMetrics, Metrics, NodeCounters, NodeMetrics, ServiceCounters,
+    ClusterMetrics, Metrics, NodeCounters, NodeMetrics, NodeState, ServiceCounters,
 };
 use crate::runtime::store::StateStore;
 use crate::sched::ArriveError;
@@ -62,6 +65,9 @@ pub(crate) struct Layout {
     pub(crate) receive_queue_len: usize,
     /// Under fair admission: the bytes a cluster holds waiting for a node (see `backlog`).
     pub(crate) receive_queue_bytes: u64,
+    /// How long a packet may run before its node counts as stalled; `None`: derived per
+    /// packet from the node's unit times (see `supervisor.rs`).
+    pub(crate) stall_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -99,6 +105,12 @@ pub(crate) struct Shared {
     pub(crate) store: StateStore,
     pub(crate) counters: ServiceCounters,
     pub(crate) node_counters: Box<[NodeCounters]>,
+    /// Per node: what the supervisor watches (see `supervisor.rs`).
+    pub(crate) health: Box<[NodeHealth]>,
+    /// Where `NodeHealth::busy_since` counts from.
+    epoch: Instant,
+    /// The supervisor thread, unparked when the service stops.
+    pub(crate) supervisor: OnceLock<Thread>,
     next_task: AtomicU64,
 }
 
@@ -178,6 +190,8 @@ fn wake_all(wakers: Vec<Waker>) {
 pub(crate) enum Refused {
     Full(Packets),
     ShutDown,
+    /// Every node of the cluster is down.
+    NoNodeUp,
 }
 
 impl Shared {
@@ -215,6 +229,9 @@ impl Shared {
             store: StateStore::default(),
             counters: ServiceCounters::default(),
             node_counters: (0..nodes).map(|_| NodeCounters::default()).collect(),
+            health: (0..nodes).map(|_| NodeHealth::default()).collect(),
+            epoch: Instant::now(),
+            supervisor: OnceLock::new(),
             next_task: AtomicU64::new(1),
         }
     }
@@ -243,6 +260,9 @@ impl Shared {
             if e.stopping || (e.closing && !force) {
                 return Err(Refused::ShutDown);
             }
+            if e.sched.cluster_down(cluster) && !force {
+                return Err(Refused::NoNodeUp);
+            }
             if force || e.has_room(cluster, &packets, self.layout.receive_queue_len) {
                 break;
             }
@@ -262,6 +282,7 @@ impl Shared {
             }
         }
         e.in_system += packets.len() as u64;
+        self.counters.packets_admitted(packets.len() as u64);
         let before = e.pending(cluster);
         if let Some(first) = packets.first() {
             let bytes = packets.iter().map(|p| p.meta.len).sum();
@@ -304,6 +325,7 @@ impl Shared {
                 e.blocked_submitters -= 1;
             }
             e.in_system += packets.len() as u64;
+            self.counters.packets_admitted(packets.len() as u64);
             if let Some(first) = packets.first() {
                 let bytes = packets.iter().map(|p| p.meta.len).sum();
                 e.backlog[cluster.index()].add(first.meta.task, packets.len() as u64, bytes);
@@ -379,48 +401,65 @@ impl Shared {
         }
     }
 
-    /// A worker's turn at the lock: report the `finished` packets (with refreshed unit-time
-    /// estimates), then take the packets now queued on the node, up to `max`, into `out`.
-    /// With none queued, the worker spins for a while (a wake-up costs more than a short spin
-    /// on a busy machine; see [`SPIN`]) and then sleeps. Returns `false` when the service is
-    /// stopping and the node's queue is empty.
+    /// A worker's turn at the lock: report the packets it resolved since its last turn (with
+    /// refreshed unit-time estimates), then take the packets now queued on the node, up to
+    /// `max`, into its hand ([`NodeHealth::hand`]). With none queued, the worker spins for a
+    /// while (a wake-up costs more than a short spin on a busy machine; see [`SPIN`]) and then
+    /// sleeps. Returns `false` when the service is stopping and the node's queue is empty.
+    ///
+    /// `generation` is the node generation the worker's unreported completions belong to;
+    /// completions of an older generation (the node failed since) are not reported to the
+    /// core, which forgot those packets when the node went down. A worker calling in while its
+    /// node is down survived the failure (a stall) or replaced the failed one: the node
+    /// rejoins.
     pub(crate) fn exchange(
         &self,
         node: NodeId,
-        finished: usize,
+        generation: &mut u64,
         estimates: &mut Vec<(Cmd, f64)>,
-        out: &mut Vec<Packet<Work>>,
         max: usize,
     ) -> bool {
         let n = node.index();
+        let health = &self.health[n];
         let mut e = self.lock();
         for (cmd, t) in estimates.drain(..) {
             // A node that exists; the error case cannot arise.
             let _ = e.sched.set_unit_time(node, cmd, t);
         }
+        let current = health.generation.load(Ordering::Acquire);
+        let finished = health.unreported.swap(0, Ordering::AcqRel);
+        let c = e.sched.cluster_of(node);
+        let mut wakers = Vec::new();
         if finished > 0 {
-            let c = e.sched.cluster_of(node);
             let before = e.pending(c);
-            for _ in 0..finished {
-                if let Err(err) = e.sched.complete(node) {
-                    debug_assert!(false, "worker out of step with the core: {err}");
+            if *generation == current {
+                for _ in 0..finished {
+                    if let Err(err) = e.sched.complete(node) {
+                        debug_assert!(false, "worker out of step with the core: {err}");
+                    }
                 }
             }
-            e.in_system -= finished as u64;
-            let wakers = self.offer(&mut e, c, before);
-            if e.in_system == 0 {
-                self.idle_cv.notify_all();
-            }
-            if !wakers.is_empty() {
-                drop(e);
-                wake_all(wakers);
-                e = self.lock();
-            }
+            e.in_system -= finished;
+            wakers = self.offer(&mut e, c, before);
+        }
+        if health.is_down() && !e.stopping {
+            let _ = e.sched.node_up(node);
+            health.down.store(false, Ordering::Release);
+            self.route(&mut e);
+        }
+        *generation = current;
+        if e.in_system == 0 {
+            self.idle_cv.notify_all();
+        }
+        if !wakers.is_empty() {
+            drop(e);
+            wake_all(wakers);
+            e = self.lock();
         }
         loop {
             if !e.node_work[n].is_empty() {
                 let take = e.node_work[n].len().min(max.max(1));
-                out.extend(e.node_work[n].drain(..take));
+                health.hand().extend(e.node_work[n].drain(..take));
                 self.queued[n].store(e.node_work[n].len(), Ordering::Relaxed);
                 return true;
             }
@@ -446,6 +485,107 @@ impl Shared {
                 e.sleeping[n] = false;
             }
         }
+    }
+
+    /// How long, in nanoseconds, a packet expected to take `expected_ns` may run before its
+    /// node counts as stalled (see `supervisor.rs`).
+    pub(crate) fn stall_limit(&self, expected_ns: f64) -> u64 {
+        let limit = match self.layout.stall_timeout {
+            Some(d) => d,
+            None => crate::runtime::supervisor::MIN_STALL.max(Duration::from_secs_f64(
+                (expected_ns * crate::runtime::supervisor::STALL_FACTOR / 1e9).clamp(0.0, 3600.0),
+            )),
+        };
+        u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Nanoseconds since the service started (for [`NodeHealth::busy_since`]).
+    pub(crate) fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether the service is stopping (the workers leave).
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Takes node `node` out after a failure (docs/ALGORITHM.md §15.2): its worker thread is
+    /// gone (`dead`), or its running packet has run past the stall timeout. Returns whether the
+    /// node was taken out (a stall that resolved meanwhile is not a failure).
+    ///
+    /// 1. The running packet is resolved here: its job fails with [`JobError::NodeFailed`];
+    ///    the worker, if it lives, finds the packet taken and discards its late result.
+    /// 2. The core marks the node down, forgets what it placed there and unbinds the chained
+    ///    jobs bound to it; their next packets continue from the state store elsewhere.
+    /// 3. The packets the node had not started (its queue, the worker's hand) go back in front
+    ///    of the waiting ones, in order, and are placed on other nodes.
+    /// 4. If no node of the cluster is up, every packet waiting there fails with
+    ///    [`JobError::NoNodeUp`] instead of waiting forever.
+    pub(crate) fn fail_node(&self, node: NodeId, dead: bool) -> bool {
+        let n = node.index();
+        let health = &self.health[n];
+        let mut e = self.lock();
+        let running = health.running().take();
+        if !dead && running.is_none() {
+            return false;
+        }
+        health.down.store(true, Ordering::Release);
+        health.generation.fetch_add(1, Ordering::AcqRel);
+        health.failures.fetch_add(1, Ordering::Relaxed);
+        if !dead {
+            health.stalls.fetch_add(1, Ordering::Relaxed);
+        }
+        health.busy_since.store(0, Ordering::Release);
+        let _ = e.sched.node_down(node);
+        let mut back: Vec<Packet<Work>> = health.hand().drain(..).collect();
+        back.extend(e.node_work[n].drain(..));
+        self.queued[n].store(0, Ordering::Relaxed);
+        if dead {
+            // Resolved by the dead worker and never reported: the core forgot them with the
+            // node; only the count of packets in the system is left to settle.
+            e.in_system -= health.unreported.swap(0, Ordering::AcqRel);
+        }
+        let mut failed: Vec<(Arc<JobShared>, usize, JobError)> = running
+            .into_iter()
+            .map(|(job, part)| (job, part, JobError::NodeFailed(node)))
+            .collect();
+        e.in_system -= failed.len() as u64;
+        let c = e.sched.cluster_of(node);
+        let kind = self.layout.clusters[c.index()].0;
+        let before = e.pending(c);
+        if e.sched.cluster_down(c) {
+            back.extend(e.sched.drain_waiting(c));
+            back.extend(e.receive[c.index()].drain(..));
+            for p in back {
+                e.backlog[c.index()].remove(p.meta.task, p.meta.len);
+                e.in_system -= 1;
+                failed.push((p.data.job, p.data.part, JobError::NoNodeUp(kind)));
+            }
+        } else {
+            for p in &back {
+                e.backlog[c.index()].add(p.meta.task, 1, p.meta.len);
+            }
+            e.sched.requeue(back);
+            self.route(&mut e);
+        }
+        let wakers = self.offer(&mut e, c, before + 1);
+        if e.in_system == 0 {
+            self.idle_cv.notify_all();
+        }
+        drop(e);
+        self.room_cv.notify_all();
+        wake_all(wakers);
+        for (job, part, err) in failed {
+            // The failed packet may have been its chain's last: nothing else would take the
+            // job's chaining state out of the store. Before the job resolves, so whoever it
+            // wakes finds the store clean.
+            self.store.remove(job.task);
+            // A job's waker is user code: a panic there must not take the supervisor down.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                job.part_done(part, Err(err), &self.counters)
+            }));
+        }
+        true
     }
 
     /// Delivers one packet's result to its job and counts the job if this finished it.
@@ -486,9 +626,13 @@ impl Shared {
             e = self.idle_cv.wait(e).unwrap_or_else(|p| p.into_inner());
         }
         e.stopping = true;
-        self.stopping.store(true, Ordering::Relaxed);
+        self.stopping.store(true, Ordering::Release);
         for cv in self.node_cv.iter() {
             cv.notify_all();
+        }
+        drop(e);
+        if let Some(t) = self.supervisor.get() {
+            t.unpark();
         }
     }
 }
@@ -518,6 +662,14 @@ impl Shared {
                     queue_depth: st.queued_packets(),
                     queued_bytes: st.queued_bytes(),
                     panics: c.panics,
+                    state: if shared.health[i].is_down() {
+                        NodeState::Down
+                    } else {
+                        NodeState::Up
+                    },
+                    failures: shared.health[i].failures.load(Ordering::Relaxed),
+                    stalls: shared.health[i].stalls.load(Ordering::Relaxed),
+                    restarts: shared.health[i].restarts.load(Ordering::Relaxed),
                     unit_times: *st.unit_times(),
                 }
             })
@@ -541,12 +693,16 @@ impl Shared {
             .collect();
         drop(e);
         let (jobs_submitted, jobs_completed, jobs_failed) = shared.counters.jobs();
+        let (packets_admitted, packets_completed, packets_failed) = shared.counters.packets();
         Metrics {
             nodes,
             clusters,
             jobs_submitted,
             jobs_completed,
             jobs_failed,
+            packets_admitted,
+            packets_completed,
+            packets_failed,
             keys: shared.keys.len(),
             stored_states: shared.store.len(),
         }

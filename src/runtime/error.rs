@@ -103,6 +103,13 @@ pub enum SubmitError {
     /// The service is shut down (or shutting down).
     #[error("the service is shut down")]
     ShutDown,
+    /// Every node of the job's cluster is down (failed, and none back yet).
+    #[error("every node of the {0} cluster is down")]
+    NoNodeUp(ClusterKind),
+    /// A blocking call on one of the service's own worker threads (from a waker or callback
+    /// the service ran there) would wait for that very worker: refused instead of deadlocking.
+    #[error("a blocking call on one of the service's own worker threads would deadlock it")]
+    OnWorkerThread,
     /// The stream was already finished.
     #[error("the stream is finished")]
     StreamFinished,
@@ -137,6 +144,18 @@ pub enum JobError {
     /// The scheduler refused a packet the service had checked (a bug; reported, not hidden).
     #[error("internal error: {0}")]
     Internal(String),
+    /// The node running one of the job's packets failed (its worker panicked outside the
+    /// cryptography, exited, or stalled past the stall timeout); the packet's result, had it
+    /// come, would have been discarded.
+    #[error("{0} failed while running the job")]
+    NodeFailed(NodeId),
+    /// Every node of the job's cluster went down while the job waited.
+    #[error("every node of the {0} cluster is down")]
+    NoNodeUp(ClusterKind),
+    /// A blocking wait on one of the service's own worker threads (from a waker or callback
+    /// the service ran there) would wait for that very worker: refused instead of deadlocking.
+    #[error("waiting on one of the service's own worker threads would deadlock it")]
+    OnWorkerThread,
     /// The handle's result was already taken (a future polled again after it completed).
     #[error("the job's result was already taken")]
     ResultTaken,

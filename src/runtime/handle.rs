@@ -9,6 +9,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -106,6 +107,8 @@ pub(crate) struct JobShared {
     pub(crate) cluster: ClusterId,
     pub(crate) work: JobWork,
     submitted: Instant,
+    /// Set once one of the job's packets failed: its later chained packets need not run.
+    failed: AtomicBool,
     collect: Mutex<Collect>,
     done: Condvar,
 }
@@ -135,6 +138,7 @@ impl JobShared {
             cluster,
             work,
             submitted: Instant::now(),
+            failed: AtomicBool::new(false),
             collect: Mutex::new(Collect {
                 parts: (0..parts).map(|_| None).collect(),
                 remaining: parts,
@@ -146,6 +150,11 @@ impl JobShared {
             }),
             done: Condvar::new(),
         }
+    }
+
+    /// Whether one of the job's packets has failed already.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 
     fn lock(&self) -> MutexGuard<'_, Collect> {
@@ -161,9 +170,22 @@ impl JobShared {
         result: Result<PartOutput, JobError>,
         counters: &ServiceCounters,
     ) -> Option<bool> {
+        counters.packet_resolved(result.is_ok());
+        if result.is_err() {
+            self.failed.store(true, Ordering::Release);
+        }
         let mut c = self.lock();
         match result {
             Ok(out) => c.parts[part] = Some(out),
+            // The first error is the job's, but for a chained job whose packet was running on
+            // a node that failed: its later packets, placed elsewhere, may find the chaining
+            // state missing before the failed packet is resolved, and the node's failure is
+            // the cause to report.
+            Err(e @ (JobError::NodeFailed(_) | JobError::NoNodeUp(_)))
+                if matches!(c.error, Some(JobError::StateLost(_))) =>
+            {
+                c.error = Some(e);
+            }
             Err(e) => {
                 c.error.get_or_insert(e);
             }
@@ -348,9 +370,14 @@ impl JobHandle {
     /// Blocks until the job finishes and returns its output.
     ///
     /// # Errors
-    /// The job's [`JobError`].
+    /// The job's [`JobError`]; [`JobError::OnWorkerThread`] when called, on a job not finished
+    /// yet, on a worker thread of the service (from a waker or callback it ran there), which
+    /// the job may need to run on: a deadlock refused.
     pub fn wait(self) -> Result<JobOutput, JobError> {
         let mut c = self.shared.lock();
+        if matches!(c.outcome, Outcome::Pending) && crate::runtime::worker::on_any_worker() {
+            return Err(JobError::OnWorkerThread);
+        }
         while matches!(c.outcome, Outcome::Pending) {
             c.waiting += 1;
             c = self.shared.done.wait(c).unwrap_or_else(|e| e.into_inner());

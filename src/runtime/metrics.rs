@@ -58,6 +58,9 @@ pub(crate) struct ServiceCounters {
     submitted: CachePadded<AtomicU64>,
     completed: CachePadded<AtomicU64>,
     failed: CachePadded<AtomicU64>,
+    packets_admitted: CachePadded<AtomicU64>,
+    packets_completed: CachePadded<AtomicU64>,
+    packets_failed: CachePadded<AtomicU64>,
 }
 
 impl ServiceCounters {
@@ -77,6 +80,28 @@ impl ServiceCounters {
     /// A job counted as submitted was refused after all.
     pub(crate) fn job_withdrawn(&self) {
         self.submitted.fetch_sub(1, Relaxed);
+    }
+
+    /// Packets admitted, completed and failed so far.
+    pub(crate) fn packets(&self) -> (u64, u64, u64) {
+        (
+            self.packets_admitted.load(Relaxed),
+            self.packets_completed.load(Relaxed),
+            self.packets_failed.load(Relaxed),
+        )
+    }
+
+    pub(crate) fn packets_admitted(&self, n: u64) {
+        self.packets_admitted.fetch_add(n, Relaxed);
+    }
+
+    /// A packet resolved: its result delivered, or its failure.
+    pub(crate) fn packet_resolved(&self, ok: bool) {
+        if ok {
+            self.packets_completed.fetch_add(1, Relaxed);
+        } else {
+            self.packets_failed.fetch_add(1, Relaxed);
+        }
     }
 
     pub(crate) fn job_finished(&self, ok: bool) {
@@ -102,6 +127,13 @@ pub struct Metrics {
     pub jobs_completed: u64,
     /// Jobs finished with an error.
     pub jobs_failed: u64,
+    /// Packets admitted (every job's packets, streams' chunks included).
+    pub packets_admitted: u64,
+    /// Packets whose result was delivered.
+    pub packets_completed: u64,
+    /// Packets that failed: an error from the cipher, a failed node, a cluster with no node up.
+    /// Once the service is idle, `packets_completed + packets_failed == packets_admitted`.
+    pub packets_failed: u64,
     /// Keys registered.
     pub keys: usize,
     /// Chained jobs and streams whose chaining state is in the state store.
@@ -132,9 +164,37 @@ pub struct NodeMetrics {
     pub queued_bytes: u64,
     /// Panics caught while running packets.
     pub panics: u64,
+    /// Whether the node is up or down (failed, and not back yet).
+    pub state: NodeState,
+    /// Times the node failed: its worker panicked outside a packet's cryptography, exited, or
+    /// stalled.
+    pub failures: u64,
+    /// Of the failures, stalls (a packet running past the stall timeout).
+    pub stalls: u64,
+    /// Times the node's worker thread was started again after a failure.
+    pub restarts: u64,
     /// The scheduler's unit-time estimates: nanoseconds per packet of the configured packet
     /// size, per command (calibrated at start-up, refined from measured service times).
     pub unit_times: UnitTimes,
+}
+
+/// Whether a node takes packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeState {
+    /// Up: it takes packets.
+    Up,
+    /// Down: it failed and is not back yet; its packets went to other nodes.
+    Down,
+}
+
+impl fmt::Display for NodeState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NodeState::Up => "up",
+            NodeState::Down => "down",
+        })
+    }
 }
 
 /// One cluster's queues.

@@ -17,20 +17,26 @@ mod backlog;
 mod builder;
 mod engine;
 mod error;
+#[cfg(feature = "fault-injection")]
+mod fault;
 mod handle;
+mod health;
 mod job;
 mod keys;
 mod metrics;
 mod service;
 mod store;
 mod stream;
+mod supervisor;
 mod worker;
 
 pub use builder::{NodeSpec, ServiceBuilder};
 pub use error::{BuildError, JobError, KeyError, SubmitError, TrySubmitError};
+#[cfg(feature = "fault-injection")]
+pub use fault::Fault;
 pub use handle::{JobHandle, JobOutput};
 pub use job::Job;
-pub use metrics::{ClusterMetrics, Metrics, NodeMetrics};
+pub use metrics::{ClusterMetrics, Metrics, NodeMetrics, NodeState};
 pub use service::{Service, SubmitFuture};
 pub use stream::Stream;
 

@@ -61,6 +61,7 @@ const BATCH: usize = 64;
 /// Why a prepared job was not admitted.
 enum Refusal {
     ShutDown,
+    NoNodeUp(ClusterKind),
     Full(Box<Prepared>),
 }
 
@@ -92,6 +93,7 @@ impl Future for SubmitFuture<'_> {
         match self.service.admit(prepared, Wait::Wake(cx.waker())) {
             Ok(handle) => Poll::Ready(Ok(handle)),
             Err(Refusal::ShutDown) => Poll::Ready(Err(SubmitError::ShutDown)),
+            Err(Refusal::NoNodeUp(kind)) => Poll::Ready(Err(SubmitError::NoNodeUp(kind))),
             Err(Refusal::Full(p)) => {
                 self.pending = Some(Ok(*p));
                 Poll::Pending
@@ -183,12 +185,24 @@ impl Service {
     /// Submits a job, blocking while its cluster's receive queue is full (backpressure).
     ///
     /// # Errors
-    /// [`SubmitError`] if the job is malformed or the service is shut down; nothing of a
-    /// refused job runs.
+    /// [`SubmitError`] if the job is malformed, the service is shut down, or no node of the
+    /// job's cluster is up; nothing of a refused job runs. Called on one of the service's own
+    /// worker threads (from a waker or callback the service ran there), it does not wait for
+    /// room, which that very worker may have to free: [`SubmitError::OnWorkerThread`] when the
+    /// queue is full.
     pub fn submit(&self, job: Job) -> Result<JobHandle, SubmitError> {
         let p = self.prepare(job)?;
-        self.admit(p, Wait::Block)
-            .map_err(|_| SubmitError::ShutDown)
+        let wait = if worker::on_worker_of(&self.shared) {
+            Wait::No
+        } else {
+            Wait::Block
+        };
+        match self.admit(p, wait) {
+            Ok(h) => Ok(h),
+            Err(Refusal::ShutDown) => Err(SubmitError::ShutDown),
+            Err(Refusal::NoNodeUp(kind)) => Err(SubmitError::NoNodeUp(kind)),
+            Err(Refusal::Full(_)) => Err(SubmitError::OnWorkerThread),
+        }
     }
 
     /// Submits a job without blocking the thread: the future resolves to the job's handle once
@@ -252,6 +266,7 @@ impl Service {
         match self.admit(p, Wait::No) {
             Ok(h) => Ok(h),
             Err(Refusal::ShutDown) => Err(SubmitError::ShutDown.into()),
+            Err(Refusal::NoNodeUp(kind)) => Err(SubmitError::NoNodeUp(kind).into()),
             Err(Refusal::Full(p)) => {
                 let Prepared {
                     packets, origin, ..
@@ -567,6 +582,9 @@ impl Service {
                 self.shared.store.remove(job.task);
                 match refused {
                     Refused::ShutDown => Err(Refusal::ShutDown),
+                    Refused::NoNodeUp => Err(Refusal::NoNodeUp(
+                        self.shared.layout.clusters[cluster.index()].0,
+                    )),
                     Refused::Full(packets) => Err(Refusal::Full(Box::new(Prepared {
                         cluster,
                         packets,

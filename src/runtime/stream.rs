@@ -143,9 +143,14 @@ impl Stream {
                 self.outputs.push_back(handle);
                 Ok(())
             }
-            Err(Refused::ShutDown | Refused::Full(_)) => {
+            Err(refused) => {
                 self.shared.counters.job_withdrawn();
-                Err(SubmitError::ShutDown)
+                Err(match refused {
+                    Refused::NoNodeUp => {
+                        SubmitError::NoNodeUp(self.shared.layout.clusters[self.cluster.index()].0)
+                    }
+                    Refused::ShutDown | Refused::Full(_) => SubmitError::ShutDown,
+                })
             }
         }
     }

@@ -17,6 +17,7 @@
 
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -40,11 +41,53 @@ pub(crate) struct WorkerSpec {
     pub(crate) slowdown: f64,
     pub(crate) declared: Option<UnitTimes>,
     pub(crate) unit_len: usize,
+    /// Faults to inject (tests and chaos tests; the `fault-injection` feature).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fault: Option<crate::runtime::fault::Fault>,
+    /// Shared by every worker the node ever has, so an injected fault strikes once.
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fault_fired: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl WorkerSpec {
+    #[cfg(feature = "fault-injection")]
+    fn faults(&self) -> crate::runtime::fault::Injector {
+        crate::runtime::fault::Injector::new(self.fault, Arc::clone(&self.fault_fired))
+    }
+
+    #[cfg(not(feature = "fault-injection"))]
+    fn faults(&self) -> NoFaults {
+        NoFaults
+    }
+}
+
+/// Without the `fault-injection` feature, no fault is ever injected.
+#[cfg(not(feature = "fault-injection"))]
+struct NoFaults;
+
+#[cfg(not(feature = "fault-injection"))]
+impl NoFaults {
+    #[inline(always)]
+    fn exit_now(&mut self) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn panic_now(&mut self) {}
+    #[inline(always)]
+    fn stall_now(&mut self) {}
+    #[inline(always)]
+    fn completed(&mut self) {}
 }
 
 thread_local! {
     /// On a worker thread: the address of its service's shared state (0 elsewhere).
     static WORKER_OF: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Whether the current thread is a worker of any service (a blocking wait there could wait
+/// for that very worker).
+pub(crate) fn on_any_worker() -> bool {
+    WORKER_OF.with(|w| w.get() != 0)
 }
 
 /// Whether the current thread is one of the workers of the service sharing `shared`.
@@ -57,8 +100,9 @@ pub(crate) fn on_worker_of(shared: &Arc<Shared>) -> bool {
 /// their completion together, when the worker comes back for more.
 const MAX_BATCH: usize = 16;
 
-/// The worker thread's body.
-pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: mpsc::Sender<()>) {
+/// The worker thread's body. `ready` (at start-up) hears once the node has calibrated; a
+/// worker started again after a failure takes its node's current unit times instead.
+pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: Option<mpsc::Sender<()>>) {
     WORKER_OF.with(|w| w.set(Arc::as_ptr(&shared) as usize));
     if let Some(core) = spec.core {
         // Pinning is best effort: an unpinned node still works.
@@ -68,17 +112,24 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: mpsc::Sender<()>
         .declared
         .unwrap_or_else(|| calibrate(spec.kind, spec.unit_len, spec.slowdown));
     shared.set_unit_times(spec.node, times);
-    let _ = ready.send(());
-    drop(ready);
+    if let Some(ready) = ready {
+        let _ = ready.send(());
+    }
 
+    let health = &shared.health[spec.node.index()];
     let mut estimate = Estimator::new(spec.kind, times, spec.unit_len);
     let mut local = LocalCounters::default();
-    let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut estimates = Vec::new();
-    let mut finished = 0;
-    while shared.exchange(spec.node, finished, &mut estimates, &mut batch, MAX_BATCH) {
-        finished = batch.len();
-        for packet in batch.drain(..) {
+    let mut generation = 0;
+    let mut faults = spec.faults();
+    while shared.exchange(spec.node, &mut generation, &mut estimates, MAX_BATCH) {
+        loop {
+            if faults.exit_now() {
+                return;
+            }
+            let Some(packet) = health.hand().pop_front() else {
+                break;
+            };
             let Packet { meta, data: work } = packet;
             let Work {
                 job,
@@ -87,6 +138,13 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: mpsc::Sender<()>
                 msg_len,
                 start: iv,
             } = work;
+            *health.running() = Some((Arc::clone(&job), part));
+            let limit = shared.stall_limit(estimate.expected(&meta));
+            health.busy_limit.store(limit, Ordering::Release);
+            health
+                .busy_since
+                .store(shared.now_ns() + 1, Ordering::Release);
+            faults.panic_now();
             let start = Instant::now();
             let result = catch_unwind(AssertUnwindSafe(|| {
                 execute(&shared.store, &job, &meta, &mut data, msg_len, iv)
@@ -95,16 +153,29 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: mpsc::Sender<()>
                 local.panics += 1;
                 Err(JobError::WorkerPanicked(spec.node))
             });
+            faults.stall_now();
             if spec.slowdown > 1.0 {
                 emulate_slowdown(start.elapsed().mul_f64(spec.slowdown - 1.0));
             }
+            health.busy_since.store(0, Ordering::Release);
             let busy = start.elapsed();
+            if health.running().take().is_none() {
+                // The node was declared failed while this packet ran (a stall): the job has
+                // its error already, and this late result is discarded.
+                continue;
+            }
             // Count first, then deliver: whoever the result wakes sees it counted.
             local.packets += 1;
             local.bytes += meta.len;
             local.busy_ns += busy.as_nanos() as u64;
             shared.node_counters[spec.node.index()].publish(&local);
-            job.part_done(part, result, &shared.counters);
+            health.unreported.fetch_add(1, Ordering::AcqRel);
+            faults.completed();
+            // Delivering may run the job's waker, which is user code: a panic there must not
+            // take the node down (the result is delivered before the waker runs).
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                job.part_done(part, result, &shared.counters)
+            }));
             estimates.extend(estimate.observe(meta.cmd, busy, meta.len));
         }
     }
@@ -123,6 +194,12 @@ fn execute(
     match &job.work {
         JobWork::Aes { key, op } => {
             let chained = op.mode.is_chained();
+            if chained && job.has_failed() {
+                // An earlier packet failed (its node, say): the chain is broken, so this one
+                // does not run on a state that is not its own, and the job's state goes.
+                store.remove(job.task);
+                return Err(JobError::StateLost(job.task));
+            }
             let mut state = match iv {
                 Some(iv) => iv,
                 None if chained => store.take(job.task).ok_or(JobError::StateLost(job.task))?,
@@ -234,6 +311,16 @@ impl Estimator {
             unit_len: unit_len as f64,
             current: start,
             published: start,
+        }
+    }
+
+    /// The expected service time of `meta`, in nanoseconds, from the current estimates.
+    fn expected(&self, meta: &PacketMeta) -> f64 {
+        let t = self.current.get(meta.cmd);
+        match self.kind {
+            ClusterKind::Aes => t * meta.len as f64 / self.unit_len,
+            // A batch verification packet holds up to 64 signatures.
+            ClusterKind::Ed25519 => t * 64.0,
         }
     }
 

@@ -245,6 +245,17 @@ impl Balancer {
         placed
     }
 
+    /// Forgets every binding to node `local` (it failed): the jobs' next packets go wherever
+    /// the policy says, and continue from the state store.
+    pub(crate) fn unbind_node(&mut self, local: usize) {
+        self.choose.retain(|_, b| b.node != local);
+    }
+
+    /// Forgets `task`'s binding (the job failed for good).
+    pub(crate) fn unbind(&mut self, task: TaskId) {
+        self.choose.remove(&task);
+    }
+
     /// Records that node `local` (an index within the cluster) completed `meta`.
     pub(crate) fn complete(&mut self, local: usize, meta: &PacketMeta, status: &mut [NodeStatus]) {
         status[local].dequeue(meta);

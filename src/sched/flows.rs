@@ -49,8 +49,6 @@ pub(crate) struct Flows<D> {
     waiting: usize,
 }
 
-// `push_front_all` and `remove` serve node failure, which the core takes up next.
-#[allow(dead_code)]
 impl<D> Flows<D> {
     pub(crate) fn new(quantum: u64) -> Self {
         Flows {
@@ -159,16 +157,16 @@ impl<D> Flows<D> {
         }
     }
 
-    /// Removes and returns every waiting packet of `task` (a job failed for good).
-    pub(crate) fn remove(&mut self, task: TaskId) -> Vec<Packet<D>> {
-        match self.flows.remove(&task) {
-            Some(flow) => {
-                self.ring.retain(|t| *t != task);
-                self.waiting -= flow.packets.len();
-                flow.packets.into()
+    /// Removes and returns every waiting packet, flow by flow.
+    pub(crate) fn drain(&mut self) -> Vec<Packet<D>> {
+        let mut out = Vec::with_capacity(self.waiting);
+        for task in std::mem::take(&mut self.ring) {
+            if let Some(flow) = self.flows.remove(&task) {
+                out.extend(flow.packets);
             }
-            None => Vec::new(),
         }
+        self.waiting = 0;
+        out
     }
 }
 
@@ -267,6 +265,6 @@ mod tests {
         assert_eq!(order[..2], [(2, 5), (1, 0)]);
         let ones: Vec<u32> = order.iter().filter(|(t, _)| *t == 1).map(|p| p.1).collect();
         assert_eq!(ones, [0, 1, 2]);
-        assert_eq!(flows.remove(TaskId(1)).len(), 0);
+        assert_eq!(flows.drain().len(), 0);
     }
 }

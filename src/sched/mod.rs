@@ -343,6 +343,103 @@ impl<D: Payload> Scheduler<D> {
         self.out.drain(..)
     }
 
+    /// Node `node` failed: it takes no more packets until [`node_up`](Self::node_up); the
+    /// packets placed on it and not complete are taken off it (returned, oldest first, so the
+    /// driver can match them with the packets it holds for the node); the jobs bound to it are
+    /// unbound, so their next packets go to other nodes and continue from the state store.
+    /// Offer the packets that did not run back with [`requeue`](Self::requeue)
+    /// (docs/ALGORITHM.md §15.2).
+    ///
+    /// # Errors
+    /// [`SchedError::UnknownNode`].
+    pub fn node_down(&mut self, node: NodeId) -> Result<Vec<PacketMeta>, SchedError> {
+        let n = node.index();
+        if n >= self.status.len() {
+            return Err(SchedError::UnknownNode(node));
+        }
+        let c = self.node_cluster[n];
+        let first = self.cluster_nodes[c.index()].start;
+        self.status[n].down = true;
+        let taken: Vec<PacketMeta> = self.node_queues[n].drain(..).collect();
+        for meta in &taken {
+            self.status[n].forget(meta);
+        }
+        self.balancers[c.index()].unbind_node(n - first);
+        Ok(taken)
+    }
+
+    /// Node `node` is back: it takes packets again.
+    ///
+    /// # Errors
+    /// [`SchedError::UnknownNode`].
+    pub fn node_up(&mut self, node: NodeId) -> Result<(), SchedError> {
+        let n = node.index();
+        let s = self
+            .status
+            .get_mut(n)
+            .ok_or(SchedError::UnknownNode(node))?;
+        s.down = false;
+        let c = self.node_cluster[n];
+        self.settle(c);
+        Ok(())
+    }
+
+    /// Whether every node of cluster `c` is down.
+    pub fn cluster_down(&self, c: ClusterId) -> bool {
+        self.status[self.cluster_nodes[c.index()].clone()]
+            .iter()
+            .all(NodeStatus::is_down)
+    }
+
+    /// Puts packets taken off a failed node back in front of the waiting ones, in the order
+    /// given (a job's packets in order), and places what can be placed.
+    pub fn requeue(&mut self, packets: Vec<Packet<D>>) {
+        let mut clusters: Vec<ClusterId> = packets.iter().map(|p| p.meta.cluster).collect();
+        clusters.sort_unstable();
+        clusters.dedup();
+        match self.admission {
+            Admission::Fair => {
+                let mut by_cluster: Vec<Vec<Packet<D>>> =
+                    (0..self.num_clusters()).map(|_| Vec::new()).collect();
+                for p in packets {
+                    if let Some(v) = by_cluster.get_mut(p.meta.cluster.index()) {
+                        v.push(p);
+                    }
+                }
+                for (c, v) in by_cluster.into_iter().enumerate() {
+                    if !v.is_empty() {
+                        self.flows[c].push_front_all(v);
+                    }
+                }
+            }
+            Admission::Fifo => {
+                for p in packets.into_iter().rev() {
+                    let c = p.meta.cluster;
+                    if c.index() < self.num_clusters() {
+                        self.router.queue_mut(c).push_front(p);
+                    }
+                }
+            }
+        }
+        for c in clusters {
+            if c.index() < self.num_clusters() {
+                self.settle(c);
+            }
+        }
+    }
+
+    /// Takes every packet of cluster `c` that waits for a node out of the core (every node of
+    /// the cluster is down, so the driver fails their jobs instead of letting them wait).
+    pub fn drain_waiting(&mut self, c: ClusterId) -> Vec<Packet<D>> {
+        let mut out: Vec<Packet<D>> = self.router.queue_mut(c).drain(..).collect();
+        out.extend(self.router.take_waiting(c));
+        out.extend(self.flows[c.index()].drain());
+        for p in &out {
+            self.balancers[c.index()].unbind(p.meta.task);
+        }
+        out
+    }
+
     /// Updates a node's unit time for `cmd` (the runtime refines them from measured service
     /// times). Non-finite or non-positive values are ignored.
     ///

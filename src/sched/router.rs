@@ -79,6 +79,13 @@ impl<D> Router<D> {
         &self.queues[c.index()]
     }
 
+    /// Takes cluster `c`'s parked packets out of the wait queue.
+    pub(crate) fn take_waiting(&mut self, c: ClusterId) -> VecDeque<Packet<D>> {
+        let taken = std::mem::take(&mut self.waiting[c.index()]);
+        self.waiting_len -= taken.len();
+        taken
+    }
+
     pub(crate) fn waiting(&self, c: ClusterId) -> &VecDeque<Packet<D>> {
         &self.waiting[c.index()]
     }

@@ -12,6 +12,7 @@ pub struct NodeStatus {
     pub(crate) unit_times: UnitTimes,
     pub(crate) capacity: u64,
     pub(crate) slots: u32,
+    pub(crate) down: bool,
     pub(crate) unit_len: u64,
     pub(crate) queued_packets: u32,
     pub(crate) queued_dependent: u32,
@@ -30,6 +31,7 @@ impl NodeStatus {
             unit_times,
             capacity,
             slots: u32::MAX,
+            down: false,
             unit_len,
             queued_packets: 0,
             queued_dependent: 0,
@@ -95,24 +97,30 @@ impl NodeStatus {
         self.slots
     }
 
-    /// The largest packet the node takes now: its remaining capacity, or 0 when every slot is
-    /// taken.
+    /// Whether the node is down (failed, and not yet back): it takes no packets.
+    pub fn is_down(&self) -> bool {
+        self.down
+    }
+
+    /// The largest packet the node takes now: its remaining capacity, or 0 when it is down or
+    /// every slot is taken.
     pub fn room(&self) -> u64 {
-        if self.queued_packets >= self.slots {
+        if self.down || self.queued_packets >= self.slots {
             0
         } else {
             self.remaining()
         }
     }
 
-    /// Whether a packet of `len` bytes fits now (strategy 1): a free slot, and the bytes.
+    /// Whether a packet of `len` bytes fits now (strategy 1): the node is up, with a free slot
+    /// and the bytes.
     pub fn has_room(&self, len: u64) -> bool {
-        self.queued_packets < self.slots && self.remaining() >= len
+        !self.down && self.queued_packets < self.slots && self.remaining() >= len
     }
 
-    /// Whether a packet of `len` bytes could ever fit, once the node is empty.
+    /// Whether a packet of `len` bytes could ever fit, once the node is empty (and up).
     pub fn can_ever_hold(&self, len: u64) -> bool {
-        self.capacity >= len
+        !self.down && self.capacity >= len
     }
 
     /// The expected time to serve a packet of `len` bytes and command `cmd`:
@@ -157,6 +165,16 @@ impl NodeStatus {
         self.queued_bytes += meta.len;
         self.queued_bytes_by_cmd[meta.cmd.index()] += meta.len;
         self.dispatched_packets += 1;
+    }
+
+    /// Takes a packet off the node without counting it complete (the node failed; the packet
+    /// goes back to wait for another node).
+    pub(crate) fn forget(&mut self, meta: &PacketMeta) {
+        self.queued_packets -= 1;
+        self.queued_dependent -= u32::from(meta.is_dependent());
+        self.queued_bytes -= meta.len;
+        self.queued_bytes_by_cmd[meta.cmd.index()] -= meta.len;
+        self.dispatched_packets -= 1;
     }
 
     pub(crate) fn dequeue(&mut self, meta: &PacketMeta) {

@@ -1,0 +1,110 @@
+//! The supervisor: a thread that watches the nodes and takes a failed one out
+//! (docs/ALGORITHM.md §15.2).
+//!
+//! # Design note
+//!
+//! A node fails when its worker thread is gone (it panicked outside a packet's cryptography,
+//! whose panics are caught and fail only that packet's job; or it returned), or when its
+//! running packet has run past the stall timeout. Every tick the supervisor looks at each node:
+//!
+//! 1. A worker thread that finished while the service is not stopping: the node is taken out
+//!    (`Shared::fail_node`: the running packet's job fails with `JobError::NodeFailed`, the
+//!    packets the node had not started go to other nodes in order, chained jobs bound to it
+//!    rebind and continue from the state store), and a new worker thread is started for it,
+//!    with the node's current unit times; its first turn at the engine brings the node back.
+//! 2. A running packet past its limit (`NodeHealth::busy_since`, `busy_limit`): the node is
+//!    taken out the same way, but its worker lives on; when the stalled packet ends, the worker
+//!    finds it resolved already and discards the late result, then brings the node back.
+//!
+//! The limit is the builder's `stall_timeout`, or by default 20 times the packet's expected
+//! service time by the node's own estimates, and at least 250 ms: a slow node is not a stalled
+//! one. The supervisor owns the worker threads' handles and joins them at shutdown.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crate::packet::{Cmd, NodeId, UnitTimes};
+use crate::runtime::engine::Shared;
+use crate::runtime::worker::{self, WorkerSpec};
+
+/// The least stall limit when none is set: a packet running this long is stalled whatever its
+/// size.
+pub(crate) const MIN_STALL: Duration = Duration::from_millis(250);
+
+/// How many times its expected service time a packet may take before its node is stalled.
+pub(crate) const STALL_FACTOR: f64 = 20.0;
+
+/// One node's worker, as the supervisor keeps it.
+pub(crate) struct Worker {
+    pub(crate) spec: WorkerSpec,
+    pub(crate) thread: Option<JoinHandle<()>>,
+}
+
+/// Starts a worker thread for `spec` (named `cdnode-N`, short enough for the kernel's 15-byte
+/// thread names).
+pub(crate) fn spawn_worker(
+    shared: &Arc<Shared>,
+    spec: WorkerSpec,
+    ready: Option<std::sync::mpsc::Sender<()>>,
+) -> std::io::Result<JoinHandle<()>> {
+    let shared = Arc::clone(shared);
+    thread::Builder::new()
+        .name(format!("cdnode-{}", spec.node.0))
+        .spawn(move || worker::run(shared, spec, ready))
+}
+
+/// The supervisor thread's body: watches until the service stops, then joins the workers.
+pub(crate) fn run(shared: Arc<Shared>, mut workers: Vec<Worker>, tick: Duration) {
+    while !shared.is_stopping() {
+        thread::park_timeout(tick);
+        if shared.is_stopping() {
+            break;
+        }
+        for w in &mut workers {
+            let node = w.spec.node;
+            let health = &shared.health[node.index()];
+            let dead = w.thread.as_ref().is_none_or(JoinHandle::is_finished);
+            if dead {
+                if let Some(t) = w.thread.take() {
+                    let _ = t.join();
+                }
+                if shared.is_stopping() {
+                    continue;
+                }
+                shared.fail_node(node, true);
+                let mut spec = w.spec.clone();
+                spec.declared = Some(current_unit_times(&shared, node));
+                if let Ok(t) = spawn_worker(&shared, spec, None) {
+                    health.restarts.fetch_add(1, Ordering::Relaxed);
+                    w.thread = Some(t);
+                }
+                continue;
+            }
+            let since = health.busy_since.load(Ordering::Acquire);
+            if since == 0 {
+                continue;
+            }
+            let running_for = shared.now_ns().saturating_sub(since - 1);
+            if running_for > health.busy_limit.load(Ordering::Acquire) && !health.is_down() {
+                shared.fail_node(node, false);
+            }
+        }
+    }
+    for w in workers {
+        if let Some(t) = w.thread {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The node's unit times as the scheduler knows them now (a restarted worker skips
+/// calibration).
+fn current_unit_times(shared: &Shared, node: NodeId) -> UnitTimes {
+    let m = shared.metrics();
+    m.nodes
+        .get(node.index())
+        .map(|n| n.unit_times)
+        .unwrap_or(UnitTimes([1.0; Cmd::ALL.len()]))
+}

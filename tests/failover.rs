@@ -1,0 +1,349 @@
+//! Nodes fail and the service goes on (docs/ALGORITHM.md §15.2), checked with injected faults
+//! (the `fault-injection` feature: `cargo test --features fault-injection --test failover`).
+//!
+//! The promise: every handle resolves; a job with no packet running on a failed node completes
+//! correctly; a job whose packet was running there completes correctly or fails with
+//! `JobError::NodeFailed` naming the node; when no node of a cluster is up, its waiting jobs
+//! fail with `JobError::NoNodeUp`; the metrics account for every admitted packet; shutdown
+//! returns.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Gen, ed_sign, ref_aes};
+use cryptodispatch::packet::{Mode, NodeId};
+use cryptodispatch::runtime::NodeState;
+use cryptodispatch::{
+    Admission, AesOp, Affinity, Direction, Fault, Job, JobError, JobOutput, Metrics, NodeSpec,
+    Padding, PolicySpec, Service,
+};
+use proptest::prelude::*;
+
+/// What a job must give: its output, or, if a faulty node ran one of its packets, that
+/// failure.
+struct Expect {
+    output: JobOutput,
+}
+
+/// A random AES job of 0..=6 packets of 64 bytes, or an Ed25519 signature.
+fn job(
+    g: &mut Gen,
+    aes: cryptodispatch::KeyId,
+    raw: &[u8],
+    signer: cryptodispatch::KeyId,
+    seed: &[u8; 32],
+) -> (Job, Expect) {
+    let pick = g.next_u64() % 10;
+    if pick == 0 {
+        let n = (g.next_u64() % 100) as usize;
+        let msg = g.bytes(n);
+        let output = JobOutput::Signature(ed_sign(seed, &msg));
+        return (Job::sign(signer, msg), Expect { output });
+    }
+    let mode = Mode::ALL[(g.next_u64() % 4) as usize];
+    let direction = if g.next_u64() % 3 == 0 {
+        Direction::Decrypt
+    } else {
+        Direction::Encrypt
+    };
+    let blocks = (g.next_u64() % 25) as usize;
+    let len = match mode {
+        Mode::Ecb | Mode::Cbc => 16 * blocks,
+        _ => 16 * blocks + (g.next_u64() % 16) as usize,
+    };
+    let op = AesOp::new(direction, mode).with_padding(Padding::None);
+    let iv = g.bytes(16);
+    let data = g.bytes(len);
+    let output = JobOutput::Data(ref_aes(raw, op, &iv, &data).unwrap());
+    (Job::aes(aes, op, &iv, data), Expect { output })
+}
+
+/// Builds a service of two AES nodes and one Ed25519 node with the given faults, runs `jobs`
+/// random jobs through it, and checks the promise. Returns how many jobs failed, and the
+/// metrics once every job resolved.
+fn run(
+    faults: [Option<Fault>; 3],
+    jobs: usize,
+    seed: u64,
+    policy: &str,
+    affinity: Affinity,
+    admission: Admission,
+) -> (usize, Metrics) {
+    let node = |f: Option<Fault>| match f {
+        Some(f) => NodeSpec::new().fault(f),
+        None => NodeSpec::new(),
+    };
+    let service = Service::builder()
+        .packet_size(64)
+        .aes_cluster([node(faults[0]), node(faults[1])])
+        .ed25519_cluster([node(faults[2])])
+        .policy(policy.parse::<PolicySpec>().unwrap())
+        .affinity(affinity)
+        .admission(admission)
+        .stall_timeout(Duration::from_millis(40))
+        .build()
+        .unwrap();
+    let raw = [0x5B; 16];
+    let aes = service.add_aes_key(&raw).unwrap();
+    let seed_bytes = [0x6C; 32];
+    let signer = service.add_signing_key(&seed_bytes).unwrap();
+    let mut g = Gen::new(seed);
+    let mut handles = Vec::new();
+    for _ in 0..jobs {
+        let (j, e) = job(&mut g, aes, &raw, signer, &seed_bytes);
+        match service.submit(j) {
+            Ok(h) => handles.push((h, e)),
+            // The Ed25519 cluster has one node: while it is down, jobs are refused.
+            Err(cryptodispatch::SubmitError::NoNodeUp(_)) => {}
+            Err(e) => panic!("submit: {e}"),
+        }
+    }
+    let faulty: Vec<NodeId> = faults
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| matches!(f, Some(Fault::Panic { .. } | Fault::Stall { .. })))
+        .map(|(i, _)| NodeId(i as u32))
+        .collect();
+    let mut failed = 0;
+    let mut node_failed = 0;
+    for (h, e) in handles {
+        match h.wait() {
+            Ok(out) => assert_eq!(out, e.output),
+            Err(JobError::NodeFailed(n)) => {
+                assert!(faulty.contains(&n), "{n} failed a job but had no fault");
+                node_failed += 1;
+                failed += 1;
+            }
+            Err(JobError::NoNodeUp(_)) => failed += 1,
+            Err(other) => panic!("unexpected job error: {other}"),
+        }
+    }
+    // Each panic or stall hits at most the one packet running at that moment.
+    assert!(
+        node_failed <= faulty.len(),
+        "{node_failed} jobs failed by {} faults",
+        faulty.len()
+    );
+    let m = service.metrics();
+    assert_eq!(
+        m.packets_completed + m.packets_failed,
+        m.packets_admitted,
+        "every admitted packet accounted for: {m}"
+    );
+    assert_eq!(m.stored_states, 0, "a chaining state left behind: {m}");
+    service.shutdown();
+    (failed, m)
+}
+
+#[test]
+fn a_panicking_worker_fails_at_most_its_running_packet_and_is_respawned() {
+    let service = Service::builder()
+        .packet_size(64)
+        .aes_cluster([
+            NodeSpec::new().fault(Fault::Panic { after: 5 }),
+            NodeSpec::new(),
+        ])
+        .build()
+        .unwrap();
+    let raw = [1; 16];
+    let key = service.add_aes_key(&raw).unwrap();
+    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let mut ok = 0;
+    let mut failed = Vec::new();
+    let data: Vec<Vec<u8>> = (0..200).map(|i| vec![i as u8; 64 * (1 + i % 4)]).collect();
+    let handles: Vec<_> = data
+        .iter()
+        .map(|d| {
+            service
+                .submit(Job::aes(key, op, &[2; 16], d.clone()))
+                .unwrap()
+        })
+        .collect();
+    for (h, d) in handles.into_iter().zip(&data) {
+        match h.wait() {
+            Ok(out) => {
+                assert_eq!(
+                    out,
+                    JobOutput::Data(ref_aes(&raw, op, &[2; 16], d).unwrap())
+                );
+                ok += 1;
+            }
+            Err(e) => failed.push(e),
+        }
+    }
+    assert!(failed.len() <= 1, "{failed:?}");
+    for e in &failed {
+        assert_eq!(*e, JobError::NodeFailed(NodeId(0)));
+    }
+    assert_eq!(ok + failed.len(), 200);
+    let m = service.metrics();
+    assert_eq!(m.nodes[0].failures, 1);
+    assert_eq!(
+        m.stored_states, 0,
+        "a failed chain left its state behind: {m}"
+    );
+    // The respawned worker takes work again.
+    let after: Vec<_> = (0..50)
+        .map(|i| {
+            service
+                .submit(Job::aes(key, op, &[3; 16], vec![i; 64]))
+                .unwrap()
+        })
+        .collect();
+    for h in after {
+        h.wait().unwrap();
+    }
+    // The new worker brings the node back at its first turn.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while service.metrics().nodes[0].state != NodeState::Up {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 0 never came back"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let m = service.metrics();
+    assert!(m.nodes[0].restarts >= 1, "{m}");
+    service.shutdown();
+}
+
+#[test]
+fn an_exiting_worker_loses_nothing() {
+    // An exit strikes between packets: nothing runs on the node then, so every job completes.
+    for admission in [Admission::Fair, Admission::Fifo] {
+        let (_, m) = run(
+            [
+                Some(Fault::Exit { after: 3 }),
+                None,
+                Some(Fault::Exit { after: 2 }),
+            ],
+            300,
+            11,
+            "paper",
+            Affinity::Strict,
+            admission,
+        );
+        // The Ed25519 cluster's only node exits: jobs waiting then fail with NoNodeUp; the
+        // AES jobs all complete (checked in `run`). Both exits struck, and the workers came
+        // back.
+        for n in [0, 2] {
+            assert_eq!(m.nodes[n].failures, 1, "node {n}: {m}");
+            assert!(m.nodes[n].restarts >= 1, "node {n}: {m}");
+        }
+    }
+}
+
+#[test]
+fn a_stalled_node_is_taken_out_its_late_result_discarded_and_it_comes_back() {
+    let service = Service::builder()
+        .packet_size(64)
+        .aes_cluster([
+            NodeSpec::new().fault(Fault::Stall {
+                after: 2,
+                duration: Duration::from_millis(400),
+            }),
+            NodeSpec::new(),
+        ])
+        .stall_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let raw = [9; 16];
+    let key = service.add_aes_key(&raw).unwrap();
+    let op = AesOp::new(Direction::Encrypt, Mode::Ecb);
+    let handles: Vec<_> = (0..40u8)
+        .map(|i| service.submit(Job::aes(key, op, &[], vec![i; 64])).unwrap())
+        .collect();
+    let mut failed = 0;
+    for (i, h) in handles.into_iter().enumerate() {
+        match h.wait() {
+            Ok(out) => assert_eq!(
+                out,
+                JobOutput::Data(ref_aes(&raw, op, &[], &[i as u8; 64]).unwrap())
+            ),
+            Err(e) => {
+                assert_eq!(e, JobError::NodeFailed(NodeId(0)));
+                failed += 1;
+            }
+        }
+    }
+    // The packet running when the node stalled failed; its late result was discarded.
+    assert_eq!(failed, 1);
+    let m = service.metrics();
+    assert_eq!((m.nodes[0].failures, m.nodes[0].stalls), (1, 1));
+    assert_eq!(m.nodes[0].restarts, 0, "a stalled worker lives on");
+    // After the stall the node comes back by itself.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while service.metrics().nodes[0].state != NodeState::Up {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 0 never came back"
+        );
+        let h = service.submit(Job::aes(key, op, &[], vec![0; 64])).unwrap();
+        h.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    service.shutdown();
+}
+
+#[test]
+fn a_cluster_with_no_node_up_fails_its_waiting_jobs_instead_of_hanging() {
+    let service = Service::builder()
+        .packet_size(64)
+        .aes_cluster([NodeSpec::new()
+            .slowdown(50.0)
+            .fault(Fault::Panic { after: 1 })])
+        .build()
+        .unwrap();
+    let key = service.add_aes_key(&[4; 16]).unwrap();
+    let handles: Vec<_> = (0..30u8)
+        .map(|i| service.submit(Job::encrypt(key, Mode::Ecb, &[], vec![i; 64 * 8])))
+        .collect();
+    let mut outcomes = (0, 0, 0);
+    for h in handles {
+        let h = match h {
+            Ok(h) => h,
+            Err(cryptodispatch::SubmitError::NoNodeUp(_)) => {
+                outcomes.2 += 1;
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        match h.wait() {
+            Ok(_) => outcomes.0 += 1,
+            Err(JobError::NodeFailed(_)) => outcomes.1 += 1,
+            Err(JobError::NoNodeUp(_)) => outcomes.2 += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(outcomes.0 + outcomes.1 + outcomes.2, 30);
+    assert!(outcomes.1 <= 1);
+    let m = service.metrics();
+    assert_eq!(m.packets_completed + m.packets_failed, m.packets_admitted);
+    service.shutdown();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_fault_plans_keep_the_promise(
+        plan in prop::collection::vec(
+            prop_oneof![
+                Just(None),
+                (0u64..20).prop_map(|after| Some(Fault::Panic { after })),
+                (0u64..20).prop_map(|after| Some(Fault::Exit { after })),
+                (0u64..20).prop_map(|after| Some(Fault::Stall { after, duration: Duration::from_millis(120) })),
+            ],
+            3,
+        ),
+        seed in any::<u64>(),
+        policy in prop::sample::select(vec!["paper", "hhs-acdid", "sed", "rr", "paper-adaptive"]),
+        strict in any::<bool>(),
+        fair in any::<bool>(),
+    ) {
+        let affinity = if strict { Affinity::Strict } else { Affinity::InFlight };
+        let admission = if fair { Admission::Fair } else { Admission::Fifo };
+        let _ = run([plan[0], plan[1], plan[2]], 150, seed, policy, affinity, admission);
+    }
+}
