@@ -24,6 +24,7 @@ mod plot;
 mod policies;
 mod replay;
 mod report;
+mod soak;
 mod tiny;
 mod verify;
 
@@ -60,6 +61,9 @@ enum Command {
     /// cluster (simulator) and the live hetero workload; paper-adaptive against the best
     /// fixed alpha.
     Policies(policies::PoliciesArgs),
+    /// The default service under sustained overload: offered, completed, failed and lost jobs,
+    /// peak RSS and p99 latency, second by second.
+    Soak(soak::SoakArgs),
 }
 
 #[derive(Debug, Args)]
@@ -179,6 +183,7 @@ fn main() -> ExitCode {
         Some(Command::Live(a)) if a.workload == live::Workload::Tiny => tiny::run(a),
         Some(Command::Live(a)) => live::run(a),
         Some(Command::Policies(a)) => policies::run(a),
+        Some(Command::Soak(a)) => soak::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,276 @@
+//! `soak`: the default service under sustained overload, to show that nothing is lost and
+//! memory stays bounded. A producer offers jobs at `--overload` times the rate the service
+//! completed in a short calibration run, with `try_submit` (a refused job is handed back, so it
+//! is offered, not lost); a consumer waits on every handle in order. Each second prints a row:
+//! `seconds,offered_jobs,completed,failed,lost,peak_rss_mib,p99_latency_us`, where `lost` is
+//! submitted − completed − failed once the run has drained (during the run, jobs in flight
+//! count as not yet resolved and are not called lost).
+//!
+//! The mix: AES-128 in every mode (64 B to 64 KiB) and Ed25519 signatures, from one seed.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use cryptodispatch::{AesOp, Direction, Job, JobHandle, KeyId, Mode, Service, TrySubmitError};
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
+
+use crate::report::{Csv, Table, f};
+
+/// Options of `soak`.
+#[derive(Debug, Args)]
+pub struct SoakArgs {
+    /// How long to run, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Offered load as a multiple of the rate the service completes.
+    #[arg(long, default_value_t = 10.0)]
+    pub overload: f64,
+    /// Seed of the job mix.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// CSV rows instead of a table.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+/// CSV columns of `soak`.
+pub const CSV_HEADER: &str =
+    "seconds,offered_jobs,completed,failed,lost,peak_rss_mib,p99_latency_us";
+
+/// The process's peak resident set, in MiB (VmHWM), or 0 where /proc is missing.
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn make_job(rng: &mut ChaCha8Rng, aes: KeyId, signer: KeyId) -> Job {
+    if rng.random_bool(0.1) {
+        let n = rng.random_range(0..256);
+        return Job::sign(signer, vec![7u8; n]);
+    }
+    let mode = Mode::ALL[rng.random_range(0..4)];
+    let direction = if rng.random_bool(0.5) {
+        Direction::Encrypt
+    } else {
+        Direction::Decrypt
+    };
+    let blocks = 1usize << rng.random_range(2..12);
+    Job::aes(
+        aes,
+        AesOp::new(direction, mode),
+        &[3; 16],
+        vec![0x5A; 16 * blocks],
+    )
+}
+
+#[derive(Default)]
+struct Counts {
+    offered: AtomicU64,
+    submitted: AtomicU64,
+    completed: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// Runs the soak and prints a row per second.
+pub fn run(args: &SoakArgs) -> Result<(), String> {
+    if !(args.overload.is_finite() && args.overload > 0.0) {
+        return Err(format!(
+            "--overload {} must be a positive number",
+            args.overload
+        ));
+    }
+    let service = Service::new().map_err(|e| e.to_string())?;
+    let aes = service
+        .add_aes_key(&[0x11; 16])
+        .map_err(|e| e.to_string())?;
+    let signer = service
+        .add_signing_key(&[0x22; 32])
+        .map_err(|e| e.to_string())?;
+
+    // Calibration: how many jobs of this mix the service completes in half a second.
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let start = Instant::now();
+    let mut done = 0u64;
+    while start.elapsed() < Duration::from_millis(500) {
+        let batch: Vec<Job> = (0..64).map(|_| make_job(&mut rng, aes, signer)).collect();
+        for h in service.submit_burst(batch).map_err(|e| e.to_string())? {
+            h.wait().map_err(|e| e.to_string())?;
+            done += 1;
+        }
+    }
+    let capacity = done as f64 / start.elapsed().as_secs_f64();
+    let offered_rate = capacity * args.overload;
+
+    let counts = Counts::default();
+    let inflight: Mutex<VecDeque<JobHandle>> = Mutex::new(VecDeque::new());
+    let latencies: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+    let producing = AtomicBool::new(true);
+    let mut rows = Vec::new();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut rng = ChaCha8Rng::seed_from_u64(args.seed ^ 0x5eed);
+            let begin = Instant::now();
+            let mut offered = 0u64;
+            while begin.elapsed() < Duration::from_secs(args.seconds) {
+                // Offer at the target rate: catch up in small steps.
+                let due = (begin.elapsed().as_secs_f64() * offered_rate) as u64;
+                if offered >= due {
+                    std::thread::sleep(Duration::from_micros(200));
+                    continue;
+                }
+                let job = make_job(&mut rng, aes, signer);
+                offered += 1;
+                counts.offered.fetch_add(1, Ordering::Relaxed);
+                match service.try_submit(job) {
+                    Ok(h) => {
+                        counts.submitted.fetch_add(1, Ordering::Relaxed);
+                        inflight
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push_back(h);
+                    }
+                    Err(TrySubmitError::Full(_)) => {}
+                    Err(e) => panic!("soak: {e}"),
+                }
+            }
+            producing.store(false, Ordering::Release);
+        });
+        s.spawn(|| {
+            loop {
+                let next = inflight
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .pop_front();
+                match next {
+                    Some(h) => {
+                        let mut h = h;
+                        let r = loop {
+                            if let Some(r) = h.wait_timeout(Duration::from_millis(100)) {
+                                break r;
+                            }
+                        };
+                        if let Some(l) = h.latency() {
+                            latencies
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push(l.as_micros() as u64);
+                        }
+                        match r {
+                            Ok(_) => counts.completed.fetch_add(1, Ordering::Relaxed),
+                            Err(_) => counts.failed.fetch_add(1, Ordering::Relaxed),
+                        };
+                    }
+                    None if !producing.load(Ordering::Acquire) => break,
+                    None => std::thread::sleep(Duration::from_micros(200)),
+                }
+            }
+        });
+        let begin = Instant::now();
+        for second in 1..=args.seconds {
+            let wake = begin + Duration::from_secs(second);
+            std::thread::sleep(wake.saturating_duration_since(Instant::now()));
+            rows.push(row(second, &counts, &latencies, false));
+        }
+    });
+    // Drained: now `lost` is final.
+    rows.push(row(args.seconds, &counts, &latencies, true));
+    print(&rows, args, capacity);
+    Ok(())
+}
+
+struct Row {
+    seconds: u64,
+    offered: u64,
+    completed: u64,
+    failed: u64,
+    lost: u64,
+    peak_rss_mib: f64,
+    p99_us: u64,
+}
+
+fn row(seconds: u64, counts: &Counts, latencies: &Mutex<Vec<u64>>, drained: bool) -> Row {
+    let submitted = counts.submitted.load(Ordering::Relaxed);
+    let completed = counts.completed.load(Ordering::Relaxed);
+    let failed = counts.failed.load(Ordering::Relaxed);
+    let mut l = latencies.lock().unwrap_or_else(|e| e.into_inner());
+    let p99 = if l.is_empty() {
+        0
+    } else {
+        l.sort_unstable();
+        l[(l.len() * 99 / 100).min(l.len() - 1)]
+    };
+    // Keep the sample bounded: the latest second's worth is enough for a p99.
+    if l.len() > 200_000 {
+        let cut = l.len() - 100_000;
+        l.drain(..cut);
+    }
+    Row {
+        seconds,
+        offered: counts.offered.load(Ordering::Relaxed),
+        completed,
+        failed,
+        lost: if drained {
+            submitted - completed - failed
+        } else {
+            0
+        },
+        peak_rss_mib: peak_rss_mib(),
+        p99_us: p99,
+    }
+}
+
+fn print(rows: &[Row], args: &SoakArgs, capacity: f64) {
+    if args.csv {
+        let mut c = Csv::new(CSV_HEADER);
+        for r in rows {
+            c.row(&[
+                r.seconds.to_string(),
+                r.offered.to_string(),
+                r.completed.to_string(),
+                r.failed.to_string(),
+                r.lost.to_string(),
+                f(r.peak_rss_mib, 1),
+                r.p99_us.to_string(),
+            ]);
+        }
+        print!("{}", c.as_str());
+        return;
+    }
+    println!(
+        "soak: the default service, jobs offered at {:.1}x its measured rate ({:.0} jobs/s) for {} s",
+        args.overload, capacity, args.seconds
+    );
+    let mut t = Table::new(&[
+        "seconds",
+        "offered jobs",
+        "completed",
+        "failed",
+        "lost",
+        "peak RSS MiB",
+        "p99 latency µs",
+    ]);
+    for r in rows {
+        t.row(vec![
+            r.seconds.to_string(),
+            r.offered.to_string(),
+            r.completed.to_string(),
+            r.failed.to_string(),
+            r.lost.to_string(),
+            f(r.peak_rss_mib, 1),
+            r.p99_us.to_string(),
+        ]);
+    }
+    print!("{}", t.render());
+    println!("(the last row is taken after the run drained: its `lost` is final)");
+}
