@@ -9,9 +9,7 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use cryptodispatch::crypto::{
-    AesKey, AesOp, ChainState, Direction, KeyStrategy, LaneItem, run_lanes_with,
-};
+use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction, LaneItem, run_lanes};
 use cryptodispatch::packet::Mode;
 
 const STREAMS: usize = 32;
@@ -52,7 +50,7 @@ impl Streams {
     }
 
     /// One packet of every stream, in lane sets of `lanes` packets.
-    fn in_lanes(&mut self, op: AesOp, lanes: usize, strategy: KeyStrategy) {
+    fn in_lanes(&mut self, op: AesOp, lanes: usize) {
         let sets = self
             .states
             .chunks_mut(lanes)
@@ -72,7 +70,7 @@ impl Streams {
                     last: false,
                 })
                 .collect();
-            run_lanes_with(&mut items, strategy).expect("serial, whole blocks");
+            run_lanes(&mut items).expect("serial, whole blocks");
         }
         black_box(&self.bufs);
     }
@@ -92,20 +90,10 @@ fn lanes(c: &mut Criterion) {
             group.bench_function("process, one stream at a time", |b| {
                 b.iter(|| streams.one_at_a_time(op));
             });
-            let strategies: &[(&str, KeyStrategy)] = if distinct_keys == 1 {
-                &[("L", KeyStrategy::GroupByKey)]
-            } else {
-                &[
-                    ("group L", KeyStrategy::GroupByKey),
-                    ("step L", KeyStrategy::StepAcrossKeys),
-                ]
-            };
-            for &(label, strategy) in strategies {
-                for l in LANES {
-                    group.bench_function(BenchmarkId::new(label, l), |b| {
-                        b.iter(|| streams.in_lanes(op, l, strategy));
-                    });
-                }
+            for l in LANES {
+                group.bench_function(BenchmarkId::new("lanes", l), |b| {
+                    b.iter(|| streams.in_lanes(op, l));
+                });
             }
             group.finish();
         }

@@ -1,6 +1,48 @@
 //! Lanes: packets of independent streams in a serial mode, interleaved block by block.
 //!
-//! DESIGN NOTE: to be written once the strategies are measured.
+//! CBC and CFB encryption and OFB are serial within a stream: the cipher input of each block
+//! is the cipher output of the one before, so one stream runs at the latency of the AES unit
+//! (about 1 GB/s on the development machine) while the unit could work on several blocks at
+//! once. A node holding packets of several jobs interleaves them, as intel-ipsec-mb's job
+//! manager fills the lanes of its multi-buffer code: each step takes the next block of every
+//! lane, and the AES backend encrypts `ParBlocksSize` of them per call (8 with AES-NI), blocks
+//! of different streams that do not wait for one another. Eight CBC streams of one key run
+//! about five times as fast as one (`benches/lanes.rs`).
+//!
+//! # How a lane set runs
+//! 1. Every packet is checked as [`AesKey::process`] checks it, and for a serial operation
+//!    ([`AesOp::is_serial`]); one refused packet refuses the set before anything is written.
+//! 2. The final packets of padded CBC encryptions get their PKCS#7 padding in place.
+//! 3. The lanes are grouped by key: packets that borrow the same [`AesKey`] (compared by
+//!    address) form a group. Each group runs inside one `encrypt_with_backend` call: the whole
+//!    interleaving loop is the closure, compiled with the backend's CPU features, so the
+//!    backend's `encrypt_par_blocks` is inlined into it rather than called per step.
+//! 4. A group runs in phases: as many steps as the shortest lane has whole blocks left, the
+//!    chaining registers kept in the backend's block arrays from step to step; then the partial
+//!    final blocks (OFB, CFB) of the lanes that reached them. Lanes that are done drop out, and
+//!    a lane left alone finishes on the single-stream loop. The call returns when every packet
+//!    is done; the caller refills the lanes by handing over the next set.
+//! 5. Each lane's register becomes its job's [`ChainState`], except after a partial final
+//!    block, which [`AesKey::process`] also leaves unchanged (nothing follows it).
+//!
+//! # Keys: grouped, not stepped
+//! intel-ipsec-mb gives each lane its own round keys inside hand-written AES rounds; a
+//! RustCrypto backend holds one key schedule. Two ways to mix keys were measured (32 CBC
+//! streams of 16 KiB, AMD EPYC with AES-NI, on a shared machine): *grouping*, one backend call
+//! per key running that key's lanes to the end, and *stepping*, each step one backend call per
+//! key moving its lanes on by one block. A backend call (feature check, the boundary into
+//! AES-NI code, registers in and out) costs more than the AES latency it would hide: with four
+//! keys, stepping ran at 0.6 to 1.0 GiB/s where grouping ran at 1.5 to 4.8 GiB/s (L = 8 to
+//! 32), and with a key per stream stepping fell to 0.2 to 0.3 GiB/s, below a single stream,
+//! while grouping stayed at single-stream speed. Grouping is kept. Streams that share a key
+//! get the full width; streams with a key each run one after another, no faster than alone,
+//! so a scheduler gains most by filling a lane set with packets that share keys.
+//!
+//! # Not for lanes
+//! ECB, CBC decryption and CFB decryption are parallel within one stream, and
+//! [`AesKey::process`] already gives the backend `ParBlocksSize` blocks of the stream per call.
+//! [`run_lanes`] refuses them with [`CryptoError::NotSerial`]; callers route packets by
+//! [`AesOp::is_serial`].
 
 use std::fmt;
 use std::ptr;
@@ -77,41 +119,30 @@ pub struct LaneError {
     pub error: CryptoError,
 }
 
-/// How lanes with different keys share the cipher.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[doc(hidden)]
-pub enum KeyStrategy {
-    /// One backend call per key, interleaving the lanes that share it to the end.
-    GroupByKey,
-    /// One backend call per key per step, each key's lanes one block further per call.
-    StepAcrossKeys,
-}
-
-/// Runs every packet of `items` in place, interleaving the blocks of different packets.
+/// Runs every packet of `items` in place, interleaving the blocks of different packets: on
+/// return each `buf[..`[`output_len`](LaneItem::output_len)`()]` holds what
+/// [`AesKey::process`] would have written, and each `state` what it would have left.
+///
+/// The packets must be of different jobs (a job's next packet needs the state this one
+/// leaves); their keys, key sizes, serial operations and lengths may all differ. Packets that
+/// borrow the same [`AesKey`] share the cipher's width; see the module notes.
 ///
 /// # Errors
-/// A [`LaneError`] naming the first packet refused; nothing has been written then.
+/// A [`LaneError`] naming the first packet refused: a parallel operation
+/// ([`CryptoError::NotSerial`]), or what [`AesKey::process`] would refuse. Nothing has been
+/// written then.
 pub fn run_lanes(items: &mut [LaneItem<'_>]) -> Result<(), LaneError> {
-    run_lanes_with(items, KeyStrategy::GroupByKey)
-}
-
-/// [`run_lanes`] with the key strategy chosen (for the measurements only).
-///
-/// # Errors
-/// As [`run_lanes`].
-#[doc(hidden)]
-pub fn run_lanes_with(items: &mut [LaneItem<'_>], strategy: KeyStrategy) -> Result<(), LaneError> {
     let mut run_lens: SmallVec<[usize; 32]> = SmallVec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
         let refuse = |error| LaneError { index, error };
-        let run_len =
-            checked_run_len(item.op, item.buf.len(), item.len, item.last).map_err(refuse)?;
         if !item.op.is_serial() {
             return Err(refuse(CryptoError::NotSerial {
                 mode: item.op.mode,
                 direction: item.op.direction,
             }));
         }
+        let run_len =
+            checked_run_len(item.op, item.buf.len(), item.len, item.last).map_err(refuse)?;
         run_lens.push(run_len);
     }
 
@@ -125,36 +156,9 @@ pub fn run_lanes_with(items: &mut [LaneItem<'_>], strategy: KeyStrategy) -> Resu
         .collect();
     lanes.sort_unstable_by_key(|lane| ptr::from_ref(lane.key).addr());
 
-    match strategy {
-        KeyStrategy::GroupByKey => {
-            for group in lanes.chunk_by_mut(|a, b| ptr::eq(a.key, b.key)) {
-                let key = group[0].key;
-                key.encrypt_with_backend(Interleave { lanes: group });
-            }
-        }
-        KeyStrategy::StepAcrossKeys => {
-            let mut groups: SmallVec<[(&mut [Lane<'_>], usize); 32]> = lanes
-                .chunk_by_mut(|a, b| ptr::eq(a.key, b.key))
-                .map(|group| {
-                    let live = keep_live_first(group);
-                    (group, live)
-                })
-                .collect();
-            let mut busy = true;
-            while busy {
-                busy = false;
-                for (group, live) in &mut groups {
-                    if *live > 0 {
-                        let key = group[0].key;
-                        key.encrypt_with_backend(OneStep {
-                            lanes: &mut group[..*live],
-                        });
-                        *live = keep_live_first(&mut group[..*live]);
-                        busy |= *live > 0;
-                    }
-                }
-            }
-        }
+    for group in lanes.chunk_by_mut(|a, b| ptr::eq(a.key, b.key)) {
+        let key = group[0].key;
+        key.encrypt_with_backend(Interleave { lanes: group });
     }
 
     for lane in &mut lanes {
@@ -392,26 +396,5 @@ impl BlockCipherEncClosure for Interleave<'_, '_> {
         if live == 1 {
             run_alone(backend, &mut self.lanes[0]);
         }
-    }
-}
-
-/// Runs one block of each lane of a group sharing a key (the tails of lanes whose whole blocks
-/// are done first).
-struct OneStep<'l, 'a> {
-    lanes: &'l mut [Lane<'a>],
-}
-
-impl BlockSizeUser for OneStep<'_, '_> {
-    type BlockSize = U16;
-}
-
-impl BlockCipherEncClosure for OneStep<'_, '_> {
-    #[inline(always)]
-    fn call<B: BlockCipherEncBackend<BlockSize = U16>>(self, backend: &B) {
-        for lane in self.lanes.iter_mut() {
-            run_tail(backend, lane);
-        }
-        let live = keep_live_first(self.lanes);
-        run_steps(backend, &mut self.lanes[..live], 1);
     }
 }

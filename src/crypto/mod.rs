@@ -15,4 +15,4 @@ pub use self::ed25519::{
     BatchItem, KEY_LEN, SIGNATURE_LEN, SigningKey, VerifyingKey, verify_batch,
 };
 pub use self::error::CryptoError;
-pub use self::lanes::{KeyStrategy, LaneError, LaneItem, run_lanes, run_lanes_with};
+pub use self::lanes::{LaneError, LaneItem, run_lanes};
