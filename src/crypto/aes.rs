@@ -16,9 +16,9 @@ use std::fmt;
 use aes::{Aes128, Aes192, Aes256};
 use cipher::block_padding::{Padding as _, Pkcs7};
 use cipher::{
-    Array, BlockCipherDecrypt, BlockCipherEncrypt, BlockModeDecrypt, BlockModeEncrypt,
-    BlockSizeUser, InnerIvInit, IvState, KeyInit, StreamCipher, StreamCipherCoreWrapper,
-    consts::U16,
+    Array, BlockCipherDecrypt, BlockCipherEncClosure, BlockCipherEncrypt, BlockModeDecrypt,
+    BlockModeEncrypt, BlockSizeUser, InnerIvInit, IvState, KeyInit, StreamCipher,
+    StreamCipherCoreWrapper, consts::U16,
 };
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -112,6 +112,16 @@ impl AesKey {
         }
     }
 
+    /// Hands `f` the cipher's encryption backend (AES-NI where the CPU has it): the whole
+    /// closure runs inside one backend call, so the lanes can feed it blocks of many streams.
+    pub(super) fn encrypt_with_backend(&self, f: impl BlockCipherEncClosure<BlockSize = U16>) {
+        match &self.0 {
+            Schedule::A128(c) => c.encrypt_with_backend(f),
+            Schedule::A192(c) => c.encrypt_with_backend(f),
+            Schedule::A256(c) => c.encrypt_with_backend(f),
+        }
+    }
+
     /// Runs a whole job in one piece: a convenience for callers that need no scheduling, and the
     /// reference the tests compare packet-by-packet runs against.
     ///
@@ -190,6 +200,19 @@ impl AesOp {
         self.padding == Padding::Pkcs7 && self.direction == Direction::Encrypt
     }
 
+    /// Whether each block of a stream waits for the cipher output of the one before: CBC and
+    /// CFB encryption, and OFB either way. These are the operations
+    /// [`run_lanes`](crate::crypto::run_lanes) interleaves across streams; the others (ECB, CBC
+    /// and CFB decryption) are parallel within one stream and run through
+    /// [`AesKey::process`].
+    pub fn is_serial(&self) -> bool {
+        match self.mode {
+            Mode::Ecb => false,
+            Mode::Ofb => true,
+            Mode::Cbc | Mode::Cfb => self.direction == Direction::Encrypt,
+        }
+    }
+
     /// Checks that the operation is well-formed for `len` bytes of job data: padding only for
     /// ECB and CBC, and whole blocks where the mode needs them.
     ///
@@ -219,7 +242,7 @@ pub fn padded_len(len: usize) -> usize {
 /// The chaining state between two packets of a job: the 16-byte IV register of CBC, OFB and CFB
 /// (unused by ECB). Zeroized on drop; `Debug` does not show it, since in OFB it is keystream.
 #[derive(Clone, Default, PartialEq, Eq, Zeroize, ZeroizeOnDrop)]
-pub struct ChainState([u8; BLOCK]);
+pub struct ChainState(pub(super) [u8; BLOCK]);
 
 impl fmt::Debug for ChainState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -258,6 +281,44 @@ impl ChainState {
     }
 }
 
+/// Checks one packet against its operation, touching nothing, and returns how many bytes the
+/// cipher runs over: `len`, or [`padded_len`]`(len)` for the padded final packet of an
+/// encryption. Shared by [`AesKey::process`] and the lanes, so both refuse the same packets.
+pub(super) fn checked_run_len(
+    op: AesOp,
+    buf_len: usize,
+    len: usize,
+    last: bool,
+) -> Result<usize, CryptoError> {
+    if len > buf_len {
+        return Err(CryptoError::LengthExceedsBuffer { len, buf: buf_len });
+    }
+    if op.padding == Padding::Pkcs7 && !op.mode.needs_whole_blocks() {
+        return Err(CryptoError::PaddingNotApplicable);
+    }
+    if last && op.pads_on_encrypt() {
+        let need = padded_len(len);
+        if buf_len < need {
+            return Err(CryptoError::NoRoomForPadding { got: buf_len, need });
+        }
+        return Ok(need);
+    }
+    let partial_allowed = last && !op.mode.needs_whole_blocks();
+    if len % BLOCK != 0 && !partial_allowed {
+        return Err(CryptoError::NotBlockAligned { len });
+    }
+    Ok(len)
+}
+
+/// Writes the PKCS#7 padding of a final packet after its `len` bytes, up to `run_len` (as
+/// [`checked_run_len`] gave it); does nothing when the packet is not padded.
+pub(super) fn pad_in_place(buf: &mut [u8], len: usize, run_len: usize) {
+    if run_len > len {
+        let tail_start = len - len % BLOCK;
+        Pkcs7::raw_pad(&mut buf[tail_start..run_len], len - tail_start);
+    }
+}
+
 fn run<C>(
     cipher: &C,
     op: AesOp,
@@ -269,36 +330,9 @@ fn run<C>(
 where
     C: BlockCipherEncrypt + BlockCipherDecrypt + BlockSizeUser<BlockSize = U16>,
 {
-    if len > buf.len() {
-        return Err(CryptoError::LengthExceedsBuffer {
-            len,
-            buf: buf.len(),
-        });
-    }
-    if op.padding == Padding::Pkcs7 && !op.mode.needs_whole_blocks() {
-        return Err(CryptoError::PaddingNotApplicable);
-    }
-    let partial_allowed = last && !op.mode.needs_whole_blocks();
+    let run_len = checked_run_len(op, buf.len(), len, last)?;
+    pad_in_place(buf, len, run_len);
     let pad_here = last && op.padding == Padding::Pkcs7;
-
-    // The number of bytes the cipher runs over, after padding an encryption's final packet.
-    let run_len = if pad_here && op.direction == Direction::Encrypt {
-        let need = padded_len(len);
-        if buf.len() < need {
-            return Err(CryptoError::NoRoomForPadding {
-                got: buf.len(),
-                need,
-            });
-        }
-        let tail_start = len - len % BLOCK;
-        Pkcs7::raw_pad(&mut buf[tail_start..need], len - tail_start);
-        need
-    } else {
-        if len % BLOCK != 0 && !partial_allowed {
-            return Err(CryptoError::NotBlockAligned { len });
-        }
-        len
-    };
 
     let data = &mut buf[..run_len];
     let iv = Block::from(state.0);

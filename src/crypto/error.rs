@@ -2,6 +2,9 @@
 
 use thiserror::Error;
 
+use crate::crypto::Direction;
+use crate::packet::Mode;
+
 /// What can go wrong running a packet through a cipher or a signature scheme.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
@@ -53,6 +56,15 @@ pub enum CryptoError {
     /// Padding applies only to ECB and CBC.
     #[error("padding is only defined for ECB and CBC")]
     PaddingNotApplicable,
+    /// Only serial operations (see [`AesOp::is_serial`](crate::crypto::AesOp::is_serial)) run
+    /// in lanes; ECB, CBC decryption and CFB decryption are parallel within one stream already.
+    #[error("{mode} {direction:?} is parallel within a stream and does not run in lanes")]
+    NotSerial {
+        /// The mode of the refused packet.
+        mode: Mode,
+        /// Its direction.
+        direction: Direction,
+    },
     /// An Ed25519 signature is 64 bytes.
     #[error("invalid signature length {got} bytes; expected 64")]
     SignatureLength {

@@ -8,9 +8,11 @@
 mod aes;
 mod ed25519;
 mod error;
+mod lanes;
 
 pub use self::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, Padding, padded_len};
 pub use self::ed25519::{
     BatchItem, KEY_LEN, SIGNATURE_LEN, SigningKey, VerifyingKey, verify_batch,
 };
 pub use self::error::CryptoError;
+pub use self::lanes::{LaneError, LaneItem, run_lanes};

@@ -1,0 +1,400 @@
+//! Lanes: packets of independent streams in a serial mode, interleaved block by block.
+//!
+//! CBC and CFB encryption and OFB are serial within a stream: the cipher input of each block
+//! is the cipher output of the one before, so one stream runs at the latency of the AES unit
+//! (about 1 GB/s on the development machine) while the unit could work on several blocks at
+//! once. A node holding packets of several jobs interleaves them, as intel-ipsec-mb's job
+//! manager fills the lanes of its multi-buffer code: each step takes the next block of every
+//! lane, and the AES backend encrypts `ParBlocksSize` of them per call (8 with AES-NI), blocks
+//! of different streams that do not wait for one another. Eight CBC streams of one key run
+//! about five times as fast as one (`benches/lanes.rs`).
+//!
+//! # How a lane set runs
+//! 1. Every packet is checked as [`AesKey::process`] checks it, and for a serial operation
+//!    ([`AesOp::is_serial`]); one refused packet refuses the set before anything is written.
+//! 2. The final packets of padded CBC encryptions get their PKCS#7 padding in place.
+//! 3. The lanes are grouped by key: packets that borrow the same [`AesKey`] (compared by
+//!    address) form a group. Each group runs inside one `encrypt_with_backend` call: the whole
+//!    interleaving loop is the closure, compiled with the backend's CPU features, so the
+//!    backend's `encrypt_par_blocks` is inlined into it rather than called per step.
+//! 4. A group runs in phases: as many steps as the shortest lane has whole blocks left, the
+//!    chaining registers kept in the backend's block arrays from step to step; then the partial
+//!    final blocks (OFB, CFB) of the lanes that reached them. Lanes that are done drop out, and
+//!    a lane left alone finishes on the single-stream loop. The call returns when every packet
+//!    is done; the caller refills the lanes by handing over the next set.
+//! 5. Each lane's register becomes its job's [`ChainState`], except after a partial final
+//!    block, which [`AesKey::process`] also leaves unchanged (nothing follows it).
+//!
+//! # Keys: grouped, not stepped
+//! intel-ipsec-mb gives each lane its own round keys inside hand-written AES rounds; a
+//! RustCrypto backend holds one key schedule. Two ways to mix keys were measured (32 CBC
+//! streams of 16 KiB, AMD EPYC with AES-NI, on a shared machine): *grouping*, one backend call
+//! per key running that key's lanes to the end, and *stepping*, each step one backend call per
+//! key moving its lanes on by one block. A backend call (feature check, the boundary into
+//! AES-NI code, registers in and out) costs more than the AES latency it would hide: with four
+//! keys, stepping ran at 0.6 to 1.0 GiB/s where grouping ran at 1.5 to 4.8 GiB/s (L = 8 to
+//! 32), and with a key per stream stepping fell to 0.2 to 0.3 GiB/s, below a single stream,
+//! while grouping stayed at single-stream speed. Grouping is kept. Streams that share a key
+//! get the full width; streams with a key each run one after another, no faster than alone,
+//! so a scheduler gains most by filling a lane set with packets that share keys.
+//!
+//! # Not for lanes
+//! ECB, CBC decryption and CFB decryption are parallel within one stream, and
+//! [`AesKey::process`] already gives the backend `ParBlocksSize` blocks of the stream per call.
+//! [`run_lanes`] refuses them with [`CryptoError::NotSerial`]; callers route packets by
+//! [`AesOp::is_serial`].
+
+use std::fmt;
+use std::ptr;
+
+use cipher::typenum::Unsigned;
+use cipher::{
+    Array, BlockCipherEncBackend, BlockCipherEncClosure, BlockSizeUser, ParBlocks, consts::U16,
+};
+use smallvec::SmallVec;
+use thiserror::Error;
+use zeroize::Zeroize;
+
+use crate::crypto::aes::{
+    AesKey, AesOp, ChainState, Direction, checked_run_len, pad_in_place, padded_len,
+};
+use crate::crypto::error::CryptoError;
+use crate::packet::Mode;
+
+type Block = Array<u8, U16>;
+
+/// One packet of a lane set: what [`AesKey::process`] takes, gathered in a struct so that
+/// packets of different jobs, keys and serial operations can run side by side.
+pub struct LaneItem<'a> {
+    /// The job's key.
+    pub key: &'a AesKey,
+    /// A serial operation (see [`AesOp::is_serial`]).
+    pub op: AesOp,
+    /// The chaining state the job's previous packet left (or its IV); holds the state for the
+    /// next packet on return.
+    pub state: &'a mut ChainState,
+    /// The packet's input in `buf[..len]`, replaced in place by its output. A padded final
+    /// packet needs room for [`padded_len`]`(len)` bytes.
+    pub buf: &'a mut [u8],
+    /// The length of the packet's input.
+    pub len: usize,
+    /// Whether this is the job's last packet (which alone may end mid-block or be padded).
+    pub last: bool,
+}
+
+impl LaneItem<'_> {
+    /// The length of the packet's output in `buf` once the lanes have run: `len`, or
+    /// [`padded_len`]`(len)` for the padded final packet of a CBC encryption.
+    pub fn output_len(&self) -> usize {
+        if self.last && self.op.pads_on_encrypt() {
+            padded_len(self.len)
+        } else {
+            self.len
+        }
+    }
+}
+
+impl fmt::Debug for LaneItem<'_> {
+    /// Shows the shape of the packet, never its bytes or state.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LaneItem")
+            .field("key", self.key)
+            .field("op", &self.op)
+            .field("buf_len", &self.buf.len())
+            .field("len", &self.len)
+            .field("last", &self.last)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A lane set refused before anything ran: which packet, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("packet {index} of the lane set: {error}")]
+#[non_exhaustive]
+pub struct LaneError {
+    /// The position of the refused packet in the slice given to [`run_lanes`].
+    pub index: usize,
+    /// What is wrong with it: what [`AesKey::process`] would say, or
+    /// [`CryptoError::NotSerial`].
+    pub error: CryptoError,
+}
+
+/// Runs every packet of `items` in place, interleaving the blocks of different packets: on
+/// return each `buf[..`[`output_len`](LaneItem::output_len)`()]` holds what
+/// [`AesKey::process`] would have written, and each `state` what it would have left.
+///
+/// The packets must be of different jobs (a job's next packet needs the state this one
+/// leaves); their keys, key sizes, serial operations and lengths may all differ. Packets that
+/// borrow the same [`AesKey`] share the cipher's width; see the module notes.
+///
+/// # Errors
+/// A [`LaneError`] naming the first packet refused: a parallel operation
+/// ([`CryptoError::NotSerial`]), or what [`AesKey::process`] would refuse. Nothing has been
+/// written then.
+pub fn run_lanes(items: &mut [LaneItem<'_>]) -> Result<(), LaneError> {
+    let mut run_lens: SmallVec<[usize; 32]> = SmallVec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        let refuse = |error| LaneError { index, error };
+        if !item.op.is_serial() {
+            return Err(refuse(CryptoError::NotSerial {
+                mode: item.op.mode,
+                direction: item.op.direction,
+            }));
+        }
+        let run_len =
+            checked_run_len(item.op, item.buf.len(), item.len, item.last).map_err(refuse)?;
+        run_lens.push(run_len);
+    }
+
+    let mut lanes: SmallVec<[Lane<'_>; 32]> = items
+        .iter_mut()
+        .zip(run_lens)
+        .map(|(item, run_len)| {
+            pad_in_place(item.buf, item.len, run_len);
+            Lane::new(item, run_len)
+        })
+        .collect();
+    lanes.sort_unstable_by_key(|lane| ptr::from_ref(lane.key).addr());
+
+    for group in lanes.chunk_by_mut(|a, b| ptr::eq(a.key, b.key)) {
+        let key = group[0].key;
+        key.encrypt_with_backend(Interleave { lanes: group });
+    }
+
+    for lane in &mut lanes {
+        lane.finish();
+    }
+    Ok(())
+}
+
+/// Which serial operation a lane runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Serial {
+    /// C_i = E(C_{i-1} ^ P_i).
+    CbcEncrypt,
+    /// O_i = E(O_{i-1}); C_i = P_i ^ O_i (either direction).
+    Ofb,
+    /// C_i = P_i ^ E(C_{i-1}).
+    CfbEncrypt,
+}
+
+impl Serial {
+    fn of(op: AesOp) -> Self {
+        match (op.mode, op.direction) {
+            (Mode::Cbc, Direction::Encrypt) => Serial::CbcEncrypt,
+            (Mode::Ofb, _) => Serial::Ofb,
+            (Mode::Cfb, Direction::Encrypt) => Serial::CfbEncrypt,
+            _ => unreachable!("run_lanes checks that the operation is serial"),
+        }
+    }
+}
+
+/// One packet being run: its blocks, how far it has got, and its chaining register.
+struct Lane<'a> {
+    key: &'a AesKey,
+    serial: Serial,
+    /// The chaining register: the IV for the next block.
+    register: Block,
+    /// The whole blocks of the packet (padding included).
+    blocks: &'a mut [Block],
+    /// The partial final block (OFB and CFB only), emptied once run.
+    tail: &'a mut [u8],
+    /// Whether the packet ends mid-block; its register is then not handed on.
+    ends_mid_block: bool,
+    /// The next whole block to run.
+    next: usize,
+    state: &'a mut ChainState,
+}
+
+impl<'a> Lane<'a> {
+    fn new(item: &'a mut LaneItem<'_>, run_len: usize) -> Self {
+        let (blocks, tail) = Block::slice_as_chunks_mut(&mut item.buf[..run_len]);
+        Lane {
+            key: item.key,
+            serial: Serial::of(item.op),
+            register: Block::from(item.state.0),
+            ends_mid_block: !tail.is_empty(),
+            blocks,
+            tail,
+            next: 0,
+            state: &mut *item.state,
+        }
+    }
+
+    fn whole_blocks_left(&self) -> usize {
+        self.blocks.len() - self.next
+    }
+
+    fn is_done(&self) -> bool {
+        self.whole_blocks_left() == 0 && self.tail.is_empty()
+    }
+
+    /// Turns the register into the cipher input for whole block `i`.
+    #[inline(always)]
+    fn cipher_input(&self, register: &mut Block, i: usize) {
+        if self.serial == Serial::CbcEncrypt {
+            *register = xor(register, &self.blocks[i]);
+        }
+    }
+
+    /// Takes the cipher output for whole block `i` from `register`, writes the block's output,
+    /// and leaves the next register in `register`.
+    #[inline(always)]
+    fn absorb(&mut self, register: &mut Block, i: usize) {
+        let block = &mut self.blocks[i];
+        match self.serial {
+            Serial::CbcEncrypt => *block = *register,
+            Serial::Ofb => *block = xor(block, register),
+            Serial::CfbEncrypt => {
+                *block = xor(block, register);
+                *register = *block;
+            }
+        }
+    }
+
+    /// Hands the register on as the job's chaining state, as [`AesKey::process`] does: a
+    /// packet that ends mid-block is a job's last and leaves the state as it came.
+    fn finish(&mut self) {
+        if !self.ends_mid_block {
+            self.state.0 = self.register.into();
+        }
+    }
+}
+
+impl Drop for Lane<'_> {
+    fn drop(&mut self) {
+        self.register.as_mut_slice().zeroize();
+    }
+}
+
+#[inline(always)]
+fn xor(a: &Block, b: &Block) -> Block {
+    let a = u128::from_ne_bytes((*a).into());
+    let b = u128::from_ne_bytes((*b).into());
+    Block::from((a ^ b).to_ne_bytes())
+}
+
+fn wipe(blocks: &mut [Block]) {
+    for block in blocks {
+        block.as_mut_slice().zeroize();
+    }
+}
+
+/// Moves the lanes still running to the front and returns how many there are.
+fn keep_live_first(lanes: &mut [Lane<'_>]) -> usize {
+    let mut live = lanes.len();
+    let mut i = 0;
+    while i < live {
+        if lanes[i].is_done() {
+            live -= 1;
+            lanes.swap(i, live);
+        } else {
+            i += 1;
+        }
+    }
+    live
+}
+
+/// Runs `steps` whole blocks of every lane (each must have that many left), block by block
+/// across the lanes: `ParBlocksSize` lanes per backend call, their registers kept in the
+/// call's block array from one step to the next.
+#[inline(always)]
+fn run_steps<B: BlockCipherEncBackend<BlockSize = U16>>(
+    backend: &B,
+    lanes: &mut [Lane<'_>],
+    steps: usize,
+) {
+    let width = B::ParBlocksSize::USIZE;
+    let mut registers: SmallVec<[ParBlocks<B>; 4]> = lanes
+        .chunks(width)
+        .map(|chunk| {
+            let mut par = ParBlocks::<B>::default();
+            for (register, lane) in par.iter_mut().zip(chunk) {
+                *register = lane.register;
+            }
+            par
+        })
+        .collect();
+    for step in 0..steps {
+        for (chunk, par) in lanes.chunks_mut(width).zip(registers.iter_mut()) {
+            for (lane, register) in chunk.iter().zip(par.iter_mut()) {
+                lane.cipher_input(register, lane.next + step);
+            }
+            if chunk.len() == width {
+                backend.encrypt_par_blocks_inplace(par);
+            } else {
+                backend.encrypt_tail_blocks_inplace(&mut par[..chunk.len()]);
+            }
+            for (lane, register) in chunk.iter_mut().zip(par.iter_mut()) {
+                lane.absorb(register, lane.next + step);
+            }
+        }
+    }
+    for (chunk, par) in lanes.chunks_mut(width).zip(registers.iter_mut()) {
+        for (lane, register) in chunk.iter_mut().zip(par.iter()) {
+            lane.register = *register;
+            lane.next += steps;
+        }
+        wipe(par);
+    }
+}
+
+/// Runs the partial final block of a lane whose whole blocks are done, if it has one.
+#[inline(always)]
+fn run_tail<B: BlockCipherEncBackend<BlockSize = U16>>(backend: &B, lane: &mut Lane<'_>) {
+    if lane.whole_blocks_left() == 0 && !lane.tail.is_empty() {
+        let mut keystream = lane.register;
+        backend.encrypt_block_inplace(&mut keystream);
+        for (byte, key) in lane.tail.iter_mut().zip(keystream.iter()) {
+            *byte ^= key;
+        }
+        lane.tail = &mut [];
+        wipe(std::slice::from_mut(&mut keystream));
+    }
+}
+
+/// Runs a lane left alone to its end, its register in a local the compiler keeps in a
+/// register (what the single-stream path does).
+#[inline(always)]
+fn run_alone<B: BlockCipherEncBackend<BlockSize = U16>>(backend: &B, lane: &mut Lane<'_>) {
+    let mut register = lane.register;
+    for i in lane.next..lane.blocks.len() {
+        lane.cipher_input(&mut register, i);
+        backend.encrypt_block_inplace(&mut register);
+        lane.absorb(&mut register, i);
+    }
+    lane.next = lane.blocks.len();
+    lane.register = register;
+    wipe(std::slice::from_mut(&mut register));
+    run_tail(backend, lane);
+}
+
+/// Runs a group of lanes sharing a key to the end, inside one backend call.
+struct Interleave<'l, 'a> {
+    lanes: &'l mut [Lane<'a>],
+}
+
+impl BlockSizeUser for Interleave<'_, '_> {
+    type BlockSize = U16;
+}
+
+impl BlockCipherEncClosure for Interleave<'_, '_> {
+    #[inline(always)]
+    fn call<B: BlockCipherEncBackend<BlockSize = U16>>(self, backend: &B) {
+        let mut live = keep_live_first(self.lanes);
+        while live > 1 {
+            let lanes = &mut self.lanes[..live];
+            let steps = lanes.iter().map(Lane::whole_blocks_left).min().unwrap_or(0);
+            if steps > 0 {
+                run_steps(backend, lanes, steps);
+            }
+            for lane in lanes.iter_mut() {
+                run_tail(backend, lane);
+            }
+            live = keep_live_first(lanes);
+        }
+        if live == 1 {
+            run_alone(backend, &mut self.lanes[0]);
+        }
+    }
+}
