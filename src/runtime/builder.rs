@@ -22,6 +22,7 @@ pub struct NodeSpec {
     core: Option<usize>,
     capacity: Option<u64>,
     slots: u32,
+    lanes: usize,
     slowdown: f64,
     unit_times: Option<UnitTimes>,
     #[cfg(feature = "fault-injection")]
@@ -34,6 +35,7 @@ impl Default for NodeSpec {
             core: None,
             capacity: None,
             slots: NodeSpec::DEFAULT_SLOTS,
+            lanes: NodeSpec::DEFAULT_LANES,
             slowdown: 1.0,
             unit_times: None,
             #[cfg(feature = "fault-injection")]
@@ -45,6 +47,9 @@ impl Default for NodeSpec {
 impl NodeSpec {
     /// The default bound on the packets a node queues at once, whatever their size.
     pub const DEFAULT_SLOTS: u32 = 64;
+    /// The default number of lanes of an AES node: serial packets (CBC and CFB encryption,
+    /// OFB) of different jobs it runs interleaved block by block (docs/ALGORITHM.md §15.3).
+    pub const DEFAULT_LANES: usize = 8;
     /// The largest slowdown factor a node may emulate (a node a thousand times slower than
     /// the machine is a test of patience, not of scheduling).
     pub const MAX_SLOWDOWN: f64 = 1000.0;
@@ -85,6 +90,16 @@ impl NodeSpec {
     #[cfg(feature = "fault-injection")]
     pub fn fault(mut self, fault: crate::runtime::fault::Fault) -> Self {
         self.fault = Some(fault);
+        self
+    }
+
+    /// The node's lanes: how many packets of serial AES operations (CBC and CFB encryption,
+    /// OFB) of different jobs it runs interleaved, block by block, to keep the AES unit busy
+    /// (default [`DEFAULT_LANES`](Self::DEFAULT_LANES); 1 runs one packet at a time). A node
+    /// never waits for a lane set to fill: it runs the serial packets at the front of its
+    /// queue, up to this many (docs/ALGORITHM.md §15.3).
+    pub fn lanes(mut self, lanes: usize) -> Self {
+        self.lanes = lanes;
         self
     }
 
@@ -365,6 +380,7 @@ impl ServiceBuilder {
                     slowdown: node.slowdown,
                     declared,
                     unit_len: self.packet_size,
+                    lanes: node.lanes.max(1),
                     #[cfg(feature = "fault-injection")]
                     fault: node.fault,
                     #[cfg(feature = "fault-injection")]

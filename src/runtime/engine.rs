@@ -513,8 +513,9 @@ impl Shared {
     /// gone (`dead`), or its running packet has run past the stall timeout. Returns whether the
     /// node was taken out (a stall that resolved meanwhile is not a failure).
     ///
-    /// 1. The running packet is resolved here: its job fails with [`JobError::NodeFailed`];
-    ///    the worker, if it lives, finds the packet taken and discards its late result.
+    /// 1. The running packets (one, or a lane set) are resolved here: their jobs fail with
+    ///    [`JobError::NodeFailed`]; the worker, if it lives, finds them taken and discards its
+    ///    late results.
     /// 2. The core marks the node down, forgets what it placed there and unbinds the chained
     ///    jobs bound to it; their next packets continue from the state store elsewhere.
     /// 3. The packets the node had not started (its queue, the worker's hand) go back in front
@@ -525,8 +526,8 @@ impl Shared {
         let n = node.index();
         let health = &self.health[n];
         let mut e = self.lock();
-        let running = health.running().take();
-        if !dead && running.is_none() {
+        let running = std::mem::take(&mut *health.running());
+        if !dead && running.is_empty() {
             return false;
         }
         health.down.store(true, Ordering::Release);

@@ -56,11 +56,12 @@ impl Injector {
         }
     }
 
-    /// Whether `kind` strikes now (and, if so, marks it fired).
+    /// Whether `kind` strikes now: the node has completed at least its `after` packets (a lane
+    /// set completes several at once), and it has not struck before. Marks it fired.
     fn strikes(&mut self, kind: fn(&Fault) -> bool) -> Option<Fault> {
         let fault = self
             .fault
-            .filter(|f| kind(f) && f.after() == self.completed)?;
+            .filter(|f| kind(f) && self.completed >= f.after())?;
         if self.fired.swap(true, Ordering::AcqRel) {
             self.fault = None;
             return None;

@@ -31,16 +31,16 @@ pub(crate) struct NodeHealth {
     pub(crate) busy_limit: AtomicU64,
     /// Packets resolved (delivered) and not yet reported to the scheduler core.
     pub(crate) unreported: AtomicU64,
-    /// The packet running: its job and part. Whoever takes it resolves the packet: the worker
-    /// when it finishes, or the supervisor when the node fails first (the worker's late result
-    /// is then discarded).
-    pub(crate) running: Mutex<Option<(Arc<JobShared>, usize)>>,
+    /// The packets running (one, or a lane set): their jobs and parts. Whoever takes them
+    /// resolves the packets: the worker when it finishes, or the supervisor when the node
+    /// fails first (the worker's late results are then discarded).
+    pub(crate) running: Mutex<Vec<(Arc<JobShared>, usize)>>,
     /// Packets the worker took from its node queue and has not started.
     pub(crate) hand: Mutex<VecDeque<Packet<Work>>>,
 }
 
 impl NodeHealth {
-    pub(crate) fn running(&self) -> MutexGuard<'_, Option<(Arc<JobShared>, usize)>> {
+    pub(crate) fn running(&self) -> MutexGuard<'_, Vec<(Arc<JobShared>, usize)>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 

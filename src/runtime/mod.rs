@@ -23,6 +23,7 @@ mod handle;
 mod health;
 mod job;
 mod keys;
+mod lanes;
 mod metrics;
 mod service;
 mod store;

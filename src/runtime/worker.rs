@@ -16,12 +16,14 @@
 //! [`JobError::WorkerPanicked`], and the worker goes on with the next packet.
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use smallvec::SmallVec;
 
 use crate::crypto::{AesKey, AesOp, BatchItem, ChainState, Direction, SigningKey, verify_batch};
 use crate::packet::{Cmd, Mode, NodeId, Packet, PacketMeta, UnitTimes};
@@ -29,6 +31,7 @@ use crate::runtime::ClusterKind;
 use crate::runtime::engine::Shared;
 use crate::runtime::error::JobError;
 use crate::runtime::handle::{JobShared, JobWork, PartOutput, Work};
+use crate::runtime::lanes;
 use crate::runtime::metrics::LocalCounters;
 use crate::runtime::store::StateStore;
 
@@ -41,6 +44,8 @@ pub(crate) struct WorkerSpec {
     pub(crate) slowdown: f64,
     pub(crate) declared: Option<UnitTimes>,
     pub(crate) unit_len: usize,
+    /// Serial packets of different jobs the node runs interleaved (1: no lanes).
+    pub(crate) lanes: usize,
     /// Faults to inject (tests and chaos tests; the `fault-injection` feature).
     #[cfg(feature = "fault-injection")]
     pub(crate) fault: Option<crate::runtime::fault::Fault>,
@@ -127,63 +132,124 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: Option<mpsc::Sen
             if faults.exit_now() {
                 return;
             }
-            let Some(packet) = health.hand().pop_front() else {
+            let set = take_set(&mut health.hand(), spec.lanes);
+            if set.is_empty() {
                 break;
-            };
-            let Packet { meta, data: work } = packet;
-            let Work {
-                job,
-                part,
-                mut data,
-                msg_len,
-                start: iv,
-            } = work;
-            *health.running() = Some((Arc::clone(&job), part));
-            let limit = shared.stall_limit(estimate.expected(&meta));
+            }
+            let ids: SmallVec<[(PacketMeta, Arc<JobShared>, usize); 1]> = set
+                .iter()
+                .map(|p| (p.meta, Arc::clone(&p.data.job), p.data.part))
+                .collect();
+            {
+                let mut running = health.running();
+                running.clear();
+                running.extend(ids.iter().map(|(_, job, part)| (Arc::clone(job), *part)));
+            }
+            let expected: f64 = ids.iter().map(|(m, _, _)| estimate.expected(m)).sum();
+            let limit = shared.stall_limit(expected);
             health.busy_limit.store(limit, Ordering::Release);
             health
                 .busy_since
                 .store(shared.now_ns() + 1, Ordering::Release);
             faults.panic_now();
             let start = Instant::now();
-            let result = catch_unwind(AssertUnwindSafe(|| {
-                execute(&shared.store, &job, &meta, &mut data, msg_len, iv)
-            }))
-            .unwrap_or_else(|_| {
-                local.panics += 1;
-                Err(JobError::WorkerPanicked(spec.node))
-            });
+            let results = catch_unwind(AssertUnwindSafe(|| run_set(&shared.store, set)))
+                .unwrap_or_else(|_| {
+                    local.panics += 1;
+                    ids.iter()
+                        .map(|_| Err(JobError::WorkerPanicked(spec.node)))
+                        .collect()
+                });
             faults.stall_now();
             if spec.slowdown > 1.0 {
                 emulate_slowdown(start.elapsed().mul_f64(spec.slowdown - 1.0));
             }
             health.busy_since.store(0, Ordering::Release);
             let busy = start.elapsed();
-            if health.running().take().is_none() {
-                // The node was declared failed while this packet ran (a stall): the job has
-                // its error already, and this late result is discarded.
+            if std::mem::take(&mut *health.running()).is_empty() {
+                // The node was declared failed while these packets ran (a stall): their jobs
+                // have their errors already, and these late results are discarded.
                 continue;
             }
-            // Count first, then deliver: whoever the result wakes sees it counted.
-            local.packets += 1;
-            local.bytes += meta.len;
-            local.busy_ns += busy.as_nanos() as u64;
-            shared.node_counters[spec.node.index()].publish(&local);
-            health.unreported.fetch_add(1, Ordering::AcqRel);
-            faults.completed();
-            // Delivering may run the job's waker, which is user code: a panic there must not
-            // take the node down (the result is delivered before the waker runs).
-            let _ = catch_unwind(AssertUnwindSafe(|| {
-                job.part_done(part, result, &shared.counters)
-            }));
-            estimates.extend(estimate.observe(meta.cmd, busy, meta.len));
+            let n = ids.len() as u32;
+            for ((meta, job, part), result) in ids.into_iter().zip(results) {
+                // Count first, then deliver: whoever the result wakes sees it counted.
+                local.packets += 1;
+                local.bytes += meta.len;
+                local.busy_ns += (busy / n).as_nanos() as u64;
+                shared.node_counters[spec.node.index()].publish(&local);
+                health.unreported.fetch_add(1, Ordering::AcqRel);
+                faults.completed();
+                // Delivering may run the job's waker, which is user code: a panic there must
+                // not take the node down (the result is delivered before the waker runs).
+                let _ = catch_unwind(AssertUnwindSafe(|| {
+                    job.part_done(part, result, &shared.counters)
+                }));
+                if n == 1 {
+                    // Unit times are a packet's alone; a lane set's share of its time is not.
+                    estimates.extend(estimate.observe(meta.cmd, busy, meta.len));
+                }
+            }
         }
     }
 }
 
+/// The next packets to run from the front of the worker's hand: one packet, or, when it is of
+/// a serial AES operation (CBC or CFB encryption, OFB) and the node has lanes, the longest
+/// prefix of the hand (up to `lanes`) made of such packets of different jobs: a lane set.
+/// The set runs at once, whatever its size: a lane never waits for others to fill it, so a
+/// chained job's next packet is not held back. Taking a prefix keeps the node's packets in the
+/// order the scheduler placed them (docs/ALGORITHM.md §15.3).
+fn take_set(hand: &mut VecDeque<Packet<Work>>, lanes: usize) -> SmallVec<[Packet<Work>; 1]> {
+    let mut set = SmallVec::new();
+    let Some(first) = hand.pop_front() else {
+        return set;
+    };
+    let serial =
+        |p: &Packet<Work>| matches!(&p.data.job.work, JobWork::Aes { op, .. } if op.is_serial());
+    let lane_set = lanes > 1 && serial(&first);
+    set.push(first);
+    while lane_set && set.len() < lanes {
+        match hand.front() {
+            Some(p) if serial(p) && set.iter().all(|q| q.meta.task != p.meta.task) => {
+                if let Some(p) = hand.pop_front() {
+                    set.push(p);
+                }
+            }
+            _ => break,
+        }
+    }
+    set
+}
+
+/// Runs a set of packets: one through [`execute`], or a lane set through
+/// [`run_lanes`](crate::crypto::run_lanes). Results come back in the set's order.
+fn run_set(
+    store: &StateStore,
+    set: SmallVec<[Packet<Work>; 1]>,
+) -> Vec<Result<PartOutput, JobError>> {
+    if set.len() == 1 {
+        return set
+            .into_iter()
+            .map(|p| {
+                let Packet { meta, data: work } = p;
+                let Work {
+                    job,
+                    mut data,
+                    msg_len,
+                    start,
+                    ..
+                } = work;
+                execute(store, &job, &meta, &mut data, msg_len, start)
+            })
+            .collect();
+    }
+    lanes::run(store, set)
+}
+
 /// Runs one packet: the cryptography, with the chaining state taken from and returned to the
 /// store.
-fn execute(
+pub(crate) fn execute(
     store: &StateStore,
     job: &JobShared,
     meta: &PacketMeta,
