@@ -2,7 +2,11 @@
 //!
 //! - `drain` while the daemon drains (after SIGTERM): HAProxy sends it no new requests;
 //! - `down` when a cluster has no node (the daemon cannot serve that algorithm);
-//! - otherwise `N%`, a weight relative to the server's configured weight.
+//! - otherwise `N% ready up`: a weight relative to the server's configured weight, and the
+//!   words that undo an earlier `drain` or `down` of this agent (HAProxy lets only the agent
+//!   revert what it set, so a daemon restarted on the same address comes back by itself).
+//!   `ready` also ends a `maint` set by hand: to keep a server out, stop its agent checks
+//!   (`disable agent` on HAProxy's admin socket) or drain the daemon with SIGTERM.
 //!
 //! # The weight
 //! A pure function of a snapshot of [`Service::metrics`](cryptodispatch::Service::metrics),
@@ -91,7 +95,7 @@ pub enum Reply {
 impl fmt::Display for Reply {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Reply::Weight(w) => write!(f, "{w}%"),
+            Reply::Weight(w) => write!(f, "{w}% ready up"),
             Reply::Drain => f.write_str("drain"),
             Reply::Down => f.write_str("down"),
         }
@@ -286,7 +290,7 @@ mod tests {
         );
         assert_eq!(reply(&aes(vec![], 0), false, &c), Reply::Down);
         assert_eq!(reply(&[], false, &c), Reply::Down);
-        assert_eq!(Reply::Weight(75).to_string(), "75%");
+        assert_eq!(Reply::Weight(75).to_string(), "75% ready up");
         assert_eq!(Reply::Drain.to_string(), "drain");
         assert_eq!(Reply::Down.to_string(), "down");
     }

@@ -191,7 +191,7 @@ struct ServiceCollector(Arc<Daemon>);
 
 type Labels = Vec<(&'static str, String)>;
 
-/// Encodes one metric family from its rows.
+/// Encodes one metric family from its rows (a family without labels has one row).
 fn family<M: EncodeMetric>(
     encoder: &mut DescriptorEncoder,
     name: &str,
@@ -201,6 +201,11 @@ fn family<M: EncodeMetric>(
 ) -> Result<(), fmt::Error> {
     let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
     for (labels, value) in rows {
+        if labels.is_empty() {
+            // `name 5`, not `name{} 5`.
+            value.encode(metric)?;
+            return Ok(());
+        }
         value.encode(metric.encode_family(&labels)?)?;
     }
     Ok(())

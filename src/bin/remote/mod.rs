@@ -5,6 +5,7 @@
 //! Each includer uses part of it (`#[path]`), hence `dead_code` is allowed at the include site.
 
 pub mod client;
+pub mod haproxy;
 
 /// The generated messages, client and server of `cryptodispatch.v1`.
 #[allow(clippy::all, clippy::pedantic)]
