@@ -10,6 +10,15 @@
 //! coding) and a DATA frame with an empty `HealthCheckRequest` (the whole server). The check
 //! passes when the response carries the message `HealthCheckResponse { status: SERVING }`,
 //! the bytes `00 00000002 0801`; a draining daemon answers `NOT_SERVING` (`0802`) and fails it.
+//!
+//! # Buffers
+//! HAProxy releases before December 2023 (Debian 12's 2.6.12 among them) can fail to parse a
+//! response's trailers (where gRPC puts its status) while part of the response body is still
+//! in their receive buffer; they then drop the whole HTTP/2 connection to that server, and the
+//! calls on it end in `REFUSED_STREAM` (which the client retries as `UNAVAILABLE`) or a cut
+//! response. `tune.bufsize 262144` keeps responses of up to 256 KiB whole in the buffer, which
+//! avoids it for them. Larger responses can still meet it on those releases: the client's
+//! retries keep the results right, a newer HAProxy removes the cause.
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -94,21 +103,38 @@ pub struct Setup {
 
 impl Setup {
     /// The configuration text: HTTP/2 on both sides, round robin, every server with weight
-    /// 100 (changed by its agent, if it has one), the gRPC health check, and retries of
-    /// requests whose connection failed on another server.
+    /// 100 (changed by its agent, if it has one), the gRPC health check, a request whose
+    /// connection failed sent to another server, and HAProxy's log (one line per call) on its
+    /// standard error.
     pub fn config(&self) -> String {
-        let mut text = format!(
-            "global\n  maxconn 4096\n\
-             defaults\n  mode http\n  timeout connect 1s\n  timeout client 60s\n  \
-             timeout server 60s\n  timeout check 1s\n  retries 3\n  option redispatch\n  \
-             retry-on conn-failure empty-response\n\
-             frontend grpc\n  bind {} proto h2\n  default_backend daemons\n\
-             backend daemons\n  balance roundrobin\n  option tcp-check\n  \
-             tcp-check connect\n  tcp-check send-binary {}\n  \
-             tcp-check expect binary {HEALTH_CHECK_SERVING}\n",
-            self.frontend,
-            health_check_hex()
-        );
+        let lines = [
+            "global".to_string(),
+            "  maxconn 4096".into(),
+            "  log stderr format raw local0".into(),
+            // Room for a whole response with its trailers (see the module documentation).
+            "  tune.bufsize 262144".into(),
+            "defaults".into(),
+            "  mode http".into(),
+            "  log global".into(),
+            "  option httplog".into(),
+            "  timeout connect 1s".into(),
+            "  timeout client 60s".into(),
+            "  timeout server 60s".into(),
+            "  timeout check 1s".into(),
+            "  retries 3".into(),
+            "  option redispatch".into(),
+            "frontend grpc".into(),
+            format!("  bind {} proto h2", self.frontend),
+            "  default_backend daemons".into(),
+            "backend daemons".into(),
+            "  balance roundrobin".into(),
+            "  option tcp-check".into(),
+            "  tcp-check connect".into(),
+            format!("  tcp-check send-binary {}", health_check_hex()),
+            format!("  tcp-check expect binary {HEALTH_CHECK_SERVING}"),
+        ];
+        let mut text = lines.join("\n");
+        text.push('\n');
         for b in &self.backends {
             let _ = write!(
                 text,
