@@ -7,6 +7,8 @@
 //! cryptodispatch sign   -key SEED_FILE [-in FILE] [-out FILE]
 //! cryptodispatch verify -key PUBLIC_KEY_FILE -sig SIG_FILE [-in FILE]
 //! common options:       [--nodes N] [--policy NAME] [--packet-size BYTES]
+//! on a daemon:          --remote URL -keyname NAME [--token-file F] [--cacert F] (instead of
+//!                       -K or -key; see the `daemon_client` module)
 //! ```
 //!
 //! - `enc`/`dec` take `aes-{128,192,256}-{ecb,cbc,ofb,cfb}` (CFB is CFB-128) and give output
@@ -51,12 +53,18 @@
 mod argv;
 #[path = "cryptodispatch/cipher.rs"]
 mod cipher;
+#[path = "cryptodispatch/daemon_client.rs"]
+mod daemon_client;
 #[path = "cryptodispatch/ed25519.rs"]
 mod ed25519;
 #[path = "cryptodispatch/input.rs"]
 mod input;
 #[path = "cryptodispatch/output.rs"]
 mod output;
+#[cfg(feature = "daemon")]
+#[allow(dead_code)]
+#[path = "remote/mod.rs"]
+mod remote;
 #[path = "cryptodispatch/service.rs"]
 mod service;
 
