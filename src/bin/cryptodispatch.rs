@@ -94,7 +94,11 @@ An output file (-out) appears only if the command succeeds: it is written to a t
 beside it (.NAME.tmp-PID) and renamed over it at the end, so a failure such as bad padding
 leaves no partial output and an existing file unchanged. Standard output and devices are
 written as the data goes. -in and -out may not name the same file. Key and signature files of
-the wrong size are refused without being read whole.";
+the wrong size are refused without being read whole.
+
+With --remote URL, the command runs on a cryptodispatchd daemon instead, with the daemon's key
+-keyname NAME (its bytes never leave the daemon), the token of --token-file, and for https the
+CA of --cacert; the output is the same bytes. The daemon's key decides the AES key size.";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -114,6 +118,12 @@ Examples:
   # Ed25519: sign with a raw 32-byte seed, verify with the raw 32-byte public key:
   cryptodispatch sign -key seed.bin -in msg.txt -out msg.sig
   cryptodispatch verify -key public.bin -sig msg.sig -in msg.txt
+
+  # The same on a cryptodispatchd daemon, with its keys (by name) and a bearer token:
+  cryptodispatch enc -alg aes-256-cbc -iv 000102030405060708090a0b0c0d0e0f \\
+      --remote http://127.0.0.1:50051 -keyname demo --token-file tokens -in plain.txt
+  cryptodispatch sign --remote https://crypto.example:443 --cacert ca.pem -keyname signer \\
+      --token-file tokens -in msg.txt -out msg.sig
 
 Exit status: 0 success; 1 processing failure (bad padding, data not whole blocks with -nopad,
 I/O error, signature not verified); 2 usage error.";

@@ -236,7 +236,7 @@ mod tests {
     #[test]
     fn malformed_lines_are_named_and_tokens_never_shown() {
         for (text, expect) in [
-            (format!("{A}"), "line 1"),
+            (A.to_string(), "line 1"),
             (format!("{A} db extra"), "line 1"),
             ("short db".to_string(), "at least 16"),
             (format!("# c\n{A} nokey"), "line 2: no key is named"),
