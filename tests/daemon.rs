@@ -845,6 +845,18 @@ fn refuses_to_start_unsafely() {
     refused(f.args(), &[&f.tokens.display().to_string(), "0604"]);
     std::fs::set_permissions(&f.tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
 
+    // A TLS private key readable by others.
+    let cert = f.dir.write("cert.pem", b"not read further", 0o644);
+    let open_tls_key = f.dir.write("open-tls.key", b"secret", 0o644);
+    let mut a: Vec<String> = f
+        .args()
+        .into_iter()
+        .filter(|a| a != "--insecure-loopback")
+        .collect();
+    a.extend(["--tls-cert".into(), cert.display().to_string()]);
+    a.extend(["--tls-key".into(), open_tls_key.display().to_string()]);
+    refused(a, &["open-tls.key", "0644"]);
+
     // Bad key files and tokens.
     let short = f.dir.write("keys/short.aes", &[1; 15], 0o600);
     refused(f.args(), &["short.aes", "16, 24 or 32"]);

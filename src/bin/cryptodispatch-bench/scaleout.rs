@@ -180,9 +180,13 @@ fn raw_packet_ns() -> Result<f64, String> {
         .aes_cluster([NodeSpec::new()])
         .build()
         .map_err(|e| e.to_string())?;
-    let ns = service.metrics().nodes[0].unit_times.get(Cmd::Encrypt);
+    let ns = service
+        .metrics()
+        .nodes
+        .first()
+        .map(|n| n.unit_times.get(Cmd::Encrypt));
     service.shutdown();
-    Ok(ns)
+    ns.ok_or_else(|| "the calibration service has no node".to_string())
 }
 
 /// Runs `scaleout`.
@@ -346,7 +350,7 @@ fn measure(
         .map_err(|e| e.to_string())?;
         // Let HAProxy read the agents' weights (several agent intervals), and warm up.
         tokio::time::sleep(Duration::from_millis(600)).await;
-        let jobs = Jobs::new(args.job_bytes);
+        let jobs = Jobs::new(args.job_bytes)?;
         drive(&client, &jobs, concurrency, 2 * concurrency).await?;
         let mut runs = Vec::new();
         for _ in 0..args.repeat {
@@ -377,17 +381,17 @@ struct Jobs {
 }
 
 impl Jobs {
-    fn new(bytes: usize) -> Jobs {
-        let key = AesKey::new(&KEY).expect("a 16-byte key");
+    fn new(bytes: usize) -> Result<Jobs, String> {
+        let key = AesKey::new(&KEY).map_err(|e| e.to_string())?;
         let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
         let plains: Vec<Vec<u8>> = (0..8u8)
             .map(|i| (0..bytes).map(|j| (j as u8).wrapping_mul(31) ^ i).collect())
             .collect();
         let expected = plains
             .iter()
-            .map(|p| key.one_shot(op, &IV, p).expect("whole blocks"))
-            .collect();
-        Jobs { plains, expected }
+            .map(|p| key.one_shot(op, &IV, p).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
+        Ok(Jobs { plains, expected })
     }
 }
 

@@ -135,13 +135,13 @@ pub fn reply(clusters: &[ClusterLoad], draining: bool, config: &WeightConfig) ->
     if draining {
         return Reply::Drain;
     }
-    if clusters.is_empty() || clusters.iter().any(|c| c.nodes.is_empty()) {
+    if clusters.iter().any(|c| c.nodes.is_empty()) {
         return Reply::Down;
     }
-    let cluster = clusters
-        .iter()
-        .find(|c| c.kind == ClusterKind::Aes)
-        .unwrap_or(&clusters[0]);
+    let aes = clusters.iter().find(|c| c.kind == ClusterKind::Aes);
+    let Some(cluster) = aes.or(clusters.first()) else {
+        return Reply::Down;
+    };
     let unit = config.packet_size as f64;
     let rate = |n: &NodeLoad, factor: f64| {
         if n.unit_time_ns.is_finite() && n.unit_time_ns > 0.0 {

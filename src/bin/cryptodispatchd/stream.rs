@@ -189,6 +189,9 @@ impl Runner {
                     } else {
                         held.extend_from_slice(&chunk);
                     }
+                    if held.is_empty() {
+                        continue;
+                    }
                     // Keep the last block, whole or partial, for `finish`.
                     let keep = (held.len() - 1) % BLOCK + 1;
                     let rest = held.split_off(held.len() - keep);
