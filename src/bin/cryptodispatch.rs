@@ -7,6 +7,8 @@
 //! cryptodispatch sign   -key SEED_FILE [-in FILE] [-out FILE]
 //! cryptodispatch verify -key PUBLIC_KEY_FILE -sig SIG_FILE [-in FILE]
 //! common options:       [--nodes N] [--policy NAME] [--packet-size BYTES]
+//! on a daemon:          --remote URL -keyname NAME [--token-file F] [--cacert F] (instead of
+//!                       -K or -key; see the `daemon_client` module)
 //! ```
 //!
 //! - `enc`/`dec` take `aes-{128,192,256}-{ecb,cbc,ofb,cfb}` (CFB is CFB-128) and give output
@@ -51,12 +53,18 @@
 mod argv;
 #[path = "cryptodispatch/cipher.rs"]
 mod cipher;
+#[path = "cryptodispatch/daemon_client.rs"]
+mod daemon_client;
 #[path = "cryptodispatch/ed25519.rs"]
 mod ed25519;
 #[path = "cryptodispatch/input.rs"]
 mod input;
 #[path = "cryptodispatch/output.rs"]
 mod output;
+#[cfg(feature = "daemon")]
+#[allow(dead_code)]
+#[path = "remote/mod.rs"]
+mod remote;
 #[path = "cryptodispatch/service.rs"]
 mod service;
 
@@ -86,7 +94,11 @@ An output file (-out) appears only if the command succeeds: it is written to a t
 beside it (.NAME.tmp-PID) and renamed over it at the end, so a failure such as bad padding
 leaves no partial output and an existing file unchanged. Standard output and devices are
 written as the data goes. -in and -out may not name the same file. Key and signature files of
-the wrong size are refused without being read whole.";
+the wrong size are refused without being read whole.
+
+With --remote URL, the command runs on a cryptodispatchd daemon instead, with the daemon's key
+-keyname NAME (its bytes never leave the daemon), the token of --token-file, and for https the
+CA of --cacert; the output is the same bytes. The daemon's key decides the AES key size.";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -106,6 +118,12 @@ Examples:
   # Ed25519: sign with a raw 32-byte seed, verify with the raw 32-byte public key:
   cryptodispatch sign -key seed.bin -in msg.txt -out msg.sig
   cryptodispatch verify -key public.bin -sig msg.sig -in msg.txt
+
+  # The same on a cryptodispatchd daemon, with its keys (by name) and a bearer token:
+  cryptodispatch enc -alg aes-256-cbc -iv 000102030405060708090a0b0c0d0e0f \\
+      --remote http://127.0.0.1:50051 -keyname demo --token-file tokens -in plain.txt
+  cryptodispatch sign --remote https://crypto.example:443 --cacert ca.pem -keyname signer \\
+      --token-file tokens -in msg.txt -out msg.sig
 
 Exit status: 0 success; 1 processing failure (bad padding, data not whole blocks with -nopad,
 I/O error, signature not verified); 2 usage error.";

@@ -7,7 +7,9 @@
 //!   lower bound on makespan;
 //! - `gen`: write a generated trace in the CSV format `sim --trace` reads;
 //! - `policies`: every policy on the same work (the paper's settings, bursty arrivals, a
-//!   heterogeneous cluster, live), and `paper-adaptive` against the best fixed α.
+//!   heterogeneous cluster, live), and `paper-adaptive` against the best fixed α;
+//! - `scaleout` (with the `daemon` feature): `cryptodispatchd` daemons behind HAProxy, one to
+//!   four, equal or slowed 1:3, with static or agent-check weights.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,8 +24,14 @@ mod live;
 mod paper;
 mod plot;
 mod policies;
+#[cfg(feature = "daemon")]
+#[allow(dead_code)]
+#[path = "../remote/mod.rs"]
+mod remote;
 mod replay;
 mod report;
+#[cfg(feature = "daemon")]
+mod scaleout;
 mod soak;
 mod tiny;
 mod verify;
@@ -40,7 +48,8 @@ mod verify;
         cryptodispatch-bench gen --packets 1000 --out trace.csv\n  \
         cryptodispatch-bench sim --trace trace.csv --policy paper,hhs-acdid --unit-times 16,20,28,36\n  \
         cryptodispatch-bench sim --packets 600 --nodes 10 --csv\n  \
-        cryptodispatch-bench policies --no-live --policies paper,hhs-acdid,paper-adaptive"
+        cryptodispatch-bench policies --no-live --policies paper,hhs-acdid,paper-adaptive\n  \
+        cryptodispatch-bench scaleout             daemons behind HAProxy (needs haproxy)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -64,6 +73,11 @@ enum Command {
     /// The default service under sustained overload: offered, completed, failed and lost jobs,
     /// peak RSS and p99 latency, second by second.
     Soak(soak::SoakArgs),
+    /// cryptodispatchd daemons behind HAProxy on this machine: one, two and four equal
+    /// daemons, and two slowed 1:3 with static or agent-check weights (needs haproxy on PATH
+    /// and cryptodispatchd built beside this program).
+    #[cfg(feature = "daemon")]
+    Scaleout(scaleout::ScaleoutArgs),
 }
 
 #[derive(Debug, Args)]
@@ -184,6 +198,8 @@ fn main() -> ExitCode {
         Some(Command::Live(a)) => live::run(a),
         Some(Command::Policies(a)) => policies::run(a),
         Some(Command::Soak(a)) => soak::run(a),
+        #[cfg(feature = "daemon")]
+        Some(Command::Scaleout(a)) => scaleout::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

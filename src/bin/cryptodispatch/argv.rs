@@ -30,6 +30,12 @@ const SINGLE_DASH: &[(&str, bool)] = &[
     ("packet-size", true),
     ("hex-key", true),
     ("help", false),
+    ("keyname", true),
+    ("remote", true),
+    ("token-file", true),
+    ("cacert", true),
+    ("client-cert", true),
+    ("client-key", true),
 ];
 
 /// Double-dash options that take a value.
@@ -44,6 +50,12 @@ const LONG_WITH_VALUE: &[&str] = &[
     "nodes",
     "policy",
     "packet-size",
+    "keyname",
+    "remote",
+    "token-file",
+    "cacert",
+    "client-cert",
+    "client-key",
 ];
 
 /// Short options that take a value (given as a separate word).

@@ -12,6 +12,7 @@ use cryptodispatch::{
 };
 use zeroize::Zeroizing;
 
+use crate::daemon_client::{self, RemoteArgs};
 use crate::input::{open_input, read_full};
 use crate::output::{Output, refuse_same_file};
 use crate::service::{CliError, ServiceArgs, read_error, write_error};
@@ -83,9 +84,11 @@ pub struct CipherArgs {
         short = 'K',
         long = "hex-key",
         allow_hyphen_values = true,
-        value_name = "HEX"
+        value_name = "HEX",
+        required_unless_present = "keyname",
+        conflicts_with = "keyname"
     )]
-    pub key: String,
+    pub key: Option<String>,
 
     /// IV in hex, exactly 32 hex digits; required for CBC, OFB and CFB, not used by ECB (a
     /// warning)
@@ -108,6 +111,9 @@ pub struct CipherArgs {
 
     #[command(flatten)]
     pub service: ServiceArgs,
+
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// Decodes hex for `option`, without echoing the text (it may be a key).
@@ -142,7 +148,17 @@ fn parse_hex(option: &str, text: &str) -> Result<Zeroizing<Vec<u8>>, CliError> {
 pub fn run(direction: Direction, args: &CipherArgs) -> Result<(), CliError> {
     refuse_same_file(args.input.as_deref(), args.output.as_deref())?;
     let alg = args.alg;
-    let key = parse_hex("-K", &args.key)?;
+    if args.remote.remote.is_some() {
+        let (iv, op) = iv_and_op(direction, args)?;
+        return daemon_client::cipher(
+            &args.remote,
+            op,
+            &iv,
+            args.input.as_deref(),
+            args.output.as_deref(),
+        );
+    }
+    let key = parse_hex("-K", args.key.as_deref().unwrap_or_default())?;
     if key.len() != alg.key_len {
         return Err(CliError::usage(format!(
             "-K: {alg} needs a {}-byte key ({} hex digits), got {} bytes; short keys are not \
@@ -152,6 +168,24 @@ pub fn run(direction: Direction, args: &CipherArgs) -> Result<(), CliError> {
             key.len()
         )));
     }
+    let (iv, op) = iv_and_op(direction, args)?;
+
+    let mut input = open_input(args.input.as_ref())?;
+    let service = args.service.build(ClusterKind::Aes, None)?;
+    let key = service
+        .add_aes_key(&key)
+        .map_err(|e| CliError::usage(format!("-K: {e}")))?;
+    let stream = service
+        .stream(key, op, &iv)
+        .map_err(|e| CliError::usage(format!("{alg}: {e}")))?;
+    let mut output = Output::create(args.output.as_deref())?;
+    let result = pump(&service, stream, op, &mut *input, &mut output);
+    output.finish(result)
+}
+
+/// The IV (checked against the mode; ECB's is dropped with a warning) and the operation.
+fn iv_and_op(direction: Direction, args: &CipherArgs) -> Result<(Vec<u8>, AesOp), CliError> {
+    let alg = args.alg;
     let iv = match (&args.iv, alg.mode.takes_iv()) {
         (Some(_), false) => {
             eprintln!("cryptodispatch: warning: iv not used by this cipher");
@@ -182,18 +216,7 @@ pub fn run(direction: Direction, args: &CipherArgs) -> Result<(), CliError> {
         Padding::None
     };
     let op = AesOp::new(direction, alg.mode).with_padding(padding);
-
-    let mut input = open_input(args.input.as_ref())?;
-    let service = args.service.build(ClusterKind::Aes, None)?;
-    let key = service
-        .add_aes_key(&key)
-        .map_err(|e| CliError::usage(format!("-K: {e}")))?;
-    let stream = service
-        .stream(key, op, &iv)
-        .map_err(|e| CliError::usage(format!("{alg}: {e}")))?;
-    let mut output = Output::create(args.output.as_deref())?;
-    let result = pump(&service, stream, op, &mut *input, &mut output);
-    output.finish(result)
+    Ok((iv, op))
 }
 
 /// Moves the input through the stream to the output.

@@ -8,6 +8,7 @@ use clap::Args;
 use cryptodispatch::crypto::{KEY_LEN, SIGNATURE_LEN};
 use cryptodispatch::{ClusterKind, Job, JobOutput, Service};
 
+use crate::daemon_client::{self, RemoteArgs};
 use crate::input::{open_input, read_exact_file};
 use crate::output::{Output, refuse_same_file};
 use crate::service::{CliError, EXIT_FAILURE, ServiceArgs, read_error, write_error};
@@ -22,8 +23,14 @@ pub const NOT_VERIFIED: &str = "Signature Verification Failure";
 pub struct SignArgs {
     /// The signing key: a file holding the raw 32-byte Ed25519 seed (RFC 8032 secret key); a
     /// file of another size is refused without being read whole
-    #[arg(long = "key", allow_hyphen_values = true, value_name = "FILE")]
-    pub key: PathBuf,
+    #[arg(
+        long = "key",
+        allow_hyphen_values = true,
+        value_name = "FILE",
+        required_unless_present = "keyname",
+        conflicts_with = "keyname"
+    )]
+    pub key: Option<PathBuf>,
 
     /// The message [default: stdin]
     #[arg(long = "in", allow_hyphen_values = true, value_name = "FILE")]
@@ -36,6 +43,9 @@ pub struct SignArgs {
 
     #[command(flatten)]
     pub service: ServiceArgs,
+
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// The arguments of `verify`.
@@ -43,8 +53,14 @@ pub struct SignArgs {
 pub struct VerifyArgs {
     /// The public key: a file holding the raw 32-byte Ed25519 public key; a file of another
     /// size is refused without being read whole
-    #[arg(long = "key", allow_hyphen_values = true, value_name = "FILE")]
-    pub key: PathBuf,
+    #[arg(
+        long = "key",
+        allow_hyphen_values = true,
+        value_name = "FILE",
+        required_unless_present = "keyname",
+        conflicts_with = "keyname"
+    )]
+    pub key: Option<PathBuf>,
 
     /// The signature: a file holding the raw 64-byte signature; a file of another size is
     /// refused without being read whole
@@ -57,6 +73,9 @@ pub struct VerifyArgs {
 
     #[command(flatten)]
     pub service: ServiceArgs,
+
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// Reads the whole message.
@@ -75,12 +94,22 @@ fn service_for(args: &ServiceArgs, len: usize) -> Result<Service, CliError> {
 /// Runs `sign`.
 pub fn sign(args: &SignArgs) -> Result<(), CliError> {
     refuse_same_file(args.input.as_deref(), args.output.as_deref())?;
-    let seed = read_exact_file("-key", &args.key, KEY_LEN, "a raw Ed25519 seed")?;
+    let key_file = match (&args.key, args.remote.remote.is_some()) {
+        (_, true) | (None, _) => {
+            return daemon_client::sign(
+                &args.remote,
+                args.input.as_deref(),
+                args.output.as_deref(),
+            );
+        }
+        (Some(path), false) => path,
+    };
+    let seed = read_exact_file("-key", key_file, KEY_LEN, "a raw Ed25519 seed")?;
     let msg = read_message(args.input.as_ref())?;
     let service = service_for(&args.service, msg.len())?;
     let key = service
         .add_signing_key(&seed)
-        .map_err(|e| CliError::usage(format!("-key {}: {e}", args.key.display())))?;
+        .map_err(|e| CliError::usage(format!("-key {}: {e}", key_file.display())))?;
     let sig = run_job(&service, Job::sign(key, msg))?
         .signature()
         .ok_or_else(|| CliError::failure("internal error: a sign job gave no signature"))?;
@@ -91,13 +120,19 @@ pub fn sign(args: &SignArgs) -> Result<(), CliError> {
 
 /// Runs `verify`; `Ok(false)` when the signature does not verify.
 pub fn verify(args: &VerifyArgs) -> Result<i32, CliError> {
-    let public = read_exact_file("-key", &args.key, KEY_LEN, "a raw Ed25519 public key")?;
+    let key_file = match (&args.key, args.remote.remote.is_some()) {
+        (_, true) | (None, _) => {
+            return daemon_client::verify(&args.remote, &args.sig, args.input.as_deref());
+        }
+        (Some(path), false) => path,
+    };
+    let public = read_exact_file("-key", key_file, KEY_LEN, "a raw Ed25519 public key")?;
     let sig = read_exact_file("-sig", &args.sig, SIGNATURE_LEN, "a raw Ed25519 signature")?;
     let msg = read_message(args.input.as_ref())?;
     let service = service_for(&args.service, msg.len())?;
     let key = service
         .add_verifying_key(&public)
-        .map_err(|e| CliError::usage(format!("-key {}: {e}", args.key.display())))?;
+        .map_err(|e| CliError::usage(format!("-key {}: {e}", key_file.display())))?;
     let ok = run_job(&service, Job::verify(key, msg, &sig))?
         .verified()
         .ok_or_else(|| CliError::failure("internal error: a verify job gave no answer"))?;

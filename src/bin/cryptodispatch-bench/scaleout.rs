@@ -1,0 +1,500 @@
+//! `scaleout`: daemons behind HAProxy on this machine.
+//!
+//! Each daemon (`cryptodispatchd --insecure-loopback --nodes 1`) has one AES node slowed so
+//! that a packet costs a few milliseconds: the node then mostly sleeps, as an IP core that is
+//! slower than the CPU, so the machine's two cores are not what limits the daemons and adding
+//! daemons can add throughput, as adding machines would. HAProxy (from `PATH`; without it the
+//! command says so and exits 0) balances one client's calls over them round robin.
+//!
+//! Setups, each on fresh daemons and a fresh HAProxy:
+//! - `one`, `two`, `four`: equal daemons; the work grows with the number of daemons;
+//! - `hetero-static`: two daemons slowed 1:3, HAProxy with equal static weights;
+//! - `hetero-agent`: the same daemons, HAProxy taking weights from their agent checks (every
+//!   daemon gets `--agent-full-speed` = the fast daemon's speed, so it says about 100% and the
+//!   slow one about 33%).
+//!
+//! A job is an AES-128-CBC encryption of `--job-bytes`, sent with at most
+//! `--concurrency` calls in flight per daemon (closed loop); every result is checked against
+//! the library's one-shot result. Makespan: from the first call to the last answer; throughput:
+//! jobs per second; each setup runs `--repeat` times on the same daemons after a warm-up, and
+//! the median run is reported (all runs are printed). Targets: `two` ≥ 1.8× and `four` ≥ 3.2× the throughput of `one`, and
+//! `hetero-agent`'s makespan at least 25% below `hetero-static`'s.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use cryptodispatch::crypto::{AesKey, AesOp, Direction};
+use cryptodispatch::packet::{Cmd, Mode};
+use cryptodispatch::{NodeSpec, Service};
+use tokio::sync::Semaphore;
+
+use crate::remote::client::{Client, ClientConfig};
+use crate::remote::haproxy::{self, Backend, Haproxy, Setup};
+use crate::remote::proto::{self, AesRequest};
+use crate::report::{Csv, Table, f, write_file};
+
+const TOKEN: &str = "scaleout-bench-token-0123456789";
+const KEY: [u8; 16] = [0x42; 16];
+const IV: [u8; 16] = [0x24; 16];
+const PACKET: usize = 16 * 1024;
+const SETUPS: [&str; 5] = ["one", "two", "four", "hetero-static", "hetero-agent"];
+
+/// The options of `scaleout`.
+#[derive(Debug, Args)]
+pub struct ScaleoutArgs {
+    /// Setups to run, from: one, two, four, hetero-static, hetero-agent
+    #[arg(long, default_value = "one,two,four,hetero-static,hetero-agent")]
+    setups: String,
+    /// Slowdown of the (fast) daemons' nodes [default: so that a 16 KiB packet takes
+    /// --packet-ms]
+    #[arg(long)]
+    slowdown: Option<f64>,
+    /// Time per 16 KiB packet the default slowdown aims at, in milliseconds
+    #[arg(long, default_value_t = 2.0)]
+    packet_ms: f64,
+    /// Jobs per daemon of full speed (a setup with 4 daemons runs 4 times as many)
+    #[arg(long, default_value_t = 150)]
+    jobs: usize,
+    /// Bytes per job (a multiple of 16)
+    #[arg(long, default_value_t = 64 * 1024)]
+    job_bytes: usize,
+    /// Calls in flight per daemon
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// Timed runs per setup (on the same daemons); the median is reported
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Where to write scaleout.csv
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// The daemon binary [default: cryptodispatchd beside this program]
+    #[arg(long)]
+    daemon: Option<PathBuf>,
+}
+
+/// One setup's daemons.
+struct Plan {
+    name: &'static str,
+    slowdowns: Vec<f64>,
+    agent: bool,
+    jobs: usize,
+}
+
+/// One measured setup.
+struct Outcome {
+    name: &'static str,
+    slowdowns: Vec<f64>,
+    jobs: usize,
+    /// The median run's makespan.
+    makespan: Duration,
+    /// Every run's makespan, in order.
+    runs: Vec<Duration>,
+    retries: u64,
+}
+
+impl Outcome {
+    fn throughput(&self) -> f64 {
+        self.jobs as f64 / self.makespan.as_secs_f64()
+    }
+}
+
+/// A daemon process, killed on drop.
+struct DaemonProcess {
+    child: Child,
+    grpc: std::net::SocketAddr,
+    agent_port: Option<u16>,
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_daemon(
+    binary: &Path,
+    dir: &Path,
+    slowdown: f64,
+    full_speed: Option<f64>,
+) -> Result<DaemonProcess, String> {
+    let mut cmd = Command::new(binary);
+    cmd.args([
+        "--insecure-loopback",
+        "--listen",
+        "127.0.0.1:0",
+        "--agent-port",
+        "0",
+        "--nodes",
+        "1",
+    ])
+    .arg("--keys")
+    .arg(dir.join("keys"))
+    .arg("--tokens")
+    .arg(dir.join("tokens"))
+    .arg("--slowdown")
+    .arg(slowdown.to_string())
+    .args(["--queue-wait-ms", "10000"])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
+    if let Some(mibps) = full_speed {
+        cmd.arg("--agent-full-speed").arg(mibps.to_string());
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        if let Some(Ok(line)) = lines.next() {
+            let _ = tx.send(line);
+        }
+        for _ in lines {}
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(30))
+        .map_err(|_| "the daemon did not start within 30 s".to_string())?;
+    let field = |key: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .and_then(|v| v.parse::<std::net::SocketAddr>().ok())
+    };
+    Ok(DaemonProcess {
+        grpc: field("grpc=").ok_or("no gRPC address in the ready line")?,
+        agent_port: field("agent=").map(|a| a.port()),
+        child,
+    })
+}
+
+/// The raw time of one 16 KiB AES-128-CBC packet on this machine, from a one-node service's
+/// calibration (the fastest of a few runs), in nanoseconds.
+fn raw_packet_ns() -> Result<f64, String> {
+    let service = Service::builder()
+        .packet_size(PACKET)
+        .aes_cluster([NodeSpec::new()])
+        .build()
+        .map_err(|e| e.to_string())?;
+    let ns = service
+        .metrics()
+        .nodes
+        .first()
+        .map(|n| n.unit_times.get(Cmd::Encrypt));
+    service.shutdown();
+    ns.ok_or_else(|| "the calibration service has no node".to_string())
+}
+
+/// Runs `scaleout`.
+pub fn run(args: &ScaleoutArgs) -> Result<(), String> {
+    let Some(haproxy_bin) = haproxy::find() else {
+        println!(
+            "scaleout: haproxy is not on PATH; install it (apt-get install haproxy) to run this experiment"
+        );
+        return Ok(());
+    };
+    let daemon_bin = match &args.daemon {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| e.to_string())?
+            .with_file_name("cryptodispatchd"),
+    };
+    if !daemon_bin.is_file() {
+        return Err(format!(
+            "{} not found: build it first (cargo build --release --bin cryptodispatchd) or give --daemon",
+            daemon_bin.display()
+        ));
+    }
+    if args.job_bytes == 0
+        || args.job_bytes % 16 != 0
+        || args.concurrency == 0
+        || args.jobs == 0
+        || args.repeat == 0
+    {
+        return Err(
+            "--job-bytes must be a positive multiple of 16; --jobs, --concurrency and --repeat positive"
+                .into(),
+        );
+    }
+    let mut wanted: Vec<&'static str> = Vec::new();
+    for name in args.setups.split(',').map(str::trim) {
+        match SETUPS.iter().find(|s| **s == name) {
+            Some(s) => wanted.push(s),
+            None => {
+                return Err(format!(
+                    "unknown setup {name}; expected some of {}",
+                    SETUPS.join(",")
+                ));
+            }
+        }
+    }
+
+    let raw = raw_packet_ns()?;
+    let slowdown = args
+        .slowdown
+        .unwrap_or_else(|| (args.packet_ms * 1e6 / raw).max(1.0));
+    // The fast daemon's speed, in MiB/s: what the agent checks report as 100%.
+    let full_speed = PACKET as f64 / (raw * slowdown) * 1e9 / f64::from(1u32 << 20);
+    println!(
+        "scaleout: one 16 KiB AES-128-CBC packet takes {:.1} us here; daemons slowed {:.1}x \
+         ({:.2} ms per packet, {:.1} MiB/s per daemon); {} B jobs, {} calls in flight per daemon\n",
+        raw / 1e3,
+        slowdown,
+        raw * slowdown / 1e6,
+        full_speed,
+        args.job_bytes,
+        args.concurrency
+    );
+
+    let dir = std::env::temp_dir().join(format!("cryptodispatch-scaleout-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let result = prepare(&dir).and_then(|()| {
+        let plans: Vec<Plan> = wanted
+            .iter()
+            .map(|&name| plan(name, slowdown, args.jobs))
+            .collect();
+        let mut outcomes = Vec::new();
+        for p in &plans {
+            let fs = p.agent.then_some(full_speed);
+            outcomes.push(measure(&haproxy_bin, &daemon_bin, &dir, p, fs, args)?);
+        }
+        Ok(outcomes)
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    report(&result?, &args.out)
+}
+
+fn plan(name: &'static str, slowdown: f64, jobs: usize) -> Plan {
+    let (slowdowns, agent) = match name {
+        "one" => (vec![slowdown], false),
+        "two" => (vec![slowdown; 2], false),
+        "four" => (vec![slowdown; 4], false),
+        "hetero-static" => (vec![slowdown, 3.0 * slowdown], false),
+        _ => (vec![slowdown, 3.0 * slowdown], true),
+    };
+    // Work in proportion to the daemons' total speed (a slowed-3x daemon counts a third).
+    let speed: f64 = slowdowns.iter().map(|s| slowdown / s).sum();
+    Plan {
+        name,
+        jobs: (jobs as f64 * speed).round() as usize,
+        slowdowns,
+        agent,
+    }
+}
+
+/// The key folder and tokens file the daemons share, private to this user.
+fn prepare(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let keys = dir.join("keys");
+    std::fs::create_dir_all(&keys).map_err(|e| e.to_string())?;
+    let private = |path: PathBuf, bytes: &[u8]| -> Result<(), String> {
+        std::fs::write(&path, bytes).map_err(|e| e.to_string())?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| e.to_string())
+    };
+    private(keys.join("bench.aes"), &KEY)?;
+    private(dir.join("tokens"), format!("{TOKEN} bench\n").as_bytes())
+}
+
+fn measure(
+    haproxy_bin: &Path,
+    daemon_bin: &Path,
+    dir: &Path,
+    plan: &Plan,
+    full_speed: Option<f64>,
+    args: &ScaleoutArgs,
+) -> Result<Outcome, String> {
+    let daemons = plan
+        .slowdowns
+        .iter()
+        .map(|&s| start_daemon(daemon_bin, dir, s, full_speed))
+        .collect::<Result<Vec<_>, _>>()?;
+    let setup = Setup {
+        frontend: format!(
+            "127.0.0.1:{}",
+            haproxy::free_port().map_err(|e| e.to_string())?
+        )
+        .parse()
+        .map_err(|e| format!("{e}"))?,
+        backends: daemons
+            .iter()
+            .enumerate()
+            .map(|(i, d)| Backend {
+                name: format!("d{i}"),
+                grpc: d.grpc,
+                agent_port: if plan.agent { d.agent_port } else { None },
+            })
+            .collect(),
+        agent_inter_ms: 100,
+        check_inter_ms: 500,
+    };
+    let proxy = Haproxy::start(haproxy_bin, &setup, dir)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let concurrency = args.concurrency * plan.slowdowns.len();
+    let (runs, retries) = runtime.block_on(async {
+        let client = Client::connect(&ClientConfig {
+            url: format!("http://{}", proxy.frontend),
+            token: Some(zeroize::Zeroizing::new(TOKEN.to_owned())),
+            max_message_bytes: 64 << 20,
+            ..ClientConfig::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        // Let HAProxy read the agents' weights (several agent intervals), and warm up.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let jobs = Jobs::new(args.job_bytes)?;
+        drive(&client, &jobs, concurrency, 2 * concurrency).await?;
+        let mut runs = Vec::new();
+        for _ in 0..args.repeat {
+            let start = Instant::now();
+            drive(&client, &jobs, concurrency, plan.jobs).await?;
+            runs.push(start.elapsed());
+        }
+        Ok::<_, String>((runs, client.retries()))
+    })?;
+    let mut sorted = runs.clone();
+    sorted.sort();
+    drop(proxy);
+    drop(daemons);
+    Ok(Outcome {
+        name: plan.name,
+        slowdowns: plan.slowdowns.clone(),
+        jobs: plan.jobs,
+        makespan: sorted[sorted.len() / 2],
+        runs,
+        retries,
+    })
+}
+
+/// A few distinct jobs and their expected results (computed once, before any timing).
+struct Jobs {
+    plains: Vec<Vec<u8>>,
+    expected: Vec<Vec<u8>>,
+}
+
+impl Jobs {
+    fn new(bytes: usize) -> Result<Jobs, String> {
+        let key = AesKey::new(&KEY).map_err(|e| e.to_string())?;
+        let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let plains: Vec<Vec<u8>> = (0..8u8)
+            .map(|i| (0..bytes).map(|j| (j as u8).wrapping_mul(31) ^ i).collect())
+            .collect();
+        let expected = plains
+            .iter()
+            .map(|p| key.one_shot(op, &IV, p).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
+        Ok(Jobs { plains, expected })
+    }
+}
+
+/// Sends `count` jobs with `concurrency` in flight and checks every result.
+async fn drive(
+    client: &Client,
+    jobs: &Jobs,
+    concurrency: usize,
+    count: usize,
+) -> Result<(), String> {
+    let permits = Arc::new(Semaphore::new(concurrency));
+    let mut tasks = Vec::with_capacity(count);
+    for i in 0..count {
+        let permit = Arc::clone(&permits)
+            .acquire_owned()
+            .await
+            .map_err(|e| e.to_string())?;
+        let k = i % jobs.plains.len();
+        let request = AesRequest {
+            key: "bench".into(),
+            mode: proto::Mode::Cbc as i32,
+            iv: IV.to_vec(),
+            padding: proto::Padding::None as i32,
+            data: jobs.plains[k].clone(),
+        };
+        let client = client.clone();
+        tasks.push((
+            k,
+            tokio::spawn(async move {
+                let r = client.encrypt(request).await;
+                drop(permit);
+                r
+            }),
+        ));
+    }
+    for (k, task) in tasks {
+        let got = task
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|s| format!("a job failed: {s:?}"))?;
+        if got != jobs.expected[k] {
+            return Err("a job returned wrong data".into());
+        }
+    }
+    Ok(())
+}
+
+fn report(outcomes: &[Outcome], out: &Path) -> Result<(), String> {
+    let header = [
+        "setup",
+        "daemons",
+        "slowdowns",
+        "jobs",
+        "makespan_ms",
+        "throughput_jobs_s",
+    ];
+    let mut table = Table::new(&header);
+    let mut csv = Csv::new(&header.join(","));
+    for o in outcomes {
+        let slowdowns: Vec<String> = o.slowdowns.iter().map(|s| f(*s, 1)).collect();
+        let row = vec![
+            o.name.to_string(),
+            o.slowdowns.len().to_string(),
+            slowdowns.join(":"),
+            o.jobs.to_string(),
+            f(o.makespan.as_secs_f64() * 1e3, 1),
+            f(o.throughput(), 1),
+        ];
+        csv.row(&row);
+        table.row(row);
+    }
+    print!("{}", table.render());
+    for o in outcomes {
+        let runs: Vec<String> = o.runs.iter().map(|r| f(r.as_secs_f64() * 1e3, 0)).collect();
+        println!(
+            "  {}: runs of {} ms (the median is reported)",
+            o.name,
+            runs.join(", ")
+        );
+    }
+    let retries: u64 = outcomes.iter().map(|o| o.retries).sum();
+    println!(
+        "every result checked against the library's one-shot result; {retries} calls retried\n"
+    );
+    let find = |name: &str| outcomes.iter().find(|o| o.name == name);
+    if let Some(one) = find("one") {
+        for (name, target) in [("two", 1.8), ("four", 3.2)] {
+            if let Some(o) = find(name) {
+                let x = o.throughput() / one.throughput();
+                let verdict = if x >= target { "met" } else { "NOT met" };
+                println!("{name}: {x:.2}x the throughput of one (target {target}x: {verdict})");
+            }
+        }
+    }
+    if let (Some(s), Some(a)) = (find("hetero-static"), find("hetero-agent")) {
+        let cut = 1.0 - a.makespan.as_secs_f64() / s.makespan.as_secs_f64();
+        let verdict = if cut >= 0.25 { "met" } else { "NOT met" };
+        println!(
+            "hetero-agent: makespan {:.0}% below hetero-static (target 25%: {verdict})",
+            cut * 100.0
+        );
+    }
+    let path = write_file(out, "scaleout.csv", csv.as_str())?;
+    println!("\nCSV: {}", path.display());
+    Ok(())
+}

@@ -1,0 +1,373 @@
+//! The daemon's options, their checks, and what is built from them: the service, the keys,
+//! the tokens, the TLS configuration.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use cryptodispatch::{BuildError, ClusterKind, NodeSpec, Service};
+use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use zeroize::Zeroizing;
+
+use crate::StartError;
+use crate::agent::WeightConfig;
+use crate::daemon::{Daemon, Limits};
+use crate::keys::KeyRing;
+use crate::secret_file::read_secret;
+use crate::tokens::Auth;
+
+/// Bytes a message may carry beyond `--max-request-bytes` (key name, IV, framing) before tonic
+/// refuses it unread.
+pub const MESSAGE_OVERHEAD: usize = 64 * 1024;
+/// The largest TLS file read.
+const MAX_PEM: u64 = 1 << 20;
+/// Packets a node queues by default, as the library's default capacity.
+const NODE_PACKETS: u64 = 8;
+
+const ABOUT: &str = "The cryptodispatch service over gRPC: AES and Ed25519 with keys that stay \
+                     on the server";
+
+const AFTER_HELP: &str = "\
+Key folder: one file per key, NAME.aes (16, 24 or 32 raw bytes) or NAME.ed25519 (a 32-byte
+seed), readable by its owner only (chmod 600). Tokens file: a line per token, `TOKEN key1,key2`
+or `TOKEN *`; # starts a comment; also private to its owner.
+
+Examples:
+  cryptodispatchd --keys keys/ --tokens tokens --tls-cert cert.pem --tls-key key.pem \\
+      --listen 0.0.0.0:50051 --metrics 127.0.0.1:9100 --agent-port 50052
+  cryptodispatchd --keys keys/ --tokens tokens --insecure-loopback --listen 127.0.0.1:50051
+
+SIGTERM drains: new calls get UNAVAILABLE, health goes NOT_SERVING, the agent check says
+drain; calls in flight finish; then the daemon exits 0.";
+
+/// The command line.
+#[derive(Debug, Parser)]
+#[command(name = "cryptodispatchd", version, about = ABOUT, after_help = AFTER_HELP)]
+pub struct Args {
+    /// Address to serve gRPC on (port 0: any free port, printed at start)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:50051")]
+    pub listen: SocketAddr,
+
+    /// Folder of key files (NAME.aes, NAME.ed25519), each private to its owner
+    #[arg(long, value_name = "DIR")]
+    pub keys: PathBuf,
+
+    /// Bearer tokens and the keys each may use (`TOKEN key1,key2` or `TOKEN *` per line)
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
+
+    /// Serve without tokens: any client that can connect may use every key (for example
+    /// when --client-ca already admits only trusted clients)
+    #[arg(long, conflicts_with = "tokens")]
+    pub allow_unauthenticated: bool,
+
+    /// TLS certificate chain (PEM)
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// TLS private key (PEM), private to its owner
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Ask clients for a certificate signed by this CA (PEM), and refuse those without
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub client_ca: Option<PathBuf>,
+
+    /// Serve plaintext: only on a loopback address (127.0.0.0/8 or ::1)
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "client_ca"])]
+    pub insecure_loopback: bool,
+
+    /// Serve Prometheus metrics (and /health) over HTTP/1 on this address
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
+
+    /// Answer HAProxy's agent check on this port of the listen address (0: any free port)
+    #[arg(long, value_name = "PORT")]
+    pub agent_port: Option<u16>,
+
+    /// AES speed in MiB/s that the agent check reports as 100% [default: this daemon's nodes
+    /// without their emulated slowdown]
+    #[arg(long, value_name = "MIBPS")]
+    pub agent_full_speed: Option<f64>,
+
+    /// Largest payload of a call, in bytes (data, message, a batch's messages, a stream chunk)
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
+    pub max_request_bytes: usize,
+
+    /// How long a call may wait for room in the service's queues before RESOURCE_EXHAUSTED
+    /// (0: only if there is room at once)
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub queue_wait_ms: u64,
+
+    /// Streams open at once, at most (each holds a thread while open)
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_streams: usize,
+
+    /// Nodes per cluster (AES and Ed25519) [default: the number of cores]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub nodes: Option<u32>,
+
+    /// Emulated slowdown of every node (at least 1): each packet costs this many times its
+    /// real time, as on a slower machine
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    pub slowdown: f64,
+
+    /// Pin node i of each cluster to core i mod cores (off: the OS places the threads, which
+    /// suits several daemons on one machine)
+    #[arg(long)]
+    pub pin: bool,
+
+    /// Node-selection policy (`paper`, `sed`, `paper-adaptive`, ...) [default: paper]
+    #[arg(long, value_name = "NAME")]
+    pub policy: Option<String>,
+
+    /// Packet size in bytes, a positive multiple of 16 [default: 16384]
+    #[arg(long, value_name = "BYTES")]
+    pub packet_size: Option<usize>,
+
+    /// After SIGTERM, how long to keep answering UNAVAILABLE before closing the listener
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub drain_grace_ms: u64,
+
+    /// After the grace, how long calls in flight may take to finish
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    pub drain_timeout_s: u64,
+}
+
+/// TLS material, read at start.
+pub struct Tls {
+    cert: Vec<u8>,
+    key: Zeroizing<Vec<u8>>,
+    client_ca: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("client_ca", &self.client_ca.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tls {
+    /// The server configuration for tonic.
+    pub fn server_config(&self) -> ServerTlsConfig {
+        let config =
+            ServerTlsConfig::new().identity(Identity::from_pem(&self.cert, self.key.as_slice()));
+        match &self.client_ca {
+            Some(ca) => config.client_ca_root(Certificate::from_pem(ca)),
+            None => config,
+        }
+    }
+}
+
+/// The checked options the server needs.
+#[derive(Debug)]
+pub struct Settings {
+    /// Where to serve gRPC.
+    pub listen: SocketAddr,
+    /// TLS, unless `--insecure-loopback`.
+    pub tls: Option<Tls>,
+    /// The agent check's port.
+    pub agent_port: Option<u16>,
+    /// The metrics address.
+    pub metrics: Option<SocketAddr>,
+    /// Largest payload.
+    pub max_request_bytes: usize,
+    /// Streams at once.
+    pub max_streams: usize,
+    /// Drain: grace before closing the listener.
+    pub drain_grace: Duration,
+    /// Drain: time for calls in flight after the grace.
+    pub drain_timeout: Duration,
+}
+
+/// Whether `ip` is a loopback address (127.0.0.0/8, ::1, or ::ffff:127.x.y.z).
+pub fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+impl Args {
+    /// Checks the options and reads the TLS files.
+    ///
+    /// # Errors
+    /// [`StartError`] for plaintext off loopback or without `--insecure-loopback`, unsafe or
+    /// unreadable TLS files, and numbers out of range.
+    pub fn settings(&self) -> Result<Settings, StartError> {
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                let cert_pem = std::fs::read(cert)
+                    .map_err(|e| StartError::new(format!("--tls-cert {}: {e}", cert.display())))?;
+                let key_pem = read_secret(key, "the TLS private key", MAX_PEM)?;
+                let client_ca = match &self.client_ca {
+                    Some(ca) => Some(std::fs::read(ca).map_err(|e| {
+                        StartError::new(format!("--client-ca {}: {e}", ca.display()))
+                    })?),
+                    None => None,
+                };
+                Some(Tls {
+                    cert: cert_pem,
+                    key: key_pem,
+                    client_ca,
+                })
+            }
+            _ => None,
+        };
+        if tls.is_none() {
+            if !self.insecure_loopback {
+                return Err(StartError::new(
+                    "refusing to serve without TLS: give --tls-cert and --tls-key (PEM), or \
+                     --insecure-loopback to serve plaintext on a loopback address only",
+                ));
+            }
+            if !is_loopback(self.listen.ip()) {
+                return Err(StartError::new(format!(
+                    "--insecure-loopback serves plaintext, so it listens only on loopback \
+                     addresses (127.0.0.0/8, ::1), not {}; use TLS for other addresses",
+                    self.listen.ip()
+                )));
+            }
+        }
+        if !(self.slowdown.is_finite() && self.slowdown >= 1.0) {
+            return Err(StartError::new(format!(
+                "--slowdown {}: must be a number of at least 1",
+                self.slowdown
+            )));
+        }
+        if let Some(s) = self.agent_full_speed {
+            if !(s.is_finite() && s > 0.0) {
+                return Err(StartError::new(format!(
+                    "--agent-full-speed {s}: must be a positive number of MiB/s"
+                )));
+            }
+        }
+        if self.max_request_bytes == 0 || self.max_request_bytes > 1 << 30 {
+            return Err(StartError::new(
+                "--max-request-bytes: must be between 1 and 1073741824 (1 GiB)",
+            ));
+        }
+        if self.max_streams == 0 || self.max_streams > 4096 {
+            return Err(StartError::new("--max-streams: must be between 1 and 4096"));
+        }
+        Ok(Settings {
+            listen: self.listen,
+            tls,
+            agent_port: self.agent_port,
+            metrics: self.metrics,
+            max_request_bytes: self.max_request_bytes,
+            max_streams: self.max_streams,
+            drain_grace: Duration::from_millis(self.drain_grace_ms),
+            drain_timeout: Duration::from_secs(self.drain_timeout_s),
+        })
+    }
+
+    /// The service: an AES and an Ed25519 cluster of `--nodes` nodes each.
+    fn service(&self, packet_size: usize) -> Result<Service, StartError> {
+        let cores = core_affinity::get_core_ids().map_or(0, |c| c.len());
+        let nodes = self.nodes.map_or(cores.max(1), |n| n as usize);
+        let node = |i: usize, capacity: u64| {
+            let spec = if self.pin && cores > 0 {
+                NodeSpec::pinned(i % cores)
+            } else {
+                NodeSpec::new()
+            };
+            spec.capacity(capacity).slowdown(self.slowdown)
+        };
+        let aes_capacity = NODE_PACKETS * packet_size as u64;
+        // An Ed25519 message is one packet: every node can hold the largest allowed.
+        let ed_capacity = aes_capacity.max(self.max_request_bytes as u64);
+        let mut builder = Service::builder()
+            .packet_size(packet_size)
+            .cluster(ClusterKind::Aes, (0..nodes).map(|i| node(i, aes_capacity)))
+            .cluster(
+                ClusterKind::Ed25519,
+                (0..nodes).map(|i| node(i, ed_capacity)),
+            );
+        if let Some(name) = &self.policy {
+            builder = builder.policy_name(name);
+        }
+        builder.build().map_err(|e| match e {
+            BuildError::Config(c) => StartError::new(format!("--policy: {c}")),
+            BuildError::PacketSize(_) => StartError::new(format!("--packet-size: {e}")),
+            other => StartError::failure(format!("cannot start the service: {other}")),
+        })
+    }
+}
+
+/// Builds the daemon's shared state: the service, its keys, the tokens.
+///
+/// # Errors
+/// [`StartError`] from the service, the key folder or the tokens file.
+pub fn build(args: &Args, settings: &Settings) -> Result<Daemon, StartError> {
+    if args.tokens.is_none() && !args.allow_unauthenticated {
+        return Err(StartError::new(
+            "give --tokens FILE (a line per token: `TOKEN key1,key2` or `TOKEN *`), or \
+             --allow-unauthenticated to let any client use every key",
+        ));
+    }
+    let packet_size = args.packet_size.unwrap_or(16 * 1024);
+    let service = Arc::new(args.service(packet_size)?);
+    let keys = KeyRing::load(&args.keys, &service)?;
+    if keys.len() == 0 {
+        return Err(StartError::new(format!(
+            "--keys {}: no key files (NAME.aes or NAME.ed25519)",
+            args.keys.display()
+        )));
+    }
+    let auth = match &args.tokens {
+        Some(path) => Auth::load(path, &keys)?,
+        None => Auth::Open,
+    };
+    let limits = Limits {
+        max_request_bytes: settings.max_request_bytes,
+        queue_wait: Duration::from_millis(args.queue_wait_ms),
+    };
+    let weight = WeightConfig {
+        packet_size: service.packet_size(),
+        node_capacity: NODE_PACKETS * service.packet_size() as u64,
+        full_speed: args.agent_full_speed.map(|mib| mib * f64::from(1u32 << 20)),
+    };
+    eprintln!(
+        "cryptodispatchd: {} keys ({}), {} nodes",
+        keys.len(),
+        keys.names().collect::<Vec<_>>().join(", "),
+        service.num_nodes()
+    );
+    Ok(Daemon::new(
+        service,
+        keys,
+        auth,
+        limits,
+        weight,
+        settings.max_streams,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_addresses() {
+        for ok in ["127.0.0.1", "127.8.9.10", "::1", "::ffff:127.0.0.1"] {
+            assert!(is_loopback(ok.parse().unwrap()), "{ok}");
+        }
+        for bad in [
+            "0.0.0.0",
+            "10.0.0.1",
+            "::",
+            "192.168.1.1",
+            "::ffff:10.0.0.1",
+            "fe80::1",
+        ] {
+            assert!(!is_loopback(bad.parse().unwrap()), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,431 @@
+//! Prometheus metrics (`prometheus-client`, OpenMetrics text), served by `http.rs`.
+//!
+//! - per RPC: `cryptodispatchd_rpc_requests_total{rpc,code}`,
+//!   `cryptodispatchd_rpc_duration_seconds{rpc}` (a histogram; for `Stream`, the time to open
+//!   it), `cryptodispatchd_rpc_in_flight{rpc}`;
+//! - per node, from [`Service::metrics`](cryptodispatch::Service::metrics) at each scrape:
+//!   `cryptodispatch_node_packets_total`, `_bytes_total`, `_busy_seconds_total`,
+//!   `_panics_total`, `_queue_depth` (packets), `_queued_bytes`, `_slowdown`, and
+//!   `_unit_time_seconds{cmd}` (per packet of the packet size), labelled `node` and `cluster`;
+//! - per cluster: `cryptodispatch_cluster_receive_queue`, `_cluster_queue`, `_wait_queue`
+//!   (packets), `_choose_list` (jobs bound to a node), `_policy_alarms_total`;
+//! - the service: `cryptodispatch_jobs_{submitted,completed,failed}_total`,
+//!   `cryptodispatch_keys`, `cryptodispatch_stored_states`;
+//! - the daemon: `cryptodispatchd_draining` (0 or 1), `cryptodispatchd_agent_weight_percent`
+//!   (what the agent check would answer; 0 for `drain` or `down`).
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cryptodispatch::ClusterKind;
+use cryptodispatch::packet::Cmd;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tonic::{Code, Status};
+
+use crate::agent::Reply;
+use crate::daemon::Daemon;
+
+/// The RPCs, as metrics label them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rpc {
+    /// `Encrypt`.
+    Encrypt,
+    /// `Decrypt`.
+    Decrypt,
+    /// `Sign`.
+    Sign,
+    /// `Verify`.
+    Verify,
+    /// `VerifyBatch`.
+    VerifyBatch,
+    /// `GetPublicKey`.
+    GetPublicKey,
+    /// `Stream`.
+    Stream,
+}
+
+impl Rpc {
+    fn name(self) -> &'static str {
+        match self {
+            Rpc::Encrypt => "Encrypt",
+            Rpc::Decrypt => "Decrypt",
+            Rpc::Sign => "Sign",
+            Rpc::Verify => "Verify",
+            Rpc::VerifyBatch => "VerifyBatch",
+            Rpc::GetPublicKey => "GetPublicKey",
+            Rpc::Stream => "Stream",
+        }
+    }
+}
+
+type RpcLabel = [(&'static str, &'static str); 1];
+type RpcCodeLabels = [(&'static str, &'static str); 2];
+type HistogramFamily = Family<RpcLabel, Histogram, fn() -> Histogram>;
+
+/// Per-RPC counters, latencies and calls in flight.
+#[derive(Debug, Clone)]
+pub struct RpcMetrics {
+    requests: Family<RpcCodeLabels, Counter>,
+    duration: HistogramFamily,
+    in_flight: Family<RpcLabel, Gauge>,
+}
+
+impl Default for RpcMetrics {
+    fn default() -> Self {
+        fn histogram() -> Histogram {
+            // 50 µs to about 13 s.
+            Histogram::new(exponential_buckets(50e-6, 2.0, 19))
+        }
+        RpcMetrics {
+            requests: Family::default(),
+            duration: Family::new_with_constructor(histogram),
+            in_flight: Family::default(),
+        }
+    }
+}
+
+/// Counts a call when it ends, or as `CANCELLED` when its future is dropped first (the client
+/// went away).
+struct CallGuard<'a> {
+    metrics: &'a RpcMetrics,
+    rpc: Rpc,
+    start: Instant,
+    code: Code,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        let label = [("rpc", self.rpc.name())];
+        self.metrics.in_flight.get_or_create(&label).dec();
+        self.metrics
+            .requests
+            .get_or_create(&[("rpc", self.rpc.name()), ("code", code_name(self.code))])
+            .inc();
+        self.metrics
+            .duration
+            .get_or_create(&label)
+            .observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+impl RpcMetrics {
+    /// Runs a call's future, counting it and timing it.
+    pub async fn observe<T>(
+        &self,
+        rpc: Rpc,
+        call: impl Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        self.in_flight.get_or_create(&[("rpc", rpc.name())]).inc();
+        let mut guard = CallGuard {
+            metrics: self,
+            rpc,
+            start: Instant::now(),
+            code: Code::Cancelled,
+        };
+        let result = call.await;
+        guard.code = match &result {
+            Ok(_) => Code::Ok,
+            Err(status) => status.code(),
+        };
+        result
+    }
+}
+
+/// The canonical name of a status code, as gRPC spells it.
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// The registry a scrape encodes: the RPC families and the service snapshot.
+pub fn registry(daemon: Arc<Daemon>) -> Registry {
+    let mut registry = Registry::default();
+    registry.register(
+        "cryptodispatchd_rpc_requests",
+        "Calls ended, by RPC and status code",
+        daemon.rpc.requests.clone(),
+    );
+    registry.register(
+        "cryptodispatchd_rpc_duration_seconds",
+        "Time from a call's arrival to its answer (for Stream: to its opening)",
+        daemon.rpc.duration.clone(),
+    );
+    registry.register(
+        "cryptodispatchd_rpc_in_flight",
+        "Calls being served",
+        daemon.rpc.in_flight.clone(),
+    );
+    registry.register_collector(Box::new(ServiceCollector(daemon)));
+    registry
+}
+
+/// Encodes the service's counters at each scrape.
+#[derive(Debug)]
+struct ServiceCollector(Arc<Daemon>);
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Encodes one metric family from its rows (a family without labels has one row).
+fn family<M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    rows: impl IntoIterator<Item = (Labels, M)>,
+) -> Result<(), fmt::Error> {
+    let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
+    for (labels, value) in rows {
+        if labels.is_empty() {
+            // `name 5`, not `name{} 5`.
+            value.encode(metric)?;
+            return Ok(());
+        }
+        value.encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+fn cluster_name(kind: ClusterKind) -> String {
+    match kind {
+        ClusterKind::Aes => "aes".into(),
+        ClusterKind::Ed25519 => "ed25519".into(),
+    }
+}
+
+impl Collector for ServiceCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let m = self.0.service.metrics();
+        let node = |n: &cryptodispatch::runtime::NodeMetrics| -> Labels {
+            vec![
+                ("node", n.node.0.to_string()),
+                ("cluster", cluster_name(n.cluster)),
+            ]
+        };
+        let e = &mut encoder;
+        let counter = MetricType::Counter;
+        let gauge = MetricType::Gauge;
+        family(
+            e,
+            "cryptodispatch_node_packets",
+            "Packets a node has run",
+            counter,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstCounter::new(n.packets))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_node_bytes",
+            "Bytes a node has run",
+            counter,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstCounter::new(n.bytes))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_node_busy_seconds",
+            "Time a node has spent running packets, emulated slowdown included",
+            counter,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstCounter::new(n.busy.as_secs_f64()))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_node_panics",
+            "Panics caught while running packets",
+            counter,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstCounter::new(n.panics))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_node_queue_depth",
+            "Packets placed on a node and not yet complete",
+            gauge,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstGauge::new(i64::from(n.queue_depth)))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_node_queued_bytes",
+            "Bytes placed on a node and not yet complete",
+            gauge,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstGauge::new(n.queued_bytes as i64))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_node_slowdown",
+            "A node's emulated slowdown factor",
+            gauge,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstGauge::new(n.slowdown))),
+        )?;
+        let unit_times = m.nodes.iter().flat_map(|n| {
+            let cmds: [(Cmd, &str); 2] = match n.cluster {
+                ClusterKind::Aes => [(Cmd::Encrypt, "encrypt"), (Cmd::Decrypt, "decrypt")],
+                ClusterKind::Ed25519 => [(Cmd::Sign, "sign"), (Cmd::Verify, "verify")],
+            };
+            cmds.map(|(cmd, name)| {
+                let mut labels = node(n);
+                labels.push(("cmd", name.to_owned()));
+                (labels, ConstGauge::new(n.unit_times.get(cmd) / 1e9))
+            })
+        });
+        family(
+            e,
+            "cryptodispatch_node_unit_time_seconds",
+            "The scheduler's estimate of a node's time per packet of the packet size (per \
+             operation for Ed25519)",
+            gauge,
+            unit_times,
+        )?;
+
+        let cluster = |kind| vec![("cluster", cluster_name(kind))];
+        family(
+            e,
+            "cryptodispatch_cluster_receive_queue",
+            "Packets admitted and not yet taken by the scheduler",
+            gauge,
+            m.clusters
+                .iter()
+                .map(|c| (cluster(c.kind), ConstGauge::new(c.receive_queue as i64))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_cluster_cluster_queue",
+            "Packets in the cluster queue",
+            gauge,
+            m.clusters
+                .iter()
+                .map(|c| (cluster(c.kind), ConstGauge::new(c.cluster_queue as i64))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_cluster_wait_queue",
+            "Packets of the cluster in the shared wait queue",
+            gauge,
+            m.clusters
+                .iter()
+                .map(|c| (cluster(c.kind), ConstGauge::new(c.wait_queue as i64))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_cluster_choose_list",
+            "Chained jobs bound to a node",
+            gauge,
+            m.clusters
+                .iter()
+                .map(|c| (cluster(c.kind), ConstGauge::new(c.choose_list as i64))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_cluster_policy_alarms",
+            "Overload alarms of the policy",
+            counter,
+            m.clusters
+                .iter()
+                .map(|c| (cluster(c.kind), ConstCounter::new(c.alarms))),
+        )?;
+
+        let none = || -> Labels { Vec::new() };
+        family(
+            e,
+            "cryptodispatch_jobs_submitted",
+            "Jobs accepted",
+            counter,
+            [(none(), ConstCounter::new(m.jobs_submitted))],
+        )?;
+        family(
+            e,
+            "cryptodispatch_jobs_completed",
+            "Jobs finished with an output",
+            counter,
+            [(none(), ConstCounter::new(m.jobs_completed))],
+        )?;
+        family(
+            e,
+            "cryptodispatch_jobs_failed",
+            "Jobs finished with an error",
+            counter,
+            [(none(), ConstCounter::new(m.jobs_failed))],
+        )?;
+        family(
+            e,
+            "cryptodispatch_keys",
+            "Keys registered",
+            gauge,
+            [(none(), ConstGauge::new(m.keys as i64))],
+        )?;
+        family(
+            e,
+            "cryptodispatch_stored_states",
+            "Chaining states in the state store",
+            gauge,
+            [(none(), ConstGauge::new(m.stored_states as i64))],
+        )?;
+
+        let draining = self.0.is_draining();
+        family(
+            e,
+            "cryptodispatchd_draining",
+            "1 while the daemon drains",
+            gauge,
+            [(none(), ConstGauge::new(i64::from(draining)))],
+        )?;
+        let weight = match self.0.agent_reply() {
+            Reply::Weight(w) => i64::from(w),
+            Reply::Drain | Reply::Down => 0,
+        };
+        family(
+            e,
+            "cryptodispatchd_agent_weight_percent",
+            "The weight the agent check answers (0 for drain or down)",
+            gauge,
+            [(none(), ConstGauge::new(weight))],
+        )?;
+        Ok(())
+    }
+}
+
+/// The registry as OpenMetrics text.
+///
+/// # Errors
+/// A formatting error from the encoder.
+pub fn encode(registry: &Registry) -> Result<String, fmt::Error> {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry)?;
+    Ok(text)
+}

@@ -1,0 +1,394 @@
+//! A client of `cryptodispatchd`: one HTTP/2 channel (plaintext to a loopback daemon, TLS with a
+//! given CA otherwise), a bearer token on every call, and retries of unary calls.
+//!
+//! # Retries
+//! A unary call that ends in `UNAVAILABLE` (the daemon is draining, or it died and the proxy in
+//! front of it answered 502/503, or the connection broke) is sent again, up to
+//! [`Retry::attempts`] times in all, after a backoff that doubles from
+//! [`Retry::first_backoff`]. Every call of this API is deterministic for its inputs (AES with a
+//! given IV, Ed25519 signing, verification), so sending one twice is harmless. No other status
+//! is retried: `RESOURCE_EXHAUSTED` means the daemon is overloaded, which more traffic does not
+//! help. Streams are not retried (their output may already have been consumed).
+
+use std::fmt;
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::{Code, Request, Response, Status, Streaming};
+use zeroize::Zeroizing;
+
+use super::proto::crypto_dispatch_client::CryptoDispatchClient;
+use super::proto::{
+    AesRequest, GetPublicKeyRequest, SignRequest, StreamRequest, StreamResponse,
+    VerifyBatchRequest, VerifyRequest,
+};
+
+/// How unary calls are retried on `UNAVAILABLE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// Attempts in all (1: no retry).
+    pub attempts: u32,
+    /// The wait before the second attempt; it doubles for each further one.
+    pub first_backoff: Duration,
+    /// The longest wait between two attempts.
+    pub max_backoff: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            attempts: 8,
+            first_backoff: Duration::from_millis(20),
+            max_backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Where the daemon is and how to talk to it.
+#[derive(Debug, Clone, Default)]
+pub struct ClientConfig {
+    /// `http://HOST:PORT` (plaintext: a daemon run with `--insecure-loopback`) or
+    /// `https://HOST:PORT`.
+    pub url: String,
+    /// The bearer token sent with every call.
+    pub token: Option<Zeroizing<String>>,
+    /// PEM of the CA that signed the daemon's certificate (needed for `https`).
+    pub ca_pem: Option<Vec<u8>>,
+    /// PEM certificate and key of this client, for a daemon that asks for client certificates.
+    pub identity_pem: Option<(Vec<u8>, Zeroizing<Vec<u8>>)>,
+    /// The name the daemon's certificate must carry (default: the URL's host).
+    pub domain: Option<String>,
+    /// The largest message accepted from the daemon, in bytes (0: tonic's default of 4 MiB).
+    pub max_message_bytes: usize,
+    /// Retries of unary calls.
+    pub retry: Retry,
+}
+
+/// Why the client could not connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectError(pub String);
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+/// Adds `authorization: Bearer TOKEN` to every call.
+#[derive(Clone)]
+pub struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Bearer(..)"
+        } else {
+            "Bearer(none)"
+        })
+    }
+}
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// The generated client with the token interceptor.
+pub type Inner = CryptoDispatchClient<InterceptedService<Channel, Bearer>>;
+
+/// A connected client. Cloning shares the channel.
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Inner,
+    channel: Channel,
+    retry: Retry,
+    retries: Arc<AtomicU64>,
+}
+
+impl Client {
+    /// Connects to the daemon at `config.url`.
+    ///
+    /// # Errors
+    /// A malformed URL, a token that is not a valid header value, unreadable TLS material, an
+    /// `https` URL without a CA, or a connection that fails.
+    pub async fn connect(config: &ClientConfig) -> Result<Client, ConnectError> {
+        let channel = endpoint(config)?.connect().await.map_err(|e| {
+            ConnectError(format!(
+                "cannot connect to {}: {}",
+                config.url,
+                source_chain(&e)
+            ))
+        })?;
+        Client::with_channel(channel, config)
+    }
+
+    /// A client on an existing channel (the URL of `config` is not used).
+    ///
+    /// # Errors
+    /// A token that is not a valid header value.
+    pub fn with_channel(channel: Channel, config: &ClientConfig) -> Result<Client, ConnectError> {
+        let bearer = match &config.token {
+            Some(token) => {
+                let header = Zeroizing::new(format!("Bearer {}", token.as_str()));
+                let mut value = MetadataValue::try_from(header.as_str()).map_err(|_| {
+                    ConnectError("the token must be printable ASCII without spaces".into())
+                })?;
+                value.set_sensitive(true);
+                Bearer(Some(value))
+            }
+            None => Bearer(None),
+        };
+        let mut inner = CryptoDispatchClient::with_interceptor(channel.clone(), bearer);
+        if config.max_message_bytes > 0 {
+            inner = inner
+                .max_decoding_message_size(config.max_message_bytes)
+                .max_encoding_message_size(config.max_message_bytes);
+        }
+        Ok(Client {
+            inner,
+            channel,
+            retry: config.retry,
+            retries: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// The underlying channel (for the health service, say).
+    pub fn channel(&self) -> Channel {
+        self.channel.clone()
+    }
+
+    /// The generated client, for calls made by hand (no retries).
+    pub fn raw(&self) -> Inner {
+        self.inner.clone()
+    }
+
+    /// How many attempts were retries, over every clone of this client.
+    pub fn retries(&self) -> u64 {
+        self.retries.load(Ordering::Relaxed)
+    }
+
+    /// AES encryption; the ciphertext.
+    ///
+    /// # Errors
+    /// The daemon's status, after retries.
+    pub async fn encrypt(&self, request: AesRequest) -> Result<Vec<u8>, Status> {
+        let r = self
+            .retrying(|mut c| {
+                let request = request.clone();
+                async move { c.encrypt(request).await }
+            })
+            .await?;
+        Ok(r.into_inner().data)
+    }
+
+    /// AES decryption; the plaintext.
+    ///
+    /// # Errors
+    /// The daemon's status, after retries.
+    pub async fn decrypt(&self, request: AesRequest) -> Result<Vec<u8>, Status> {
+        let r = self
+            .retrying(|mut c| {
+                let request = request.clone();
+                async move { c.decrypt(request).await }
+            })
+            .await?;
+        Ok(r.into_inner().data)
+    }
+
+    /// An Ed25519 signature with a key of the daemon.
+    ///
+    /// # Errors
+    /// The daemon's status, after retries.
+    pub async fn sign(&self, key: &str, message: Vec<u8>) -> Result<Vec<u8>, Status> {
+        let request = SignRequest {
+            key: key.to_owned(),
+            message,
+        };
+        let r = self
+            .retrying(|mut c| {
+                let request = request.clone();
+                async move { c.sign(request).await }
+            })
+            .await?;
+        Ok(r.into_inner().signature)
+    }
+
+    /// Whether `signature` verifies over `message` with a key of the daemon.
+    ///
+    /// # Errors
+    /// The daemon's status, after retries.
+    pub async fn verify(
+        &self,
+        key: &str,
+        message: Vec<u8>,
+        signature: Vec<u8>,
+    ) -> Result<bool, Status> {
+        let request = VerifyRequest {
+            key: key.to_owned(),
+            message,
+            signature,
+        };
+        let r = self
+            .retrying(|mut c| {
+                let request = request.clone();
+                async move { c.verify(request).await }
+            })
+            .await?;
+        Ok(r.into_inner().valid)
+    }
+
+    /// Batch verification: one answer per item.
+    ///
+    /// # Errors
+    /// The daemon's status, after retries.
+    pub async fn verify_batch(&self, request: VerifyBatchRequest) -> Result<Vec<bool>, Status> {
+        let r = self
+            .retrying(|mut c| {
+                let request = request.clone();
+                async move { c.verify_batch(request).await }
+            })
+            .await?;
+        Ok(r.into_inner().valid)
+    }
+
+    /// The 32-byte public key of an Ed25519 key of the daemon.
+    ///
+    /// # Errors
+    /// The daemon's status, after retries.
+    pub async fn public_key(&self, key: &str) -> Result<Vec<u8>, Status> {
+        let request = GetPublicKeyRequest {
+            key: key.to_owned(),
+        };
+        let r = self
+            .retrying(|mut c| {
+                let request = request.clone();
+                async move { c.get_public_key(request).await }
+            })
+            .await?;
+        Ok(r.into_inner().public_key)
+    }
+
+    /// Opens a stream: one chained AES job fed by `requests` (the first carries `start`).
+    /// Not retried.
+    ///
+    /// # Errors
+    /// The daemon's status for the call.
+    pub async fn stream(
+        &self,
+        requests: impl tokio_stream::Stream<Item = StreamRequest> + Send + 'static,
+    ) -> Result<Streaming<StreamResponse>, Status> {
+        Ok(self.inner.clone().stream(requests).await?.into_inner())
+    }
+
+    /// Runs `call` until it succeeds, fails with another status than `UNAVAILABLE`, or the
+    /// attempts are used up.
+    async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<Response<T>, Status>
+    where
+        F: FnMut(Inner) -> Fut,
+        Fut: Future<Output = Result<Response<T>, Status>>,
+    {
+        let mut backoff = self.retry.first_backoff;
+        let mut attempt = 1;
+        loop {
+            match call(self.inner.clone()).await {
+                Err(status)
+                    if status.code() == Code::Unavailable && attempt < self.retry.attempts =>
+                {
+                    attempt += 1;
+                    self.retries.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(self.retry.max_backoff);
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// The endpoint for `config`: plaintext for `http://`, TLS for `https://`.
+fn endpoint(config: &ClientConfig) -> Result<Endpoint, ConnectError> {
+    let url = config.url.as_str();
+    let tls = if url.starts_with("https://") {
+        true
+    } else if url.starts_with("http://") {
+        false
+    } else {
+        return Err(ConnectError(format!(
+            "{url}: the daemon's URL must start with http:// (a daemon run with \
+             --insecure-loopback) or https://"
+        )));
+    };
+    let mut endpoint = Endpoint::from_shared(url.to_owned())
+        .map_err(|e| ConnectError(format!("{url}: {e}")))?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true);
+    if tls {
+        let Some(ca) = &config.ca_pem else {
+            return Err(ConnectError(format!(
+                "{url}: https needs the CA that signed the daemon's certificate (--cacert FILE)"
+            )));
+        };
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+        if let Some((cert, key)) = &config.identity_pem {
+            tls = tls.identity(Identity::from_pem(cert, key.as_slice()));
+        }
+        if let Some(domain) = &config.domain {
+            tls = tls.domain_name(domain.clone());
+        }
+        endpoint = endpoint
+            .tls_config(tls)
+            .map_err(|e| ConnectError(format!("{url}: TLS: {}", source_chain(&e))))?;
+    } else if config.ca_pem.is_some() || config.identity_pem.is_some() {
+        return Err(ConnectError(format!(
+            "{url}: TLS files were given for a plaintext (http://) URL; use https://"
+        )));
+    }
+    Ok(endpoint)
+}
+
+/// An error and its sources, on one line ("transport error: tcp connect error: ...").
+pub fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let next = s.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// Reads a client's token file: the first word of its first line that is neither empty nor a
+/// comment (`#`). A daemon's `--tokens` file works too: its first token is taken.
+///
+/// # Errors
+/// A file that cannot be read or holds no token.
+pub fn read_token_file(path: &Path) -> Result<Zeroizing<String>, String> {
+    let text = Zeroizing::new(
+        std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?,
+    );
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .find_map(|l| l.split_whitespace().next())
+        .map(|t| Zeroizing::new(t.to_owned()))
+        .ok_or_else(|| format!("{}: no token in the file", path.display()))
+}
