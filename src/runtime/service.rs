@@ -10,7 +10,11 @@ use std::thread::JoinHandle;
 use bytes::BytesMut;
 
 use crate::crypto::CryptoError;
-use crate::crypto::{AesOp, ChainState, KEY_LEN, Padding, SIGNATURE_LEN};
+use crate::crypto::{
+    AesOp, ChainState, Direction, KEY_LEN, Padding, SIGNATURE_LEN, check_nonce, check_tag,
+    check_text_len,
+};
+use crate::packet::Mode;
 use crate::packet::{ClusterId, Cmd, Packet, PacketMeta, TaskId};
 use crate::runtime::ClusterKind;
 use crate::runtime::KeyId;
@@ -107,6 +111,13 @@ enum Origin {
         op: AesOp,
         iv: Vec<u8>,
         len: usize,
+    },
+    Gcm {
+        key: KeyId,
+        direction: Direction,
+        nonce: Vec<u8>,
+        aad: Arc<Vec<u8>>,
+        tag: Vec<u8>,
     },
     Sign {
         key: KeyId,
@@ -226,11 +237,17 @@ impl Service {
     }
 
     /// Opens a stream: a long-lived AES job fed chunk by chunk (a tunnel, a disk). See
-    /// [`Stream`].
+    /// [`Stream`]. Streams take every mode but GCM: a GCM decryption may release no plaintext
+    /// before its tag is checked at the very end, which a stream's chunk-by-chunk outputs
+    /// would (docs/ALGORITHM.md §15.4); submit GCM as one job instead.
     ///
     /// # Errors
-    /// As [`submit`](Self::submit) for the key, IV, padding and cluster.
+    /// As [`submit`](Self::submit) for the key, IV, padding and cluster;
+    /// [`CryptoError::AuthenticatedMode`] for GCM.
     pub fn stream(&self, key: KeyId, op: AesOp, iv: &[u8]) -> Result<Stream, SubmitError> {
+        if op.mode.is_authenticated() {
+            return Err(CryptoError::AuthenticatedMode.into());
+        }
         let aes = match self.shared.keys.lookup(key)? {
             KeyMaterial::Aes(k) => k,
             other => return Err(wrong_kind(key, "an AES key", &other)),
@@ -244,7 +261,7 @@ impl Service {
             return Err(SubmitError::ShutDown);
         }
         let task = self.shared.next_task();
-        let start = op.mode.is_chained().then_some(state);
+        let start = op.mode.takes_iv().then_some(state);
         Ok(Stream::new(
             Arc::clone(&self.shared),
             task,
@@ -337,13 +354,58 @@ impl Service {
                     JobWork::Aes { key: aes, op },
                     aes_packet_count(op, len, self.packet_size(), true),
                 ));
-                let start = op.mode.is_chained().then_some(state);
+                let start = op.mode.takes_iv().then_some(state);
                 let packets = cut_aes(&job, op, data, self.packet_size(), 0, true, start);
                 Ok(Prepared {
                     cluster,
                     packets,
                     job,
                     origin: Origin::Aes { key, op, iv, len },
+                })
+            }
+            JobKind::Gcm {
+                key,
+                direction,
+                nonce,
+                aad,
+                data,
+                tag,
+            } => {
+                let aes = match self.shared.keys.lookup(key)? {
+                    KeyMaterial::Aes(k) => k,
+                    other => return Err(wrong_kind(key, "an AES key", &other)),
+                };
+                let nonce_bytes = *check_nonce(&nonce)?;
+                let expected = match direction {
+                    Direction::Encrypt => None,
+                    Direction::Decrypt => Some(*check_tag(&tag)?),
+                };
+                check_text_len(data.len())?;
+                let cluster = self.cluster(ClusterKind::Aes)?;
+                let aad = Arc::new(aad);
+                // docs/ALGORITHM.md §15.4: a dependent job, cut like CBC.
+                let op = AesOp::new(direction, Mode::Gcm);
+                let work = JobWork::Gcm {
+                    key: aes,
+                    direction,
+                    nonce: nonce_bytes,
+                    aad: Arc::clone(&aad),
+                    tag: expected,
+                };
+                let parts = aes_packet_count(op, data.len(), self.packet_size(), true);
+                let job = Arc::new(JobShared::new(task, cluster, work, parts));
+                let packets = cut_aes(&job, op, data, self.packet_size(), 0, true, None);
+                Ok(Prepared {
+                    cluster,
+                    packets,
+                    job,
+                    origin: Origin::Gcm {
+                        key,
+                        direction,
+                        nonce,
+                        aad,
+                        tag,
+                    },
                 })
             }
             JobKind::Sign { key, msg } => {
@@ -571,6 +633,19 @@ fn rebuild(packets: Packets, origin: Origin) -> Job {
         Origin::Aes { key, op, iv, len } => {
             data.truncate(len);
             Job::aes(key, op, &iv, data)
+        }
+        Origin::Gcm {
+            key,
+            direction,
+            nonce,
+            aad,
+            tag,
+        } => {
+            let aad = Arc::try_unwrap(aad).unwrap_or_else(|shared| shared.to_vec());
+            match direction {
+                Direction::Encrypt => Job::gcm_encrypt(key, &nonce, aad, data),
+                Direction::Decrypt => Job::gcm_decrypt(key, &nonce, aad, data, &tag),
+            }
         }
         Origin::Sign { key } => Job::sign(key, data),
         Origin::Verify { key, sig } => Job::verify(key, data, &sig),
