@@ -18,6 +18,7 @@ use clap::{Args, Parser, Subcommand};
 
 mod experiments;
 mod live;
+mod openssl;
 mod paper;
 mod plot;
 mod policies;
