@@ -71,7 +71,8 @@ pub enum CryptoError {
          (plain AES jobs and streams do not take it)"
     )]
     AuthenticatedMode,
-    /// A GCM message may be at most 2³⁶ − 32 bytes (its 32-bit block counter must not wrap).
+    /// A GCM message may be at most 2³⁶ − 32 bytes (its 32-bit block counter must not wrap),
+    /// its associated data at most 2⁶¹ − 1 bytes.
     #[error("message of {len} bytes is longer than the mode allows ({max} bytes)")]
     MessageTooLong {
         /// The length given.

@@ -46,6 +46,9 @@ pub const TAG_LEN: usize = 16;
 /// counter must not wrap.
 pub const MAX_TEXT_LEN: u64 = (1 << 36) - 32;
 
+/// The longest GCM associated data in bytes, 2⁶¹ − 1 (NIST SP 800-38D §5.2.1.1).
+pub const MAX_AAD_LEN: u64 = (1 << 61) - 1;
+
 /// A GCM tag.
 pub type Tag = [u8; TAG_LEN];
 
@@ -151,9 +154,16 @@ impl AesKey {
     /// [`gcm_open_final`](Self::gcm_open_final) for the last.
     ///
     /// # Errors
-    /// [`CryptoError::NonceLength`] unless the nonce is 12 bytes.
+    /// [`CryptoError::NonceLength`] unless the nonce is 12 bytes;
+    /// [`CryptoError::MessageTooLong`] for associated data past [`MAX_AAD_LEN`].
     pub fn gcm_start(&self, nonce: &[u8], aad: &[u8]) -> Result<GcmState, CryptoError> {
         let nonce = check_nonce(nonce)?;
+        if aad.len() as u64 > MAX_AAD_LEN {
+            return Err(CryptoError::MessageTooLong {
+                len: aad.len() as u64,
+                max: MAX_AAD_LEN,
+            });
+        }
         let mut j0 = Block::default();
         j0[..NONCE_LEN].copy_from_slice(nonce);
         j0[BLOCK - 1] = 1;

@@ -17,5 +17,6 @@ pub use self::ed25519::{
 };
 pub use self::error::CryptoError;
 pub use self::gcm::{
-    GcmState, MAX_TEXT_LEN, NONCE_LEN, TAG_LEN, Tag, check_nonce, check_tag, check_text_len,
+    GcmState, MAX_AAD_LEN, MAX_TEXT_LEN, NONCE_LEN, TAG_LEN, Tag, check_nonce, check_tag,
+    check_text_len,
 };

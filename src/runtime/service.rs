@@ -11,8 +11,8 @@ use bytes::BytesMut;
 
 use crate::crypto::CryptoError;
 use crate::crypto::{
-    AesOp, ChainState, Direction, KEY_LEN, Padding, SIGNATURE_LEN, check_nonce, check_tag,
-    check_text_len,
+    AesOp, ChainState, Direction, KEY_LEN, MAX_AAD_LEN, Padding, SIGNATURE_LEN, check_nonce,
+    check_tag, check_text_len,
 };
 use crate::packet::Mode;
 use crate::packet::{ClusterId, Cmd, Packet, PacketMeta, TaskId};
@@ -381,6 +381,13 @@ impl Service {
                     Direction::Decrypt => Some(*check_tag(&tag)?),
                 };
                 check_text_len(data.len())?;
+                if aad.len() as u64 > MAX_AAD_LEN {
+                    return Err(CryptoError::MessageTooLong {
+                        len: aad.len() as u64,
+                        max: MAX_AAD_LEN,
+                    }
+                    .into());
+                }
                 let cluster = self.cluster(ClusterKind::Aes)?;
                 let aad = Arc::new(aad);
                 // docs/ALGORITHM.md §15.4: a dependent job, cut like CBC.
