@@ -1,8 +1,9 @@
 //! Regression benchmark for AES-128-GCM's cost per packet (docs/ALGORITHM.md §15.4), at 1 KiB
 //! and 16 KiB: the packet path a node runs (`AesKey::gcm_start` + `gcm_seal_final`, RustCrypto's
 //! `ctr` and `ghash`), RustCrypto's `aes-gcm` sealing the same buffer in one call (what the
-//! packet path must not be slower than), and 64 single-packet GCM jobs through a service of two
-//! AES nodes (what the service adds per packet).
+//! packet path must not be slower than), CTR alone on the same buffer (the cipher's share; the
+//! rest is the hash), and 64 single-packet GCM jobs through a service of two AES nodes (what
+//! the service adds per packet).
 //!
 //! `cargo bench --bench gcm`
 
@@ -11,8 +12,8 @@ use std::hint::black_box;
 use aes_gcm::aead::consts::U12;
 use aes_gcm::aead::{AeadInOut, KeyInit};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use cryptodispatch::crypto::AesKey;
-use cryptodispatch::{Job, NodeSpec, Service};
+use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction};
+use cryptodispatch::{Job, Mode, NodeSpec, Service};
 
 const JOBS: usize = 64;
 
@@ -36,6 +37,16 @@ fn per_packet(c: &mut Criterion) {
                 black_box(
                     one_shot
                         .encrypt_inout_detached(&nonce.into(), &[], buf.as_mut_slice().into())
+                        .expect("length"),
+                )
+            });
+        });
+        let ctr = AesOp::new(Direction::Encrypt, Mode::Ctr);
+        group.bench_function("ctr only", |b| {
+            b.iter(|| {
+                let mut counter = ChainState::default();
+                black_box(
+                    key.process(ctr, &mut counter, &mut buf, size, true)
                         .expect("length"),
                 )
             });
