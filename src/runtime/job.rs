@@ -91,7 +91,7 @@ impl fmt::Debug for Job {
 impl Job {
     /// AES encryption of `data` in `mode` (the IV is ignored by ECB; for CTR it is the first
     /// counter block), without padding. GCM jobs are made with [`Job::gcm_encrypt`]: a GCM job
-    /// made here is refused at submission ([`CryptoError::AuthenticatedMode`](crate::error::CryptoError::AuthenticatedMode)).
+    /// made here is refused at submission ([`CryptoError::AuthenticatedMode`](crate::crypto::CryptoError::AuthenticatedMode)).
     pub fn encrypt(key: KeyId, mode: Mode, iv: &[u8], data: impl Into<Vec<u8>>) -> Job {
         Job::aes(key, AesOp::new(Direction::Encrypt, mode), iv, data)
     }
@@ -124,8 +124,8 @@ impl Job {
     /// GHASH state on through the state store (docs/ALGORITHM.md §15.4).
     ///
     /// # Errors (at submission)
-    /// [`CryptoError::NonceLength`](crate::error::CryptoError::NonceLength) unless the nonce is
-    /// 12 bytes; [`CryptoError::MessageTooLong`](crate::error::CryptoError::MessageTooLong)
+    /// [`CryptoError::NonceLength`](crate::crypto::CryptoError::NonceLength) unless the nonce is
+    /// 12 bytes; [`CryptoError::MessageTooLong`](crate::crypto::CryptoError::MessageTooLong)
     /// past 2³⁶ − 32 bytes.
     pub fn gcm_encrypt(
         key: KeyId,
@@ -149,13 +149,13 @@ impl Job {
     /// `nonce` and the associated data `aad` it was sealed with. The output is
     /// [`JobOutput::Data`](crate::runtime::JobOutput::Data), the plaintext, only if the tag
     /// verifies; otherwise the handle resolves to
-    /// [`JobError::Crypto`](crate::JobError::Crypto)`(`[`CryptoError::AuthenticationFailed`](crate::error::CryptoError::AuthenticationFailed)`)`
+    /// [`JobError::Crypto`](crate::runtime::JobError::Crypto)`(`[`CryptoError::AuthenticationFailed`](crate::crypto::CryptoError::AuthenticationFailed)`)`
     /// and the plaintext the packets produced is zeroized, never released.
     ///
     /// # Errors (at submission)
-    /// [`CryptoError::NonceLength`](crate::error::CryptoError::NonceLength),
-    /// [`CryptoError::TagLength`](crate::error::CryptoError::TagLength) unless the tag is 16
-    /// bytes, [`CryptoError::MessageTooLong`](crate::error::CryptoError::MessageTooLong).
+    /// [`CryptoError::NonceLength`](crate::crypto::CryptoError::NonceLength),
+    /// [`CryptoError::TagLength`](crate::crypto::CryptoError::TagLength) unless the tag is 16
+    /// bytes, [`CryptoError::MessageTooLong`](crate::crypto::CryptoError::MessageTooLong).
     pub fn gcm_decrypt(
         key: KeyId,
         nonce: &[u8],

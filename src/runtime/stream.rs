@@ -24,7 +24,7 @@ use crate::runtime::handle::{JobHandle, JobShared, JobWork, Packets, aes_packet_
 /// [`finish`](Self::finish), may end in a partial block (OFB, CFB, CTR) and gets PKCS#7 padding
 /// if the operation asks for it; for a padded decryption it must hold the final block. A CTR
 /// stream's packets are independent (each knows its counter block), so they go wherever the
-/// policy says. GCM is not streamed (see [`Service::stream`](crate::Service::stream)).
+/// policy says. GCM is not streamed (see [`Service::stream`](crate::runtime::Service::stream)).
 ///
 /// Dropping an unfinished stream closes it: a final empty packet takes its chaining state out
 /// of the store, and outputs not yet received are discarded.
