@@ -3,7 +3,10 @@
 
 use std::fmt;
 
-use crate::crypto::{AesOp, Direction, Padding};
+use crate::crypto::{
+    AesOp, CryptoError, Direction, MAX_AAD_LEN, NONCE_LEN, Padding, Tag, check_nonce, check_tag,
+    check_text_len,
+};
 use crate::packet::Mode;
 use crate::runtime::KeyId;
 
@@ -19,15 +22,7 @@ pub(crate) enum JobKind {
         iv: Vec<u8>,
         data: Vec<u8>,
     },
-    Gcm {
-        key: KeyId,
-        direction: Direction,
-        nonce: Vec<u8>,
-        aad: Vec<u8>,
-        data: Vec<u8>,
-        /// The tag to check (decryption only).
-        tag: Vec<u8>,
-    },
+    Gcm(GcmRequest),
     Sign {
         key: KeyId,
         msg: Vec<u8>,
@@ -42,6 +37,37 @@ pub(crate) enum JobKind {
     },
 }
 
+/// A GCM job as the application gave it (docs/ALGORITHM.md §15.4).
+pub(crate) struct GcmRequest {
+    pub(crate) key: KeyId,
+    pub(crate) direction: Direction,
+    pub(crate) nonce: Vec<u8>,
+    pub(crate) aad: Vec<u8>,
+    pub(crate) data: Vec<u8>,
+    /// The tag to check (decryption only; empty for encryption).
+    pub(crate) tag: Vec<u8>,
+}
+
+impl GcmRequest {
+    /// Checks what can be checked before anything runs, and returns the nonce and, for a
+    /// decryption, the tag to check.
+    pub(crate) fn check(&self) -> Result<([u8; NONCE_LEN], Option<Tag>), CryptoError> {
+        let nonce = *check_nonce(&self.nonce)?;
+        let tag = match self.direction {
+            Direction::Encrypt => None,
+            Direction::Decrypt => Some(*check_tag(&self.tag)?),
+        };
+        check_text_len(self.data.len())?;
+        if self.aad.len() as u64 > MAX_AAD_LEN {
+            return Err(CryptoError::MessageTooLong {
+                len: self.aad.len() as u64,
+                max: MAX_AAD_LEN,
+            });
+        }
+        Ok((nonce, tag))
+    }
+}
+
 impl fmt::Debug for Job {
     /// Shows the kind, key handle and lengths, never the data.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -53,14 +79,14 @@ impl fmt::Debug for Job {
                 .field("iv_len", &iv.len())
                 .field("len", &data.len())
                 .finish(),
-            JobKind::Gcm {
+            JobKind::Gcm(GcmRequest {
                 key,
                 direction,
                 nonce,
                 aad,
                 data,
                 tag,
-            } => f
+            }) => f
                 .debug_struct("Job::Gcm")
                 .field("key", key)
                 .field("direction", direction)
@@ -134,14 +160,14 @@ impl Job {
         plaintext: impl Into<Vec<u8>>,
     ) -> Job {
         Job {
-            kind: JobKind::Gcm {
+            kind: JobKind::Gcm(GcmRequest {
                 key,
                 direction: Direction::Encrypt,
                 nonce: nonce.to_vec(),
                 aad: aad.into(),
                 data: plaintext.into(),
                 tag: Vec::new(),
-            },
+            }),
         }
     }
 
@@ -164,14 +190,14 @@ impl Job {
         tag: &[u8],
     ) -> Job {
         Job {
-            kind: JobKind::Gcm {
+            kind: JobKind::Gcm(GcmRequest {
                 key,
                 direction: Direction::Decrypt,
                 nonce: nonce.to_vec(),
                 aad: aad.into(),
                 data: ciphertext.into(),
                 tag: tag.to_vec(),
-            },
+            }),
         }
     }
 
@@ -220,7 +246,7 @@ impl Job {
     /// The length of the job's data (the message, for Ed25519; all messages, for a batch).
     pub fn len(&self) -> usize {
         match &self.kind {
-            JobKind::Aes { data, .. } | JobKind::Gcm { data, .. } => data.len(),
+            JobKind::Aes { data, .. } | JobKind::Gcm(GcmRequest { data, .. }) => data.len(),
             JobKind::Sign { msg, .. } | JobKind::Verify { msg, .. } => msg.len(),
             JobKind::VerifyBatch { items } => items.iter().map(|(_, m, _)| m.len()).sum(),
         }
@@ -235,7 +261,7 @@ impl Job {
     /// the plaintext or ciphertext, without the associated data or tag).
     pub fn into_data(self) -> Vec<u8> {
         match self.kind {
-            JobKind::Aes { data, .. } | JobKind::Gcm { data, .. } => data,
+            JobKind::Aes { data, .. } | JobKind::Gcm(GcmRequest { data, .. }) => data,
             JobKind::Sign { msg, .. } | JobKind::Verify { msg, .. } => msg,
             JobKind::VerifyBatch { items } => items.into_iter().flat_map(|(_, m, _)| m).collect(),
         }

@@ -10,10 +10,7 @@ use std::thread::JoinHandle;
 use bytes::BytesMut;
 
 use crate::crypto::CryptoError;
-use crate::crypto::{
-    AesOp, ChainState, Direction, KEY_LEN, MAX_AAD_LEN, Padding, SIGNATURE_LEN, check_nonce,
-    check_tag, check_text_len,
-};
+use crate::crypto::{AesOp, ChainState, Direction, KEY_LEN, Padding, SIGNATURE_LEN};
 use crate::packet::Mode;
 use crate::packet::{ClusterId, Cmd, Packet, PacketMeta, TaskId};
 use crate::runtime::ClusterKind;
@@ -23,7 +20,7 @@ use crate::runtime::error::{KeyError, SubmitError, TrySubmitError};
 use crate::runtime::handle::{
     JobHandle, JobShared, JobWork, Packets, Work, aes_packet_count, bytes_mut, cut_aes,
 };
-use crate::runtime::job::{Job, JobKind};
+use crate::runtime::job::{GcmRequest, Job, JobKind};
 use crate::runtime::keys::KeyMaterial;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::stream::Stream;
@@ -363,58 +360,7 @@ impl Service {
                     origin: Origin::Aes { key, op, iv, len },
                 })
             }
-            JobKind::Gcm {
-                key,
-                direction,
-                nonce,
-                aad,
-                data,
-                tag,
-            } => {
-                let aes = match self.shared.keys.lookup(key)? {
-                    KeyMaterial::Aes(k) => k,
-                    other => return Err(wrong_kind(key, "an AES key", &other)),
-                };
-                let nonce_bytes = *check_nonce(&nonce)?;
-                let expected = match direction {
-                    Direction::Encrypt => None,
-                    Direction::Decrypt => Some(*check_tag(&tag)?),
-                };
-                check_text_len(data.len())?;
-                if aad.len() as u64 > MAX_AAD_LEN {
-                    return Err(CryptoError::MessageTooLong {
-                        len: aad.len() as u64,
-                        max: MAX_AAD_LEN,
-                    }
-                    .into());
-                }
-                let cluster = self.cluster(ClusterKind::Aes)?;
-                let aad = Arc::new(aad);
-                // docs/ALGORITHM.md §15.4: a dependent job, cut like CBC.
-                let op = AesOp::new(direction, Mode::Gcm);
-                let work = JobWork::Gcm {
-                    key: aes,
-                    direction,
-                    nonce: nonce_bytes,
-                    aad: Arc::clone(&aad),
-                    tag: expected,
-                };
-                let parts = aes_packet_count(op, data.len(), self.packet_size(), true);
-                let job = Arc::new(JobShared::new(task, cluster, work, parts));
-                let packets = cut_aes(&job, op, data, self.packet_size(), 0, true, None);
-                Ok(Prepared {
-                    cluster,
-                    packets,
-                    job,
-                    origin: Origin::Gcm {
-                        key,
-                        direction,
-                        nonce,
-                        aad,
-                        tag,
-                    },
-                })
-            }
+            JobKind::Gcm(request) => self.gcm(task, request),
             JobKind::Sign { key, msg } => {
                 let signing = match self.shared.keys.lookup(key)? {
                     KeyMaterial::Signing(k) => k,
@@ -446,6 +392,49 @@ impl Service {
             }
             JobKind::VerifyBatch { items } => self.batch(task, items),
         }
+    }
+
+    /// A GCM job (docs/ALGORITHM.md §15.4): checked, then cut into packets like a CBC job, a
+    /// dependent chain whose packets hand the GHASH state on.
+    fn gcm(&self, task: TaskId, request: GcmRequest) -> Result<Prepared, SubmitError> {
+        let aes = match self.shared.keys.lookup(request.key)? {
+            KeyMaterial::Aes(k) => k,
+            other => return Err(wrong_kind(request.key, "an AES key", &other)),
+        };
+        let (nonce_bytes, expected) = request.check()?;
+        let cluster = self.cluster(ClusterKind::Aes)?;
+        let GcmRequest {
+            key,
+            direction,
+            nonce,
+            aad,
+            data,
+            tag,
+        } = request;
+        let aad = Arc::new(aad);
+        let op = AesOp::new(direction, Mode::Gcm);
+        let work = JobWork::Gcm {
+            key: aes,
+            direction,
+            nonce: nonce_bytes,
+            aad: Arc::clone(&aad),
+            tag: expected,
+        };
+        let parts = aes_packet_count(op, data.len(), self.packet_size(), true);
+        let job = Arc::new(JobShared::new(task, cluster, work, parts));
+        let packets = cut_aes(&job, op, data, self.packet_size(), 0, true, None);
+        Ok(Prepared {
+            cluster,
+            packets,
+            job,
+            origin: Origin::Gcm {
+                key,
+                direction,
+                nonce,
+                aad,
+                tag,
+            },
+        })
     }
 
     /// A batch verification: packets of up to [`BATCH`] signatures (and at most a node's
