@@ -1,7 +1,8 @@
 //! cryptodispatch: software crypto offload on multicore CPUs.
 //!
-//! Applications hand it jobs — AES encryption and decryption in ECB, CBC, OFB and CFB-128,
-//! Ed25519 signing and verification — cut into packets that arrive interleaved. Nodes (in the
+//! Applications hand it jobs — AES encryption and decryption in ECB, CBC, OFB, CFB-128 and CTR,
+//! AES-GCM authenticated encryption, Ed25519 signing and verification — cut into packets that
+//! arrive interleaved. Nodes (in the
 //! runtime, worker threads pinned to cores) act as heterogeneous "IP cores", grouped by
 //! algorithm into clusters. A two-level scheduler (after Li et al., Journal on Communications 2018,
 //! 39(6); explained in the repository's `docs/ALGORITHM.md`) routes each packet to its cluster, then to the node with
@@ -29,6 +30,19 @@
 //!     .wait()?
 //!     .into_data();
 //! assert_eq!(decrypted.as_deref(), Some(&b"attack at dawn"[..]));
+//!
+//! // AES-GCM: a 12-byte nonce (never reused with a key), associated data, a 16-byte tag; a
+//! // tag that does not verify is an error, and no plaintext is released.
+//! let nonce = [0x07; 12];
+//! let sealed = service.submit(Job::gcm_encrypt(key, &nonce, b"header".to_vec(), b"secret".to_vec()))?;
+//! let (ct, tag) = sealed.wait()?.into_sealed().unwrap();
+//! let opened = service.submit(Job::gcm_decrypt(key, &nonce, b"header".to_vec(), ct.clone(), &tag))?;
+//! assert_eq!(opened.wait()?.into_data().as_deref(), Some(&b"secret"[..]));
+//! let forged = service.submit(Job::gcm_decrypt(key, &nonce, b"Header".to_vec(), ct, &tag))?;
+//! assert!(matches!(
+//!     forged.wait(),
+//!     Err(cryptodispatch::JobError::Crypto(cryptodispatch::error::CryptoError::AuthenticationFailed))
+//! ));
 //!
 //! // Ed25519: sign, then verify; a wrong signature is the answer `false`, not an error.
 //! let signer = service.generate_signing_key()?;

@@ -152,36 +152,64 @@ pub enum Mode {
     Ofb,
     /// Cipher feedback with 128-bit segments: dependent; a partial final block is allowed.
     Cfb,
+    /// Counter mode with a 128-bit big-endian counter over the whole block (the IV is the first
+    /// counter block), as openssl's `aes-*-ctr`: a stream mode (a partial final block is
+    /// allowed). Packets are independent: a packet's first counter block is the IV plus its
+    /// offset in blocks (docs/ALGORITHM.md §15.4).
+    Ctr,
+    /// Galois/counter mode, authenticated encryption with a 96-bit nonce and a 128-bit tag:
+    /// dependent (the GHASH state passes from packet to packet, docs/ALGORITHM.md §15.4). Its
+    /// jobs are made with `Job::gcm_encrypt` and `Job::gcm_decrypt`, not as a plain mode.
+    Gcm,
 }
 
 impl Mode {
     /// Every mode.
-    pub const ALL: [Mode; 4] = [Mode::Ecb, Mode::Cbc, Mode::Ofb, Mode::Cfb];
+    pub const ALL: [Mode; 6] = [
+        Mode::Ecb,
+        Mode::Cbc,
+        Mode::Ofb,
+        Mode::Cfb,
+        Mode::Ctr,
+        Mode::Gcm,
+    ];
+
+    /// The modes without authentication: those of plain AES jobs and streams (every mode but
+    /// GCM).
+    pub const UNAUTHENTICATED: [Mode; 5] = [Mode::Ecb, Mode::Cbc, Mode::Ofb, Mode::Cfb, Mode::Ctr];
 
     /// Whether a packet of this mode needs the chaining state its predecessor leaves
-    /// (docs/ALGORITHM.md §2: CBC, OFB and CFB chains are dependent; ECB is not).
+    /// (docs/ALGORITHM.md §2: CBC, OFB and CFB chains are dependent; ECB is not; §15.4: GCM is
+    /// dependent through its GHASH state, CTR is not).
     pub fn is_chained(self) -> bool {
-        !matches!(self, Mode::Ecb)
+        matches!(self, Mode::Cbc | Mode::Ofb | Mode::Cfb | Mode::Gcm)
     }
 
     /// Whether the mode works on whole blocks only, so that the final block must be padded
-    /// (or the data be a multiple of 16 bytes). OFB and CFB act as stream modes.
+    /// (or the data be a multiple of 16 bytes). OFB, CFB, CTR and GCM act as stream modes.
     pub fn needs_whole_blocks(self) -> bool {
         matches!(self, Mode::Ecb | Mode::Cbc)
     }
 
-    /// Whether the mode takes an IV.
+    /// Whether the mode takes an IV (for GCM, the 12-byte nonce).
     pub fn takes_iv(self) -> bool {
-        self.is_chained()
+        !matches!(self, Mode::Ecb)
     }
 
-    /// The lowercase name (`ecb`, `cbc`, `ofb`, `cfb`).
+    /// Whether the mode authenticates its data (GCM): its jobs carry associated data and a tag.
+    pub fn is_authenticated(self) -> bool {
+        matches!(self, Mode::Gcm)
+    }
+
+    /// The lowercase name (`ecb`, `cbc`, `ofb`, `cfb`, `ctr`, `gcm`).
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Ecb => "ecb",
             Mode::Cbc => "cbc",
             Mode::Ofb => "ofb",
             Mode::Cfb => "cfb",
+            Mode::Ctr => "ctr",
+            Mode::Gcm => "gcm",
         }
     }
 }
@@ -201,7 +229,9 @@ impl FromStr for Mode {
             "cbc" => Ok(Mode::Cbc),
             "ofb" => Ok(Mode::Ofb),
             "cfb" | "cfb128" => Ok(Mode::Cfb),
-            _ => Err(ParseError::new("mode", s, "ecb, cbc, ofb, cfb")),
+            "ctr" => Ok(Mode::Ctr),
+            "gcm" => Ok(Mode::Gcm),
+            _ => Err(ParseError::new("mode", s, "ecb, cbc, ofb, cfb, ctr, gcm")),
         }
     }
 }
@@ -359,7 +389,8 @@ impl PacketMeta {
     }
 
     /// Whether the packet needs its predecessor's chaining state (docs/ALGORITHM.md §2: CBC,
-    /// OFB and CFB jobs are dependent; ECB, sign and verify are not).
+    /// OFB and CFB jobs are dependent; ECB, sign and verify are not; §15.4: GCM jobs are
+    /// dependent, CTR jobs are not).
     pub fn is_dependent(&self) -> bool {
         self.dependent
     }

@@ -1,12 +1,19 @@
 //! The `cryptodispatch` command-line tool, run as a subprocess.
 //!
-//! - AES: for each of the 12 algorithms, `enc` and `dec`, with and without `-nopad` (for ECB
-//!   and CBC; OFB and CFB ignore it, which is checked separately), on 0, 1,
+//! - AES: for each of the 15 algorithms of `openssl enc` (ECB, CBC, OFB, CFB, CTR), `enc` and
+//!   `dec`, with and without `-nopad` (for ECB and CBC; OFB and CFB ignore it, which is checked
+//!   separately), on 0, 1,
 //!   15, 16, 17 and 100000 bytes, the output equals `openssl enc`'s byte for byte (or, where
 //!   `openssl` is not on PATH, the library's `AesKey::one_shot`, with a note on stderr), and
 //!   decryption inverts encryption; lengths `-nopad` ECB/CBC cannot take are errors. The cases
 //!   rotate through node counts, policies, packet sizes and option spellings; further tests
 //!   push data across many small packets and across the tool's 64 KiB read chunks.
+//! - CTR: the 128-bit counter wraps as openssl's does, across packets of several nodes.
+//! - GCM (this tool's format, which openssl cannot read): the output decrypts with Python's
+//!   `cryptography` package (`AESGCM`), and what it seals the CLI opens (skipped, with a note,
+//!   where `python3` or the package is missing); round trips through the service; a changed
+//!   tag, ciphertext, nonce or associated data, or a file not in the format, exits 1 and
+//!   writes nothing; bad options exit 2.
 //! - Ed25519: `sign` gives the signatures of `tests/vectors/ed25519/sign.input` (and of
 //!   `openssl pkeyutl`), `verify` accepts them and rejects tampering with the exact messages.
 //! - Files: `-in` and `-out` naming one file are refused and the file kept; a failed run leaves
@@ -413,6 +420,18 @@ fn aes_256_ofb() {
 fn aes_256_cfb() {
     check_algorithm(256, Mode::Cfb);
 }
+#[test]
+fn aes_128_ctr() {
+    check_algorithm(128, Mode::Ctr);
+}
+#[test]
+fn aes_192_ctr() {
+    check_algorithm(192, Mode::Ctr);
+}
+#[test]
+fn aes_256_ctr() {
+    check_algorithm(256, Mode::Ctr);
+}
 
 // ---------------------------------------------------------------------------------------------
 // AES: many packets, read-chunk boundaries, spellings
@@ -444,7 +463,7 @@ fn round_trip(alg: Alg, len: usize, nopad: bool, options: &[&str]) {
 
 #[test]
 fn data_crosses_many_small_packets_on_several_nodes() {
-    for mode in Mode::ALL {
+    for mode in Mode::UNAUTHENTICATED {
         let alg = Alg { bits: 256, mode };
         for (len, options) in [
             (100_000, &["--nodes", "3", "--packet-size", "64"][..]),
@@ -791,7 +810,7 @@ fn enc_args(extra: &[&str]) -> Vec<String> {
 fn usage_errors_exit_2_with_a_clear_message() {
     let cases: Vec<(Vec<String>, &[&str])> = vec![
         (
-            s(&["enc", "-alg", "aes-128-gcm", "-K", KEY, "-iv", IV]),
+            s(&["enc", "-alg", "aes-128-xts", "-K", KEY, "-iv", IV]),
             &["unknown algorithm", "aes-256-cfb"],
         ),
         (
@@ -1194,6 +1213,8 @@ fn help_shows_usage_and_examples() {
         "--alg",
         "--hex-key",
         "--iv",
+        "--aad",
+        "--aad-file",
         "--nopad",
         "--in",
         "--out",
@@ -1205,7 +1226,361 @@ fn help_shows_usage_and_examples() {
     // The file handling is documented where a user looks.
     let out = ok(cli(&s(&["--help"]), b""), "--help");
     let text = String::from_utf8_lossy(&out);
-    for phrase in ["temporary file", "same file", "without being read whole"] {
+    for phrase in [
+        "temporary file",
+        "same file",
+        "without being read whole",
+        "CDGCM",
+        "16-byte tag",
+        "aes-256-ctr",
+    ] {
         assert!(text.contains(phrase), "--help lacks {phrase:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CTR: the counter wrap
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn ctr_counter_wraps_at_128_bits_like_openssl() {
+    // The counter starts 3 blocks before 2^128: the 4th block of the message uses 00..00. At
+    // 16-byte packets on 3 nodes every block is its own packet, with its own counter block.
+    for bits in [128, 256] {
+        let alg = Alg {
+            bits,
+            mode: Mode::Ctr,
+        };
+        let key = alg.key(7);
+        let mut iv = [0xffu8; 16];
+        iv[15] = 0xfd;
+        let data = bytes(16 * 6 + 9, 8);
+        let expected = reference(alg, Direction::Encrypt, &key, &iv, false, &data).unwrap();
+        for options in [
+            &[][..],
+            &["--nodes", "3", "--packet-size", "16"][..],
+            &["--nodes", "2", "--packet-size", "32"][..],
+        ] {
+            let mut args = s(&[
+                "enc",
+                "-alg",
+                &alg.name(),
+                "-K",
+                &hex(&key),
+                "-iv",
+                &hex(&iv),
+            ]);
+            args.extend(s(options));
+            let got = ok(cli(&args, &data), &format!("{} {options:?}", alg.name()));
+            assert_eq!(got, expected, "{} {options:?}", alg.name());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GCM: this tool's format
+// ---------------------------------------------------------------------------------------------
+
+/// The GCM file format, version 1: magic, version, nonce, ciphertext, tag.
+const GCM_MAGIC: &[u8] = b"CDGCM\x01";
+
+/// Whether `python3` can import `cryptography` (checked once); prints why the Python checks are
+/// skipped if not.
+fn python_cryptography() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let found = Command::new("python3")
+            .args(["-c", "import cryptography.hazmat.primitives.ciphers.aead"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            eprintln!(
+                "note: python3 with the `cryptography` package is not available: the GCM \
+                 interoperability checks are skipped (pip install cryptography)"
+            );
+        }
+        found
+    })
+}
+
+/// Python's `AESGCM`: opens `file` (in this tool's format) and prints the plaintext in hex, or
+/// `INVALID` when the tag does not verify; or seals the message on standard input into it.
+const PYTHON_GCM: &str = r#"
+import sys
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+mode, key, aad, path = sys.argv[1], bytes.fromhex(sys.argv[2]), bytes.fromhex(sys.argv[3]), sys.argv[4]
+if mode == "open":
+    data = open(path, "rb").read()
+    assert data[:6] == b"CDGCM\x01", "magic"
+    try:
+        print(AESGCM(key).decrypt(data[6:18], data[18:], aad or None).hex())
+    except InvalidTag:
+        print("INVALID")
+else:
+    nonce, msg = bytes.fromhex(sys.argv[5]), sys.stdin.buffer.read()
+    open(path, "wb").write(b"CDGCM\x01" + nonce + AESGCM(key).encrypt(nonce, msg, aad or None))
+"#;
+
+fn gcm_args(cmd: &str, bits: usize, key: &[u8], extra: &[&str]) -> Vec<String> {
+    let mut args = s(&[cmd, "-alg", &format!("aes-{bits}-gcm"), "-K", &hex(key)]);
+    args.extend(s(extra));
+    args
+}
+
+#[test]
+fn gcm_output_decrypts_with_python_cryptography() {
+    if !python_cryptography() {
+        eprintln!("skipping gcm_output_decrypts_with_python_cryptography: no python3 cryptography");
+        return;
+    }
+    let scratch = Scratch::new("gcm-python");
+    let mut case = 0;
+    for bits in [128, 192, 256] {
+        for (len, aad_len, options) in [
+            (0, 0, &[][..]),
+            (1, 5, &["--nodes", "1"][..]),
+            (100, 0, &["--packet-size", "16", "--nodes", "3"][..]),
+            (70_000, 33, &[][..]),
+            (4097, 16, &["--packet-size", "64", "--nodes", "2"][..]),
+        ] {
+            case += 1;
+            let seed = (bits * 100 + case) as u64;
+            let key = bytes(bits / 8, seed);
+            let aad = bytes(aad_len, seed ^ 1);
+            let msg = bytes(len, seed ^ 2);
+            let what = format!("aes-{bits}-gcm len={len} aad={aad_len} {options:?}");
+            // The CLI seals (a random nonce, or a given one); Python opens.
+            let mut extra: Vec<&str> = options.to_vec();
+            let aad_hex = hex(&aad);
+            if aad_len > 0 {
+                extra.extend(["-aad", &aad_hex]);
+            }
+            let nonce_hex = hex(&bytes(12, seed ^ 3));
+            if case % 2 == 0 {
+                extra.extend(["-iv", &nonce_hex]);
+            }
+            let sealed = ok(cli(&gcm_args("enc", bits, &key, &extra), &msg), &what);
+            assert_eq!(sealed.len(), 6 + 12 + len + 16, "{what}: output length");
+            assert_eq!(&sealed[..6], GCM_MAGIC, "{what}: header");
+            if case % 2 == 0 {
+                assert_eq!(hex(&sealed[6..18]), nonce_hex, "{what}: the given nonce");
+            }
+            let file = scratch.file(&format!("sealed-{case}"), &sealed);
+            let path = file.display().to_string();
+            let out = run_program(
+                "python3",
+                &s(&["-c", PYTHON_GCM, "open", &hex(&key), &aad_hex, &path]),
+                b"",
+            );
+            let printed = String::from_utf8(ok(out, &what)).unwrap();
+            assert_eq!(printed.trim(), hex(&msg), "{what}: Python's plaintext");
+            // A changed byte of the tag: Python refuses it too.
+            let mut bad = sealed.clone();
+            *bad.last_mut().unwrap() ^= 1;
+            let bad_file = scratch.file(&format!("bad-{case}"), &bad);
+            let out = run_program(
+                "python3",
+                &s(&[
+                    "-c",
+                    PYTHON_GCM,
+                    "open",
+                    &hex(&key),
+                    &aad_hex,
+                    &bad_file.display().to_string(),
+                ]),
+                b"",
+            );
+            assert_eq!(String::from_utf8(ok(out, &what)).unwrap().trim(), "INVALID");
+
+            // Python seals; the CLI opens.
+            let py_file = scratch.path(&format!("python-{case}"));
+            let out = run_program(
+                "python3",
+                &s(&[
+                    "-c",
+                    PYTHON_GCM,
+                    "seal",
+                    &hex(&key),
+                    &aad_hex,
+                    &py_file.display().to_string(),
+                    &nonce_hex,
+                ]),
+                &msg,
+            );
+            ok(out, &what);
+            let from_python = std::fs::read(&py_file).unwrap();
+            let mut extra: Vec<&str> = options.to_vec();
+            if aad_len > 0 {
+                extra.extend(["-aad", &aad_hex]);
+            }
+            let opened = ok(
+                cli(&gcm_args("dec", bits, &key, &extra), &from_python),
+                &what,
+            );
+            assert!(opened == msg, "{what}: the CLI opens Python's output");
+        }
+    }
+}
+
+#[test]
+fn gcm_round_trips_through_the_service() {
+    let scratch = Scratch::new("gcm-round-trip");
+    let aad_file = scratch.file("aad", b"associated data from a file");
+    let aad_path = aad_file.display().to_string();
+    for bits in [128, 192, 256] {
+        let key = bytes(bits / 8, bits as u64);
+        for (len, extra) in [
+            (0, &[][..]),
+            (17, &["-aad", "00ff10"][..]),
+            (
+                1000,
+                &["-aad-file", aad_path.as_str(), "--packet-size", "16"][..],
+            ),
+            (
+                65_537,
+                &["--aad-file", aad_path.as_str(), "--nodes", "2"][..],
+            ),
+        ] {
+            let what = format!("aes-{bits}-gcm len={len} {extra:?}");
+            let msg = bytes(len, len as u64 + 1);
+            let sealed = ok(cli(&gcm_args("enc", bits, &key, extra), &msg), &what);
+            let opened = ok(cli(&gcm_args("dec", bits, &key, extra), &sealed), &what);
+            assert!(opened == msg, "{what}: dec(enc(x)) != x");
+        }
+    }
+    // Two encryptions without -iv draw different nonces.
+    let key = bytes(16, 1);
+    let a = ok(cli(&gcm_args("enc", 128, &key, &[]), b"same"), "first");
+    let b = ok(cli(&gcm_args("enc", 128, &key, &[]), b"same"), "second");
+    assert_ne!(a[6..18], b[6..18], "random nonces");
+}
+
+#[test]
+fn gcm_failures_write_nothing() {
+    let scratch = Scratch::new("gcm-failures");
+    let key = bytes(32, 5);
+    let msg = bytes(300, 6);
+    let extra = ["-aad", "a1b2c3", "--packet-size", "32", "--nodes", "2"];
+    let sealed = ok(cli(&gcm_args("enc", 256, &key, &extra), &msg), "seal");
+    let flip = |i: usize| {
+        let mut v = sealed.clone();
+        v[i] ^= 0x20;
+        v
+    };
+    let n = sealed.len();
+    let mut other_key = key.clone();
+    other_key[0] ^= 1;
+    let cases: Vec<(&str, Vec<u8>, Vec<String>)> = vec![
+        ("tag", flip(n - 1), gcm_args("dec", 256, &key, &extra)),
+        ("first byte", flip(18), gcm_args("dec", 256, &key, &extra)),
+        ("nonce", flip(10), gcm_args("dec", 256, &key, &extra)),
+        (
+            "truncated",
+            sealed[..n - 1].to_vec(),
+            gcm_args("dec", 256, &key, &extra),
+        ),
+        (
+            "aad",
+            sealed.clone(),
+            gcm_args("dec", 256, &key, &["-aad", "a1b2c4"]),
+        ),
+        ("no aad", sealed.clone(), gcm_args("dec", 256, &key, &[])),
+        (
+            "key",
+            sealed.clone(),
+            gcm_args("dec", 256, &other_key, &extra),
+        ),
+    ];
+    for (what, input, args) in cases {
+        // To stdout: nothing written.
+        let out = cli(&args, &input);
+        fails(&out, 1, &["bad decrypt", "authentication failed"], what);
+        assert!(
+            out.stdout.is_empty(),
+            "{what}: wrote {} bytes",
+            out.stdout.len()
+        );
+        // To a file: no file appears.
+        let target = scratch.path(&format!("out-{what}"));
+        let mut with_out = args.clone();
+        with_out.extend(["-out".into(), target.display().to_string()]);
+        fails(&cli(&with_out, &input), 1, &["bad decrypt"], what);
+        assert!(!target.exists(), "{what}: an output file appeared");
+        assert_eq!(
+            listing(&scratch)
+                .iter()
+                .filter(|f| f.contains("tmp"))
+                .count(),
+            0
+        );
+    }
+    // Not this tool's format.
+    let dec = gcm_args("dec", 256, &key, &[]);
+    for (what, input, needle) in [
+        ("magic", b"CDGCX\x01".repeat(10), "magic"),
+        (
+            "version",
+            [&b"CDGCM\x02"[..], &[0; 40]].concat(),
+            "version 2",
+        ),
+        ("short", b"CDGCM\x01 too short".to_vec(), "shorter"),
+        ("empty", Vec::new(), "magic"),
+    ] {
+        let out = cli(&dec, &input);
+        fails(&out, 1, &["not a cryptodispatch GCM file", needle], what);
+        assert!(out.stdout.is_empty(), "{what}");
+    }
+    // Usage errors: a nonce of the wrong size, a nonce given to dec, AAD for another mode.
+    let usage: Vec<(&str, Vec<String>, &str)> = vec![
+        (
+            "short nonce",
+            gcm_args("enc", 256, &key, &["-iv", "00112233"]),
+            "12-byte nonce",
+        ),
+        (
+            "16-byte nonce",
+            gcm_args("enc", 256, &key, &["-iv", &hex(&[0; 16])]),
+            "12-byte nonce",
+        ),
+        (
+            "iv on dec",
+            gcm_args("dec", 256, &key, &["-iv", &hex(&[0; 12])]),
+            "from the input",
+        ),
+        (
+            "bad aad hex",
+            gcm_args("enc", 256, &key, &["-aad", "xyz1"]),
+            "-aad",
+        ),
+        (
+            "aad and aad-file",
+            gcm_args("enc", 256, &key, &["-aad", "00", "-aad-file", "x"]),
+            "cannot be used with",
+        ),
+        (
+            "missing aad file",
+            gcm_args("enc", 256, &key, &["-aad-file", "/nonexistent/aad"]),
+            "-aad-file",
+        ),
+        (
+            "aad for cbc",
+            s(&[
+                "enc",
+                "-alg",
+                "aes-256-cbc",
+                "-K",
+                &hex(&key),
+                "-iv",
+                &hex(&[0; 16]),
+                "-aad",
+                "00",
+            ]),
+            "GCM only",
+        ),
+        ("short key", gcm_args("enc", 192, &key, &[]), "24-byte key"),
+    ];
+    for (what, args, needle) in usage {
+        fails(&cli(&args, b"data"), 2, &[needle], what);
     }
 }

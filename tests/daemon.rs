@@ -34,6 +34,8 @@ fn wire_mode(mode: Mode) -> i32 {
         Mode::Cbc => proto::Mode::Cbc,
         Mode::Ofb => proto::Mode::Ofb,
         Mode::Cfb => proto::Mode::Cfb,
+        Mode::Ctr => proto::Mode::Ctr,
+        _ => proto::Mode::Unspecified,
     };
     mode as i32
 }
@@ -68,7 +70,7 @@ async fn every_rpc_equals_the_library() {
         let c = d.client(Some(ALL)).await;
         let mut cases = 0;
         for (i, (name, key)) in KEYS.iter().enumerate() {
-            for mode in Mode::ALL {
+            for mode in Mode::UNAUTHENTICATED {
                 let paddings: &[Padding] = if mode.needs_whole_blocks() {
                     &[Padding::None, Padding::Pkcs7]
                 } else {
@@ -216,7 +218,7 @@ async fn a_streamed_chained_job_equals_the_one_shot_result() {
         let c = d.client(Some(ALL)).await;
         let cuts: [&[usize]; 5] = [&[1], &[16], &[7, 100, 3], &[256], &[4096, 1, 999]];
         let mut cases = 0;
-        for mode in Mode::ALL {
+        for mode in Mode::UNAUTHENTICATED {
             for padding in [Padding::None, Padding::Pkcs7] {
                 if padding == Padding::Pkcs7 && !mode.needs_whole_blocks() {
                     continue;

@@ -103,7 +103,7 @@ fn op(direction: Direction, mode: Mode) -> AesOp {
 
 /// A small AES job with its expected output: mode, direction and length vary with `i`.
 fn small_job(i: usize, key: KeyId, raw: &[u8], g: &mut Gen) -> (Job, Vec<u8>) {
-    let mode = Mode::ALL[i % 4];
+    let mode = Mode::UNAUTHENTICATED[i % 5];
     let direction = if i % 3 == 0 {
         Direction::Decrypt
     } else {
@@ -111,7 +111,8 @@ fn small_job(i: usize, key: KeyId, raw: &[u8], g: &mut Gen) -> (Job, Vec<u8>) {
     };
     let len = match mode {
         Mode::Ecb | Mode::Cbc => 16 * (i % 5),
-        Mode::Ofb | Mode::Cfb => i % 70,
+        Mode::Ofb | Mode::Cfb | Mode::Ctr => i % 70,
+        Mode::Gcm => unreachable!("not a plain mode"),
     };
     let iv = g.bytes(16);
     let data = g.bytes(len);
@@ -920,7 +921,7 @@ fn metrics_add_up_after_a_known_workload() {
     let mut handles = Vec::new();
     let mut want_failed = 0;
     for i in 0..300usize {
-        let mode = Mode::ALL[i % 4];
+        let mode = Mode::UNAUTHENTICATED[i % 5];
         let pad = mode.needs_whole_blocks() && i % 3 == 0;
         let o = op(Direction::Encrypt, mode).with_padding(if pad {
             Padding::Pkcs7

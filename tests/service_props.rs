@@ -1,7 +1,7 @@
 //! Property test of the whole service: random configurations (packet size, AES nodes with and
 //! without slowdown, pinned or not, Ed25519 nodes, policy, affinity, queue sizes) running random
-//! mixes of jobs (AES in all four modes with 128/192/256-bit keys, both directions, PKCS#7 on
-//! and off for ECB and CBC, lengths 0..2000 with partial final blocks where the mode allows;
+//! mixes of jobs (AES in the five plain modes with 128/192/256-bit keys, both directions, PKCS#7
+//! on and off for ECB and CBC, lengths 0..2000 with partial final blocks where the mode allows;
 //! Ed25519 sign and verify with valid and invalid signatures) submitted from 1–3 threads at
 //! once, next to 1–2 streams.
 //!
@@ -142,7 +142,7 @@ fn config() -> impl Strategy<Value = Config> {
 }
 
 fn mode() -> impl Strategy<Value = Mode> {
-    select(Mode::ALL.to_vec())
+    select(Mode::UNAUTHENTICATED.to_vec())
 }
 
 fn job() -> impl Strategy<Value = JobSpec> {

@@ -55,7 +55,7 @@ fn all_records() -> Vec<Record> {
         *per_mode.entry(mode).or_default() += records.len();
         all.extend(records);
     }
-    for mode in Mode::ALL {
+    for mode in [Mode::Ecb, Mode::Cbc, Mode::Ofb, Mode::Cfb] {
         assert_eq!(per_mode[&mode], 2138, "{mode} records");
     }
     assert_eq!(all.len(), 8552, "AES records");

@@ -1,6 +1,7 @@
 //! Wycheproof's negative and positive cases through the whole service: the Ed25519 verification
-//! set (`eddsa`, `ed25519`) and the AES-CBC with PKCS#5 padding set (`cipher`,
-//! `aes_cbc_pkcs5`), from the `wycheproof` crate, submitted as jobs to a running `Service`.
+//! set (`eddsa`, `ed25519`), the AES-CBC with PKCS#5 padding set (`cipher`, `aes_cbc_pkcs5`)
+//! and the AES-GCM set (`aead`, `aes_gcm`), from the `wycheproof` crate, submitted as jobs to a
+//! running `Service`.
 //!
 //! Wycheproof marks each case `valid` (must be accepted), `invalid` (must be refused) or
 //! `acceptable` (may go either way, for policy reasons). How each answer is judged:
@@ -18,6 +19,12 @@
 //!   `wait()` for a bad final block, or `SubmitError::Crypto(BadPadding)` from `submit` for an
 //!   empty ciphertext (which has no final block, so the service refuses it before it runs).
 //!   Never a panic (it would show as `JobError::WorkerPanicked`), never wrong data accepted.
+//! - **AES-GCM.** The service takes 12-byte nonces and 16-byte tags only (docs/ALGORITHM.md
+//!   §15.4). A case with another nonce size must be refused at submission, both ways, with
+//!   `SubmitError::Crypto(NonceLength)` (every tag in the set is 16 bytes, which the test
+//!   checks). A supported `valid` case must seal to the case's ciphertext and tag and open to
+//!   its message; an `invalid` one (a modified tag) must fail to open with
+//!   `JobError::Crypto(AuthenticationFailed)`, and sealing its message must not give its tag.
 //! - **Acceptable.** The service verifies with `verify_strict` and decrypts with strict PKCS#7
 //!   checks. An `acceptable` case is decided by the same strict rule computed outside the
 //!   service (`ed25519-dalek`'s `verify_strict`, RustCrypto's `cbc` for AES, in
@@ -469,5 +476,162 @@ fn aes_cbc_pkcs5_cases_through_the_service() {
     assert_eq!(m.jobs_submitted, 2 * n - refused_empty);
     assert_eq!(m.jobs_completed, 2 * n - refused_empty - bad_padding);
     assert_eq!(m.jobs_failed, bad_padding);
+    assert_eq!(m.stored_states, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// AES-GCM
+// ---------------------------------------------------------------------------------------------
+
+/// One AES-GCM case, flattened out of its group.
+struct GcmCase {
+    at: String,
+    key: Vec<u8>,
+    nonce: Vec<u8>,
+    aad: Vec<u8>,
+    pt: Vec<u8>,
+    ct: Vec<u8>,
+    tag: Vec<u8>,
+    result: TestResult,
+}
+
+fn aes_gcm_cases() -> Vec<GcmCase> {
+    use wycheproof::aead::{TestName, TestSet};
+    let set = TestSet::load(TestName::AesGcm).expect("the aes_gcm set loads");
+    let cases: Vec<GcmCase> = set
+        .test_groups
+        .iter()
+        .flat_map(|group| {
+            assert_eq!(group.tag_size, 128, "aes_gcm: tag size in bits");
+            group.tests.iter().map(move |t| {
+                let at = format!("aes_gcm tcId {} ({})", t.tc_id, t.comment);
+                assert_eq!(t.key.len() * 8, group.key_size, "{at}: key size");
+                assert_eq!(t.nonce.len() * 8, group.nonce_size, "{at}: nonce size");
+                assert_eq!(t.tag.len(), 16, "{at}: tag length");
+                GcmCase {
+                    key: t.key.to_vec(),
+                    nonce: t.nonce.to_vec(),
+                    aad: t.aad.to_vec(),
+                    pt: t.pt.to_vec(),
+                    ct: t.ct.to_vec(),
+                    tag: t.tag.to_vec(),
+                    result: t.result,
+                    at,
+                }
+            })
+        })
+        .collect();
+    assert!(!cases.is_empty(), "aes_gcm: no cases read");
+    assert_eq!(
+        cases.len(),
+        set.number_of_tests,
+        "aes_gcm: cases vs numberOfTests"
+    );
+    cases
+}
+
+#[test]
+fn aes_gcm_cases_through_the_service() {
+    let cases = aes_gcm_cases();
+    assert_eq!(
+        count_by_result(cases.iter().map(|c| &c.result)),
+        (229, 87, 0),
+        "aes_gcm: (valid, invalid, acceptable)"
+    );
+    let (supported, other): (Vec<&GcmCase>, Vec<&GcmCase>) =
+        cases.iter().partition(|c| c.nonce.len() == 12);
+    assert_eq!(
+        count_by_result(supported.iter().map(|c| &c.result)),
+        (116, 81, 0),
+        "aes_gcm with 12-byte nonces: (valid, invalid, acceptable)"
+    );
+    // Packets of 16 bytes: a case of several blocks hands its hash from node to node.
+    let service = Service::builder()
+        .packet_size(16)
+        .aes_cluster([pinned(0), pinned(1)])
+        .build()
+        .unwrap();
+    let mut keys: HashMap<&[u8], KeyId> = HashMap::new();
+    for c in &cases {
+        if !keys.contains_key(c.key.as_slice()) {
+            keys.insert(&c.key, service.add_aes_key(&c.key).unwrap());
+        }
+    }
+
+    // Other nonce sizes (0, 8, 16, ... 2056 bits) are refused at submission, both ways.
+    for c in &other {
+        let key = keys[c.key.as_slice()];
+        let want = SubmitError::Crypto(CryptoError::NonceLength { got: c.nonce.len() });
+        let seal = service.submit(Job::gcm_encrypt(key, &c.nonce, c.aad.clone(), c.pt.clone()));
+        assert_eq!(seal.err(), Some(want.clone()), "{}: seal", c.at);
+        let open = Job::gcm_decrypt(key, &c.nonce, c.aad.clone(), c.ct.clone(), &c.tag);
+        assert_eq!(service.submit(open).err(), Some(want), "{}: open", c.at);
+    }
+
+    // Both directions of every supported case, all submitted before any is waited on.
+    let handles: Vec<(JobHandle, JobHandle)> = supported
+        .iter()
+        .map(|c| {
+            let key = keys[c.key.as_slice()];
+            let seal = Job::gcm_encrypt(key, &c.nonce, c.aad.clone(), c.pt.clone());
+            let open = Job::gcm_decrypt(key, &c.nonce, c.aad.clone(), c.ct.clone(), &c.tag);
+            let submit = |job| {
+                service
+                    .submit(job)
+                    .unwrap_or_else(|e| panic!("{}: submit: {e}", c.at))
+            };
+            (submit(seal), submit(open))
+        })
+        .collect();
+    let mut forged = 0;
+    for ((seal, open), c) in handles.into_iter().zip(&supported) {
+        let (ct, tag) = seal
+            .wait()
+            .unwrap_or_else(|e| panic!("{}: seal: {e}", c.at))
+            .into_sealed()
+            .unwrap_or_else(|| panic!("{}: seal gave no ciphertext and tag", c.at));
+        let opened = open.wait();
+        // The reference, outside the service: RustCrypto's `aes-gcm` in one shot.
+        let (ref_ct, ref_tag) = common::ref_gcm_seal(&c.key, &c.nonce, &c.aad, &c.pt);
+        assert_eq!((&ct, tag), (&ref_ct, ref_tag), "{}: seal vs aes-gcm", c.at);
+        let ref_pt = common::ref_gcm_open(&c.key, &c.nonce, &c.aad, &c.ct, &c.tag);
+        assert_eq!(
+            opened.clone().ok().and_then(JobOutput::into_data),
+            ref_pt,
+            "{}: open vs aes-gcm",
+            c.at
+        );
+        match c.result {
+            TestResult::Valid => {
+                assert_eq!(hex::encode(&ct), hex::encode(&c.ct), "{}: ct", c.at);
+                assert_eq!(hex::encode(tag), hex::encode(&c.tag), "{}: tag", c.at);
+                assert_eq!(opened, Ok(JobOutput::Data(c.pt.clone())), "{}: pt", c.at);
+            }
+            TestResult::Invalid => {
+                assert_ne!(tag[..], c.tag[..], "{}: sealing gave the invalid tag", c.at);
+                assert_eq!(
+                    opened,
+                    Err(JobError::Crypto(CryptoError::AuthenticationFailed)),
+                    "{}",
+                    c.at
+                );
+                forged += 1;
+            }
+            // Decided by the reference above (the set holds none; see the module docs).
+            TestResult::Acceptable => {}
+        }
+    }
+    assert_eq!(forged, 81, "invalid cases refused");
+
+    service.shutdown();
+    let m = service.metrics();
+    let n = supported.len() as u64;
+    assert_eq!(
+        m.jobs_submitted,
+        2 * n,
+        "only supported cases were submitted"
+    );
+    assert_eq!(m.jobs_completed, 2 * n - forged);
+    assert_eq!(m.jobs_failed, forged);
     assert_eq!(m.stored_states, 0);
 }

@@ -4,6 +4,8 @@
 //! ```text
 //! cryptodispatch enc    -alg aes-128-cbc -K <hex> -iv <hex> [-nopad] [-in FILE] [-out FILE]
 //! cryptodispatch dec    -alg aes-128-cbc -K <hex> -iv <hex> [-nopad] [-in FILE] [-out FILE]
+//! cryptodispatch enc    -alg aes-256-gcm -K <hex> [-iv <24 hex>] [-aad HEX | -aad-file FILE] ...
+//! cryptodispatch dec    -alg aes-256-gcm -K <hex> [-aad HEX | -aad-file FILE] ...
 //! cryptodispatch sign   -key SEED_FILE [-in FILE] [-out FILE]
 //! cryptodispatch verify -key PUBLIC_KEY_FILE -sig SIG_FILE [-in FILE]
 //! common options:       [--nodes N] [--policy NAME] [--packet-size BYTES]
@@ -11,13 +13,19 @@
 //!                       -K or -key; see the `daemon_client` module)
 //! ```
 //!
-//! - `enc`/`dec` take `aes-{128,192,256}-{ecb,cbc,ofb,cfb}` (CFB is CFB-128) and give output
-//!   byte-identical to `openssl enc -aes-128-cbc -K .. -iv .. [-nopad]`: PKCS#7 padding for ECB
-//!   and CBC unless `-nopad` (which OFB and CFB ignore, as openssl does). ECB takes no IV: one
+//! - `enc`/`dec` take `aes-{128,192,256}-{ecb,cbc,ofb,cfb,ctr}` (CFB is CFB-128; CTR counts
+//!   over the whole 128-bit block) and give output byte-identical to
+//!   `openssl enc -aes-128-cbc -K .. -iv .. [-nopad]`: PKCS#7 padding for ECB and CBC unless
+//!   `-nopad` (which OFB, CFB and CTR ignore, as openssl does). ECB takes no IV: one
 //!   given draws openssl's warning and is ignored. The key must be exactly the key size (openssl
 //!   pads a short key with zeros; this tool refuses it). The input is read in chunks of 64 KiB
 //!   and fed to a [`Stream`](cryptodispatch::Stream) of the service in packets of the packet
 //!   size, so input of any size runs in bounded memory; outputs are written in order.
+//! - `aes-{128,192,256}-gcm` (which `openssl enc` refuses) seals the whole input as one GCM job
+//!   and writes this tool's format: `CDGCM`, version byte 1, the 12-byte nonce, the ciphertext,
+//!   the 16-byte tag (see the `gcm` module). The nonce is `-iv` (24 hex digits) or drawn from
+//!   the OS; the associated data is `-aad HEX` or `-aad-file FILE` and is not stored.
+//!   Decryption writes nothing unless the tag verifies (exit 1: "bad decrypt").
 //! - `sign` writes the raw 64-byte Ed25519 signature for a raw 32-byte seed; `verify` prints
 //!   `Signature Verified Successfully` (exit 0) or `Signature Verification Failure` (exit 1).
 //!   A key or signature file of another size is refused without being read whole: a regular
@@ -38,12 +46,14 @@
 //!   device and inode) is refused before anything is written: openssl would truncate the input
 //!   before reading it.
 //!
-//! openssl's single-dash options (`-alg`, `-iv`, `-nopad`, `-in`, `-out`, `-key`, `-sig`) and
+//! openssl's single-dash options (`-alg`, `-iv`, `-aad`, `-aad-file`, `-nopad`, `-in`, `-out`,
+//! `-key`, `-sig`) and
 //! the double-dash ones (`--alg`, ...; `-K` is also `--hex-key`) are both accepted: the
 //! arguments are normalised before clap parses them (see the `argv` module).
 //!
 //! Exit status: 0 on success; 1 for a failure while processing (bad padding on decryption, data
-//! that is not whole blocks with `-nopad`, an I/O error, a signature that does not verify); 2
+//! that is not whole blocks with `-nopad`, a GCM tag that does not verify or input not in the
+//! GCM format, an I/O error, a signature that does not verify); 2
 //! for a usage error (unknown algorithm, bad hex, wrong key or IV length, a missing IV, an
 //! unreadable input or key file, a key or signature file of the wrong size, `-in` and `-out`
 //! naming the same file, an unknown policy, a bad packet size).
@@ -57,6 +67,8 @@ mod cipher;
 mod daemon_client;
 #[path = "cryptodispatch/ed25519.rs"]
 mod ed25519;
+#[path = "cryptodispatch/gcm.rs"]
+mod gcm;
 #[path = "cryptodispatch/input.rs"]
 mod input;
 #[path = "cryptodispatch/output.rs"]
@@ -77,14 +89,26 @@ use crate::cipher::CipherArgs;
 use crate::ed25519::{SignArgs, VerifyArgs};
 use crate::service::{CliError, EXIT_USAGE};
 
-const ABOUT: &str = "AES and Ed25519 like `openssl enc`, run through cryptodispatch's scheduler";
+const ABOUT: &str =
+    "AES (with CTR and GCM) and Ed25519 like `openssl enc`, run through cryptodispatch's scheduler";
 
 const LONG_ABOUT: &str = "\
-AES (ECB, CBC, OFB, CFB-128; 128/192/256-bit keys) and Ed25519, like `openssl enc` and
-`openssl pkeyutl`, with all the cryptography run by a cryptodispatch service: worker threads
-pinned to cores, fed by its two-level scheduler.
+AES (ECB, CBC, OFB, CFB-128, CTR, GCM; 128/192/256-bit keys) and Ed25519, like `openssl enc`
+and `openssl pkeyutl`, with all the cryptography run by a cryptodispatch service: worker
+threads pinned to cores, fed by its two-level scheduler.
 
-Output is byte-identical to openssl's for the same key, IV and data. openssl's single-dash
+Output is byte-identical to openssl's for the same key, IV and data (CTR counts over the whole
+128-bit block, as openssl's aes-*-ctr).
+
+GCM (which openssl enc does not do) writes this tool's file format, version 1:
+  bytes 0-4   magic \"CDGCM\"
+  byte  5     version, 0x01
+  bytes 6-17  the 12-byte nonce (-iv, 24 hex digits; drawn from the OS if not given)
+  then        the ciphertext (as long as the plaintext), then the 16-byte tag.
+The associated data (-aad HEX or -aad-file FILE, default none) is authenticated but not stored:
+give the same to decrypt. Bytes 6.. are what other AES-GCM implementations take (nonce, then
+ciphertext||tag). The input is read whole; decryption writes nothing unless the tag verifies
+(exit 1, \"bad decrypt\"). openssl's single-dash
 options (-alg, -iv, -nopad, -in, -out, -key, -sig, and -aes-128-cbc for -alg aes-128-cbc) are
 accepted as well as the double-dash ones. Unlike openssl, a key or IV of the wrong length is
 an error (openssl pads a short one with zeros). Keys given on the command line are visible to
@@ -112,6 +136,16 @@ Examples:
   cat data | cryptodispatch enc --alg aes-256-ofb --hex-key $(cat key.hex) --iv $(cat iv.hex) \\
       --nodes 3 --policy hhs-acdid --packet-size 4096 > data.enc
 
+  # AES-256-CTR, byte-identical to `openssl enc -aes-256-ctr -K .. -iv ..`:
+  cryptodispatch enc -alg aes-256-ctr -K $(cat key.hex) -iv 000102030405060708090a0b0c0d0e0f \\
+      -in data -out data.ctr
+
+  # AES-128-GCM with associated data; a random nonce is stored in the output:
+  cryptodispatch enc -alg aes-128-gcm -K 000102030405060708090a0b0c0d0e0f -aad 686561646572 \\
+      -in msg -out msg.gcm
+  cryptodispatch dec -alg aes-128-gcm -K 000102030405060708090a0b0c0d0e0f -aad 686561646572 \\
+      -in msg.gcm -out msg
+
   # ECB without padding (the input must be whole 16-byte blocks); ECB takes no IV:
   cryptodispatch enc -alg aes-192-ecb -K 000102030405060708090a0b0c0d0e0f1011121314151617 -nopad
 
@@ -126,7 +160,8 @@ Examples:
       --token-file tokens -in msg.txt -out msg.sig
 
 Exit status: 0 success; 1 processing failure (bad padding, data not whole blocks with -nopad,
-I/O error, signature not verified); 2 usage error.";
+a GCM tag that does not verify or a file not in the GCM format, I/O error, signature not
+verified); 2 usage error.";
 
 #[derive(Debug, Parser)]
 #[command(

@@ -1,11 +1,13 @@
-//! AES in ECB, CBC, OFB and CFB-128, one packet at a time, with the chaining state passed in
-//! and handed back.
+//! AES in ECB, CBC, OFB, CFB-128 and CTR, one packet at a time, with the chaining state passed
+//! in and handed back. GCM, which also carries a GHASH state, is in `gcm.rs`.
 //!
 //! A job cut into packets gives exactly the one-shot result when every packet but the last is a
 //! whole number of 16-byte blocks and each packet starts from the [`ChainState`] the previous
 //! one left: for CBC and CFB that state is the last ciphertext block, for OFB the last
-//! keystream block, the same value RustCrypto's `IvState` reports. Only a job's last packet may
-//! end in a partial block (OFB, CFB) or carry PKCS#7 padding (ECB, CBC).
+//! keystream block, the same value RustCrypto's `IvState` reports; for CTR the next counter
+//! block, which is known in advance ([`ChainState::counter_plus`]), so CTR packets need no
+//! predecessor (docs/ALGORITHM.md §15.4). Only a job's last packet may end in a partial block
+//! (OFB, CFB, CTR) or carry PKCS#7 padding (ECB, CBC).
 //!
 //! The expanded key schedule lives in [`AesKey`] and is borrowed by every packet: the modes are
 //! built over `&Aes128` (RustCrypto implements the block-cipher traits for references), so no
@@ -17,9 +19,10 @@ use aes::{Aes128, Aes192, Aes256};
 use cipher::block_padding::{Padding as _, Pkcs7};
 use cipher::{
     Array, BlockCipherDecrypt, BlockCipherEncClosure, BlockCipherEncrypt, BlockModeDecrypt,
-    BlockModeEncrypt, BlockSizeUser, InnerIvInit, IvState, KeyInit, StreamCipher,
+    BlockModeEncrypt, BlockSizeUser, InnerIvInit, IvState, KeyInit, StreamCipher, StreamCipherCore,
     StreamCipherCoreWrapper, consts::U16,
 };
+use ghash::GHash;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use crate::crypto::error::CryptoError;
@@ -28,17 +31,22 @@ use crate::packet::{Algorithm, Cmd, Mode};
 /// The AES block size in bytes.
 pub const BLOCK: usize = 16;
 
-type Block = Array<u8, U16>;
+pub(super) type Block = Array<u8, U16>;
 
-/// An AES key with its expanded encryption and decryption schedules.
+/// An AES key with its expanded encryption and decryption schedules, and the GHASH key GCM
+/// derives from it (H = E_K(0¹²⁸)).
 ///
-/// The schedules are zeroized on drop (RustCrypto's `zeroize` feature); `Debug` shows only the
-/// key size.
+/// The schedules and the GHASH key are zeroized on drop (RustCrypto's `zeroize` features);
+/// `Debug` shows only the key size.
 #[derive(Clone)]
-pub struct AesKey(Schedule);
+pub struct AesKey {
+    pub(super) schedule: Schedule,
+    /// GHASH keyed with H, cloned as the start of every GCM job's hash.
+    pub(super) ghash: GHash,
+}
 
 #[derive(Clone)]
-enum Schedule {
+pub(super) enum Schedule {
     A128(Aes128),
     A192(Aes192),
     A256(Aes256),
@@ -71,12 +79,21 @@ impl AesKey {
             32 => Schedule::A256(Aes256::new_from_slice(key).map_err(|_| bad())?),
             _ => return Err(bad()),
         };
-        Ok(AesKey(schedule))
+        // GCM's hash key H is the encryption of the zero block (NIST SP 800-38D §6.4).
+        let mut h = Block::default();
+        match &schedule {
+            Schedule::A128(c) => c.encrypt_block(&mut h),
+            Schedule::A192(c) => c.encrypt_block(&mut h),
+            Schedule::A256(c) => c.encrypt_block(&mut h),
+        }
+        let ghash = GHash::new(&h);
+        h.zeroize();
+        Ok(AesKey { schedule, ghash })
     }
 
     /// Which AES this key is for.
     pub fn algorithm(&self) -> Algorithm {
-        match self.0 {
+        match self.schedule {
             Schedule::A128(_) => Algorithm::Aes128,
             Schedule::A192(_) => Algorithm::Aes192,
             Schedule::A256(_) => Algorithm::Aes256,
@@ -89,14 +106,17 @@ impl AesKey {
     /// of the job left (or the job's IV for its first packet); on return it holds the state for
     /// the next packet. `last` says whether this is the job's last packet:
     /// - every packet but the last must be a whole number of blocks;
-    /// - the last packet may end in a partial block in OFB and CFB;
+    /// - the last packet may end in a partial block in OFB, CFB and CTR;
     /// - with [`Padding::Pkcs7`], the last packet of an encryption is padded in place, so `buf`
     ///   must have room for [`padded_len`]`(len)` bytes, and the last packet of a decryption
     ///   is checked and stripped of its padding.
     ///
+    /// GCM is not run here: it carries a GHASH state and a tag (see [`AesKey::gcm_start`]).
+    ///
     /// # Errors
     /// [`CryptoError::NotBlockAligned`], [`CryptoError::NoRoomForPadding`],
-    /// [`CryptoError::BadPadding`], [`CryptoError::PaddingNotApplicable`].
+    /// [`CryptoError::BadPadding`], [`CryptoError::PaddingNotApplicable`];
+    /// [`CryptoError::AuthenticatedMode`] for GCM.
     pub fn process(
         &self,
         op: AesOp,
@@ -105,7 +125,7 @@ impl AesKey {
         len: usize,
         last: bool,
     ) -> Result<usize, CryptoError> {
-        match &self.0 {
+        match &self.schedule {
             Schedule::A128(c) => run(c, op, state, buf, len, last),
             Schedule::A192(c) => run(c, op, state, buf, len, last),
             Schedule::A256(c) => run(c, op, state, buf, len, last),
@@ -115,7 +135,7 @@ impl AesKey {
     /// Hands `f` the cipher's encryption backend (AES-NI where the CPU has it): the whole
     /// closure runs inside one backend call, so the lanes can feed it blocks of many streams.
     pub(super) fn encrypt_with_backend(&self, f: impl BlockCipherEncClosure<BlockSize = U16>) {
-        match &self.0 {
+        match &self.schedule {
             Schedule::A128(c) => c.encrypt_with_backend(f),
             Schedule::A192(c) => c.encrypt_with_backend(f),
             Schedule::A256(c) => c.encrypt_with_backend(f),
@@ -126,8 +146,8 @@ impl AesKey {
     /// reference the tests compare packet-by-packet runs against.
     ///
     /// # Errors
-    /// As [`AesKey::process`]; also [`CryptoError::IvLength`] for a chained mode without a
-    /// 16-byte IV.
+    /// As [`AesKey::process`]; also [`CryptoError::IvLength`] for a mode that takes an IV
+    /// without a 16-byte one.
     pub fn one_shot(&self, op: AesOp, iv: &[u8], data: &[u8]) -> Result<Vec<u8>, CryptoError> {
         let mut state = ChainState::for_mode(op.mode, iv)?;
         let mut buf = data.to_vec();
@@ -160,6 +180,8 @@ impl Direction {
 }
 
 /// Block padding for ECB and CBC.
+///
+/// The stream modes (OFB, CFB, CTR, GCM) are never padded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Padding {
     /// No padding: the data must be a whole number of blocks.
@@ -207,18 +229,25 @@ impl AesOp {
     /// [`AesKey::process`].
     pub fn is_serial(&self) -> bool {
         match self.mode {
-            Mode::Ecb => false,
+            // CTR's blocks are independent; GCM jobs run on their own path.
+            Mode::Ecb | Mode::Ctr | Mode::Gcm => false,
             Mode::Ofb => true,
             Mode::Cbc | Mode::Cfb => self.direction == Direction::Encrypt,
         }
     }
 
     /// Checks that the operation is well-formed for `len` bytes of job data: padding only for
-    /// ECB and CBC, and whole blocks where the mode needs them.
+    /// ECB and CBC, and whole blocks where the mode needs them. GCM is refused: its jobs carry
+    /// a nonce, associated data and a tag (`Job::gcm_encrypt`, `Job::gcm_decrypt`).
     ///
     /// # Errors
-    /// [`CryptoError::PaddingNotApplicable`] or [`CryptoError::NotBlockAligned`].
+    /// [`CryptoError::PaddingNotApplicable`], [`CryptoError::NotBlockAligned`],
+    /// [`CryptoError::BadPadding`] (a padded decryption of nothing), or
+    /// [`CryptoError::AuthenticatedMode`].
     pub fn check_job_len(&self, len: usize) -> Result<(), CryptoError> {
+        if self.mode.is_authenticated() {
+            return Err(CryptoError::AuthenticatedMode);
+        }
         if self.padding == Padding::Pkcs7 && !self.mode.needs_whole_blocks() {
             return Err(CryptoError::PaddingNotApplicable);
         }
@@ -239,8 +268,9 @@ pub fn padded_len(len: usize) -> usize {
     (len / BLOCK + 1) * BLOCK
 }
 
-/// The chaining state between two packets of a job: the 16-byte IV register of CBC, OFB and CFB
-/// (unused by ECB). Zeroized on drop; `Debug` does not show it, since in OFB it is keystream.
+/// The chaining state between two packets of a job: the 16-byte IV register of CBC, OFB and CFB,
+/// the counter block of CTR (unused by ECB). Zeroized on drop; `Debug` does not show it, since in
+/// OFB it is keystream.
 #[derive(Clone, Default, PartialEq, Eq, Zeroize, ZeroizeOnDrop)]
 pub struct ChainState(pub(super) [u8; BLOCK]);
 
@@ -262,11 +292,11 @@ impl ChainState {
         Ok(ChainState(bytes))
     }
 
-    /// The start state for `mode`: the IV for a chained mode; ECB takes no IV and ignores
-    /// whatever is given.
+    /// The start state for `mode`: the IV for a mode that takes one (for CTR, the first counter
+    /// block); ECB takes no IV and ignores whatever is given.
     ///
     /// # Errors
-    /// [`CryptoError::IvLength`] for a chained mode without a 16-byte IV.
+    /// [`CryptoError::IvLength`] for a mode that takes an IV without a 16-byte one.
     pub fn for_mode(mode: Mode, iv: &[u8]) -> Result<Self, CryptoError> {
         if mode.takes_iv() {
             ChainState::from_iv(iv)
@@ -278,6 +308,16 @@ impl ChainState {
     /// The raw 16 bytes.
     pub fn as_bytes(&self) -> &[u8; BLOCK] {
         &self.0
+    }
+
+    /// The CTR counter block `blocks` blocks further on: this block read as a 128-bit
+    /// big-endian number plus `blocks`, wrapping modulo 2¹²⁸, as openssl's `aes-*-ctr` and
+    /// RustCrypto's `ctr::Ctr128BE` count. A CTR packet starting `blocks` blocks into its job
+    /// starts from `iv.counter_plus(blocks)`, so no packet waits for another
+    /// (docs/ALGORITHM.md §15.4).
+    pub fn counter_plus(&self, blocks: u64) -> ChainState {
+        let n = u128::from_be_bytes(self.0).wrapping_add(u128::from(blocks));
+        ChainState(n.to_be_bytes())
     }
 }
 
@@ -292,6 +332,9 @@ pub(super) fn checked_run_len(
 ) -> Result<usize, CryptoError> {
     if len > buf_len {
         return Err(CryptoError::LengthExceedsBuffer { len, buf: buf_len });
+    }
+    if op.mode.is_authenticated() {
+        return Err(CryptoError::AuthenticatedMode);
     }
     if op.padding == Padding::Pkcs7 && !op.mode.needs_whole_blocks() {
         return Err(CryptoError::PaddingNotApplicable);
@@ -377,6 +420,17 @@ where
                 m.decrypt(data);
             }
         }
+        (Mode::Ctr, _) => {
+            let mut core = ctr::CtrCore::<&C, ctr::flavors::Ctr128BE>::inner_iv_init(cipher, &iv);
+            let (blocks, tail) = Block::slice_as_chunks_mut(data);
+            core.apply_keystream_blocks(blocks);
+            state.0 = core.iv_state().into();
+            if !tail.is_empty() {
+                // Only a job's last packet ends mid-block; nothing follows it.
+                apply_to_tail(&mut core, tail);
+            }
+        }
+        (Mode::Gcm, _) => return Err(CryptoError::AuthenticatedMode),
     }
 
     if pad_here && op.direction == Direction::Decrypt {
@@ -389,6 +443,21 @@ where
         return Ok(run_len - BLOCK + unpadded);
     }
     Ok(run_len)
+}
+
+/// Applies the next keystream block of `core` to a final partial block, as the `cipher` crate's
+/// own `apply_keystream_partial` does, without its check for an exhausted counter: the callers
+/// bound the length beforehand (the 128-bit CTR counter wraps and never runs out; GCM jobs are
+/// at most `gcm::MAX_TEXT_LEN` bytes).
+pub(super) fn apply_to_tail<S: StreamCipherCore + BlockSizeUser<BlockSize = U16>>(
+    core: &mut S,
+    tail: &mut [u8],
+) {
+    let mut block = Block::default();
+    block[..tail.len()].copy_from_slice(tail);
+    core.apply_keystream_blocks(std::slice::from_mut(&mut block));
+    tail.copy_from_slice(&block[..tail.len()]);
+    block.zeroize();
 }
 
 /// Views block-aligned bytes as AES blocks (the caller has checked the length).
@@ -434,7 +503,7 @@ mod tests {
     #[test]
     fn middle_packets_must_be_whole_blocks() {
         let key = AesKey::new(&[1; 16]).unwrap();
-        for mode in Mode::ALL {
+        for mode in Mode::UNAUTHENTICATED {
             let mut state = ChainState::from_iv(&[0; 16]).unwrap();
             let mut buf = [0u8; 20];
             let err = key
@@ -457,7 +526,7 @@ mod tests {
             let err = key.one_shot(op(Direction::Encrypt, mode), &[0; 16], &[0; 17]);
             assert_eq!(err.unwrap_err(), CryptoError::NotBlockAligned { len: 17 });
         }
-        for mode in [Mode::Ofb, Mode::Cfb] {
+        for mode in [Mode::Ofb, Mode::Cfb, Mode::Ctr] {
             assert_eq!(
                 key.one_shot(op(Direction::Encrypt, mode), &[0; 16], &[0; 17])
                     .unwrap()
@@ -498,7 +567,7 @@ mod tests {
     #[test]
     fn padding_is_refused_for_stream_modes() {
         let key = AesKey::new(&[9; 16]).unwrap();
-        for mode in [Mode::Ofb, Mode::Cfb] {
+        for mode in [Mode::Ofb, Mode::Cfb, Mode::Ctr] {
             let o = op(Direction::Encrypt, mode).with_padding(Padding::Pkcs7);
             assert_eq!(
                 key.one_shot(o, &[0; 16], &[1; 16]).unwrap_err(),
@@ -526,7 +595,7 @@ mod tests {
     #[test]
     fn iv_must_be_sixteen_bytes_for_chained_modes() {
         let key = AesKey::new(&[9; 16]).unwrap();
-        for mode in [Mode::Cbc, Mode::Ofb, Mode::Cfb] {
+        for mode in [Mode::Cbc, Mode::Ofb, Mode::Cfb, Mode::Ctr] {
             assert_eq!(
                 key.one_shot(op(Direction::Encrypt, mode), &[0; 8], &[0; 16])
                     .unwrap_err(),
@@ -538,5 +607,55 @@ mod tests {
             key.one_shot(op(Direction::Encrypt, Mode::Ecb), &[], &[0; 16])
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn gcm_is_refused_as_a_plain_mode() {
+        let key = AesKey::new(&[9; 16]).unwrap();
+        for direction in [Direction::Encrypt, Direction::Decrypt] {
+            let o = op(direction, Mode::Gcm);
+            assert_eq!(
+                key.one_shot(o, &[0; 16], &[0; 16]).unwrap_err(),
+                CryptoError::AuthenticatedMode
+            );
+            assert_eq!(
+                o.check_job_len(16).unwrap_err(),
+                CryptoError::AuthenticatedMode
+            );
+        }
+    }
+
+    #[test]
+    fn ctr_counts_over_the_whole_block_and_wraps_at_128_bits() {
+        let key = AesKey::new(&[5; 16]).unwrap();
+        let o = op(Direction::Encrypt, Mode::Ctr);
+        let start = [0xff; 16];
+        let whole = key.one_shot(o, &start, &[0; 64]).unwrap();
+        // Block i is the encryption of start + i: ff..ff, then 00..00, 00..01, 00..02.
+        let ecb = op(Direction::Encrypt, Mode::Ecb);
+        let mut counters = Vec::new();
+        counters.extend_from_slice(&[0xff; 16]);
+        for last in 0..3u8 {
+            let mut block = [0u8; 16];
+            block[15] = last;
+            counters.extend_from_slice(&block);
+        }
+        assert_eq!(whole, key.one_shot(ecb, &[], &counters).unwrap());
+        // counter_plus wraps the same way, so a packet can start anywhere.
+        let iv = ChainState::from_iv(&start).unwrap();
+        assert_eq!(iv.counter_plus(1).as_bytes(), &[0; 16]);
+        assert_eq!(iv.counter_plus(3).as_bytes()[15], 2);
+        for skip in 0..4u64 {
+            let from = iv.counter_plus(skip);
+            let tail = key
+                .one_shot(o, from.as_bytes(), &[0; 64][..(64 - 16 * skip as usize)])
+                .unwrap();
+            assert_eq!(tail, whole[16 * skip as usize..], "from block {skip}");
+        }
+        // The state handed on after whole blocks is the next counter block.
+        let mut state = iv.clone();
+        let mut buf = [0u8; 32];
+        key.process(o, &mut state, &mut buf, 32, false).unwrap();
+        assert_eq!(state, iv.counter_plus(2));
     }
 }

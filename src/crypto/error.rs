@@ -22,7 +22,7 @@ pub enum CryptoError {
     /// The 32 bytes are not a valid Ed25519 public key (not a point on the curve).
     #[error("the bytes are not a valid Ed25519 verifying key")]
     InvalidVerifyingKey,
-    /// The IV must be 16 bytes for CBC, OFB and CFB.
+    /// The IV must be 16 bytes for CBC, OFB, CFB and CTR.
     #[error("invalid IV length {got} bytes; expected 16")]
     IvLength {
         /// The length given.
@@ -50,10 +50,43 @@ pub enum CryptoError {
         /// The buffer length.
         buf: usize,
     },
+    /// A GCM nonce must be 12 bytes (96 bits): the only size the service supports, the one
+    /// NIST SP 800-38D recommends (the counter starts at nonce ‖ 0³¹1, docs/ALGORITHM.md §15.4).
+    #[error("invalid GCM nonce length {got} bytes; expected 12")]
+    NonceLength {
+        /// The length given.
+        got: usize,
+    },
+    /// A GCM tag must be 16 bytes (128 bits): shorter tags are not supported.
+    #[error("invalid GCM tag length {got} bytes; expected 16")]
+    TagLength {
+        /// The length given.
+        got: usize,
+    },
+    /// GCM decryption: the tag does not match the ciphertext, associated data, nonce and key.
+    /// No plaintext is released.
+    #[error("authentication failed: the GCM tag does not match")]
+    AuthenticationFailed,
+    /// GCM is an authenticated mode: it runs only as a GCM job (`Job::gcm_encrypt`,
+    /// `Job::gcm_decrypt`, `AesKey::gcm_start`), not as a plain AES job, operation or stream.
+    #[error(
+        "GCM is an authenticated mode: submit it with Job::gcm_encrypt or Job::gcm_decrypt \
+         (plain AES jobs and streams do not take it)"
+    )]
+    AuthenticatedMode,
+    /// A GCM message may be at most 2³⁶ − 32 bytes (its 32-bit block counter must not wrap),
+    /// its associated data at most 2⁶¹ − 1 bytes.
+    #[error("message of {len} bytes is longer than the mode allows ({max} bytes)")]
+    MessageTooLong {
+        /// The length given.
+        len: u64,
+        /// The longest allowed.
+        max: u64,
+    },
     /// PKCS#7 padding was requested on decryption and the final block does not carry it.
     #[error("bad PKCS#7 padding on decryption")]
     BadPadding,
-    /// Padding applies only to ECB and CBC.
+    /// Padding applies only to ECB and CBC (OFB, CFB, CTR and GCM are stream modes).
     #[error("padding is only defined for ECB and CBC")]
     PaddingNotApplicable,
     /// Only serial operations (see [`AesOp::is_serial`](crate::crypto::AesOp::is_serial)) run

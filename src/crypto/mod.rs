@@ -1,6 +1,7 @@
-//! The work a node does: AES in four modes with the chaining state passed in and out, and
-//! Ed25519 signing and verification. All primitives are RustCrypto's and `ed25519-dalek`'s;
-//! this module only cuts jobs into packets correctly and keeps keys safe.
+//! The work a node does: AES in five plain modes with the chaining state passed in and out,
+//! AES-GCM with its GHASH state passed in and out, and Ed25519 signing and verification. All
+//! primitives are RustCrypto's (`aes`, `cbc`, `ofb`, `cfb-mode`, `ctr`, `ghash`) and
+//! `ed25519-dalek`'s; this module only cuts jobs into packets correctly and keeps keys safe.
 //!
 //! Nothing here knows about scheduling: a node takes a packet, the key, and the chaining state
 //! its predecessor left, and hands back the output and the new state.
@@ -8,6 +9,7 @@
 mod aes;
 mod ed25519;
 mod error;
+mod gcm;
 mod lanes;
 
 pub use self::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, Padding, padded_len};
@@ -15,4 +17,8 @@ pub use self::ed25519::{
     BatchItem, KEY_LEN, SIGNATURE_LEN, SigningKey, VerifyingKey, verify_batch,
 };
 pub use self::error::CryptoError;
+pub use self::gcm::{
+    GcmState, MAX_AAD_LEN, MAX_TEXT_LEN, NONCE_LEN, TAG_LEN, Tag, check_nonce, check_tag,
+    check_text_len,
+};
 pub use self::lanes::{LaneError, LaneItem, run_lanes};

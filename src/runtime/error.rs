@@ -86,7 +86,8 @@ pub enum SubmitError {
         /// What the key is.
         got: &'static str,
     },
-    /// The job's data, IV, padding or signature is malformed.
+    /// The job's data, IV, nonce, tag, padding or signature is malformed, or GCM was asked of
+    /// a plain AES job or a stream.
     #[error(transparent)]
     Crypto(#[from] CryptoError),
     /// The service has no cluster for the job's algorithm.
@@ -131,7 +132,8 @@ pub enum TrySubmitError {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum JobError {
-    /// The cipher refused the data (bad PKCS#7 padding on decryption).
+    /// The cipher refused the data: bad PKCS#7 padding on decryption, or a GCM tag that does
+    /// not verify ([`CryptoError::AuthenticationFailed`]; no plaintext is released).
     #[error(transparent)]
     Crypto(#[from] CryptoError),
     /// A worker panicked while running one of the job's packets; the worker lives on.

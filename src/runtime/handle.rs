@@ -5,6 +5,10 @@
 //! disjoint chunks, each chunk travels with its packet, the node works on it in place, and the
 //! chunks are joined back in order when the last packet is done — giving the caller back the
 //! very allocation it handed in.
+//!
+//! A job that fails releases nothing: the chunks its packets finished are zeroized when the
+//! last packet reports, so the plaintext of a GCM decryption whose tag does not verify (or of a
+//! CBC decryption with bad padding) never leaves the record (docs/ALGORITHM.md §15.4).
 
 use std::fmt;
 use std::future::Future;
@@ -17,10 +21,13 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use smallvec::SmallVec;
 
+use zeroize::Zeroize;
+
 use crate::crypto::{
-    AesKey, AesOp, ChainState, SIGNATURE_LEN, SigningKey, VerifyingKey, padded_len,
+    AesKey, AesOp, BLOCK, ChainState, Direction, NONCE_LEN, SIGNATURE_LEN, SigningKey, Tag,
+    VerifyingKey, padded_len,
 };
-use crate::packet::{ClusterId, Packet, PacketMeta, Payload, TaskId};
+use crate::packet::{ClusterId, Mode, Packet, PacketMeta, Payload, TaskId};
 use crate::runtime::error::JobError;
 use crate::runtime::metrics::ServiceCounters;
 
@@ -28,8 +35,16 @@ use crate::runtime::metrics::ServiceCounters;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum JobOutput {
-    /// The ciphertext or plaintext of an AES job.
+    /// The ciphertext or plaintext of an AES job; the plaintext of a GCM decryption whose tag
+    /// verified.
     Data(Vec<u8>),
+    /// A GCM encryption: the ciphertext (as long as the plaintext) and the 16-byte tag.
+    Sealed {
+        /// The ciphertext.
+        ciphertext: Vec<u8>,
+        /// The authentication tag.
+        tag: Tag,
+    },
     /// An Ed25519 signature.
     Signature([u8; SIGNATURE_LEN]),
     /// Whether an Ed25519 signature verified.
@@ -43,6 +58,14 @@ impl JobOutput {
     pub fn into_data(self) -> Option<Vec<u8>> {
         match self {
             JobOutput::Data(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The ciphertext and tag of a GCM encryption.
+    pub fn into_sealed(self) -> Option<(Vec<u8>, Tag)> {
+        match self {
+            JobOutput::Sealed { ciphertext, tag } => Some((ciphertext, tag)),
             _ => None,
         }
     }
@@ -78,6 +101,15 @@ pub(crate) enum JobWork {
         key: Arc<AesKey>,
         op: AesOp,
     },
+    /// The first packet starts the GHASH state from the nonce and the associated data; the
+    /// last one seals (makes the tag) or opens (checks `tag`).
+    Gcm {
+        key: Arc<AesKey>,
+        direction: Direction,
+        nonce: [u8; NONCE_LEN],
+        aad: Arc<Vec<u8>>,
+        tag: Option<Tag>,
+    },
     Sign {
         key: Arc<SigningKey>,
     },
@@ -96,6 +128,8 @@ pub(crate) enum JobWork {
 /// One packet's result.
 pub(crate) enum PartOutput {
     Data(BytesMut),
+    /// A GCM encryption's last packet: its ciphertext and the job's tag.
+    Sealed(BytesMut, Tag),
     Signature([u8; SIGNATURE_LEN]),
     Verified(bool),
     VerifiedBatch(Vec<bool>),
@@ -195,7 +229,10 @@ impl JobShared {
             return None;
         }
         let outcome = match c.error.take() {
-            Some(e) => Err(e),
+            Some(e) => {
+                discard(&mut c.parts);
+                Err(e)
+            }
             None => Ok(assemble(&mut c.parts)),
         };
         let ok = outcome.is_ok();
@@ -215,25 +252,47 @@ impl JobShared {
     }
 }
 
+/// Zeroizes and drops the parts of a failed job: nothing of it is released.
+fn discard(parts: &mut [Option<PartOutput>]) {
+    for part in parts.iter_mut() {
+        if let Some(PartOutput::Data(mut chunk) | PartOutput::Sealed(mut chunk, _)) = part.take() {
+            chunk.as_mut().zeroize();
+        }
+    }
+}
+
 /// Joins the parts in order; the chunks of one buffer rejoin without copying.
 fn assemble(parts: &mut [Option<PartOutput>]) -> JobOutput {
     let mut data: Option<BytesMut> = None;
     let mut answers: Option<Vec<bool>> = None;
+    let mut sealed: Option<Tag> = None;
     for part in parts.iter_mut() {
         match part.take() {
             Some(PartOutput::Data(chunk)) => match &mut data {
                 Some(d) => d.unsplit(chunk),
                 None => data = Some(chunk),
             },
+            Some(PartOutput::Sealed(chunk, tag)) => {
+                sealed = Some(tag);
+                match &mut data {
+                    Some(d) => d.unsplit(chunk),
+                    None => data = Some(chunk),
+                }
+            }
             Some(PartOutput::VerifiedBatch(v)) => answers.get_or_insert_with(Vec::new).extend(v),
             Some(PartOutput::Signature(s)) => return JobOutput::Signature(s),
             Some(PartOutput::Verified(v)) => return JobOutput::Verified(v),
             None => {}
         }
     }
-    match answers {
-        Some(v) => JobOutput::VerifiedBatch(v),
-        None => JobOutput::Data(data.map(Vec::from).unwrap_or_default()),
+    let data = || data.map(Vec::from).unwrap_or_default();
+    match (answers, sealed) {
+        (Some(v), _) => JobOutput::VerifiedBatch(v),
+        (None, Some(tag)) => JobOutput::Sealed {
+            ciphertext: data(),
+            tag,
+        },
+        (None, None) => JobOutput::Data(data()),
     }
 }
 
@@ -251,7 +310,9 @@ pub(crate) fn aes_packet_count(op: AesOp, len: usize, packet_size: usize, ends_j
 /// Cuts AES data into packets of `packet_size` bytes without copying: one `BytesMut` split
 /// into disjoint chunks. The packets are numbered from `first_seq`; when the data `ends_job`,
 /// the last packet is the job's last, with room for an encryption's padding. `start` (the IV,
-/// for a chained job's first packet) travels with the first packet.
+/// for a chained job's first packet) travels with the first packet; in CTR, `start` is the
+/// first packet's counter block and every packet carries its own, `start` plus its offset in
+/// blocks (docs/ALGORITHM.md §15.4).
 pub(crate) fn cut_aes(
     job: &Arc<JobShared>,
     op: AesOp,
@@ -280,12 +341,18 @@ pub(crate) fn cut_aes(
         } else {
             chunk.len()
         };
+        let packet_start = if op.mode == Mode::Ctr {
+            let blocks = (i * packet_size / BLOCK) as u64;
+            start.as_ref().map(|first| first.counter_plus(blocks))
+        } else {
+            start.take()
+        };
         let work = Work {
             job: Arc::clone(job),
             part: i,
             data: chunk,
             msg_len,
-            start: start.take(),
+            start: packet_start,
         };
         packets.push(Packet::new(
             PacketMeta::new(job.task, op.direction.cmd(), job.cluster)
@@ -313,7 +380,7 @@ pub(crate) struct Work {
     /// Bytes of input at the front of `data` (the rest is room for padding).
     pub(crate) msg_len: usize,
     /// A chained job's first packet carries the IV itself; only the state between packets
-    /// goes through the state store.
+    /// goes through the state store. Every CTR packet carries its own first counter block.
     pub(crate) start: Option<ChainState>,
 }
 

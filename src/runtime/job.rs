@@ -3,7 +3,10 @@
 
 use std::fmt;
 
-use crate::crypto::{AesOp, Direction, Padding};
+use crate::crypto::{
+    AesOp, CryptoError, Direction, MAX_AAD_LEN, NONCE_LEN, Padding, Tag, check_nonce, check_tag,
+    check_text_len,
+};
 use crate::packet::Mode;
 use crate::runtime::KeyId;
 
@@ -19,6 +22,7 @@ pub(crate) enum JobKind {
         iv: Vec<u8>,
         data: Vec<u8>,
     },
+    Gcm(GcmRequest),
     Sign {
         key: KeyId,
         msg: Vec<u8>,
@@ -33,6 +37,37 @@ pub(crate) enum JobKind {
     },
 }
 
+/// A GCM job as the application gave it (docs/ALGORITHM.md §15.4).
+pub(crate) struct GcmRequest {
+    pub(crate) key: KeyId,
+    pub(crate) direction: Direction,
+    pub(crate) nonce: Vec<u8>,
+    pub(crate) aad: Vec<u8>,
+    pub(crate) data: Vec<u8>,
+    /// The tag to check (decryption only; empty for encryption).
+    pub(crate) tag: Vec<u8>,
+}
+
+impl GcmRequest {
+    /// Checks what can be checked before anything runs, and returns the nonce and, for a
+    /// decryption, the tag to check.
+    pub(crate) fn check(&self) -> Result<([u8; NONCE_LEN], Option<Tag>), CryptoError> {
+        let nonce = *check_nonce(&self.nonce)?;
+        let tag = match self.direction {
+            Direction::Encrypt => None,
+            Direction::Decrypt => Some(*check_tag(&self.tag)?),
+        };
+        check_text_len(self.data.len())?;
+        if self.aad.len() as u64 > MAX_AAD_LEN {
+            return Err(CryptoError::MessageTooLong {
+                len: self.aad.len() as u64,
+                max: MAX_AAD_LEN,
+            });
+        }
+        Ok((nonce, tag))
+    }
+}
+
 impl fmt::Debug for Job {
     /// Shows the kind, key handle and lengths, never the data.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -43,6 +78,22 @@ impl fmt::Debug for Job {
                 .field("op", op)
                 .field("iv_len", &iv.len())
                 .field("len", &data.len())
+                .finish(),
+            JobKind::Gcm(GcmRequest {
+                key,
+                direction,
+                nonce,
+                aad,
+                data,
+                tag,
+            }) => f
+                .debug_struct("Job::Gcm")
+                .field("key", key)
+                .field("direction", direction)
+                .field("nonce_len", &nonce.len())
+                .field("aad_len", &aad.len())
+                .field("len", &data.len())
+                .field("tag_len", &tag.len())
                 .finish(),
             JobKind::Sign { key, msg } => f
                 .debug_struct("Job::Sign")
@@ -64,12 +115,15 @@ impl fmt::Debug for Job {
 }
 
 impl Job {
-    /// AES encryption of `data` in `mode` (the IV is ignored by ECB), without padding.
+    /// AES encryption of `data` in `mode` (the IV is ignored by ECB; for CTR it is the first
+    /// counter block), without padding. GCM jobs are made with [`Job::gcm_encrypt`]: a GCM job
+    /// made here is refused at submission ([`CryptoError::AuthenticatedMode`](crate::crypto::CryptoError::AuthenticatedMode)).
     pub fn encrypt(key: KeyId, mode: Mode, iv: &[u8], data: impl Into<Vec<u8>>) -> Job {
         Job::aes(key, AesOp::new(Direction::Encrypt, mode), iv, data)
     }
 
-    /// AES decryption of `data` in `mode` (the IV is ignored by ECB), without padding.
+    /// AES decryption of `data` in `mode` (the IV is ignored by ECB), without padding. GCM jobs
+    /// are made with [`Job::gcm_decrypt`].
     pub fn decrypt(key: KeyId, mode: Mode, iv: &[u8], data: impl Into<Vec<u8>>) -> Job {
         Job::aes(key, AesOp::new(Direction::Decrypt, mode), iv, data)
     }
@@ -83,6 +137,67 @@ impl Job {
                 iv: iv.to_vec(),
                 data: data.into(),
             },
+        }
+    }
+
+    /// AES-GCM authenticated encryption of `plaintext` under a registered AES key (128, 192 or
+    /// 256 bits), with a 12-byte `nonce` and associated data `aad` (authenticated, not
+    /// encrypted; may be empty). The output is
+    /// [`JobOutput::Sealed`](crate::runtime::JobOutput::Sealed): the ciphertext, as long as the
+    /// plaintext, and the 16-byte tag. A nonce must never be used twice with the same key.
+    ///
+    /// A job longer than the packet size is cut into packets that run in order, handing the
+    /// GHASH state on through the state store (docs/ALGORITHM.md §15.4).
+    ///
+    /// # Errors (at submission)
+    /// [`CryptoError::NonceLength`](crate::crypto::CryptoError::NonceLength) unless the nonce is
+    /// 12 bytes; [`CryptoError::MessageTooLong`](crate::crypto::CryptoError::MessageTooLong)
+    /// past 2³⁶ − 32 bytes.
+    pub fn gcm_encrypt(
+        key: KeyId,
+        nonce: &[u8],
+        aad: impl Into<Vec<u8>>,
+        plaintext: impl Into<Vec<u8>>,
+    ) -> Job {
+        Job {
+            kind: JobKind::Gcm(GcmRequest {
+                key,
+                direction: Direction::Encrypt,
+                nonce: nonce.to_vec(),
+                aad: aad.into(),
+                data: plaintext.into(),
+                tag: Vec::new(),
+            }),
+        }
+    }
+
+    /// AES-GCM authenticated decryption of `ciphertext` with its 16-byte `tag`, the 12-byte
+    /// `nonce` and the associated data `aad` it was sealed with. The output is
+    /// [`JobOutput::Data`](crate::runtime::JobOutput::Data), the plaintext, only if the tag
+    /// verifies; otherwise the handle resolves to
+    /// [`JobError::Crypto`](crate::runtime::JobError::Crypto)`(`[`CryptoError::AuthenticationFailed`](crate::crypto::CryptoError::AuthenticationFailed)`)`
+    /// and the plaintext the packets produced is zeroized, never released.
+    ///
+    /// # Errors (at submission)
+    /// [`CryptoError::NonceLength`](crate::crypto::CryptoError::NonceLength),
+    /// [`CryptoError::TagLength`](crate::crypto::CryptoError::TagLength) unless the tag is 16
+    /// bytes, [`CryptoError::MessageTooLong`](crate::crypto::CryptoError::MessageTooLong).
+    pub fn gcm_decrypt(
+        key: KeyId,
+        nonce: &[u8],
+        aad: impl Into<Vec<u8>>,
+        ciphertext: impl Into<Vec<u8>>,
+        tag: &[u8],
+    ) -> Job {
+        Job {
+            kind: JobKind::Gcm(GcmRequest {
+                key,
+                direction: Direction::Decrypt,
+                nonce: nonce.to_vec(),
+                aad: aad.into(),
+                data: ciphertext.into(),
+                tag: tag.to_vec(),
+            }),
         }
     }
 
@@ -132,7 +247,7 @@ impl Job {
     /// The length of the job's data (the message, for Ed25519; all messages, for a batch).
     pub fn len(&self) -> usize {
         match &self.kind {
-            JobKind::Aes { data, .. } => data.len(),
+            JobKind::Aes { data, .. } | JobKind::Gcm(GcmRequest { data, .. }) => data.len(),
             JobKind::Sign { msg, .. } | JobKind::Verify { msg, .. } => msg.len(),
             JobKind::VerifyBatch { items } => items.iter().map(|(_, m, _)| m.len()).sum(),
         }
@@ -143,10 +258,11 @@ impl Job {
         self.len() == 0
     }
 
-    /// Gives back the job's data buffer (for a batch, the messages one after another).
+    /// Gives back the job's data buffer (for a batch, the messages one after another; for GCM,
+    /// the plaintext or ciphertext, without the associated data or tag).
     pub fn into_data(self) -> Vec<u8> {
         match self.kind {
-            JobKind::Aes { data, .. } => data,
+            JobKind::Aes { data, .. } | JobKind::Gcm(GcmRequest { data, .. }) => data,
             JobKind::Sign { msg, .. } | JobKind::Verify { msg, .. } => msg,
             JobKind::VerifyBatch { items } => items.into_iter().flat_map(|(_, m, _)| m).collect(),
         }

@@ -11,7 +11,7 @@ use crate::crypto::{ChainState, LaneItem, run_lanes};
 use crate::packet::{Packet, PacketMeta};
 use crate::runtime::error::JobError;
 use crate::runtime::handle::{JobShared, JobWork, PartOutput, Work};
-use crate::runtime::store::StateStore;
+use crate::runtime::store::{StateStore, StoredState};
 use crate::runtime::worker::execute;
 
 /// One packet of the set, ready to run, or already failed.
@@ -49,7 +49,10 @@ pub(crate) fn run(
             } else {
                 match start {
                     Some(iv) => Ok(iv),
-                    None => store.take(job.task).ok_or(JobError::StateLost(job.task)),
+                    None => match store.take(job.task) {
+                        Some(StoredState::Chain(state)) => Ok(state),
+                        _ => Err(JobError::StateLost(job.task)),
+                    },
                 }
             };
             Prepared {
@@ -101,7 +104,7 @@ pub(crate) fn run(
             }
             let n = lengths.next().unwrap_or(p.msg_len);
             if !p.meta.last {
-                store.put(p.job.task, state);
+                store.put(p.job.task, StoredState::Chain(state));
             }
             p.data.truncate(n);
             Ok(PartOutput::Data(p.data))

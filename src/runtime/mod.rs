@@ -44,7 +44,7 @@ pub use stream::Stream;
 /// The kinds of cluster a service can have: one per algorithm family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ClusterKind {
-    /// AES-128/192/256 in ECB, CBC, OFB and CFB-128, both directions.
+    /// AES-128/192/256 in ECB, CBC, OFB, CFB-128 and CTR, and AES-GCM; both directions.
     Aes,
     /// Ed25519 signing and verification.
     Ed25519,

@@ -10,7 +10,8 @@ use std::thread::JoinHandle;
 use bytes::BytesMut;
 
 use crate::crypto::CryptoError;
-use crate::crypto::{AesOp, ChainState, KEY_LEN, Padding, SIGNATURE_LEN};
+use crate::crypto::{AesOp, ChainState, Direction, KEY_LEN, Padding, SIGNATURE_LEN};
+use crate::packet::Mode;
 use crate::packet::{ClusterId, Cmd, Packet, PacketMeta, TaskId};
 use crate::runtime::ClusterKind;
 use crate::runtime::KeyId;
@@ -19,7 +20,7 @@ use crate::runtime::error::{KeyError, SubmitError, TrySubmitError};
 use crate::runtime::handle::{
     JobHandle, JobShared, JobWork, Packets, Work, aes_packet_count, bytes_mut, cut_aes,
 };
-use crate::runtime::job::{Job, JobKind};
+use crate::runtime::job::{GcmRequest, Job, JobKind};
 use crate::runtime::keys::KeyMaterial;
 use crate::runtime::metrics::Metrics;
 use crate::runtime::stream::Stream;
@@ -109,6 +110,13 @@ enum Origin {
         op: AesOp,
         iv: Vec<u8>,
         len: usize,
+    },
+    Gcm {
+        key: KeyId,
+        direction: Direction,
+        nonce: Vec<u8>,
+        aad: Arc<Vec<u8>>,
+        tag: Vec<u8>,
     },
     Sign {
         key: KeyId,
@@ -277,11 +285,17 @@ impl Service {
     }
 
     /// Opens a stream: a long-lived AES job fed chunk by chunk (a tunnel, a disk). See
-    /// [`Stream`].
+    /// [`Stream`]. Streams take every mode but GCM: a GCM decryption may release no plaintext
+    /// before its tag is checked at the very end, which a stream's chunk-by-chunk outputs
+    /// would (docs/ALGORITHM.md §15.4); submit GCM as one job instead.
     ///
     /// # Errors
-    /// As [`submit`](Self::submit) for the key, IV, padding and cluster.
+    /// As [`submit`](Self::submit) for the key, IV, padding and cluster;
+    /// [`CryptoError::AuthenticatedMode`] for GCM.
     pub fn stream(&self, key: KeyId, op: AesOp, iv: &[u8]) -> Result<Stream, SubmitError> {
+        if op.mode.is_authenticated() {
+            return Err(CryptoError::AuthenticatedMode.into());
+        }
         let aes = match self.shared.keys.lookup(key)? {
             KeyMaterial::Aes(k) => k,
             other => return Err(wrong_kind(key, "an AES key", &other)),
@@ -295,7 +309,7 @@ impl Service {
             return Err(SubmitError::ShutDown);
         }
         let task = self.shared.next_task();
-        let start = op.mode.is_chained().then_some(state);
+        let start = op.mode.takes_iv().then_some(state);
         Ok(Stream::new(
             Arc::clone(&self.shared),
             task,
@@ -388,7 +402,7 @@ impl Service {
                     JobWork::Aes { key: aes, op },
                     aes_packet_count(op, len, self.packet_size(), true),
                 ));
-                let start = op.mode.is_chained().then_some(state);
+                let start = op.mode.takes_iv().then_some(state);
                 let packets = cut_aes(&job, op, data, self.packet_size(), 0, true, start);
                 Ok(Prepared {
                     cluster,
@@ -397,6 +411,7 @@ impl Service {
                     origin: Origin::Aes { key, op, iv, len },
                 })
             }
+            JobKind::Gcm(request) => self.gcm(task, request),
             JobKind::Sign { key, msg } => {
                 let signing = match self.shared.keys.lookup(key)? {
                     KeyMaterial::Signing(k) => k,
@@ -428,6 +443,49 @@ impl Service {
             }
             JobKind::VerifyBatch { items } => self.batch(task, items),
         }
+    }
+
+    /// A GCM job (docs/ALGORITHM.md §15.4): checked, then cut into packets like a CBC job, a
+    /// dependent chain whose packets hand the GHASH state on.
+    fn gcm(&self, task: TaskId, request: GcmRequest) -> Result<Prepared, SubmitError> {
+        let aes = match self.shared.keys.lookup(request.key)? {
+            KeyMaterial::Aes(k) => k,
+            other => return Err(wrong_kind(request.key, "an AES key", &other)),
+        };
+        let (nonce_bytes, expected) = request.check()?;
+        let cluster = self.cluster(ClusterKind::Aes)?;
+        let GcmRequest {
+            key,
+            direction,
+            nonce,
+            aad,
+            data,
+            tag,
+        } = request;
+        let aad = Arc::new(aad);
+        let op = AesOp::new(direction, Mode::Gcm);
+        let work = JobWork::Gcm {
+            key: aes,
+            direction,
+            nonce: nonce_bytes,
+            aad: Arc::clone(&aad),
+            tag: expected,
+        };
+        let parts = aes_packet_count(op, data.len(), self.packet_size(), true);
+        let job = Arc::new(JobShared::new(task, cluster, work, parts));
+        let packets = cut_aes(&job, op, data, self.packet_size(), 0, true, None);
+        Ok(Prepared {
+            cluster,
+            packets,
+            job,
+            origin: Origin::Gcm {
+                key,
+                direction,
+                nonce,
+                aad,
+                tag,
+            },
+        })
     }
 
     /// A batch verification: packets of up to [`BATCH`] signatures (and at most a node's
@@ -625,6 +683,19 @@ fn rebuild(packets: Packets, origin: Origin) -> Job {
         Origin::Aes { key, op, iv, len } => {
             data.truncate(len);
             Job::aes(key, op, &iv, data)
+        }
+        Origin::Gcm {
+            key,
+            direction,
+            nonce,
+            aad,
+            tag,
+        } => {
+            let aad = Arc::try_unwrap(aad).unwrap_or_else(|shared| shared.to_vec());
+            match direction {
+                Direction::Encrypt => Job::gcm_encrypt(key, &nonce, aad, data),
+                Direction::Decrypt => Job::gcm_decrypt(key, &nonce, aad, data, &tag),
+            }
         }
         Origin::Sign { key } => Job::sign(key, data),
         Origin::Verify { key, sig } => Job::verify(key, data, &sig),

@@ -1,5 +1,6 @@
 //! The intermediate state store (docs/ALGORITHM.md §3 part 6): the chaining state a dependent job's
-//! packet leaves for the job's next packet.
+//! packet leaves for the job's next packet: a CBC, OFB or CFB register, or a GCM job's GHASH
+//! state with its counter (docs/ALGORITHM.md §12, §15.4).
 //!
 //! A job's first packet carries the IV with it. A node takes the state out before it runs any
 //! later packet and puts the new state back before it reports the packet complete, so the next
@@ -14,12 +15,21 @@ use std::sync::Mutex;
 use crossbeam_utils::CachePadded;
 use rustc_hash::FxHashMap;
 
-use crate::crypto::ChainState;
+use crate::crypto::{ChainState, GcmState};
 use crate::packet::TaskId;
 
 const SHARDS: usize = 16;
 
-type Shard = CachePadded<Mutex<FxHashMap<TaskId, ChainState>>>;
+/// What a packet leaves for the next packet of its job. Both kinds zeroize on drop.
+#[derive(Debug)]
+pub(crate) enum StoredState {
+    /// The 16-byte register of CBC, OFB or CFB.
+    Chain(ChainState),
+    /// A GCM job's hash, counter, tag mask and lengths (boxed: it is larger than a block).
+    Gcm(Box<GcmState>),
+}
+
+type Shard = CachePadded<Mutex<FxHashMap<TaskId, StoredState>>>;
 
 #[derive(Debug)]
 pub(crate) struct StateStore {
@@ -37,19 +47,19 @@ impl Default for StateStore {
 }
 
 impl StateStore {
-    fn shard(&self, task: TaskId) -> std::sync::MutexGuard<'_, FxHashMap<TaskId, ChainState>> {
+    fn shard(&self, task: TaskId) -> std::sync::MutexGuard<'_, FxHashMap<TaskId, StoredState>> {
         self.shards[(task.0 as usize) % SHARDS]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Stores the state for `task`'s next packet.
-    pub(crate) fn put(&self, task: TaskId, state: ChainState) {
+    pub(crate) fn put(&self, task: TaskId, state: StoredState) {
         self.shard(task).insert(task, state);
     }
 
     /// Takes `task`'s state out (the packet that runs now owns it).
-    pub(crate) fn take(&self, task: TaskId) -> Option<ChainState> {
+    pub(crate) fn take(&self, task: TaskId) -> Option<StoredState> {
         self.shard(task).remove(&task)
     }
 

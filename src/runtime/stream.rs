@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::crypto::CryptoError;
 use crate::crypto::{AesKey, AesOp, BLOCK, ChainState};
-use crate::packet::{ClusterId, TaskId};
+use crate::packet::{ClusterId, Mode, TaskId};
 use crate::runtime::engine::{Refused, Shared, Wait};
 use crate::runtime::error::{JobError, SubmitError};
 use crate::runtime::handle::{JobHandle, JobShared, JobWork, Packets, aes_packet_count, cut_aes};
@@ -21,8 +21,10 @@ use crate::runtime::handle::{JobHandle, JobShared, JobWork, Packets, aes_packet_
 /// the stream on one node until it finishes.
 ///
 /// Every chunk but the last must be a whole number of 16-byte blocks. The last chunk, given to
-/// [`finish`](Self::finish), may end in a partial block (OFB, CFB) and gets PKCS#7 padding if
-/// the operation asks for it; for a padded decryption it must hold the final block.
+/// [`finish`](Self::finish), may end in a partial block (OFB, CFB, CTR) and gets PKCS#7 padding
+/// if the operation asks for it; for a padded decryption it must hold the final block. A CTR
+/// stream's packets are independent (each knows its counter block), so they go wherever the
+/// policy says. GCM is not streamed (see [`Service::stream`](crate::runtime::Service::stream)).
 ///
 /// Dropping an unfinished stream closes it: a final empty packet takes its chaining state out
 /// of the store, and outputs not yet received are discarded.
@@ -35,7 +37,8 @@ pub struct Stream {
     next_seq: u32,
     outputs: VecDeque<JobHandle>,
     finished: bool,
-    /// The IV, until the first packet takes it along.
+    /// The IV, until the first packet takes it along; in CTR, the counter block of the next
+    /// chunk's first packet (every CTR packet carries its own).
     start: Option<ChainState>,
 }
 
@@ -165,15 +168,17 @@ impl Stream {
         };
         let parts = aes_packet_count(self.op, data.len(), packet_size, last);
         let job = Arc::new(JobShared::new(self.task, self.cluster, work, parts));
-        let packets = cut_aes(
-            &job,
-            self.op,
-            data,
-            packet_size,
-            self.next_seq,
-            last,
-            self.start.take(),
-        );
+        let start = if self.op.mode == Mode::Ctr {
+            // The next chunk starts as many blocks on (every chunk but the last is whole blocks).
+            let next = self
+                .start
+                .as_ref()
+                .map(|s| s.counter_plus((data.len() / BLOCK) as u64));
+            std::mem::replace(&mut self.start, next)
+        } else {
+            self.start.take()
+        };
+        let packets = cut_aes(&job, self.op, data, packet_size, self.next_seq, last, start);
         (packets, JobHandle { shared: job })
     }
 }

@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use smallvec::SmallVec;
 
-use crate::crypto::{AesKey, AesOp, BatchItem, ChainState, Direction, SigningKey, verify_batch};
+use crate::crypto::{
+    AesKey, AesOp, BatchItem, ChainState, CryptoError, Direction, SigningKey, verify_batch,
+};
 use crate::packet::{Cmd, Mode, NodeId, Packet, PacketMeta, UnitTimes};
 use crate::runtime::ClusterKind;
 use crate::runtime::engine::Shared;
@@ -33,7 +35,7 @@ use crate::runtime::error::JobError;
 use crate::runtime::handle::{JobShared, JobWork, PartOutput, Work};
 use crate::runtime::lanes;
 use crate::runtime::metrics::LocalCounters;
-use crate::runtime::store::StateStore;
+use crate::runtime::store::{StateStore, StoredState};
 
 /// What a worker needs to know about its node.
 #[derive(Debug, Clone)]
@@ -268,15 +270,55 @@ pub(crate) fn execute(
             }
             let mut state = match iv {
                 Some(iv) => iv,
-                None if chained => store.take(job.task).ok_or(JobError::StateLost(job.task))?,
+                None if chained => match store.take(job.task) {
+                    Some(StoredState::Chain(state)) => state,
+                    _ => return Err(JobError::StateLost(job.task)),
+                },
                 None => ChainState::default(),
             };
             let n = key.process(*op, &mut state, data, msg_len, meta.last)?;
             if chained && !meta.last {
-                store.put(job.task, state);
+                store.put(job.task, StoredState::Chain(state));
             }
             data.truncate(n);
             Ok(PartOutput::Data(std::mem::take(data)))
+        }
+        // docs/ALGORITHM.md §15.4: the first packet starts the hash, each packet hands it on
+        // through the store, the last one seals or opens.
+        JobWork::Gcm {
+            key,
+            direction,
+            nonce,
+            aad,
+            tag,
+        } => {
+            let mut state = if meta.seq == 0 {
+                Box::new(key.gcm_start(nonce, aad)?)
+            } else {
+                match store.take(job.task) {
+                    Some(StoredState::Gcm(state)) => state,
+                    _ => return Err(JobError::StateLost(job.task)),
+                }
+            };
+            let text = &mut data[..msg_len];
+            if !meta.last {
+                key.gcm_update(*direction, &mut state, text)?;
+                store.put(job.task, StoredState::Gcm(state));
+                return Ok(PartOutput::Data(std::mem::take(data)));
+            }
+            match (direction, tag) {
+                (Direction::Encrypt, _) => {
+                    let tag = key.gcm_seal_final(*state, text)?;
+                    Ok(PartOutput::Sealed(std::mem::take(data), tag))
+                }
+                // On a mismatch this packet is left as ciphertext, and the plaintext of the
+                // earlier packets is zeroized by the job record (`handle.rs`).
+                (Direction::Decrypt, Some(tag)) => {
+                    key.gcm_open_final(*state, text, tag)?;
+                    Ok(PartOutput::Data(std::mem::take(data)))
+                }
+                (Direction::Decrypt, None) => Err(CryptoError::TagLength { got: 0 }.into()),
+            }
         }
         JobWork::Sign { key } => Ok(PartOutput::Signature(key.sign(&data[..msg_len]))),
         JobWork::VerifyBatch { items, starts } => {

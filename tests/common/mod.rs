@@ -1,5 +1,6 @@
 //! Helpers shared by the service integration tests: reference results computed with the plain
-//! RustCrypto and `ed25519-dalek` crates (never through `cryptodispatch`), a small deterministic
+//! RustCrypto crates (`aes`, `cbc`, `ofb`, `cfb-mode`, `ctr`, and `aes-gcm` in one shot) and
+//! `ed25519-dalek` (never through `cryptodispatch`), a small deterministic
 //! byte generator, a tiny executor for the `Future` impl of `JobHandle`, and (in [`vectors`])
 //! the parsers for the known-answer files under `tests/vectors`, shared with
 //! `tests/crypto_vectors.rs`. Each test binary uses only part of this, hence `dead_code`.
@@ -32,7 +33,8 @@ use ed25519_dalek::{Signature, Signer};
 pub struct RefBadPadding;
 
 /// One-shot AES with the RustCrypto crates: `aes` for ECB (block by block, PKCS#7 by hand),
-/// `cbc`, `ofb` and `cfb-mode` for the chained modes.
+/// `cbc`, `ofb` and `cfb-mode` for the chained modes, `ctr` (`Ctr128BE`) for CTR. GCM has its
+/// own reference, [`ref_gcm_seal`] and [`ref_gcm_open`].
 pub fn ref_aes(key: &[u8], op: AesOp, iv: &[u8], data: &[u8]) -> Result<Vec<u8>, RefBadPadding> {
     macro_rules! with_cipher {
         ($c:ident => $body:expr) => {
@@ -118,7 +120,63 @@ pub fn ref_aes(key: &[u8], op: AesOp, iv: &[u8], data: &[u8]) -> Result<Vec<u8>,
             }
             Ok(buf)
         }),
+        Mode::Ctr => with_cipher!(C => {
+            assert!(!pad);
+            ctr::Ctr128BE::<C>::new_from_slices(key, iv).unwrap().apply_keystream(&mut buf);
+            Ok(buf)
+        }),
+        Mode::Gcm => panic!("reference: GCM has ref_gcm_seal and ref_gcm_open"),
     }
+}
+
+/// Runs `$body` with `$g` the `aes-gcm` type for a key of `$len` bytes (96-bit nonce, 128-bit
+/// tag).
+macro_rules! with_gcm {
+    ($len:expr, $g:ident => $body:expr) => {
+        match $len {
+            16 => {
+                type $g = aes_gcm::AesGcm<Aes128, aes_gcm::aead::consts::U12>;
+                $body
+            }
+            24 => {
+                type $g = aes_gcm::AesGcm<Aes192, aes_gcm::aead::consts::U12>;
+                $body
+            }
+            32 => {
+                type $g = aes_gcm::AesGcm<Aes256, aes_gcm::aead::consts::U12>;
+                $body
+            }
+            n => panic!("reference: bad AES key length {n}"),
+        }
+    };
+}
+
+/// AES-GCM sealed in one shot by RustCrypto's `aes-gcm`: (ciphertext, tag).
+pub fn ref_gcm_seal(key: &[u8], nonce: &[u8], aad: &[u8], pt: &[u8]) -> (Vec<u8>, [u8; 16]) {
+    use aes_gcm::aead::{Aead, KeyInit, Payload};
+    let mut out = with_gcm!(key.len(), G => G::new_from_slice(key)
+        .unwrap()
+        .encrypt(nonce.try_into().expect("12-byte nonce"), Payload { msg: pt, aad })
+        .expect("aes-gcm seals"));
+    let tag: [u8; 16] = out[out.len() - 16..].try_into().unwrap();
+    out.truncate(out.len() - 16);
+    (out, tag)
+}
+
+/// AES-GCM opened in one shot by RustCrypto's `aes-gcm`; `None` when the tag does not verify.
+pub fn ref_gcm_open(
+    key: &[u8],
+    nonce: &[u8],
+    aad: &[u8],
+    ct: &[u8],
+    tag: &[u8],
+) -> Option<Vec<u8>> {
+    use aes_gcm::aead::{Aead, KeyInit, Payload};
+    let msg = [ct, tag].concat();
+    with_gcm!(key.len(), G => G::new_from_slice(key)
+        .unwrap()
+        .decrypt(nonce.try_into().expect("12-byte nonce"), Payload { msg: &msg, aad })
+        .ok())
 }
 
 /// The Ed25519 public key of a 32-byte seed.

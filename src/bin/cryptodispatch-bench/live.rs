@@ -8,6 +8,11 @@
 //! threads pinned like the nodes. Every service output is compared with the reference's after
 //! the timing: a run that is fast but wrong is an error, not a result. Each side runs `--reps`
 //! times and keeps its fastest run.
+//!
+//! The `gcm` workload also runs `openssl speed -elapsed -multi N -bytes SIZE -evp aes-128-gcm`
+//! (N the number of nodes) in every round, as a third column: the same cipher as openssl
+//! implements it, on the same machine, in the same run (see `openssl.rs`). Without `openssl`
+//! on PATH that column is left out, with a note.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -24,6 +29,7 @@ use cryptodispatch::{
 use rand::rngs::ChaCha8Rng;
 use rand::{Rng, RngExt, SeedableRng};
 
+use crate::openssl::Speed;
 use crate::report::{Csv, Table, cores, f, pct};
 
 /// The live workloads.
@@ -44,6 +50,10 @@ pub enum Workload {
     Hol,
     /// Tiny jobs: 64-byte ECB jobs end to end, one at a time and in bursts (--burst).
     Tiny,
+    /// Many independent AES-128-GCM encryption jobs of 16 KiB (or --size) on 2 AES nodes (or
+    /// --nodes), one packet each, against the primitives called directly and against
+    /// `openssl speed -multi <nodes> -evp aes-128-gcm` run in the same rounds.
+    Gcm,
 }
 
 impl Workload {
@@ -55,6 +65,7 @@ impl Workload {
             Workload::Verify => "verify",
             Workload::Hol => "hol",
             Workload::Tiny => "tiny",
+            Workload::Gcm => "gcm",
         }
     }
 }
@@ -79,10 +90,11 @@ pub struct LiveArgs {
     /// Fix the job size in bytes (mixed: 256, 1024, 16384, ...; cbc16k: the job size).
     #[arg(long)]
     pub size: Option<usize>,
-    /// Number of jobs (default depends on the workload).
+    /// Number of jobs (default depends on the workload; gcm: 128 MiB of jobs).
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// AES nodes (cbc16k, mixed; default: one per core). Mixed also gets as many Ed25519 nodes.
+    /// AES nodes (cbc16k, mixed, gcm; default: one per core, 2 for gcm). Mixed also gets as many
+    /// Ed25519 nodes.
     #[arg(long)]
     pub nodes: Option<usize>,
     /// Submitting threads (default: 1 for cbc16k and hetero, 2 for mixed).
@@ -136,6 +148,7 @@ impl LiveArgs {
 #[derive(Debug, Clone, Copy)]
 enum Spec {
     Aes { key: usize, op: AesOp, iv: [u8; 16] },
+    Gcm { key: usize, nonce: [u8; 12] },
     Sign { key: usize },
     Verify { key: usize, valid: bool },
 }
@@ -190,6 +203,37 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
             "the {} workload has its own runner",
             args.workload.name()
         )),
+        Workload::Gcm => {
+            let size = args.size.unwrap_or(16 * 1024);
+            if size == 0 || size % 16 != 0 {
+                return Err(format!(
+                    "--size {size}: gcm needs a positive multiple of 16"
+                ));
+            }
+            let jobs = args.jobs.unwrap_or((128 << 20) / size).max(1);
+            // A fresh nonce per job, as a sender must use.
+            let items = (0..jobs)
+                .map(|_| Item {
+                    spec: Spec::Gcm {
+                        key: 0,
+                        nonce: rng.random(),
+                    },
+                    data: random_bytes(&mut rng, size),
+                    sig: [0; 64],
+                })
+                .collect();
+            Ok(Work {
+                aes_keys: vec![random_bytes(&mut rng, 16)],
+                seeds: Vec::new(),
+                items,
+                slowdowns: vec![1.0; args.nodes.unwrap_or(2).max(1)],
+                ed_nodes: 0,
+                packet_size: size,
+                admission: args.admission,
+                size_label: size.to_string(),
+                submitters: args.threads.unwrap_or(1),
+            })
+        }
         Workload::Cbc16k => {
             let size = args.size.unwrap_or(16 * 1024);
             if size == 0 || size % 16 != 0 {
@@ -340,6 +384,7 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Out {
     Data(Vec<u8>),
+    Sealed(Vec<u8>, [u8; 16]),
     Sig([u8; 64]),
     Verified(bool),
 }
@@ -392,6 +437,9 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
     for (i, item) in work.items.iter().enumerate() {
         let job = match item.spec {
             Spec::Aes { key, op, iv } => Job::aes(aes[key], op, &iv, item.data.clone()),
+            Spec::Gcm { key, nonce } => {
+                Job::gcm_encrypt(aes[key], &nonce, Vec::new(), item.data.clone())
+            }
             Spec::Sign { key } => Job::sign(signers[key], item.data.clone()),
             Spec::Verify { key, .. } => Job::verify(signers[key], item.data.clone(), &item.sig),
         };
@@ -438,6 +486,7 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
         latencies.push(out.1);
         outputs[i] = Some(match out.0 {
             JobOutput::Data(d) => Out::Data(d),
+            JobOutput::Sealed { ciphertext, tag } => Out::Sealed(ciphertext, tag),
             JobOutput::Signature(s) => Out::Sig(s),
             JobOutput::Verified(v) => Out::Verified(v),
             other => return Err(format!("job {i}: unexpected output {other:?}")),
@@ -520,6 +569,15 @@ fn run_reference(work: &Work, dynamic: bool) -> Result<Measured, String> {
                     .map_err(|e| e.to_string())?;
                 item.data.truncate(n);
                 Out::Data(std::mem::take(&mut item.data))
+            }
+            Spec::Gcm { key, nonce } => {
+                let state = keys[key]
+                    .gcm_start(&nonce, &[])
+                    .map_err(|e| e.to_string())?;
+                let tag = keys[key]
+                    .gcm_seal_final(state, &mut item.data)
+                    .map_err(|e| e.to_string())?;
+                Out::Sealed(std::mem::take(&mut item.data), tag)
             }
             Spec::Sign { key } => Out::Sig(signers[key].sign(&item.data)),
             Spec::Verify { key, .. } => Out::Verified(
@@ -648,6 +706,9 @@ pub struct LiveRow {
     pub size: String,
     pub throughput: f64,
     pub reference: f64,
+    /// `openssl speed`'s MB/s for the same cipher and size on as many processes as nodes (the
+    /// gcm workload, with openssl on PATH).
+    pub openssl: Option<f64>,
     pub ed_ops: f64,
     pub mean_latency_us: f64,
     pub p99_latency_us: f64,
@@ -663,12 +724,29 @@ pub struct LiveRow {
 pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>, String> {
     let work = generate(args)?;
     let dynamic = args.workload == Workload::Hetero;
-    // Rounds of (reference, each policy), so every side meets the same machine conditions;
-    // each side keeps its fastest run.
+    let openssl = (args.workload == Workload::Gcm).then_some(Speed {
+        cipher: "aes-128-gcm",
+        processes: work.slowdowns.len(),
+        bytes: work.packet_size,
+        seconds: 1,
+    });
+    // Rounds of (reference, openssl, each policy), so every side meets the same machine
+    // conditions; each side keeps its fastest run.
     let mut reference: Option<Measured> = None;
+    let mut openssl_mb_s: Option<f64> = None;
+    let mut openssl_missing = false;
     let mut runs: Vec<Option<Measured>> = policies.iter().map(|_| None).collect();
     for _ in 0..args.reps.max(1) {
         keep_fastest(&mut reference, run_reference(&work, dynamic)?);
+        if let Some(speed) = openssl.as_ref().filter(|_| !openssl_missing) {
+            match speed.run()? {
+                Some(mb_s) => openssl_mb_s = Some(openssl_mb_s.map_or(mb_s, |b| b.max(mb_s))),
+                None => {
+                    eprintln!("note: `openssl` is not on PATH: the openssl column is skipped");
+                    openssl_missing = true;
+                }
+            }
+        }
         for (slot, policy) in runs.iter_mut().zip(policies) {
             keep_fastest(slot, run_service(&work, policy)?);
         }
@@ -694,6 +772,7 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
             size: work.size_label.clone(),
             throughput: bytes / m.elapsed.as_secs_f64() / 1e6,
             reference: ref_mb_s,
+            openssl: openssl_mb_s,
             ed_ops: work.ed_ops() as f64 / m.elapsed.as_secs_f64(),
             mean_latency_us: lat.iter().map(|d| d.as_secs_f64()).sum::<f64>()
                 / lat.len().max(1) as f64
@@ -714,7 +793,9 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
     Ok(rows)
 }
 
-pub const CSV_HEADER: &str = "workload,policy,nodes,size,throughput_mb_s,reference_mb_s,ratio,mean_latency_us,p99_latency_us";
+/// The live CSV header; `openssl_mb_s` is empty except for the gcm workload with openssl on
+/// PATH.
+pub const CSV_HEADER: &str = "workload,policy,nodes,size,throughput_mb_s,reference_mb_s,ratio,mean_latency_us,p99_latency_us,openssl_mb_s";
 
 /// Prints the rows: a table (or CSV), and with several policies the makespan differences.
 pub fn print(rows: &[LiveRow], csv: bool) {
@@ -731,6 +812,7 @@ pub fn print(rows: &[LiveRow], csv: bool) {
                 f(r.throughput / r.reference, 3),
                 f(r.mean_latency_us, 1),
                 f(r.p99_latency_us, 1),
+                r.openssl.map_or(String::new(), |o| f(o, 1)),
             ]);
         }
         print!("{}", c.as_str());
@@ -744,6 +826,8 @@ pub fn print(rows: &[LiveRow], csv: bool) {
         "MB/s",
         "reference MB/s",
         "ratio",
+        "openssl MB/s",
+        "vs openssl",
         "Ed25519 ops/s",
         "mean lat us",
         "p99 lat us",
@@ -761,6 +845,8 @@ pub fn print(rows: &[LiveRow], csv: bool) {
             f(r.throughput, 1),
             f(r.reference, 1),
             f(r.throughput / r.reference, 3),
+            r.openssl.map_or("-".into(), |o| f(o, 1)),
+            r.openssl.map_or("-".into(), |o| f(r.throughput / o, 3)),
             if r.ed_ops > 0.0 {
                 f(r.ed_ops, 0)
             } else {

@@ -21,6 +21,7 @@ use clap::{Args, Parser, Subcommand};
 mod experiments;
 mod hol;
 mod live;
+mod openssl;
 mod paper;
 mod plot;
 mod policies;

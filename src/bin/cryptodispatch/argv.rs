@@ -20,6 +20,8 @@ use std::ffi::OsString;
 const SINGLE_DASH: &[(&str, bool)] = &[
     ("alg", true),
     ("iv", true),
+    ("aad", true),
+    ("aad-file", true),
     ("nopad", false),
     ("in", true),
     ("out", true),
@@ -42,6 +44,8 @@ const SINGLE_DASH: &[(&str, bool)] = &[
 const LONG_WITH_VALUE: &[&str] = &[
     "alg",
     "iv",
+    "aad",
+    "aad-file",
     "in",
     "out",
     "key",

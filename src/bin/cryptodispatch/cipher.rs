@@ -1,4 +1,5 @@
-//! `enc` and `dec`: AES through a [`Stream`] of the service, chunk by chunk.
+//! `enc` and `dec`: AES through a [`Stream`] of the service, chunk by chunk; GCM as one job
+//! (see the `gcm` module).
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use cryptodispatch::{
 use zeroize::Zeroizing;
 
 use crate::daemon_client::{self, RemoteArgs};
+use crate::gcm;
 use crate::input::{open_input, read_full};
 use crate::output::{Output, refuse_same_file};
 use crate::service::{CliError, ServiceArgs, read_error, write_error};
@@ -34,9 +36,9 @@ pub struct Algorithm {
 }
 
 /// The names `--alg` accepts.
-pub const ALGORITHMS: &str = "aes-128-ecb, aes-128-cbc, aes-128-ofb, aes-128-cfb, \
-     aes-192-ecb, aes-192-cbc, aes-192-ofb, aes-192-cfb, \
-     aes-256-ecb, aes-256-cbc, aes-256-ofb, aes-256-cfb";
+pub const ALGORITHMS: &str = "aes-128-ecb, aes-128-cbc, aes-128-ofb, aes-128-cfb, aes-128-ctr, \
+     aes-128-gcm, aes-192-ecb, aes-192-cbc, aes-192-ofb, aes-192-cfb, aes-192-ctr, aes-192-gcm, \
+     aes-256-ecb, aes-256-cbc, aes-256-ofb, aes-256-cfb, aes-256-ctr, aes-256-gcm";
 
 impl FromStr for Algorithm {
     type Err = String;
@@ -56,6 +58,8 @@ impl FromStr for Algorithm {
                 "cbc" => Mode::Cbc,
                 "ofb" => Mode::Ofb,
                 "cfb" => Mode::Cfb,
+                "ctr" => Mode::Ctr,
+                "gcm" => Mode::Gcm,
                 _ => return None,
             };
             Some(Algorithm { key_len, mode })
@@ -73,7 +77,8 @@ impl std::fmt::Display for Algorithm {
 /// The arguments of `enc` and `dec`.
 #[derive(Debug, Clone, Args)]
 pub struct CipherArgs {
-    /// Algorithm: aes-{128,192,256}-{ecb,cbc,ofb,cfb} (cfb is CFB-128); openssl's
+    /// Algorithm: aes-{128,192,256}-{ecb,cbc,ofb,cfb,ctr,gcm} (cfb is CFB-128; ctr counts over
+    /// the whole 128-bit block, as openssl; gcm writes this tool's format, see --help); openssl's
     /// `-aes-128-cbc` spelling also works
     #[arg(long = "alg", value_name = "ALG", value_parser = Algorithm::from_str)]
     pub alg: Algorithm,
@@ -90,13 +95,29 @@ pub struct CipherArgs {
     )]
     pub key: Option<String>,
 
-    /// IV in hex, exactly 32 hex digits; required for CBC, OFB and CFB, not used by ECB (a
-    /// warning)
+    /// IV in hex, exactly 32 hex digits; required for CBC, OFB, CFB and CTR (the first counter
+    /// block), not used by ECB (a warning). For GCM encryption: the 12-byte nonce, 24 hex
+    /// digits, drawn from the OS if not given (never reuse a nonce with a key); GCM decryption
+    /// reads it from the input
     #[arg(long = "iv", allow_hyphen_values = true, value_name = "HEX")]
     pub iv: Option<String>,
 
+    /// GCM only: the associated data in hex (authenticated, not encrypted, not stored in the
+    /// output: give the same to decrypt) [default: none]
+    #[arg(
+        long = "aad",
+        allow_hyphen_values = true,
+        value_name = "HEX",
+        conflicts_with = "aad_file"
+    )]
+    pub aad: Option<String>,
+
+    /// GCM only: a file whose whole contents are the associated data
+    #[arg(long = "aad-file", allow_hyphen_values = true, value_name = "FILE")]
+    pub aad_file: Option<PathBuf>,
+
     /// No PKCS#7 padding for ECB and CBC: the data must then be a whole number of 16-byte
-    /// blocks (ignored for OFB and CFB, which are never padded)
+    /// blocks (ignored for OFB, CFB, CTR and GCM, which are never padded)
     #[arg(long = "nopad")]
     pub nopad: bool,
 
@@ -117,7 +138,7 @@ pub struct CipherArgs {
 }
 
 /// Decodes hex for `option`, without echoing the text (it may be a key).
-fn parse_hex(option: &str, text: &str) -> Result<Zeroizing<Vec<u8>>, CliError> {
+pub fn parse_hex(option: &str, text: &str) -> Result<Zeroizing<Vec<u8>>, CliError> {
     let digits = text.as_bytes();
     if digits.is_empty() {
         return Err(CliError::usage(format!("{option}: empty hex string")));
@@ -149,6 +170,11 @@ pub fn run(direction: Direction, args: &CipherArgs) -> Result<(), CliError> {
     refuse_same_file(args.input.as_deref(), args.output.as_deref())?;
     let alg = args.alg;
     if args.remote.remote.is_some() {
+        if alg.mode == Mode::Gcm {
+            return Err(CliError::usage(format!(
+                "{alg}: GCM does not run through --remote yet; run it locally"
+            )));
+        }
         let (iv, op) = iv_and_op(direction, args)?;
         return daemon_client::cipher(
             &args.remote,
@@ -166,6 +192,14 @@ pub fn run(direction: Direction, args: &CipherArgs) -> Result<(), CliError> {
             alg.key_len,
             alg.key_len * 2,
             key.len()
+        )));
+    }
+    if alg.mode == Mode::Gcm {
+        return gcm::run(direction, args, alg, &key);
+    }
+    if args.aad.is_some() || args.aad_file.is_some() {
+        return Err(CliError::usage(format!(
+            "-aad, -aad-file: associated data is for GCM only, not {alg}"
         )));
     }
     let (iv, op) = iv_and_op(direction, args)?;
@@ -398,7 +432,7 @@ mod tests {
         }
         assert_eq!("AES-128-CBC".parse::<Algorithm>().unwrap().mode, Mode::Cbc);
         for bad in [
-            "aes-128-gcm",
+            "aes-128-xts",
             "aes-512-cbc",
             "aes128cbc",
             "",

@@ -185,6 +185,10 @@ mod with_daemon {
             Mode::Cbc => proto::Mode::Cbc,
             Mode::Ofb => proto::Mode::Ofb,
             Mode::Cfb => proto::Mode::Cfb,
+            Mode::Ctr => proto::Mode::Ctr,
+            // GCM is refused before a call is made (see cipher.rs); the daemon refuses an
+            // unspecified mode too.
+            _ => proto::Mode::Unspecified,
         };
         mode as i32
     }

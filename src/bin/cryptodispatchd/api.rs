@@ -34,8 +34,9 @@ pub fn mode(wire: i32) -> Result<Mode, Status> {
         Ok(proto::Mode::Cbc) => Ok(Mode::Cbc),
         Ok(proto::Mode::Ofb) => Ok(Mode::Ofb),
         Ok(proto::Mode::Cfb) => Ok(Mode::Cfb),
+        Ok(proto::Mode::Ctr) => Ok(Mode::Ctr),
         Ok(proto::Mode::Unspecified) | Err(_) => Err(Status::invalid_argument(
-            "mode: give one of MODE_ECB, MODE_CBC, MODE_OFB, MODE_CFB",
+            "mode: give one of MODE_ECB, MODE_CBC, MODE_OFB, MODE_CFB, MODE_CTR",
         )),
     }
 }

@@ -1,0 +1,436 @@
+//! AES-GCM (NIST SP 800-38D) one packet at a time, built on RustCrypto's `ctr` (the counter
+//! mode, `Ctr32BE`) and `ghash` (the universal hash), so that a job can be cut into packets.
+//!
+//! # Design note
+//!
+//! RustCrypto's `aes-gcm` crate seals or opens a whole message in one call; it cannot stop
+//! after a packet and go on later on another node. GCM is counter mode plus a hash over the
+//! ciphertext, so this module calls the two halves itself, the way `aes-gcm` does inside:
+//!
+//! 1. [`AesKey::gcm_start`]: J0 = nonce ‖ 0³¹1 (a 96-bit nonce only); the tag mask E_K(J0) is
+//!    the first keystream block; the hash starts from the key's GHASH (keyed with
+//!    H = E_K(0¹²⁸)) and takes in the associated data, zero-padded to whole blocks.
+//! 2. [`AesKey::gcm_update`], for every packet but the last (whole blocks): CTR from the
+//!    counter block the state holds, then the ciphertext into the hash (encryption), or the
+//!    ciphertext into the hash, then CTR (decryption). The state keeps the next counter block.
+//! 3. [`AesKey::gcm_seal_final`] or [`AesKey::gcm_open_final`], for the last packet (any
+//!    length): the same, then the lengths block [len(A)]₆₄ ‖ [len(C)]₆₄ into the hash; the tag
+//!    is the hash XOR the mask. Opening compares the tags in constant time (`subtle`) *before*
+//!    it decrypts the packet; on a mismatch the packet is left as ciphertext.
+//!
+//! The [`GcmState`] between packets (hash, next counter block, mask, lengths) is what a job's
+//! packets hand on through the state store (docs/ALGORITHM.md §12, §15.4). The tests compare
+//! every split with `aes-gcm`'s one-shot result.
+
+use std::fmt;
+
+use cipher::consts::U16;
+use cipher::{BlockCipherEncrypt, BlockSizeUser, InnerIvInit, IvState, StreamCipherCore};
+use ctr::CtrCore;
+use ctr::flavors::Ctr32BE;
+use ghash::GHash;
+use ghash::universal_hash::UniversalHash;
+use subtle::ConstantTimeEq;
+use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
+
+use crate::crypto::aes::{AesKey, BLOCK, Block, Direction, Schedule, apply_to_tail};
+use crate::crypto::error::CryptoError;
+
+/// The GCM nonce size in bytes: 96 bits, the only size the service supports.
+pub const NONCE_LEN: usize = 12;
+
+/// The GCM tag size in bytes: 128 bits, the only size the service supports.
+pub const TAG_LEN: usize = 16;
+
+/// The longest GCM message in bytes, 2³⁶ − 32 (NIST SP 800-38D §5.2.1.1): the 32-bit block
+/// counter must not wrap.
+pub const MAX_TEXT_LEN: u64 = (1 << 36) - 32;
+
+/// The longest GCM associated data in bytes, 2⁶¹ − 1 (NIST SP 800-38D §5.2.1.1).
+pub const MAX_AAD_LEN: u64 = (1 << 61) - 1;
+
+/// A GCM tag.
+pub type Tag = [u8; TAG_LEN];
+
+/// The state a GCM job hands from packet to packet: the GHASH accumulator (over the associated
+/// data and the ciphertext so far), the next counter block, the tag mask E_K(J0), and the
+/// lengths. Zeroized on drop; `Debug` shows only the lengths.
+pub struct GcmState {
+    ghash: GHash,
+    counter: Zeroizing<[u8; BLOCK]>,
+    mask: Zeroizing<[u8; BLOCK]>,
+    aad_len: u64,
+    text_len: u64,
+}
+
+// GHash zeroizes itself on drop (the `zeroize` feature of `ghash`), the blocks are `Zeroizing`.
+impl ZeroizeOnDrop for GcmState {}
+
+impl fmt::Debug for GcmState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GcmState")
+            .field("aad_len", &self.aad_len)
+            .field("text_len", &self.text_len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GcmState {
+    /// Bytes of text (plaintext or ciphertext) run so far.
+    pub fn text_len(&self) -> u64 {
+        self.text_len
+    }
+
+    /// Bytes of associated data the tag covers.
+    pub fn aad_len(&self) -> u64 {
+        self.aad_len
+    }
+
+    /// Checks that `more` bytes of text keep the message within [`MAX_TEXT_LEN`].
+    fn check_room(&self, more: usize) -> Result<(), CryptoError> {
+        let len = self.text_len.saturating_add(more as u64);
+        if len > MAX_TEXT_LEN {
+            return Err(CryptoError::MessageTooLong {
+                len,
+                max: MAX_TEXT_LEN,
+            });
+        }
+        Ok(())
+    }
+
+    /// The tag: the lengths block into the hash, the hash XOR the mask.
+    fn tag(self) -> Tag {
+        let mut lengths = Block::default();
+        lengths[..8].copy_from_slice(&(self.aad_len * 8).to_be_bytes());
+        lengths[8..].copy_from_slice(&(self.text_len * 8).to_be_bytes());
+        let mut ghash = self.ghash;
+        ghash.update(&[lengths]);
+        let hash = ghash.finalize();
+        let mut tag = [0u8; TAG_LEN];
+        for ((t, h), m) in tag.iter_mut().zip(hash.iter()).zip(self.mask.iter()) {
+            *t = h ^ m;
+        }
+        tag
+    }
+}
+
+/// Checks a GCM nonce: 12 bytes.
+///
+/// # Errors
+/// [`CryptoError::NonceLength`].
+pub fn check_nonce(nonce: &[u8]) -> Result<&[u8; NONCE_LEN], CryptoError> {
+    nonce
+        .try_into()
+        .map_err(|_| CryptoError::NonceLength { got: nonce.len() })
+}
+
+/// Checks a GCM tag: 16 bytes.
+///
+/// # Errors
+/// [`CryptoError::TagLength`].
+pub fn check_tag(tag: &[u8]) -> Result<&Tag, CryptoError> {
+    tag.try_into()
+        .map_err(|_| CryptoError::TagLength { got: tag.len() })
+}
+
+/// Checks a GCM message length against [`MAX_TEXT_LEN`].
+///
+/// # Errors
+/// [`CryptoError::MessageTooLong`].
+pub fn check_text_len(len: usize) -> Result<(), CryptoError> {
+    if len as u64 > MAX_TEXT_LEN {
+        return Err(CryptoError::MessageTooLong {
+            len: len as u64,
+            max: MAX_TEXT_LEN,
+        });
+    }
+    Ok(())
+}
+
+impl AesKey {
+    /// Starts a GCM job: the counter from the 12-byte `nonce`, the tag mask, and the hash over
+    /// the associated data `aad`. The state then goes through [`gcm_update`](Self::gcm_update)
+    /// for every packet but the last and [`gcm_seal_final`](Self::gcm_seal_final) or
+    /// [`gcm_open_final`](Self::gcm_open_final) for the last.
+    ///
+    /// # Errors
+    /// [`CryptoError::NonceLength`] unless the nonce is 12 bytes;
+    /// [`CryptoError::MessageTooLong`] for associated data past [`MAX_AAD_LEN`].
+    pub fn gcm_start(&self, nonce: &[u8], aad: &[u8]) -> Result<GcmState, CryptoError> {
+        let nonce = check_nonce(nonce)?;
+        if aad.len() as u64 > MAX_AAD_LEN {
+            return Err(CryptoError::MessageTooLong {
+                len: aad.len() as u64,
+                max: MAX_AAD_LEN,
+            });
+        }
+        let mut j0 = Block::default();
+        j0[..NONCE_LEN].copy_from_slice(nonce);
+        j0[BLOCK - 1] = 1;
+        let mut mask = Zeroizing::new([0u8; BLOCK]);
+        let mut counter = Zeroizing::new([0u8; BLOCK]);
+        match &self.schedule {
+            Schedule::A128(c) => first_counter(c, &j0, &mut mask, &mut counter),
+            Schedule::A192(c) => first_counter(c, &j0, &mut mask, &mut counter),
+            Schedule::A256(c) => first_counter(c, &j0, &mut mask, &mut counter),
+        }
+        let mut ghash = self.ghash.clone();
+        ghash.update_padded(aad);
+        Ok(GcmState {
+            ghash,
+            counter,
+            mask,
+            aad_len: aad.len() as u64,
+            text_len: 0,
+        })
+    }
+
+    /// Runs one GCM packet that is not the job's last, in place: a whole number of blocks.
+    ///
+    /// # Errors
+    /// [`CryptoError::NotBlockAligned`], or [`CryptoError::MessageTooLong`] past
+    /// [`MAX_TEXT_LEN`].
+    pub fn gcm_update(
+        &self,
+        direction: Direction,
+        state: &mut GcmState,
+        buf: &mut [u8],
+    ) -> Result<(), CryptoError> {
+        if buf.len() % BLOCK != 0 {
+            return Err(CryptoError::NotBlockAligned { len: buf.len() });
+        }
+        state.check_room(buf.len())?;
+        match &self.schedule {
+            Schedule::A128(c) => run_blocks(c, direction, state, buf),
+            Schedule::A192(c) => run_blocks(c, direction, state, buf),
+            Schedule::A256(c) => run_blocks(c, direction, state, buf),
+        }
+        Ok(())
+    }
+
+    /// Encrypts a GCM job's last packet in place (any length, empty included) and returns the
+    /// job's tag.
+    ///
+    /// # Errors
+    /// [`CryptoError::MessageTooLong`] past [`MAX_TEXT_LEN`].
+    pub fn gcm_seal_final(&self, mut state: GcmState, buf: &mut [u8]) -> Result<Tag, CryptoError> {
+        state.check_room(buf.len())?;
+        match &self.schedule {
+            Schedule::A128(c) => run_blocks(c, Direction::Encrypt, &mut state, buf),
+            Schedule::A192(c) => run_blocks(c, Direction::Encrypt, &mut state, buf),
+            Schedule::A256(c) => run_blocks(c, Direction::Encrypt, &mut state, buf),
+        }
+        Ok(state.tag())
+    }
+
+    /// Checks a GCM job's tag against its last packet (ciphertext, any length) and, only if it
+    /// matches, decrypts the packet in place. On a mismatch `buf` is left as it was.
+    ///
+    /// # Errors
+    /// [`CryptoError::TagLength`] unless `tag` is 16 bytes, [`CryptoError::MessageTooLong`]
+    /// past [`MAX_TEXT_LEN`], [`CryptoError::AuthenticationFailed`] when the tags differ.
+    pub fn gcm_open_final(
+        &self,
+        mut state: GcmState,
+        buf: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), CryptoError> {
+        let tag = check_tag(tag)?;
+        state.check_room(buf.len())?;
+        // Hash the ciphertext and check the tag before any keystream touches the packet.
+        state.ghash.update_padded(buf);
+        state.text_len += buf.len() as u64;
+        let counter = state.counter.clone();
+        let expected = Zeroizing::new(state.tag());
+        if !bool::from(expected.ct_eq(tag)) {
+            return Err(CryptoError::AuthenticationFailed);
+        }
+        match &self.schedule {
+            Schedule::A128(c) => apply_ctr(c, &counter, buf),
+            Schedule::A192(c) => apply_ctr(c, &counter, buf),
+            Schedule::A256(c) => apply_ctr(c, &counter, buf),
+        };
+        Ok(())
+    }
+
+    /// Seals a whole message in one piece: the convenience for callers that need no
+    /// scheduling, run through the same packet calls.
+    ///
+    /// # Errors
+    /// As [`gcm_start`](Self::gcm_start) and [`gcm_seal_final`](Self::gcm_seal_final).
+    pub fn gcm_seal(
+        &self,
+        nonce: &[u8],
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Result<(Vec<u8>, Tag), CryptoError> {
+        check_text_len(plaintext.len())?;
+        let state = self.gcm_start(nonce, aad)?;
+        let mut buf = plaintext.to_vec();
+        let tag = self.gcm_seal_final(state, &mut buf)?;
+        Ok((buf, tag))
+    }
+
+    /// Opens a whole message in one piece; no plaintext unless the tag matches.
+    ///
+    /// # Errors
+    /// As [`gcm_start`](Self::gcm_start) and [`gcm_open_final`](Self::gcm_open_final).
+    pub fn gcm_open(
+        &self,
+        nonce: &[u8],
+        aad: &[u8],
+        ciphertext: &[u8],
+        tag: &[u8],
+    ) -> Result<Vec<u8>, CryptoError> {
+        check_text_len(ciphertext.len())?;
+        let state = self.gcm_start(nonce, aad)?;
+        let mut buf = ciphertext.to_vec();
+        self.gcm_open_final(state, &mut buf, tag)?;
+        Ok(buf)
+    }
+}
+
+/// The tag mask E_K(J0) (the keystream block of J0) and the first text counter block, inc₃₂(J0),
+/// as RustCrypto's `Ctr32BE` counts them.
+fn first_counter<C>(cipher: &C, j0: &Block, mask: &mut [u8; BLOCK], counter: &mut [u8; BLOCK])
+where
+    C: BlockCipherEncrypt + BlockSizeUser<BlockSize = U16>,
+{
+    let mut core = CtrCore::<&C, Ctr32BE>::inner_iv_init(cipher, j0);
+    let mut block = Block::default();
+    core.write_keystream_block(&mut block);
+    mask.copy_from_slice(&block);
+    block.zeroize();
+    counter.copy_from_slice(&core.iv_state());
+}
+
+/// CTR over `buf` from `counter` (a partial final block allowed); returns the next counter block.
+fn apply_ctr<C>(cipher: &C, counter: &[u8; BLOCK], buf: &mut [u8]) -> [u8; BLOCK]
+where
+    C: BlockCipherEncrypt + BlockSizeUser<BlockSize = U16>,
+{
+    let mut core = CtrCore::<&C, Ctr32BE>::inner_iv_init(cipher, &Block::from(*counter));
+    let (blocks, tail) = Block::slice_as_chunks_mut(buf);
+    core.apply_keystream_blocks(blocks);
+    let next = core.iv_state().into();
+    if !tail.is_empty() {
+        apply_to_tail(&mut core, tail);
+    }
+    next
+}
+
+/// One packet's blocks: CTR and the hash, in the order of `direction` (the hash always takes
+/// the ciphertext). A partial final block is hashed zero-padded, as GCM pads C.
+fn run_blocks<C>(cipher: &C, direction: Direction, state: &mut GcmState, buf: &mut [u8])
+where
+    C: BlockCipherEncrypt + BlockSizeUser<BlockSize = U16>,
+{
+    let next = match direction {
+        Direction::Encrypt => {
+            let next = apply_ctr(cipher, &state.counter, buf);
+            hash_text(&mut state.ghash, buf);
+            next
+        }
+        Direction::Decrypt => {
+            hash_text(&mut state.ghash, buf);
+            apply_ctr(cipher, &state.counter, buf)
+        }
+    };
+    *state.counter = next;
+    state.text_len += buf.len() as u64;
+}
+
+/// Hashes ciphertext: whole blocks as they are, a partial final block zero-padded.
+fn hash_text(ghash: &mut GHash, text: &[u8]) {
+    let (blocks, tail) = Block::slice_as_chunks(text);
+    ghash.update(blocks);
+    if !tail.is_empty() {
+        ghash.update_padded(tail);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> AesKey {
+        AesKey::new(&[0x42; 16]).unwrap()
+    }
+
+    #[test]
+    fn nonce_and_tag_lengths_are_checked() {
+        let k = key();
+        for len in [0, 8, 11, 13, 16] {
+            assert_eq!(
+                k.gcm_seal(&vec![0; len], b"", b"x").unwrap_err(),
+                CryptoError::NonceLength { got: len }
+            );
+        }
+        for len in [0, 4, 12, 15, 17] {
+            assert_eq!(
+                k.gcm_open(&[0; 12], b"", b"x", &vec![0; len]).unwrap_err(),
+                CryptoError::TagLength { got: len }
+            );
+        }
+    }
+
+    #[test]
+    fn packets_give_the_one_shot_result_and_tampering_fails() {
+        let k = key();
+        let nonce = [7u8; 12];
+        let msg: Vec<u8> = (0..100u8).collect();
+        let (ct, tag) = k.gcm_seal(&nonce, b"header", &msg).unwrap();
+        // Cut after 16, 48 and 96 bytes.
+        for cut in [16, 48, 96] {
+            let mut state = k.gcm_start(&nonce, b"header").unwrap();
+            let mut buf = msg.clone();
+            let (head, tail) = buf.split_at_mut(cut);
+            k.gcm_update(Direction::Encrypt, &mut state, head).unwrap();
+            assert_eq!(state.text_len(), cut as u64);
+            let t = k.gcm_seal_final(state, tail).unwrap();
+            assert_eq!((&buf, t), (&ct, tag), "cut at {cut}");
+
+            let mut state = k.gcm_start(&nonce, b"header").unwrap();
+            let mut buf = ct.clone();
+            let (head, tail) = buf.split_at_mut(cut);
+            k.gcm_update(Direction::Decrypt, &mut state, head).unwrap();
+            k.gcm_open_final(state, tail, &tag).unwrap();
+            assert_eq!(buf, msg, "cut at {cut}");
+        }
+        let mut bad = tag;
+        bad[0] ^= 1;
+        assert_eq!(
+            k.gcm_open(&nonce, b"header", &ct, &bad).unwrap_err(),
+            CryptoError::AuthenticationFailed
+        );
+        assert_eq!(
+            k.gcm_open(&nonce, b"Header", &ct, &tag).unwrap_err(),
+            CryptoError::AuthenticationFailed
+        );
+        // A failed open leaves the final packet as ciphertext.
+        let state = k.gcm_start(&nonce, b"header").unwrap();
+        let mut buf = ct.clone();
+        assert!(k.gcm_open_final(state, &mut buf, &bad).is_err());
+        assert_eq!(buf, ct);
+    }
+
+    #[test]
+    fn middle_packets_must_be_whole_blocks() {
+        let k = key();
+        let mut state = k.gcm_start(&[0; 12], b"").unwrap();
+        assert_eq!(
+            k.gcm_update(Direction::Encrypt, &mut state, &mut [0; 17])
+                .unwrap_err(),
+            CryptoError::NotBlockAligned { len: 17 }
+        );
+    }
+
+    #[test]
+    fn debug_shows_no_state_bytes() {
+        let state = key().gcm_start(&[0; 12], b"ab").unwrap();
+        assert_eq!(
+            format!("{state:?}"),
+            "GcmState { aad_len: 2, text_len: 0, .. }"
+        );
+    }
+}
