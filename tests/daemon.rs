@@ -101,8 +101,9 @@ async fn every_rpc_equals_the_library() {
                 }
             }
         }
-        // Per key: ECB and CBC with 3 block-aligned lengths unpadded and 9 padded, OFB and CFB 9.
-        assert_eq!(cases, 3 * (2 * (3 + 9) + 2 * 9));
+        // Per key: ECB and CBC with 3 block-aligned lengths unpadded and 9 padded; OFB, CFB and
+        // CTR 9.
+        assert_eq!(cases, 3 * (2 * (3 + 9) + 3 * 9));
 
         for len in [0, 1, 64, 100_000] {
             let msg = bytes(len, 7);

@@ -50,6 +50,11 @@ pub enum Workload {
     Hol,
     /// Tiny jobs: 64-byte ECB jobs end to end, one at a time and in bursts (--burst).
     Tiny,
+    /// Many independent AES-128 encryption jobs of 16 KiB (or --size) in a serial mode (--mode
+    /// cbc, ofb or cfb; default cbc) on 2 AES nodes (or --nodes), from 2 submitting threads,
+    /// against the primitives called directly and against `openssl speed -multi <nodes> -evp
+    /// aes-128-<mode>` run in the same rounds: what lanes give.
+    Manycbc,
     /// Many independent AES-128-GCM encryption jobs of 16 KiB (or --size) on 2 AES nodes (or
     /// --nodes), one packet each, against the primitives called directly and against
     /// `openssl speed -multi <nodes> -evp aes-128-gcm` run in the same rounds.
@@ -66,6 +71,7 @@ impl Workload {
             Workload::Hol => "hol",
             Workload::Tiny => "tiny",
             Workload::Gcm => "gcm",
+            Workload::Manycbc => "manycbc",
         }
     }
 }
@@ -114,6 +120,9 @@ pub struct LiveArgs {
     /// deficit round robin over bytes) or `fifo` (the paper's first come first served).
     #[arg(long, default_value = "fair")]
     pub admission: Admission,
+    /// manycbc: the serial mode (cbc, ofb or cfb).
+    #[arg(long, default_value = "cbc")]
+    pub mode: Mode,
     /// tiny: jobs per `submit_burst` call.
     #[arg(long, default_value_t = 64)]
     pub burst: usize,
@@ -139,6 +148,7 @@ impl LiveArgs {
             bad_share: 0.0,
             admission: Admission::Fair,
             burst: 64,
+            mode: Mode::Cbc,
             csv: false,
         }
     }
@@ -232,6 +242,40 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                 admission: args.admission,
                 size_label: size.to_string(),
                 submitters: args.threads.unwrap_or(1),
+            })
+        }
+        Workload::Manycbc => {
+            let size = args.size.unwrap_or(16 * 1024);
+            if size == 0
+                || size % 16 != 0
+                || !matches!(args.mode, Mode::Cbc | Mode::Ofb | Mode::Cfb)
+            {
+                return Err(format!(
+                    "manycbc: --size {size} must be a positive multiple of 16 and --mode one of cbc, ofb, cfb"
+                ));
+            }
+            let jobs = args.jobs.unwrap_or((128 << 20) / size).max(64);
+            let items = (0..jobs)
+                .map(|_| Item {
+                    spec: Spec::Aes {
+                        key: 0,
+                        op: AesOp::new(Direction::Encrypt, args.mode),
+                        iv: rng.random(),
+                    },
+                    data: random_bytes(&mut rng, size),
+                    sig: [0; 64],
+                })
+                .collect();
+            Ok(Work {
+                aes_keys: vec![random_bytes(&mut rng, 16)],
+                seeds: Vec::new(),
+                items,
+                slowdowns: vec![1.0; args.nodes.unwrap_or(2).max(1)],
+                ed_nodes: 0,
+                packet_size: size,
+                admission: args.admission,
+                size_label: format!("{size} {}", args.mode),
+                submitters: args.threads.unwrap_or(2),
             })
         }
         Workload::Cbc16k => {
@@ -724,8 +768,15 @@ pub struct LiveRow {
 pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>, String> {
     let work = generate(args)?;
     let dynamic = args.workload == Workload::Hetero;
-    let openssl = (args.workload == Workload::Gcm).then_some(Speed {
-        cipher: "aes-128-gcm",
+    let cipher = match (args.workload, args.mode) {
+        (Workload::Gcm, _) => Some("aes-128-gcm"),
+        (Workload::Manycbc, Mode::Ofb) => Some("aes-128-ofb"),
+        (Workload::Manycbc, Mode::Cfb) => Some("aes-128-cfb"),
+        (Workload::Manycbc, _) => Some("aes-128-cbc"),
+        _ => None,
+    };
+    let openssl = cipher.map(|cipher| Speed {
+        cipher,
         processes: work.slowdowns.len(),
         bytes: work.packet_size,
         seconds: 1,
