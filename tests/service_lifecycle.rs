@@ -895,6 +895,79 @@ fn submit_burst_admits_in_order_all_or_nothing() {
     );
 }
 
+/// A waker that panics when woken.
+struct PanickingWaker;
+
+impl Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("a user's waker panics");
+    }
+}
+
+/// A waker that submits a job and waits for it: a blocking call on a worker thread.
+struct BlockingWaker {
+    service: Arc<Service>,
+    key: KeyId,
+    outcome: Mutex<Option<Result<JobOutput, JobError>>>,
+}
+
+impl Wake for BlockingWaker {
+    fn wake(self: Arc<Self>) {
+        let out = match self
+            .service
+            .submit(Job::encrypt(self.key, Mode::Ecb, &[], vec![1; 16]))
+        {
+            Ok(h) => h.wait(),
+            Err(e) => Err(JobError::Internal(e.to_string())),
+        };
+        *self.outcome.lock().unwrap() = Some(out);
+    }
+}
+
+#[test]
+fn user_wakers_never_take_a_node_down_or_block_it() {
+    let _serial = shared();
+    let service = Arc::new(
+        Service::builder()
+            .aes_cluster([NodeSpec::new().slowdown(20.0)])
+            .build()
+            .unwrap(),
+    );
+    let key = service.add_aes_key(&[5; 16]).unwrap();
+    // A waker that panics: the job still resolves, and the node goes on.
+    let mut h = service
+        .submit(Job::encrypt(key, Mode::Ecb, &[], vec![2; 4096]))
+        .unwrap();
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    assert!(Pin::new(&mut h).poll(&mut Context::from_waker(&waker)).is_pending());
+    assert!(h.wait().is_ok());
+    let other = service
+        .submit(Job::encrypt(key, Mode::Ecb, &[], vec![3; 16]))
+        .unwrap();
+    assert!(other.wait().is_ok(), "the node went on after the waker's panic");
+    // A waker that blocks on the service from the worker thread: refused, not deadlocked.
+    let blocking = Arc::new(BlockingWaker {
+        service: Arc::clone(&service),
+        key,
+        outcome: Mutex::new(None),
+    });
+    let mut h = service
+        .submit(Job::encrypt(key, Mode::Ecb, &[], vec![4; 4096]))
+        .unwrap();
+    let waker = Waker::from(Arc::clone(&blocking));
+    assert!(Pin::new(&mut h).poll(&mut Context::from_waker(&waker)).is_pending());
+    assert!(h.wait().is_ok());
+    eventually("the waker ran", || blocking.outcome.lock().unwrap().is_some());
+    let outcome = blocking.outcome.lock().unwrap().take().unwrap();
+    assert_eq!(outcome, Err(JobError::OnWorkerThread));
+    let last = service
+        .submit(Job::encrypt(key, Mode::Ecb, &[], vec![5; 16]))
+        .unwrap();
+    assert!(last.wait().is_ok());
+    drop(blocking);
+    service.shutdown();
+}
+
 // ---------------------------------------------------------------------------------------------
 // (e) Metrics
 // ---------------------------------------------------------------------------------------------
