@@ -204,6 +204,56 @@ fn random_bytes(rng: &mut ChaCha8Rng, n: usize) -> Vec<u8> {
     v
 }
 
+/// The shape of a workload of independent one-packet jobs under one AES key.
+struct Independent {
+    /// Bytes of all jobs together, unless --jobs says how many.
+    total: usize,
+    /// The fewest jobs it runs.
+    min_jobs: usize,
+    /// AES nodes.
+    nodes: usize,
+    /// Submitting threads, unless --threads says otherwise.
+    submitters: usize,
+    /// What follows the size in the tables.
+    label: String,
+}
+
+/// Independent jobs of --size bytes (default 16 KiB), one packet each, all under one AES key,
+/// each job's spec drawn by `spec`.
+fn independent(
+    args: &LiveArgs,
+    rng: &mut ChaCha8Rng,
+    shape: Independent,
+    mut spec: impl FnMut(&mut ChaCha8Rng) -> Spec,
+) -> Result<Work, String> {
+    let size = args.size.unwrap_or(16 * 1024);
+    if size == 0 || size % 16 != 0 {
+        return Err(format!(
+            "--size {size}: {} needs a positive multiple of 16",
+            args.workload.name()
+        ));
+    }
+    let jobs = args.jobs.unwrap_or(shape.total / size).max(shape.min_jobs);
+    let items = (0..jobs)
+        .map(|_| Item {
+            spec: spec(rng),
+            data: random_bytes(rng, size),
+            sig: [0; 64],
+        })
+        .collect();
+    Ok(Work {
+        aes_keys: vec![random_bytes(rng, 16)],
+        seeds: Vec::new(),
+        items,
+        slowdowns: vec![1.0; shape.nodes.max(1)],
+        ed_nodes: 0,
+        packet_size: size,
+        admission: args.admission,
+        size_label: format!("{size}{}", shape.label),
+        submitters: args.threads.unwrap_or(shape.submitters),
+    })
+}
+
 fn generate(args: &LiveArgs) -> Result<Work, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let cores = cores();
@@ -213,102 +263,63 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
             "the {} workload has its own runner",
             args.workload.name()
         )),
-        Workload::Gcm => {
-            let size = args.size.unwrap_or(16 * 1024);
-            if size == 0 || size % 16 != 0 {
-                return Err(format!(
-                    "--size {size}: gcm needs a positive multiple of 16"
-                ));
-            }
-            let jobs = args.jobs.unwrap_or((128 << 20) / size).max(1);
+        Workload::Gcm => independent(
+            args,
+            &mut rng,
+            Independent {
+                total: 128 << 20,
+                min_jobs: 1,
+                nodes: args.nodes.unwrap_or(2),
+                submitters: 1,
+                label: String::new(),
+            },
             // A fresh nonce per job, as a sender must use.
-            let items = (0..jobs)
-                .map(|_| Item {
-                    spec: Spec::Gcm {
-                        key: 0,
-                        nonce: rng.random(),
-                    },
-                    data: random_bytes(&mut rng, size),
-                    sig: [0; 64],
-                })
-                .collect();
-            Ok(Work {
-                aes_keys: vec![random_bytes(&mut rng, 16)],
-                seeds: Vec::new(),
-                items,
-                slowdowns: vec![1.0; args.nodes.unwrap_or(2).max(1)],
-                ed_nodes: 0,
-                packet_size: size,
-                admission: args.admission,
-                size_label: size.to_string(),
-                submitters: args.threads.unwrap_or(1),
-            })
-        }
+            |rng| Spec::Gcm {
+                key: 0,
+                nonce: rng.random(),
+            },
+        ),
         Workload::Manycbc => {
-            let size = args.size.unwrap_or(16 * 1024);
-            if size == 0
-                || size % 16 != 0
-                || !matches!(args.mode, Mode::Cbc | Mode::Ofb | Mode::Cfb)
-            {
+            if !matches!(args.mode, Mode::Cbc | Mode::Ofb | Mode::Cfb) {
                 return Err(format!(
-                    "manycbc: --size {size} must be a positive multiple of 16 and --mode one of cbc, ofb, cfb"
+                    "manycbc: --mode {} must be one of cbc, ofb, cfb",
+                    args.mode
                 ));
             }
-            let jobs = args.jobs.unwrap_or((128 << 20) / size).max(64);
-            let items = (0..jobs)
-                .map(|_| Item {
-                    spec: Spec::Aes {
-                        key: 0,
-                        op: AesOp::new(Direction::Encrypt, args.mode),
-                        iv: rng.random(),
-                    },
-                    data: random_bytes(&mut rng, size),
-                    sig: [0; 64],
-                })
-                .collect();
-            Ok(Work {
-                aes_keys: vec![random_bytes(&mut rng, 16)],
-                seeds: Vec::new(),
-                items,
-                slowdowns: vec![1.0; args.nodes.unwrap_or(2).max(1)],
-                ed_nodes: 0,
-                packet_size: size,
-                admission: args.admission,
-                size_label: format!("{size} {}", args.mode),
-                submitters: args.threads.unwrap_or(2),
-            })
+            let op = AesOp::new(Direction::Encrypt, args.mode);
+            independent(
+                args,
+                &mut rng,
+                Independent {
+                    total: 128 << 20,
+                    min_jobs: 64,
+                    nodes: args.nodes.unwrap_or(2),
+                    submitters: 2,
+                    label: format!(" {}", args.mode),
+                },
+                |rng| Spec::Aes {
+                    key: 0,
+                    op,
+                    iv: rng.random(),
+                },
+            )
         }
-        Workload::Cbc16k => {
-            let size = args.size.unwrap_or(16 * 1024);
-            if size == 0 || size % 16 != 0 {
-                return Err(format!(
-                    "--size {size}: cbc16k needs a positive multiple of 16"
-                ));
-            }
-            let jobs = args.jobs.unwrap_or((64 << 20) / size).max(1);
-            let items = (0..jobs)
-                .map(|_| Item {
-                    spec: Spec::Aes {
-                        key: 0,
-                        op: AesOp::new(Direction::Encrypt, Mode::Cbc),
-                        iv: rng.random(),
-                    },
-                    data: random_bytes(&mut rng, size),
-                    sig: [0; 64],
-                })
-                .collect();
-            Ok(Work {
-                aes_keys: vec![random_bytes(&mut rng, 16)],
-                seeds: Vec::new(),
-                items,
-                slowdowns: vec![1.0; aes_nodes],
-                ed_nodes: 0,
-                packet_size: size,
-                admission: args.admission,
-                size_label: size.to_string(),
-                submitters: args.threads.unwrap_or(1),
-            })
-        }
+        Workload::Cbc16k => independent(
+            args,
+            &mut rng,
+            Independent {
+                total: 64 << 20,
+                min_jobs: 1,
+                nodes: aes_nodes,
+                submitters: 1,
+                label: String::new(),
+            },
+            |rng| Spec::Aes {
+                key: 0,
+                op: AesOp::new(Direction::Encrypt, Mode::Cbc),
+                iv: rng.random(),
+            },
+        ),
         Workload::Mixed => {
             const SIZES: [usize; 6] = [64, 256, 1024, 4096, 16384, 65536];
             if let Some(s) = args.size.filter(|s| *s == 0 || s % 16 != 0) {

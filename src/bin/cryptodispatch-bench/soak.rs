@@ -230,19 +230,26 @@ fn row(seconds: u64, counts: &Counts, latencies: &Mutex<Vec<u64>>, drained: bool
     }
 }
 
+impl Row {
+    /// The row's cells, in the columns of [`CSV_HEADER`].
+    fn cells(&self) -> Vec<String> {
+        vec![
+            self.seconds.to_string(),
+            self.offered.to_string(),
+            self.completed.to_string(),
+            self.failed.to_string(),
+            self.lost.to_string(),
+            f(self.peak_rss_mib, 1),
+            self.p99_us.to_string(),
+        ]
+    }
+}
+
 fn print(rows: &[Row], args: &SoakArgs, capacity: f64) {
     if args.csv {
         let mut c = Csv::new(CSV_HEADER);
         for r in rows {
-            c.row(&[
-                r.seconds.to_string(),
-                r.offered.to_string(),
-                r.completed.to_string(),
-                r.failed.to_string(),
-                r.lost.to_string(),
-                f(r.peak_rss_mib, 1),
-                r.p99_us.to_string(),
-            ]);
+            c.row(&r.cells());
         }
         print!("{}", c.as_str());
         return;
@@ -261,15 +268,7 @@ fn print(rows: &[Row], args: &SoakArgs, capacity: f64) {
         "p99 latency µs",
     ]);
     for r in rows {
-        t.row(vec![
-            r.seconds.to_string(),
-            r.offered.to_string(),
-            r.completed.to_string(),
-            r.failed.to_string(),
-            r.lost.to_string(),
-            f(r.peak_rss_mib, 1),
-            r.p99_us.to_string(),
-        ]);
+        t.row(r.cells());
     }
     print!("{}", t.render());
     println!("(the last row is taken after the run drained: its `lost` is final)");
