@@ -41,6 +41,10 @@ pub enum Rpc {
     Encrypt,
     /// `Decrypt`.
     Decrypt,
+    /// `GcmEncrypt`.
+    GcmEncrypt,
+    /// `GcmDecrypt`.
+    GcmDecrypt,
     /// `Sign`.
     Sign,
     /// `Verify`.
@@ -58,6 +62,8 @@ impl Rpc {
         match self {
             Rpc::Encrypt => "Encrypt",
             Rpc::Decrypt => "Decrypt",
+            Rpc::GcmEncrypt => "GcmEncrypt",
+            Rpc::GcmDecrypt => "GcmDecrypt",
             Rpc::Sign => "Sign",
             Rpc::Verify => "Verify",
             Rpc::VerifyBatch => "VerifyBatch",
