@@ -843,6 +843,33 @@ async fn metrics_and_health() {
         ),
         Some(0.0)
     );
+    // Node state: both nodes (one per cluster) up, never failed.
+    for (name, expect) in [
+        ("cryptodispatch_node_up{", 1.0),
+        ("cryptodispatch_node_failures_total{", 0.0),
+        ("cryptodispatch_node_stalls_total{", 0.0),
+        ("cryptodispatch_node_restarts_total{", 0.0),
+    ] {
+        let values: Vec<f64> = text
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(values, [expect, expect], "{name}: {text}");
+    }
+    // Nine AES packets and one Ed25519 packet.
+    assert_eq!(
+        sample(&text, "cryptodispatch_packets_admitted_total"),
+        Some(10.0)
+    );
+    assert_eq!(
+        sample(&text, "cryptodispatch_packets_completed_total"),
+        Some(10.0)
+    );
+    assert_eq!(
+        sample(&text, "cryptodispatch_packets_failed_total"),
+        Some(0.0)
+    );
     assert_eq!(sample(&text, "cryptodispatch_keys"), Some(5.0));
     assert_eq!(sample(&text, "cryptodispatchd_draining"), Some(0.0));
     assert!(sample(&text, "cryptodispatchd_agent_weight_percent").unwrap() >= 1.0);
