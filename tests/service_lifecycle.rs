@@ -939,12 +939,19 @@ fn user_wakers_never_take_a_node_down_or_block_it() {
         .submit(Job::encrypt(key, Mode::Ecb, &[], vec![2; 4096]))
         .unwrap();
     let waker = Waker::from(Arc::new(PanickingWaker));
-    assert!(Pin::new(&mut h).poll(&mut Context::from_waker(&waker)).is_pending());
+    assert!(
+        Pin::new(&mut h)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
     assert!(h.wait().is_ok());
     let other = service
         .submit(Job::encrypt(key, Mode::Ecb, &[], vec![3; 16]))
         .unwrap();
-    assert!(other.wait().is_ok(), "the node went on after the waker's panic");
+    assert!(
+        other.wait().is_ok(),
+        "the node went on after the waker's panic"
+    );
     // A waker that blocks on the service from the worker thread: refused, not deadlocked.
     let blocking = Arc::new(BlockingWaker {
         service: Arc::clone(&service),
@@ -955,9 +962,15 @@ fn user_wakers_never_take_a_node_down_or_block_it() {
         .submit(Job::encrypt(key, Mode::Ecb, &[], vec![4; 4096]))
         .unwrap();
     let waker = Waker::from(Arc::clone(&blocking));
-    assert!(Pin::new(&mut h).poll(&mut Context::from_waker(&waker)).is_pending());
+    assert!(
+        Pin::new(&mut h)
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
     assert!(h.wait().is_ok());
-    eventually("the waker ran", || blocking.outcome.lock().unwrap().is_some());
+    eventually("the waker ran", || {
+        blocking.outcome.lock().unwrap().is_some()
+    });
     let outcome = blocking.outcome.lock().unwrap().take().unwrap();
     assert_eq!(outcome, Err(JobError::OnWorkerThread));
     let last = service
