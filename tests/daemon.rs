@@ -4,6 +4,9 @@
 //!   sizes, padded and not, on lengths around block and packet boundaries; Ed25519 signatures,
 //!   verification (true and false), batch verification, public keys.
 //! - The Stream call, fed in chunks of many sizes, equals the one-shot result.
+//! - AES-GCM: sealing equals the library's, opening gives the plaintext back; a tampered tag,
+//!   ciphertext or aad fails with INVALID_ARGUMENT and no plaintext; bad nonce and tag lengths,
+//!   keys the token may not use, keys of the wrong kind and oversized requests are refused.
 //! - Typed statuses: a missing or wrong token, an unknown key, a key the token may not use, a
 //!   key of the wrong kind, bad IVs, modes and padding, bad padding found on decryption, an
 //!   oversized request (our limit and tonic's), a stream opened wrongly.
@@ -17,11 +20,12 @@ mod daemon_support;
 
 use std::time::Duration;
 
-use cryptodispatch::crypto::{AesOp, Direction, Padding};
+use cryptodispatch::crypto::{AesKey, AesOp, Direction, Padding};
 use cryptodispatch::packet::Mode;
 use daemon_support::remote::client::{Client, ClientConfig};
 use daemon_support::remote::proto::{
-    self, AesRequest, StreamRequest, StreamStart, VerifyBatchRequest, VerifyItem,
+    self, AesRequest, GcmDecryptRequest, GcmEncryptRequest, StreamRequest, StreamStart,
+    VerifyBatchRequest, VerifyItem,
 };
 use daemon_support::*;
 use tonic::Code;
@@ -152,6 +156,161 @@ async fn every_rpc_equals_the_library() {
             .await
             .unwrap();
         assert!(empty.is_empty());
+    })
+    .await;
+}
+
+const NONCE: [u8; 12] = [0xca; 12];
+
+fn gcm_seal_request(key: &str, aad: &[u8], plaintext: &[u8]) -> GcmEncryptRequest {
+    GcmEncryptRequest {
+        key: key.into(),
+        nonce: NONCE.to_vec(),
+        aad: aad.to_vec(),
+        plaintext: plaintext.to_vec(),
+    }
+}
+
+fn gcm_open_request(key: &str, aad: &[u8], ciphertext: &[u8], tag: &[u8]) -> GcmDecryptRequest {
+    GcmDecryptRequest {
+        key: key.into(),
+        nonce: NONCE.to_vec(),
+        aad: aad.to_vec(),
+        ciphertext: ciphertext.to_vec(),
+        tag: tag.to_vec(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcm_equals_the_library_and_fails_closed() {
+    let f = Fixture::new("gcm");
+    let mut args = f.args();
+    args.extend(["--packet-size", "1024", "--max-request-bytes", "100000"].map(String::from));
+    let d = Daemon::start(&args);
+    bounded("GCM", LIMIT, async {
+        let all = d.client(Some(ALL)).await;
+        let mut cases = 0;
+        for (i, (name, key)) in KEYS.iter().enumerate() {
+            let reference = AesKey::new(key).unwrap();
+            for aad_len in [0, 13, 2000] {
+                let aad = bytes(aad_len, 99);
+                for len in [0, 1, 15, 16, 17, 1023, 1024, 1025, 5000] {
+                    let plain = bytes(len, (i * 1000 + len) as u64);
+                    let (expect_ct, expect_tag) = reference.gcm_seal(&NONCE, &aad, &plain).unwrap();
+                    let (ct, tag) = all
+                        .gcm_encrypt(gcm_seal_request(name, &aad, &plain))
+                        .await
+                        .unwrap();
+                    assert_eq!(ct, expect_ct, "{name} aad {aad_len} len {len}");
+                    assert_eq!(tag, expect_tag.to_vec(), "{name} aad {aad_len} len {len}");
+                    let back = all
+                        .gcm_decrypt(gcm_open_request(name, &aad, &ct, &tag))
+                        .await
+                        .unwrap();
+                    assert_eq!(back, plain);
+                    cases += 1;
+                }
+            }
+        }
+        assert_eq!(cases, 3 * 3 * 9);
+
+        // Tampering: the tag, the ciphertext, the aad, the nonce, another key. Every one is
+        // INVALID_ARGUMENT "authentication failed", with no plaintext.
+        let aad = b"header".to_vec();
+        let plain = bytes(3000, 5);
+        let (ct, tag) = all
+            .gcm_encrypt(gcm_seal_request("k128", &aad, &plain))
+            .await
+            .unwrap();
+        let mut bad_tag = tag.clone();
+        bad_tag[15] ^= 1;
+        let mut bad_ct = ct.clone();
+        bad_ct[2500] ^= 0x80;
+        let mut bad_nonce = gcm_open_request("k128", &aad, &ct, &tag);
+        bad_nonce.nonce[0] ^= 1;
+        let tampered = [
+            gcm_open_request("k128", &aad, &ct, &bad_tag),
+            gcm_open_request("k128", &aad, &bad_ct, &tag),
+            gcm_open_request("k128", b"heades", &ct, &tag),
+            gcm_open_request("k256", &aad, &ct, &tag),
+            bad_nonce,
+        ];
+        for (i, r) in tampered.into_iter().enumerate() {
+            let e = all.gcm_decrypt(r).await.unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument, "case {i}: {e:?}");
+            assert!(
+                e.message().contains("authentication failed"),
+                "case {i}: {e:?}"
+            );
+        }
+
+        // Lengths: the nonce is 12 bytes, the tag 16.
+        for n in [0, 11, 13, 16] {
+            let mut r = gcm_seal_request("k128", &aad, &plain);
+            r.nonce = vec![1; n];
+            let e = all.gcm_encrypt(r).await.unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument, "nonce {n}: {e:?}");
+            let mut r = gcm_open_request("k128", &aad, &ct, &tag);
+            r.nonce = vec![1; n];
+            let e = all.gcm_decrypt(r).await.unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument, "nonce {n}: {e:?}");
+            assert!(!e.message().contains("authentication failed"), "{e:?}");
+        }
+        for n in [0, 12, 15, 17] {
+            let e = all
+                .gcm_decrypt(gcm_open_request("k128", &aad, &ct, &tag[..].repeat(2)[..n]))
+                .await
+                .unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument, "tag {n}: {e:?}");
+            assert!(!e.message().contains("authentication failed"), "{e:?}");
+        }
+
+        // Tokens and keys, as Encrypt and Decrypt.
+        let limited = d.client(Some(LIMITED)).await;
+        let anonymous = d.client(None).await;
+        assert!(
+            limited
+                .gcm_encrypt(gcm_seal_request("k128", &aad, &plain))
+                .await
+                .is_ok()
+        );
+        let e = limited
+            .gcm_encrypt(gcm_seal_request("k256", &aad, &plain))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied);
+        let e = limited
+            .gcm_decrypt(gcm_open_request("k256", &aad, &ct, &tag))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::PermissionDenied);
+        let e = anonymous
+            .gcm_encrypt(gcm_seal_request("k128", &aad, &plain))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::Unauthenticated);
+        let e = all
+            .gcm_encrypt(gcm_seal_request("missing", &aad, &plain))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::NotFound);
+        let e = all
+            .gcm_encrypt(gcm_seal_request("signer", &aad, &plain))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+
+        // The size limit counts the aad and the text.
+        let at_limit = gcm_seal_request("k128", &[1; 40_000], &[2; 60_000]);
+        assert_eq!(all.gcm_encrypt(at_limit).await.unwrap().0.len(), 60_000);
+        let over = gcm_seal_request("k128", &[1; 40_001], &[2; 60_000]);
+        let e = all.gcm_encrypt(over).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("--max-request-bytes"), "{e:?}");
+        let over = gcm_open_request("k128", &[1; 40_001], &[2; 60_000], &tag);
+        let e = all.gcm_decrypt(over).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.message().contains("--max-request-bytes"), "{e:?}");
     })
     .await;
 }
@@ -682,6 +841,33 @@ async fn metrics_and_health() {
             &text,
             "cryptodispatch_cluster_receive_queue{cluster=\"aes\"}"
         ),
+        Some(0.0)
+    );
+    // Node state: both nodes (one per cluster) up, never failed.
+    for (name, expect) in [
+        ("cryptodispatch_node_up{", 1.0),
+        ("cryptodispatch_node_failures_total{", 0.0),
+        ("cryptodispatch_node_stalls_total{", 0.0),
+        ("cryptodispatch_node_restarts_total{", 0.0),
+    ] {
+        let values: Vec<f64> = text
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(values, [expect, expect], "{name}: {text}");
+    }
+    // Nine AES packets and one Ed25519 packet.
+    assert_eq!(
+        sample(&text, "cryptodispatch_packets_admitted_total"),
+        Some(10.0)
+    );
+    assert_eq!(
+        sample(&text, "cryptodispatch_packets_completed_total"),
+        Some(10.0)
+    );
+    assert_eq!(
+        sample(&text, "cryptodispatch_packets_failed_total"),
         Some(0.0)
     );
     assert_eq!(sample(&text, "cryptodispatch_keys"), Some(5.0));

@@ -6,8 +6,8 @@
 //! cryptodispatchd --keys DIR --tokens FILE --insecure-loopback --listen 127.0.0.1:50051
 //! ```
 //!
-//! The API is `proto/cryptodispatch.proto`: Encrypt, Decrypt, Sign, Verify, VerifyBatch,
-//! GetPublicKey, a bidirectional Stream (one chained AES job fed chunk by chunk), and the
+//! The API is `proto/cryptodispatch.proto`: Encrypt, Decrypt, GcmEncrypt, GcmDecrypt, Sign,
+//! Verify, VerifyBatch, GetPublicKey, a bidirectional Stream (one chained AES job fed chunk by chunk), and the
 //! standard `grpc.health.v1` health service. Keys stay on the server (`keys` module); calls
 //! name them and carry a bearer token (`tokens` module).
 //!

@@ -1,7 +1,9 @@
 //! HAProxy's agent check: a TCP connection to `--agent-port` gets one line and is closed.
 //!
 //! - `drain` while the daemon drains (after SIGTERM): HAProxy sends it no new requests;
-//! - `down` when a cluster has no node (the daemon cannot serve that algorithm);
+//! - `down` when a cluster has no node up, none at all or every one
+//!   [`NodeState::Down`](cryptodispatch::runtime::NodeState::Down) (failed and not restarted
+//!   yet): the daemon cannot serve that algorithm;
 //! - otherwise `N% ready up`: a weight relative to the server's configured weight, and the
 //!   words that undo an earlier `drain` or `down` of this agent (HAProxy lets only the agent
 //!   revert what it set, so a daemon restarted on the same address comes back by itself).
@@ -13,9 +15,10 @@
 //! taken from the AES cluster (the bulk of the work; the Ed25519 cluster when there is no AES
 //! one):
 //!
-//! 1. **speed**: S = Σ over nodes of U / t_i, U the packet size and t_i the node's unit time
-//!    for encryption (nanoseconds per packet: calibrated at start-up, refined from measured
-//!    service times, so a slowed or busy core shows);
+//! 1. **speed**: S = Σ over the nodes that are up of U / t_i, U the packet size and t_i the
+//!    node's unit time for encryption (nanoseconds per packet: calibrated at start-up, refined
+//!    from measured service times, so a slowed or busy core shows); a node that is down adds
+//!    nothing, so a cluster with a failed node reports less;
 //! 2. **full speed**: F = `--agent-full-speed` (MiB/s) when given, else Σ U·f_i / t_i, the same
 //!    nodes without their emulated slowdown f_i: what this machine does at full speed;
 //! 3. **occupancy**: u = min(1, B / C), B the bytes queued on the nodes plus the packets waiting
@@ -34,6 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cryptodispatch::packet::Cmd;
+use cryptodispatch::runtime::NodeState;
 use cryptodispatch::{ClusterKind, Metrics};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
@@ -56,6 +60,8 @@ pub struct NodeLoad {
     pub slowdown: f64,
     /// Bytes queued on the node, the packet in service included.
     pub queued_bytes: u64,
+    /// Whether the node is up (a node that is down failed and is not back yet).
+    pub up: bool,
 }
 
 /// One cluster, as the weight sees it.
@@ -122,6 +128,7 @@ pub fn clusters(metrics: &Metrics) -> Vec<ClusterLoad> {
                         unit_time_ns: n.unit_times.get(cmd),
                         slowdown: n.slowdown,
                         queued_bytes: n.queued_bytes,
+                        up: n.state == NodeState::Up,
                     })
                     .collect(),
                 waiting_packets: c.receive_queue + c.cluster_queue + c.wait_queue,
@@ -135,7 +142,7 @@ pub fn reply(clusters: &[ClusterLoad], draining: bool, config: &WeightConfig) ->
     if draining {
         return Reply::Drain;
     }
-    if clusters.iter().any(|c| c.nodes.is_empty()) {
+    if clusters.iter().any(|c| !c.nodes.iter().any(|n| n.up)) {
         return Reply::Down;
     }
     let aes = clusters.iter().find(|c| c.kind == ClusterKind::Aes);
@@ -150,7 +157,12 @@ pub fn reply(clusters: &[ClusterLoad], draining: bool, config: &WeightConfig) ->
             0.0
         }
     };
-    let speed: f64 = cluster.nodes.iter().map(|n| rate(n, 1.0)).sum();
+    let speed: f64 = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.up)
+        .map(|n| rate(n, 1.0))
+        .sum();
     let full = match config.full_speed {
         Some(bytes_per_s) => bytes_per_s / 1e9,
         None => cluster
@@ -211,7 +223,13 @@ mod tests {
             unit_time_ns,
             slowdown,
             queued_bytes,
+            up: true,
         }
+    }
+
+    fn down(mut n: NodeLoad) -> NodeLoad {
+        n.up = false;
+        n
     }
 
     fn aes(nodes: Vec<NodeLoad>, waiting_packets: usize) -> Vec<ClusterLoad> {
@@ -293,6 +311,28 @@ mod tests {
         assert_eq!(Reply::Weight(75).to_string(), "75% ready up");
         assert_eq!(Reply::Drain.to_string(), "drain");
         assert_eq!(Reply::Down.to_string(), "down");
+    }
+
+    #[test]
+    fn a_cluster_whose_every_node_is_down_is_down() {
+        let c = config(None);
+        let all_down = aes(
+            vec![down(node(10_000.0, 1.0, 0)), down(node(10_000.0, 1.0, 0))],
+            0,
+        );
+        assert_eq!(reply(&all_down, false, &c), Reply::Down);
+        // The Ed25519 cluster counts as much as the AES one.
+        let mut ed_down = aes(vec![node(10_000.0, 1.0, 0)], 0);
+        ed_down[1].nodes = vec![down(node(20_000.0, 1.0, 0))];
+        assert_eq!(reply(&ed_down, false, &c), Reply::Down);
+        // Draining still says drain.
+        assert_eq!(reply(&all_down, true, &c), Reply::Drain);
+        // One node of two down: up, at half the speed of the machine.
+        let half = aes(
+            vec![node(10_000.0, 1.0, 0), down(node(10_000.0, 1.0, 0))],
+            0,
+        );
+        assert_eq!(reply(&half, false, &c), Reply::Weight(50));
     }
 
     #[test]

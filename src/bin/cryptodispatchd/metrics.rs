@@ -5,11 +5,14 @@
 //!   it), `cryptodispatchd_rpc_in_flight{rpc}`;
 //! - per node, from [`Service::metrics`](cryptodispatch::Service::metrics) at each scrape:
 //!   `cryptodispatch_node_packets_total`, `_bytes_total`, `_busy_seconds_total`,
-//!   `_panics_total`, `_queue_depth` (packets), `_queued_bytes`, `_slowdown`, and
-//!   `_unit_time_seconds{cmd}` (per packet of the packet size), labelled `node` and `cluster`;
+//!   `_panics_total`, `_queue_depth` (packets), `_queued_bytes`, `_slowdown`,
+//!   `_unit_time_seconds{cmd}` (per packet of the packet size), `_up` (1 up, 0 down: failed and
+//!   not back yet), `_failures_total`, `_stalls_total` (of the failures) and `_restarts_total`,
+//!   labelled `node` and `cluster`;
 //! - per cluster: `cryptodispatch_cluster_receive_queue`, `_cluster_queue`, `_wait_queue`
 //!   (packets), `_choose_list` (jobs bound to a node), `_policy_alarms_total`;
 //! - the service: `cryptodispatch_jobs_{submitted,completed,failed}_total`,
+//!   `cryptodispatch_packets_{admitted,completed,failed}_total`,
 //!   `cryptodispatch_keys`, `cryptodispatch_stored_states`;
 //! - the daemon: `cryptodispatchd_draining` (0 or 1), `cryptodispatchd_agent_weight_percent`
 //!   (what the agent check would answer; 0 for `drain` or `down`).
@@ -21,6 +24,7 @@ use std::time::Instant;
 
 use cryptodispatch::ClusterKind;
 use cryptodispatch::packet::Cmd;
+use cryptodispatch::runtime::NodeState;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -41,6 +45,10 @@ pub enum Rpc {
     Encrypt,
     /// `Decrypt`.
     Decrypt,
+    /// `GcmEncrypt`.
+    GcmEncrypt,
+    /// `GcmDecrypt`.
+    GcmDecrypt,
     /// `Sign`.
     Sign,
     /// `Verify`.
@@ -58,6 +66,8 @@ impl Rpc {
         match self {
             Rpc::Encrypt => "Encrypt",
             Rpc::Decrypt => "Decrypt",
+            Rpc::GcmEncrypt => "GcmEncrypt",
+            Rpc::GcmDecrypt => "GcmDecrypt",
             Rpc::Sign => "Sign",
             Rpc::Verify => "Verify",
             Rpc::VerifyBatch => "VerifyBatch",
@@ -293,6 +303,46 @@ impl Collector for ServiceCollector {
                 .iter()
                 .map(|n| (node(n), ConstGauge::new(n.slowdown))),
         )?;
+        family(
+            e,
+            "cryptodispatch_node_up",
+            "1 while a node is up, 0 while it is down (failed and not back yet)",
+            gauge,
+            m.nodes.iter().map(|n| {
+                (
+                    node(n),
+                    ConstGauge::new(i64::from(n.state == NodeState::Up)),
+                )
+            }),
+        )?;
+        family(
+            e,
+            "cryptodispatch_node_failures",
+            "Times a node failed: its worker panicked outside a packet's cryptography, exited, \
+             or stalled",
+            counter,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstCounter::new(n.failures))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_node_stalls",
+            "Failures that were stalls (a packet running past the stall timeout)",
+            counter,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstCounter::new(n.stalls))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_node_restarts",
+            "Times a node's worker thread was started again after a failure",
+            counter,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstCounter::new(n.restarts))),
+        )?;
         let unit_times = m.nodes.iter().flat_map(|n| {
             let cmds: [(Cmd, &str); 2] = match n.cluster {
                 ClusterKind::Aes => [(Cmd::Encrypt, "encrypt"), (Cmd::Decrypt, "decrypt")],
@@ -381,6 +431,28 @@ impl Collector for ServiceCollector {
             "Jobs finished with an error",
             counter,
             [(none(), ConstCounter::new(m.jobs_failed))],
+        )?;
+        family(
+            e,
+            "cryptodispatch_packets_admitted",
+            "Packets admitted (every job's packets, streams' chunks included)",
+            counter,
+            [(none(), ConstCounter::new(m.packets_admitted))],
+        )?;
+        family(
+            e,
+            "cryptodispatch_packets_completed",
+            "Packets whose result was delivered",
+            counter,
+            [(none(), ConstCounter::new(m.packets_completed))],
+        )?;
+        family(
+            e,
+            "cryptodispatch_packets_failed",
+            "Packets that failed (an error from the cipher, a failed node, a cluster with no \
+             node up)",
+            counter,
+            [(none(), ConstCounter::new(m.packets_failed))],
         )?;
         family(
             e,

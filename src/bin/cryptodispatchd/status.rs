@@ -3,7 +3,8 @@
 //!
 //! | error | status |
 //! |---|---|
-//! | malformed input: IV, lengths, padding (also bad PKCS#7 padding found on decryption), a key of the wrong kind, a message over a node's capacity | `INVALID_ARGUMENT` |
+//! | malformed input: IV, GCM nonce or tag lengths, lengths, padding (also bad PKCS#7 padding found on decryption), a key of the wrong kind, a message over a node's capacity | `INVALID_ARGUMENT` |
+//! | a GCM tag that does not verify (the message "authentication failed"; no plaintext) | `INVALID_ARGUMENT` |
 //! | the service is shutting down | `UNAVAILABLE` |
 //! | a worker panicked, chaining state lost, an internal error | `INTERNAL` |
 
@@ -40,6 +41,10 @@ fn crypto_status(e: CryptoError) -> Status {
         CryptoError::BadPadding => Status::invalid_argument(
             "bad decrypt: bad PKCS#7 padding in the final block (wrong key or IV, corrupted \
              data, or data encrypted without padding)",
+        ),
+        CryptoError::AuthenticationFailed => Status::invalid_argument(
+            "authentication failed: the GCM tag does not verify (wrong key, nonce, associated \
+             data, ciphertext or tag); no plaintext is returned",
         ),
         other => Status::invalid_argument(other.to_string()),
     }

@@ -6,7 +6,9 @@
 //! front of it answered 502/503, or the connection broke) is sent again, up to
 //! [`Retry::attempts`] times in all, after a backoff that doubles from
 //! [`Retry::first_backoff`]. Every call of this API is deterministic for its inputs (AES with a
-//! given IV, Ed25519 signing, verification), so sending one twice is harmless. No other status
+//! given IV, AES-GCM with a given nonce, Ed25519 signing, verification), so sending one twice is
+//! harmless (a GCM encryption sent again seals the same message with the same nonce: the same
+//! ciphertext and tag, not a nonce reused on another message). No other status
 //! is retried: `RESOURCE_EXHAUSTED` means the daemon is overloaded, which more traffic does not
 //! help. Streams are not retried (their output may already have been consumed).
 
@@ -26,8 +28,8 @@ use zeroize::Zeroizing;
 
 use super::proto::crypto_dispatch_client::CryptoDispatchClient;
 use super::proto::{
-    AesRequest, GetPublicKeyRequest, SignRequest, StreamRequest, StreamResponse,
-    VerifyBatchRequest, VerifyRequest,
+    AesRequest, GcmDecryptRequest, GcmEncryptRequest, GetPublicKeyRequest, SignRequest,
+    StreamRequest, StreamResponse, VerifyBatchRequest, VerifyRequest,
 };
 
 /// How unary calls are retried on `UNAVAILABLE`.
@@ -208,6 +210,38 @@ impl Client {
             })
             .await?;
         Ok(r.into_inner().data)
+    }
+
+    /// AES-GCM encryption; the ciphertext and the 16-byte tag.
+    ///
+    /// # Errors
+    /// The daemon's status, after retries.
+    pub async fn gcm_encrypt(
+        &self,
+        request: GcmEncryptRequest,
+    ) -> Result<(Vec<u8>, Vec<u8>), Status> {
+        let r = self
+            .retrying(|mut c| {
+                let request = request.clone();
+                async move { c.gcm_encrypt(request).await }
+            })
+            .await?
+            .into_inner();
+        Ok((r.ciphertext, r.tag))
+    }
+
+    /// AES-GCM decryption; the plaintext, only if the tag verifies.
+    ///
+    /// # Errors
+    /// The daemon's status, after retries (`INVALID_ARGUMENT` when the tag does not verify).
+    pub async fn gcm_decrypt(&self, request: GcmDecryptRequest) -> Result<Vec<u8>, Status> {
+        let r = self
+            .retrying(|mut c| {
+                let request = request.clone();
+                async move { c.gcm_decrypt(request).await }
+            })
+            .await?;
+        Ok(r.into_inner().plaintext)
     }
 
     /// An Ed25519 signature with a key of the daemon.
