@@ -29,10 +29,10 @@
 //!
 //! # Keys: grouped, not stepped
 //! intel-ipsec-mb gives each lane its own round keys inside hand-written AES rounds; a
-//! RustCrypto backend holds one key schedule. Two ways to mix keys were measured (32 CBC
-//! streams of 16 KiB, AMD EPYC with AES-NI, on a shared machine): *grouping*, one backend call
-//! per key running that key's lanes to the end, and *stepping*, each step one backend call per
-//! key moving its lanes on by one block. A backend call (feature check, the boundary into
+//! RustCrypto backend holds one key schedule. Two ways to mix keys were measured side by side
+//! (32 CBC streams of 16 KiB, AMD EPYC with AES-NI, a shared machine, an earlier build of
+//! both): *grouping*, one backend call per key running that key's lanes to the end, and
+//! *stepping*, each step one backend call per key moving its lanes on by one block. A backend call (feature check, the boundary into
 //! AES-NI code, registers in and out) costs more than the AES latency it would hide: with four
 //! keys, stepping ran at 0.6 to 1.0 GiB/s where grouping ran at 1.5 to 4.8 GiB/s (L = 8 to
 //! 32), and with a key per stream stepping fell to 0.2 to 0.3 GiB/s, below a single stream,
@@ -65,6 +65,16 @@ use crate::crypto::error::CryptoError;
 use crate::packet::Mode;
 
 type Block = Array<u8, U16>;
+
+/// How many packets a lane set holds unless a caller knows better: the smallest L at which
+/// streams sharing a key reached full speed in `benches/lanes.rs` on the development machine.
+///
+/// There (AMD EPYC, AES-NI, whose backend encrypts 8 blocks per call) 32 streams of 16 KiB ran
+/// at 5.4, 6.3 and 6.1 GiB/s in CBC, OFB and CFB encryption with L = 8, five to six times one
+/// stream (1.0 to 1.3 GiB/s); L = 16 and 32 were no faster beyond the noise of a shared
+/// machine, and only hold more packets back. With mixed keys a set gains what its same-key
+/// groups have: L counts per key.
+pub const DEFAULT_LANES: usize = 8;
 
 /// One packet of a lane set: what [`AesKey::process`] takes, gathered in a struct so that
 /// packets of different jobs, keys and serial operations can run side by side.

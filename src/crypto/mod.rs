@@ -3,7 +3,10 @@
 //! this module only cuts jobs into packets correctly and keeps keys safe.
 //!
 //! Nothing here knows about scheduling: a node takes a packet, the key, and the chaining state
-//! its predecessor left, and hands back the output and the new state.
+//! its predecessor left, and hands back the output and the new state. For the serial modes
+//! (CBC and CFB encryption, OFB) it can take packets of several jobs at once and interleave
+//! them block by block in lanes ([`run_lanes`]), which keeps the AES unit busy where one
+//! stream would wait on it.
 
 mod aes;
 mod ed25519;
@@ -15,4 +18,4 @@ pub use self::ed25519::{
     BatchItem, KEY_LEN, SIGNATURE_LEN, SigningKey, VerifyingKey, verify_batch,
 };
 pub use self::error::CryptoError;
-pub use self::lanes::{LaneError, LaneItem, run_lanes};
+pub use self::lanes::{DEFAULT_LANES, LaneError, LaneItem, run_lanes};
