@@ -14,9 +14,11 @@
 //!    ([`AesOp::is_serial`]); one refused packet refuses the set before anything is written.
 //! 2. The final packets of padded CBC encryptions get their PKCS#7 padding in place.
 //! 3. The lanes are grouped by key: packets that borrow the same [`AesKey`] (compared by
-//!    address) form a group. Each group runs inside one `encrypt_with_backend` call: the whole
-//!    interleaving loop is the closure, compiled with the backend's CPU features, so the
-//!    backend's `encrypt_par_blocks` is inlined into it rather than called per step.
+//!    address) form a group, and a packet alone with its key runs through
+//!    [`AesKey::process`], the single-stream path. Each group runs inside one
+//!    `encrypt_with_backend` call: the whole interleaving loop is the closure, compiled with
+//!    the backend's CPU features, so the backend's `encrypt_par_blocks` is inlined into it
+//!    rather than called per step.
 //! 4. A group runs in phases: as many steps as the shortest lane has whole blocks left, the
 //!    chaining registers kept in the backend's block arrays from step to step; then the partial
 //!    final blocks (OFB, CFB) of the lanes that reached them. Lanes that are done drop out, and
@@ -27,16 +29,17 @@
 //!
 //! # Keys: grouped, not stepped
 //! intel-ipsec-mb gives each lane its own round keys inside hand-written AES rounds; a
-//! RustCrypto backend holds one key schedule. Two ways to mix keys were measured (32 CBC
-//! streams of 16 KiB, AMD EPYC with AES-NI, on a shared machine): *grouping*, one backend call
-//! per key running that key's lanes to the end, and *stepping*, each step one backend call per
-//! key moving its lanes on by one block. A backend call (feature check, the boundary into
+//! RustCrypto backend holds one key schedule. Two ways to mix keys were measured side by side
+//! (32 CBC streams of 16 KiB, AMD EPYC with AES-NI, a shared machine, an earlier build of
+//! both): *grouping*, one backend call per key running that key's lanes to the end, and
+//! *stepping*, each step one backend call per key moving its lanes on by one block. A backend call (feature check, the boundary into
 //! AES-NI code, registers in and out) costs more than the AES latency it would hide: with four
 //! keys, stepping ran at 0.6 to 1.0 GiB/s where grouping ran at 1.5 to 4.8 GiB/s (L = 8 to
 //! 32), and with a key per stream stepping fell to 0.2 to 0.3 GiB/s, below a single stream,
 //! while grouping stayed at single-stream speed. Grouping is kept. Streams that share a key
-//! get the full width; streams with a key each run one after another, no faster than alone,
-//! so a scheduler gains most by filling a lane set with packets that share keys.
+//! get the full width; streams with a key each run one after another through
+//! [`AesKey::process`], no faster than alone, so a scheduler gains most by filling a lane set
+//! with packets that share keys.
 //!
 //! # Not for lanes
 //! ECB, CBC decryption and CFB decryption are parallel within one stream, and
@@ -62,6 +65,16 @@ use crate::crypto::error::CryptoError;
 use crate::packet::Mode;
 
 type Block = Array<u8, U16>;
+
+/// How many packets a lane set holds unless a caller knows better: the smallest L at which
+/// streams sharing a key reached full speed in `benches/lanes.rs` on the development machine.
+///
+/// There (AMD EPYC, AES-NI, whose backend encrypts 8 blocks per call) 32 streams of 16 KiB ran
+/// at 5.4, 6.3 and 6.1 GiB/s in CBC, OFB and CFB encryption with L = 8, five to six times one
+/// stream (1.0 to 1.3 GiB/s); L = 16 and 32 were no faster beyond the noise of a shared
+/// machine, and only hold more packets back. With mixed keys a set gains what its same-key
+/// groups have: L counts per key.
+pub const DEFAULT_LANES: usize = 8;
 
 /// One packet of a lane set: what [`AesKey::process`] takes, gathered in a struct so that
 /// packets of different jobs, keys and serial operations can run side by side.
@@ -146,15 +159,27 @@ pub fn run_lanes(items: &mut [LaneItem<'_>]) -> Result<(), LaneError> {
         run_lens.push(run_len);
     }
 
-    let mut lanes: SmallVec<[Lane<'_>; 32]> = items
-        .iter_mut()
-        .zip(run_lens)
-        .map(|(item, run_len)| {
+    // A packet alone with its key has no lane to share the backend with: it takes the
+    // single-stream path. The others become lanes, grouped by key.
+    let mut key_addrs: SmallVec<[usize; 32]> = items.iter().map(|i| key_addr(i.key)).collect();
+    key_addrs.sort_unstable();
+    let shares_key = |key: &AesKey| {
+        let first = key_addrs.partition_point(|&a| a < key_addr(key));
+        key_addrs.get(first + 1) == Some(&key_addr(key))
+    };
+    let mut lanes: SmallVec<[Lane<'_>; 32]> = SmallVec::new();
+    for ((index, item), run_len) in items.iter_mut().enumerate().zip(run_lens) {
+        if shares_key(item.key) {
             pad_in_place(item.buf, item.len, run_len);
-            Lane::new(item, run_len)
-        })
-        .collect();
-    lanes.sort_unstable_by_key(|lane| ptr::from_ref(lane.key).addr());
+            lanes.push(Lane::new(item, run_len));
+        } else {
+            // It cannot fail: the packet has passed the same checks.
+            item.key
+                .process(item.op, item.state, item.buf, item.len, item.last)
+                .map_err(|error| LaneError { index, error })?;
+        }
+    }
+    lanes.sort_unstable_by_key(|lane| key_addr(lane.key));
 
     for group in lanes.chunk_by_mut(|a, b| ptr::eq(a.key, b.key)) {
         let key = group[0].key;
@@ -165,6 +190,10 @@ pub fn run_lanes(items: &mut [LaneItem<'_>]) -> Result<(), LaneError> {
         lane.finish();
     }
     Ok(())
+}
+
+fn key_addr(key: &AesKey) -> usize {
+    ptr::from_ref(key).addr()
 }
 
 /// Which serial operation a lane runs.

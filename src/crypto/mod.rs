@@ -4,7 +4,10 @@
 //! `ed25519-dalek`'s; this module only cuts jobs into packets correctly and keeps keys safe.
 //!
 //! Nothing here knows about scheduling: a node takes a packet, the key, and the chaining state
-//! its predecessor left, and hands back the output and the new state.
+//! its predecessor left, and hands back the output and the new state. For the serial modes
+//! (CBC and CFB encryption, OFB) it can take packets of several jobs at once and interleave
+//! them block by block in lanes ([`run_lanes`]), which keeps the AES unit busy where one
+//! stream would wait on it.
 
 mod aes;
 mod ed25519;
@@ -21,4 +24,4 @@ pub use self::gcm::{
     GcmState, MAX_AAD_LEN, MAX_TEXT_LEN, NONCE_LEN, TAG_LEN, Tag, check_nonce, check_tag,
     check_text_len,
 };
-pub use self::lanes::{LaneError, LaneItem, run_lanes};
+pub use self::lanes::{DEFAULT_LANES, LaneError, LaneItem, run_lanes};

@@ -49,7 +49,7 @@ impl NodeSpec {
     pub const DEFAULT_SLOTS: u32 = 64;
     /// The default number of lanes of an AES node: serial packets (CBC and CFB encryption,
     /// OFB) of different jobs it runs interleaved block by block (docs/ALGORITHM.md §15.3).
-    pub const DEFAULT_LANES: usize = 8;
+    pub const DEFAULT_LANES: usize = crate::crypto::DEFAULT_LANES;
     /// The largest slowdown factor a node may emulate (a node a thousand times slower than
     /// the machine is a test of patience, not of scheduling).
     pub const MAX_SLOWDOWN: f64 = 1000.0;
