@@ -2,7 +2,7 @@
 //!
 //! - `drain` while the daemon drains (after SIGTERM): HAProxy sends it no new requests;
 //! - `down` when a cluster has no node up, none at all or every one
-//!   [`NodeState::Down`](cryptodispatch::runtime::NodeState::Down) (failed and not restarted
+//!   [`NodeState::Down`] (failed and not restarted
 //!   yet): the daemon cannot serve that algorithm;
 //! - otherwise `N% ready up`: a weight relative to the server's configured weight, and the
 //!   words that undo an earlier `drain` or `down` of this agent (HAProxy lets only the agent
