@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::packet::{ClusterId, Cmd, NodeId, Packet};
+use crate::packet::{ClusterId, Cmd, NodeId, Packet, TaskId};
 use crate::runtime::ClusterKind;
 use crate::runtime::backlog::Backlog;
 
@@ -151,6 +151,21 @@ impl Engine {
         }
     }
 
+    /// Records `packets` more packets of `task` waiting for a node (fair admission only: the
+    /// first come first served bound reads the receive queue instead).
+    fn backlog_add(&mut self, c: ClusterId, task: TaskId, packets: u64, bytes: u64) {
+        if self.sched.admission() == Admission::Fair {
+            self.backlog[c.index()].add(task, packets, bytes);
+        }
+    }
+
+    /// Records that a packet of `task` left for a node (or failed) (fair admission only).
+    fn backlog_remove(&mut self, c: ClusterId, task: TaskId, bytes: u64) {
+        if self.sched.admission() == Admission::Fair {
+            self.backlog[c.index()].remove(task, bytes);
+        }
+    }
+
     /// Whether cluster `c` takes `packets` of a new job now: under first come first served,
     /// while its receive queue (the packets the core has not accepted) is within `bound`, or
     /// empty; under fair admission, by the backlog's shares (see `backlog`).
@@ -240,8 +255,8 @@ impl Shared {
         self.engine.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn next_task(&self) -> crate::packet::TaskId {
-        crate::packet::TaskId(self.next_task.fetch_add(1, Ordering::Relaxed))
+    pub(crate) fn next_task(&self) -> TaskId {
+        TaskId(self.next_task.fetch_add(1, Ordering::Relaxed))
     }
 
     /// Admits a job's packets (all of one cluster, in order). With [`Wait::Block`], waits
@@ -286,7 +301,7 @@ impl Shared {
         let before = e.pending(cluster);
         if let Some(first) = packets.first() {
             let bytes = packets.iter().map(|p| p.meta.len).sum();
-            e.backlog[cluster.index()].add(first.meta.task, packets.len() as u64, bytes);
+            e.backlog_add(cluster, first.meta.task, packets.len() as u64, bytes);
         }
         e.receive[cluster.index()].extend(packets);
         let wakers = self.offer(&mut e, cluster, before);
@@ -328,7 +343,7 @@ impl Shared {
             self.counters.packets_admitted(packets.len() as u64);
             if let Some(first) = packets.first() {
                 let bytes = packets.iter().map(|p| p.meta.len).sum();
-                e.backlog[cluster.index()].add(first.meta.task, packets.len() as u64, bytes);
+                e.backlog_add(cluster, first.meta.task, packets.len() as u64, bytes);
             }
             e.receive[cluster.index()].extend(packets);
             offered[cluster.index()] = true;
@@ -392,7 +407,7 @@ impl Shared {
         while let Some(d) = e.sched.next_dispatch() {
             let n = d.node.index();
             let c = e.sched.cluster_of(d.node);
-            e.backlog[c.index()].remove(d.packet.meta.task, d.packet.meta.len);
+            e.backlog_remove(c, d.packet.meta.task, d.packet.meta.len);
             e.node_work[n].push_back(d.packet);
             self.queued[n].store(e.node_work[n].len(), Ordering::Relaxed);
             if e.sleeping[n] {
@@ -558,18 +573,21 @@ impl Shared {
             back.extend(e.sched.drain_waiting(c));
             back.extend(e.receive[c.index()].drain(..));
             for p in back {
-                e.backlog[c.index()].remove(p.meta.task, p.meta.len);
+                e.backlog_remove(c, p.meta.task, p.meta.len);
                 e.in_system -= 1;
                 failed.push((p.data.job, p.data.part, JobError::NoNodeUp(kind)));
             }
         } else {
             for p in &back {
-                e.backlog[c.index()].add(p.meta.task, 1, p.meta.len);
+                e.backlog_add(c, p.meta.task, 1, p.meta.len);
             }
             e.sched.requeue(back);
             self.route(&mut e);
         }
-        let wakers = self.offer(&mut e, c, before + 1);
+        let mut wakers = self.offer(&mut e, c, before);
+        // Every waiting submitter looks again: room may have freed, or the cluster is down and
+        // they get `NoNodeUp`.
+        wakers.append(&mut e.room_wakers);
         if e.in_system == 0 {
             self.idle_cv.notify_all();
         }

@@ -12,7 +12,7 @@ use crate::packet::{Packet, PacketMeta};
 use crate::runtime::error::JobError;
 use crate::runtime::handle::{JobShared, JobWork, PartOutput, Work};
 use crate::runtime::store::{StateStore, StoredState};
-use crate::runtime::worker::execute;
+use crate::runtime::worker::{chain_state, execute};
 
 /// One packet of the set, ready to run, or already failed.
 struct Prepared {
@@ -42,19 +42,7 @@ pub(crate) fn run(
                 start,
                 ..
             } = work;
-            let state = if job.has_failed() {
-                // An earlier packet of the job failed: its chain is broken.
-                store.remove(job.task);
-                Err(JobError::StateLost(job.task))
-            } else {
-                match start {
-                    Some(iv) => Ok(iv),
-                    None => match store.take(job.task) {
-                        Some(StoredState::Chain(state)) => Ok(state),
-                        _ => Err(JobError::StateLost(job.task)),
-                    },
-                }
-            };
+            let state = chain_state(store, &job, start);
             Prepared {
                 meta,
                 job,

@@ -129,6 +129,8 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: Option<mpsc::Sen
     let mut estimates = Vec::new();
     let mut generation = 0;
     let mut faults = spec.faults();
+    // The running set, once taken back from the health slot; empty between sets.
+    let mut resolved: Vec<(Arc<JobShared>, usize)> = Vec::new();
     while shared.exchange(spec.node, &mut generation, &mut estimates, MAX_BATCH) {
         loop {
             if faults.exit_now() {
@@ -138,16 +140,12 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: Option<mpsc::Sen
             if set.is_empty() {
                 break;
             }
-            let ids: SmallVec<[(PacketMeta, Arc<JobShared>, usize); 1]> = set
-                .iter()
-                .map(|p| (p.meta, Arc::clone(&p.data.job), p.data.part))
-                .collect();
-            {
-                let mut running = health.running();
-                running.clear();
-                running.extend(ids.iter().map(|(_, job, part)| (Arc::clone(job), *part)));
-            }
-            let expected: f64 = ids.iter().map(|(m, _, _)| estimate.expected(m)).sum();
+            let metas: SmallVec<[PacketMeta; 1]> = set.iter().map(|p| p.meta).collect();
+            // The slot keeps its capacity from set to set (see `resolved` below).
+            health
+                .running()
+                .extend(set.iter().map(|p| (Arc::clone(&p.data.job), p.data.part)));
+            let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
             let limit = shared.stall_limit(expected);
             health.busy_limit.store(limit, Ordering::Release);
             health
@@ -158,7 +156,8 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: Option<mpsc::Sen
             let results = catch_unwind(AssertUnwindSafe(|| run_set(&shared.store, set)))
                 .unwrap_or_else(|_| {
                     local.panics += 1;
-                    ids.iter()
+                    metas
+                        .iter()
                         .map(|_| Err(JobError::WorkerPanicked(spec.node)))
                         .collect()
                 });
@@ -168,13 +167,17 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: Option<mpsc::Sen
             }
             health.busy_since.store(0, Ordering::Release);
             let busy = start.elapsed();
-            if std::mem::take(&mut *health.running()).is_empty() {
+            // Take the set back from the slot, leaving the slot this worker's empty vector.
+            std::mem::swap(&mut *health.running(), &mut resolved);
+            if resolved.is_empty() {
                 // The node was declared failed while these packets ran (a stall): their jobs
                 // have their errors already, and these late results are discarded.
                 continue;
             }
-            let n = ids.len() as u32;
-            for ((meta, job, part), result) in ids.into_iter().zip(results) {
+            let n = metas.len() as u32;
+            for ((meta, (job, part)), result) in
+                metas.into_iter().zip(resolved.drain(..)).zip(results)
+            {
                 // Count first, then deliver: whoever the result wakes sees it counted.
                 local.packets += 1;
                 local.bytes += meta.len;
@@ -249,6 +252,28 @@ fn run_set(
     lanes::run(store, set)
 }
 
+/// A chained packet's starting state: the IV the job's first packet carries, or what the
+/// job's previous packet left in the store. An earlier packet of the job failed (its node,
+/// say): the chain is broken, so the packet does not run on a state that is not its own, and
+/// the job's state leaves the store.
+pub(crate) fn chain_state(
+    store: &StateStore,
+    job: &JobShared,
+    iv: Option<ChainState>,
+) -> Result<ChainState, JobError> {
+    if job.has_failed() {
+        store.remove(job.task);
+        return Err(JobError::StateLost(job.task));
+    }
+    match iv {
+        Some(iv) => Ok(iv),
+        None => match store.take(job.task) {
+            Some(StoredState::Chain(state)) => Ok(state),
+            _ => Err(JobError::StateLost(job.task)),
+        },
+    }
+}
+
 /// Runs one packet: the cryptography, with the chaining state taken from and returned to the
 /// store.
 pub(crate) fn execute(
@@ -262,19 +287,10 @@ pub(crate) fn execute(
     match &job.work {
         JobWork::Aes { key, op } => {
             let chained = op.mode.is_chained();
-            if chained && job.has_failed() {
-                // An earlier packet failed (its node, say): the chain is broken, so this one
-                // does not run on a state that is not its own, and the job's state goes.
-                store.remove(job.task);
-                return Err(JobError::StateLost(job.task));
-            }
             let mut state = match iv {
-                Some(iv) => iv,
-                None if chained => match store.take(job.task) {
-                    Some(StoredState::Chain(state)) => state,
-                    _ => return Err(JobError::StateLost(job.task)),
-                },
-                None => ChainState::default(),
+                Some(iv) if !chained => iv,
+                None if !chained => ChainState::default(),
+                iv => chain_state(store, job, iv)?,
             };
             let n = key.process(*op, &mut state, data, msg_len, meta.last)?;
             if chained && !meta.last {

@@ -61,7 +61,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let mut rows = Vec::new();
     for run in 0..args.reps.max(1) {
         for (how, b) in hows {
-            let ns = round(&service, threads, jobs / b.unwrap_or(1).min(8), b);
+            let ns = round(&service, threads, jobs, b);
             rows.push((how, run, ns));
         }
     }
