@@ -355,6 +355,10 @@ impl Client {
 }
 
 /// The endpoint for `config`: plaintext for `http://`, TLS for `https://`.
+/// HTTP/2 flow-control window of the client's connections (32 MiB: above the daemon's default
+/// request limit of 16 MiB).
+const WINDOW: u32 = 32 << 20;
+
 fn endpoint(config: &ClientConfig) -> Result<Endpoint, ConnectError> {
     let url = config.url.as_str();
     let tls = if url.starts_with("https://") {
@@ -370,7 +374,11 @@ fn endpoint(config: &ClientConfig) -> Result<Endpoint, ConnectError> {
     let mut endpoint = Endpoint::from_shared(url.to_owned())
         .map_err(|e| ConnectError(format!("{url}: {e}")))?
         .connect_timeout(Duration::from_secs(5))
-        .tcp_nodelay(true);
+        .tcp_nodelay(true)
+        // Flow-control windows as large as the largest request or response, so a call moves
+        // its whole body without the client sending window updates as it reads.
+        .initial_stream_window_size(WINDOW)
+        .initial_connection_window_size(WINDOW);
     if tls {
         let Some(ca) = &config.ca_pem else {
             return Err(ConnectError(format!(
