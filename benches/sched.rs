@@ -1,9 +1,12 @@
 //! Regression benchmark for the scheduler core alone: the cost of one arrive-and-complete in a
-//! saturated cluster (every node full, packets waiting), per policy. No threads, no crypto.
+//! saturated cluster (every node full, packets waiting), per policy, cluster size and admission.
+//! No threads, no crypto. This is most of what a cluster's lock is held for per packet (the
+//! engine's contention note in docs/ALGORITHM.md §15.5 reads its figures from here).
 //!
 //! `cargo bench --bench sched`
 
 use std::hint::black_box;
+use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use cryptodispatch::packet::{
@@ -13,11 +16,10 @@ use cryptodispatch::sched::{
     Admission, Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
 };
 
-const NODES: usize = 4;
 const PACKET: u64 = 1024;
 
-fn core(policy: &PolicySpec) -> Scheduler<Len> {
-    let nodes = (0..NODES)
+fn core(policy: &PolicySpec, nodes: usize, admission: Admission) -> Scheduler<Len> {
+    let nodes = (0..nodes)
         .map(|i| NodeConfig::new(UnitTimes::uniform(10.0 + i as f64 * 5.0), 8 * PACKET))
         .collect();
     let config = SchedConfig {
@@ -29,7 +31,7 @@ fn core(policy: &PolicySpec) -> Scheduler<Len> {
         wait_queue_len: 64,
         affinity: Affinity::InFlight,
         unit_len: PACKET,
-        admission: Admission::Fifo,
+        admission,
     };
     Scheduler::new(config, policy).expect("valid configuration")
 }
@@ -49,33 +51,41 @@ fn packet(i: u64) -> Packet<Len> {
 fn arrive_and_complete(c: &mut Criterion) {
     let mut group = c.benchmark_group("sched/arrive+complete");
     group.throughput(Throughput::Elements(1));
+    group.warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(2));
     for policy in [PolicySpec::default(), PolicySpec::hhs_acdid()] {
-        group.bench_function(policy.name(), |b| {
-            let mut s = core(&policy);
-            let mut next = 0u64;
-            // Saturate: every node full, the cluster queue partly filled.
-            while s.cluster_queue_len(ClusterId(0)) < 32 {
-                s.arrive(packet(next)).expect("room while filling");
-                next += 1;
+        for nodes in [2, 8, 32] {
+            for admission in [Admission::Fifo, Admission::Fair] {
+                let name = format!("{}/{nodes}/{}", policy.name(), admission.as_str());
+                group.bench_function(name, |b| {
+                    let mut s = core(&policy, nodes, admission);
+                    let mut next = 0u64;
+                    // Saturate: every node full, packets waiting in the cluster queue (first
+                    // come first served) or in the jobs' own queues (fair).
+                    while next < (8 * nodes + 32) as u64 {
+                        s.arrive(packet(next)).expect("room while filling");
+                        next += 1;
+                    }
+                    s.dispatches().for_each(drop);
+                    let mut node = 0;
+                    b.iter(|| {
+                        // Complete on the next node that has work, then offer one more packet.
+                        while s.node_queue(NodeId(node as u32)).len() == 0 {
+                            node = (node + 1) % nodes;
+                        }
+                        black_box(s.complete(NodeId(node as u32)).expect("busy node"));
+                        node = (node + 1) % nodes;
+                        if let Err(e) = s.arrive(packet(next)) {
+                            panic!("saturated core refused a packet: {e}");
+                        }
+                        next += 1;
+                        for d in s.dispatches() {
+                            black_box(d);
+                        }
+                    });
+                });
             }
-            s.dispatches().for_each(drop);
-            let mut node = 0;
-            b.iter(|| {
-                // Complete on the next node that has work, then offer one more packet.
-                while s.node_queue(NodeId(node as u32)).len() == 0 {
-                    node = (node + 1) % NODES;
-                }
-                black_box(s.complete(NodeId(node as u32)).expect("busy node"));
-                node = (node + 1) % NODES;
-                if let Err(e) = s.arrive(packet(next)) {
-                    panic!("saturated core refused a packet: {e}");
-                }
-                next += 1;
-                for d in s.dispatches() {
-                    black_box(d);
-                }
-            });
-        });
+        }
     }
     group.finish();
 }

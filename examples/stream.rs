@@ -6,7 +6,7 @@
 //! ```
 
 use cryptodispatch::crypto::AesKey;
-use cryptodispatch::{AesOp, Direction, Mode, Padding, Service};
+use cryptodispatch::{AesOp, Direction, Mode, Padding, Service, TryPushError};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let service = Service::new()?;
@@ -22,7 +22,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Every chunk but the last: whole 16-byte blocks.
         let chunk = vec![i; 4096];
         message.extend_from_slice(&chunk);
-        stream.push(chunk)?;
+        // A stream holds a bounded number of outputs unreceived: at the bound, `try_push`
+        // hands the chunk back, and receiving the oldest output makes room.
+        let mut chunk = chunk;
+        while let Err(refused) = stream.try_push(chunk) {
+            match refused {
+                TryPushError::Full(back) => {
+                    if let Some(out) = stream.recv() {
+                        ciphertext.extend(out?);
+                    }
+                    chunk = back;
+                }
+                other => return Err(other.into()),
+            }
+        }
         // Take whatever output is ready, without waiting.
         while let Some(out) = stream.try_recv() {
             ciphertext.extend(out?);

@@ -141,7 +141,7 @@ pub use error::{BuildError, JobError, KeyError, SubmitError, TrySubmitError};
 pub use packet::Mode;
 pub use runtime::{
     ClusterKind, Job, JobHandle, JobOutput, KeyId, Metrics, NodeSpec, Service, ServiceBuilder,
-    Stream,
+    Stream, StreamReceiver, StreamSender, TryPushError,
 };
 pub use sched::{Admission, Affinity, PolicySpec};
 

@@ -589,6 +589,10 @@ fn zero_bounds_and_duplicate_clusters_are_refused() {
         BuildError::ZeroBound("receive_queue_bytes")
     );
     assert_eq!(
+        b().stream_outputs(0).build().unwrap_err(),
+        BuildError::ZeroBound("stream_outputs")
+    );
+    assert_eq!(
         Service::builder()
             .aes_cluster([NodeSpec::new().slots(0)])
             .build()

@@ -25,7 +25,7 @@ use cryptodispatch::error::CryptoError;
 use cryptodispatch::packet::Mode;
 use cryptodispatch::{
     Admission, AesOp, Affinity, ClusterKind, Direction, Job, JobError, JobHandle, JobOutput, KeyId,
-    Metrics, NodeSpec, Padding, Service, ServiceBuilder, SubmitError,
+    Metrics, NodeSpec, Padding, Service, ServiceBuilder, SubmitError, TryPushError,
 };
 
 static SERIAL: RwLock<()> = RwLock::new(());
@@ -594,6 +594,155 @@ fn a_lone_stream_stays_on_one_node_under_strict_affinity() {
         busy,
         vec![packets],
         "every packet of the stream on one node: {m}"
+    );
+}
+
+/// A CBC-encrypt stream's key, IV, chunks (of 1 to 8 blocks) and the one-shot output.
+fn stream_case(seed: u64, chunks: usize) -> ([u8; 16], Vec<u8>, Vec<Vec<u8>>, Vec<u8>) {
+    let raw = [0x5A; 16];
+    let mut g = Gen::new(seed);
+    let iv = g.bytes(16);
+    let chunks: Vec<Vec<u8>> = (0..chunks)
+        .map(|_| {
+            let blocks = 1 + (g.next_u64() % 8) as usize;
+            g.bytes(16 * blocks)
+        })
+        .collect();
+    let expected = ref_aes(
+        &raw,
+        op(Direction::Encrypt, Mode::Cbc),
+        &iv,
+        &chunks.concat(),
+    )
+    .unwrap();
+    (raw, iv, chunks, expected)
+}
+
+#[test]
+fn a_stream_holds_at_most_its_bound_of_unreceived_outputs() {
+    let _serial = shared();
+    let service = Service::builder()
+        .packet_size(32)
+        .aes_cluster([pinned(0), pinned(1)])
+        .stream_outputs(3)
+        .build()
+        .unwrap();
+    let (raw, iv, chunks, expected) = stream_case(5, 12);
+    let key = service.add_aes_key(&raw).unwrap();
+    let mut stream = service
+        .stream(key, op(Direction::Encrypt, Mode::Cbc), &iv)
+        .unwrap();
+    for c in &chunks[..3] {
+        stream.push(c.clone()).unwrap();
+    }
+    // At the bound only the owner can make room: refused, not blocked.
+    assert_eq!(
+        stream.push(chunks[3].clone()).unwrap_err(),
+        SubmitError::StreamFull
+    );
+    match stream.try_push(chunks[3].clone()) {
+        Err(TryPushError::Full(back)) => assert_eq!(back, chunks[3], "the chunk comes back"),
+        other => panic!("expected the chunk back, got {other:?}"),
+    }
+    assert_eq!(stream.pending(), 3, "refused pushes left nothing behind");
+    let mut out = Vec::new();
+    for c in &chunks[3..] {
+        out.push(stream.recv().unwrap().unwrap());
+        stream.try_push(c.clone()).unwrap();
+        assert!(stream.pending() <= 3);
+    }
+    out.push(stream.recv().unwrap().unwrap());
+    stream.finish(Vec::new()).unwrap();
+    while let Some(o) = stream.recv() {
+        out.push(o.unwrap());
+    }
+    assert_eq!(out.concat(), expected, "outputs in order, none lost");
+    service.shutdown();
+    let m = service.metrics();
+    assert_eq!(m.jobs_submitted, m.jobs_completed);
+    assert_eq!(m.stored_states, 0);
+}
+
+#[test]
+fn a_split_stream_pushes_while_another_thread_receives_within_the_bound() {
+    let _serial = shared();
+    let service = Service::builder()
+        .packet_size(32)
+        .aes_cluster([pinned(0), pinned(1)])
+        .stream_outputs(4)
+        .build()
+        .unwrap();
+    let (raw, iv, chunks, expected) = stream_case(9, 300);
+    let key = service.add_aes_key(&raw).unwrap();
+    let stream = service
+        .stream(key, op(Direction::Encrypt, Mode::Cbc), &iv)
+        .unwrap();
+    let (mut tx, mut rx) = stream.split();
+    let mut out = Vec::new();
+    thread::scope(|s| {
+        s.spawn(|| {
+            for c in &chunks {
+                tx.push(c.clone()).unwrap();
+            }
+            tx.finish(Vec::new()).unwrap();
+        });
+        let mut n = 0;
+        loop {
+            assert!(rx.pending() <= 4, "{} outputs held", rx.pending());
+            if n % 50 == 0 {
+                // A slow reader: the sender must wait, not pile outputs up.
+                thread::sleep(Duration::from_millis(5));
+                assert!(rx.pending() <= 4, "{} outputs held", rx.pending());
+            }
+            match rx.recv() {
+                Some(o) => out.push(o.unwrap()),
+                None => break,
+            }
+            n += 1;
+        }
+    });
+    assert_eq!(out.len(), chunks.len() + 1);
+    assert_eq!(out.concat(), expected, "outputs in order, none lost");
+    assert!(rx.recv().is_none());
+    service.shutdown();
+    let m = service.metrics();
+    assert_eq!(m.jobs_submitted, m.jobs_completed);
+    assert_eq!(m.stored_states, 0);
+}
+
+#[test]
+fn a_split_streams_sender_stops_waiting_when_the_receiver_goes() {
+    let _serial = shared();
+    let service = Service::builder()
+        .packet_size(32)
+        .aes_cluster([pinned(0), pinned(1)])
+        .stream_outputs(1)
+        .build()
+        .unwrap();
+    let (raw, iv, chunks, _) = stream_case(11, 20);
+    let key = service.add_aes_key(&raw).unwrap();
+    let (mut tx, rx) = service
+        .stream(key, op(Direction::Encrypt, Mode::Cbc), &iv)
+        .unwrap()
+        .split();
+    tx.push(chunks[0].clone()).unwrap();
+    thread::scope(|s| {
+        let sender = s.spawn(move || {
+            for c in &chunks[1..] {
+                tx.push(c.clone()).unwrap();
+            }
+            // Dropped unfinished: the stream closes.
+        });
+        thread::sleep(Duration::from_millis(20));
+        drop(rx);
+        sender.join().unwrap();
+    });
+    service.shutdown();
+    let m = service.metrics();
+    assert_eq!(m.jobs_submitted, m.jobs_completed + m.jobs_failed);
+    assert_eq!(
+        m.stored_states, 0,
+        "the closed stream's state left the store"
     );
 }
 

@@ -9,6 +9,7 @@ use crate::packet::{ClusterId, NodeId, UnitTimes};
 use crate::runtime::ClusterKind;
 use crate::runtime::engine::{Layout, NodeInfo, Shared};
 use crate::runtime::error::BuildError;
+use crate::runtime::handle::Work;
 use crate::runtime::service::Service;
 use crate::runtime::supervisor::{self, Worker};
 use crate::runtime::worker::WorkerSpec;
@@ -157,6 +158,7 @@ pub struct ServiceBuilder {
     affinity: Affinity,
     admission: Admission,
     stall_timeout: Option<Duration>,
+    stream_outputs: usize,
 }
 
 impl Default for ServiceBuilder {
@@ -172,6 +174,7 @@ impl Default for ServiceBuilder {
             affinity: Affinity::InFlight,
             admission: Admission::Fair,
             stall_timeout: None,
+            stream_outputs: 64,
         }
     }
 }
@@ -232,7 +235,9 @@ impl ServiceBuilder {
         self
     }
 
-    /// The length of the wait queue shared by the clusters, in packets (default 64; 0 for none).
+    /// The length of each cluster's wait queue, in packets (default 64; 0 for none). The
+    /// paper's wait queue is shared by the clusters; here each cluster has its own, so that no
+    /// lock is shared between clusters (docs/ALGORITHM.md §15.5).
     pub fn wait_queue_len(mut self, packets: usize) -> Self {
         self.wait_queue_len = packets;
         self
@@ -286,6 +291,15 @@ impl ServiceBuilder {
         self
     }
 
+    /// The most outputs a [`Stream`](crate::runtime::Stream) holds unreceived (default 64): at
+    /// the bound, its `push` waits for the receiver (a split stream) or answers
+    /// [`SubmitError::StreamFull`](crate::runtime::SubmitError::StreamFull), and `try_push`
+    /// hands the chunk back. At least 1.
+    pub fn stream_outputs(mut self, outputs: usize) -> Self {
+        self.stream_outputs = outputs;
+        self
+    }
+
     /// Starts the service: spawns and pins the workers and waits until each has calibrated.
     ///
     /// # Errors
@@ -306,6 +320,9 @@ impl ServiceBuilder {
         }
         if self.receive_queue_len == 0 {
             return Err(BuildError::ZeroBound("receive_queue_len"));
+        }
+        if self.stream_outputs == 0 {
+            return Err(BuildError::ZeroBound("stream_outputs"));
         }
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let clusters = if self.clusters.is_empty() {
@@ -336,6 +353,7 @@ impl ServiceBuilder {
                 .receive_queue_bytes
                 .unwrap_or(self.receive_queue_len as u64 * self.packet_size as u64),
             stall_timeout: self.stall_timeout,
+            stream_outputs: self.stream_outputs,
         };
         let mut specs = Vec::new();
         let mut sched_clusters = Vec::new();
@@ -388,6 +406,7 @@ impl ServiceBuilder {
                 });
                 layout.nodes.push(NodeInfo {
                     kind: *kind,
+                    cluster: id,
                     core: node.core,
                     slowdown: node.slowdown,
                 });
@@ -407,13 +426,31 @@ impl ServiceBuilder {
             unit_len: packet,
             admission: self.admission,
         };
-        let sched = match &self.policy {
-            PolicyChoice::Spec(spec) => Scheduler::new(config, spec)?,
-            PolicyChoice::Name(name) => Scheduler::new(config, &name.parse::<PolicySpec>()?)?,
-            PolicyChoice::Custom(make) => Scheduler::with_policies(config, |c| make(c))?,
+        // Checked whole first, so that a configuration error names the service's own cluster
+        // and node numbers; then each cluster gets a core of its own, with its policy (it runs
+        // under its own lock: see `engine.rs`).
+        Scheduler::<Work>::new(config.clone(), &PolicySpec::default())?;
+        let spec = match &self.policy {
+            PolicyChoice::Spec(spec) => Some(spec.clone()),
+            PolicyChoice::Name(name) => Some(name.parse::<PolicySpec>()?),
+            PolicyChoice::Custom(_) => None,
         };
+        let mut scheds = Vec::with_capacity(config.clusters.len());
+        for (c, cluster) in config.clusters.iter().enumerate() {
+            let one = SchedConfig {
+                clusters: vec![cluster.clone()],
+                ..config.clone()
+            };
+            scheds.push(match (&spec, &self.policy) {
+                (_, PolicyChoice::Custom(make)) => {
+                    Scheduler::with_policies(one, |_| make(ClusterId(c as u32)))?
+                }
+                (Some(spec), _) => Scheduler::new(one, spec)?,
+                (None, _) => Scheduler::new(one, &PolicySpec::default())?,
+            });
+        }
 
-        let shared = Arc::new(Shared::new(sched, layout));
+        let shared = Arc::new(Shared::new(scheds, layout));
         let (ready_tx, ready_rx) = mpsc::channel();
         let count = specs.len();
         let mut workers = Vec::with_capacity(count);

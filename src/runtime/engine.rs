@@ -1,23 +1,30 @@
-//! The state every thread of a service shares, and the engine: the scheduler core plus the
-//! queues around it, behind one lock.
+//! The state every thread of a service shares, and the engine: per cluster, the scheduler core
+//! plus the queues around it, behind that cluster's own lock.
 //!
 //! # Design note
 //!
 //! The scheduler core decides every placement; the engine feeds it and carries out what it
-//! decides. Under one mutex it holds:
-//! - the **job receive queue** of each cluster (docs/ALGORITHM.md §3 part 1): packets of admitted jobs
-//!   that the core has not yet accepted (its cluster queue and the wait queue were full);
-//! - the **core** ([`Scheduler`]) with its cluster queues, wait queue, status table and choose
-//!   list;
-//! - the **node queues**: the packets the core placed on each node and the node has not yet
-//!   taken, in the order placed.
+//! decides. Each cluster has a shard of its own, and under the shard's one mutex it holds:
+//! - the cluster's **job receive queue** (docs/ALGORITHM.md §3 part 1): packets of admitted
+//!   jobs that the core has not yet accepted (its cluster queue and the wait queue were full);
+//! - the cluster's **core** ([`Scheduler`], built with that one cluster: inside it, the cluster
+//!   is `ClusterId(0)` and its nodes are numbered from 0) with its cluster queue, wait queue,
+//!   status table and choose list;
+//! - the **node queues** of the cluster's nodes: the packets the core placed on each node and the
+//!   node has not yet taken, in the order placed.
 //!
-//! A submitter admits a job's packets into its cluster's receive queue (blocking while that
-//! queue is full, so backpressure reaches the application), offers them to the core, and moves
-//! every placement to its node queue, waking the node if it sleeps. A worker, under the same
+//! No lock is shared between clusters: an Ed25519 signer never waits for an AES worker. The
+//! paper's wait queue is shared by all clusters; here each cluster has a wait queue of the
+//! configured length (docs/ALGORITHM.md §15.5).
+//!
+//! A submitter admits a job's packets into its cluster's receive queue (blocking while it is
+//! full, so backpressure reaches the application), offers them to the core, and moves every
+//! placement to its node queue, waking the node if it sleeps. A worker, under its cluster's
 //! lock, reports the packet it finished (the core frees the room and may place more), and takes
-//! its next packet. The lock is held for bookkeeping only: cryptography, result delivery and the
-//! state store are outside it.
+//! its next packets. The lock is held for bookkeeping only: cryptography, result delivery and
+//! the state store are outside it. After each turn the holder publishes the queue depths and
+//! unit times to atomic gauges, which is all [`Shared::metrics`] reads: a metrics scrape takes
+//! no lock a submitter or worker waits on.
 //!
 //! A worker reports a packet complete only after its result is delivered and its chaining
 //! state is in the store, so whatever the core places next finds the state it needs.
@@ -40,11 +47,15 @@ use crate::runtime::handle::{JobShared, Packets, Work};
 use crate::runtime::health::NodeHealth;
 use crate::runtime::keys::KeyStore;
 use crate::runtime::metrics::{
-    ClusterMetrics, Metrics, NodeCounters, NodeMetrics, NodeState, ServiceCounters,
+    ClusterGauges, ClusterMetrics, Metrics, NodeCounters, NodeGauges, NodeMetrics, NodeState,
+    ServiceCounters,
 };
 use crate::runtime::store::StateStore;
 use crate::sched::ArriveError;
 use crate::sched::{Admission, Scheduler};
+
+/// The cluster, as its own core numbers it (a shard's core holds that one cluster).
+const LOCAL: ClusterId = ClusterId(0);
 
 /// How long a worker with an empty queue spins (yielding the core between checks) before it
 /// sleeps. A sleep and wake-up costs about 10 µs on a virtual machine, more than most packets;
@@ -68,11 +79,15 @@ pub(crate) struct Layout {
     /// How long a packet may run before its node counts as stalled; `None`: derived per
     /// packet from the node's unit times (see `supervisor.rs`).
     pub(crate) stall_timeout: Option<Duration>,
+    /// The most outputs a stream holds unreceived.
+    pub(crate) stream_outputs: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NodeInfo {
     pub(crate) kind: ClusterKind,
+    /// The node's cluster (its index in the service's numbering).
+    pub(crate) cluster: ClusterId,
     pub(crate) core: Option<usize>,
     pub(crate) slowdown: f64,
 }
@@ -89,17 +104,18 @@ impl Layout {
 /// Everything the service's threads share.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    engine: Mutex<Engine>,
-    /// One per node: the worker sleeps here when its queue is empty.
+    /// One per cluster, in the service's cluster order.
+    shards: Box<[CachePadded<Shard>]>,
+    /// One per node: the worker sleeps here (with its cluster's lock) when its queue is empty.
     node_cv: Box<[CachePadded<Condvar>]>,
     /// One per node: packets waiting in its queue, for the worker to watch while it spins.
     queued: Box<[CachePadded<AtomicUsize>]>,
-    /// Set (with the engine's flag) when the workers may leave.
+    /// One per node: what the core knows of it, for metrics.
+    node_gauges: Box<[CachePadded<NodeGauges>]>,
+    /// Set once every cluster has stopped (the supervisor leaves).
     stopping: AtomicBool,
-    /// Submitters sleep here while their cluster's receive queue is full.
-    room_cv: Condvar,
-    /// `shutdown` sleeps here until nothing is left in the system.
-    idle_cv: Condvar,
+    /// Set when `shutdown` begins (each cluster also holds the flag under its lock).
+    closing: AtomicBool,
     pub(crate) layout: Layout,
     pub(crate) keys: KeyStore,
     pub(crate) store: StateStore,
@@ -114,72 +130,96 @@ pub(crate) struct Shared {
     next_task: AtomicU64,
 }
 
+/// One cluster's part of the engine.
+#[derive(Debug)]
+struct Shard {
+    engine: Mutex<Engine>,
+    /// Submitters sleep here while the cluster is full.
+    room_cv: Condvar,
+    /// `shutdown` sleeps here until nothing of the cluster is left in the system.
+    idle_cv: Condvar,
+    /// The service's index of the cluster's first node (the core numbers them from 0).
+    first: usize,
+    gauges: ClusterGauges,
+}
+
+/// One cluster's engine, under its shard's lock.
 #[derive(Debug)]
 pub(crate) struct Engine {
-    pub(crate) sched: Scheduler<Work>,
-    receive: Vec<VecDeque<Packet<Work>>>,
+    sched: Scheduler<Work>,
+    receive: VecDeque<Packet<Work>>,
+    /// Per node of the cluster, by the core's numbering.
     node_work: Vec<VecDeque<Packet<Work>>>,
     sleeping: Vec<bool>,
-    /// Packets admitted and not yet reported complete.
+    /// Packets of the cluster admitted and not yet reported complete.
     in_system: u64,
     /// Futures of `submit_async` waiting for room; woken (outside the lock) with `room_cv`.
     room_wakers: Vec<Waker>,
     /// Submitters blocked on `room_cv`.
     blocked_submitters: usize,
-    /// Per cluster, under fair admission: what waits for a node, per job.
-    backlog: Vec<Backlog>,
+    /// Under fair admission: what waits for a node, per job.
+    backlog: Backlog,
     /// No new jobs: `shutdown` has begun.
-    pub(crate) closing: bool,
+    closing: bool,
     /// Workers leave once their queue is empty.
     stopping: bool,
 }
 
 impl Engine {
-    /// Packets of cluster `c` admitted and not yet accepted by the core.
-    pub(crate) fn receive_len(&self, c: ClusterId) -> usize {
-        self.receive[c.index()].len()
-    }
-
-    /// Packets of cluster `c` admitted and not yet placed on a node, which the receive bound
-    /// limits: under first come first served those the core has not accepted yet (its cluster
-    /// and wait queues are bounded on their own); under fair admission, where the core accepts
-    /// every packet into its job's own queue, those waiting there too.
-    pub(crate) fn pending(&self, c: ClusterId) -> usize {
+    /// Packets admitted and not yet placed on a node, which the receive bound limits: under
+    /// first come first served those the core has not accepted yet (its cluster and wait
+    /// queues are bounded on their own); under fair admission, where the core accepts every
+    /// packet into its job's own queue, those waiting there too.
+    fn pending(&self) -> usize {
         match self.sched.admission() {
-            Admission::Fifo => self.receive[c.index()].len(),
-            Admission::Fair => self.backlog[c.index()].packets() as usize,
+            Admission::Fifo => self.receive.len(),
+            Admission::Fair => self.backlog.packets() as usize,
         }
     }
 
     /// Records `packets` more packets of `task` waiting for a node (fair admission only: the
     /// first come first served bound reads the receive queue instead).
-    fn backlog_add(&mut self, c: ClusterId, task: TaskId, packets: u64, bytes: u64) {
+    fn backlog_add(&mut self, task: TaskId, packets: u64, bytes: u64) {
         if self.sched.admission() == Admission::Fair {
-            self.backlog[c.index()].add(task, packets, bytes);
+            self.backlog.add(task, packets, bytes);
         }
     }
 
     /// Records that a packet of `task` left for a node (or failed) (fair admission only).
-    fn backlog_remove(&mut self, c: ClusterId, task: TaskId, bytes: u64) {
+    fn backlog_remove(&mut self, task: TaskId, bytes: u64) {
         if self.sched.admission() == Admission::Fair {
-            self.backlog[c.index()].remove(task, bytes);
+            self.backlog.remove(task, bytes);
         }
     }
 
-    /// Whether cluster `c` takes `packets` of a new job now: under first come first served,
+    /// Whether the cluster takes `packets` of a new job now: under first come first served,
     /// while its receive queue (the packets the core has not accepted) is within `bound`, or
     /// empty; under fair admission, by the backlog's shares (see `backlog`).
-    fn has_room(&self, c: ClusterId, packets: &Packets, bound: usize) -> bool {
+    fn has_room(&self, packets: &Packets, bound: usize) -> bool {
         match self.sched.admission() {
             Admission::Fifo => {
-                let queued = self.receive[c.index()].len();
+                let queued = self.receive.len();
                 queued == 0 || queued + packets.len() <= bound
             }
             Admission::Fair => {
                 let bytes = packets.iter().map(|p| p.meta.len).sum();
-                self.backlog[c.index()].admits(packets.len() as u64, bytes)
+                self.backlog.admits(packets.len() as u64, bytes)
             }
         }
+    }
+
+    /// Takes a job's packets in: counted, and into the receive queue, numbered for the core.
+    fn take_in(&mut self, mut packets: Packets) {
+        self.in_system += packets.len() as u64;
+        if let Some(first) = packets.first() {
+            let bytes = packets.iter().map(|p| p.meta.len).sum();
+            let task = first.meta.task;
+            self.backlog_add(task, packets.len() as u64, bytes);
+        }
+        for p in &mut packets {
+            p.meta.cluster = LOCAL;
+        }
+        self.receive.extend(packets);
     }
 }
 
@@ -210,35 +250,54 @@ pub(crate) enum Refused {
 }
 
 impl Shared {
-    pub(crate) fn new(sched: Scheduler<Work>, layout: Layout) -> Self {
-        let clusters = sched.num_clusters();
-        let nodes = sched.num_nodes();
+    /// The shared state of a service whose cluster `c` is run by `scheds[c]` (a core built
+    /// with that one cluster).
+    pub(crate) fn new(scheds: Vec<Scheduler<Work>>, layout: Layout) -> Self {
+        let mut first = 0;
+        let shards: Box<[CachePadded<Shard>]> = scheds
+            .into_iter()
+            .map(|sched| {
+                let nodes = sched.num_nodes();
+                let shard = Shard {
+                    engine: Mutex::new(Engine {
+                        sched,
+                        receive: VecDeque::new(),
+                        node_work: (0..nodes).map(|_| VecDeque::new()).collect(),
+                        sleeping: vec![false; nodes],
+                        in_system: 0,
+                        room_wakers: Vec::new(),
+                        blocked_submitters: 0,
+                        backlog: Backlog::new(
+                            layout.receive_queue_len as u64,
+                            layout.receive_queue_bytes,
+                        ),
+                        closing: false,
+                        stopping: false,
+                    }),
+                    room_cv: Condvar::new(),
+                    idle_cv: Condvar::new(),
+                    first,
+                    gauges: ClusterGauges::default(),
+                };
+                first += nodes;
+                CachePadded::new(shard)
+            })
+            .collect();
+        let nodes = first;
+        debug_assert_eq!(nodes, layout.nodes.len());
         Shared {
-            engine: Mutex::new(Engine {
-                sched,
-                receive: (0..clusters).map(|_| VecDeque::new()).collect(),
-                node_work: (0..nodes).map(|_| VecDeque::new()).collect(),
-                sleeping: vec![false; nodes],
-                in_system: 0,
-                room_wakers: Vec::new(),
-                blocked_submitters: 0,
-                backlog: (0..clusters)
-                    .map(|_| {
-                        Backlog::new(layout.receive_queue_len as u64, layout.receive_queue_bytes)
-                    })
-                    .collect(),
-                closing: false,
-                stopping: false,
-            }),
+            shards,
             node_cv: (0..nodes)
                 .map(|_| CachePadded::new(Condvar::new()))
                 .collect(),
             queued: (0..nodes)
                 .map(|_| CachePadded::new(AtomicUsize::new(0)))
                 .collect(),
+            node_gauges: (0..nodes)
+                .map(|_| CachePadded::new(NodeGauges::default()))
+                .collect(),
             stopping: AtomicBool::new(false),
-            room_cv: Condvar::new(),
-            idle_cv: Condvar::new(),
+            closing: AtomicBool::new(false),
             layout,
             keys: KeyStore::default(),
             store: StateStore::default(),
@@ -251,12 +310,27 @@ impl Shared {
         }
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Engine> {
-        self.engine.lock().unwrap_or_else(|e| e.into_inner())
+    fn shard(&self, c: ClusterId) -> &Shard {
+        &self.shards[c.index()]
+    }
+
+    /// A node's shard and its number in the shard's core.
+    fn node_shard(&self, node: NodeId) -> (&Shard, NodeId) {
+        let shard = self.shard(self.layout.nodes[node.index()].cluster);
+        (shard, NodeId((node.index() - shard.first) as u32))
+    }
+
+    fn lock(shard: &Shard) -> MutexGuard<'_, Engine> {
+        shard.engine.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn next_task(&self) -> TaskId {
         TaskId(self.next_task.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Whether `shutdown` has begun (new jobs are refused).
+    pub(crate) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
     }
 
     /// Admits a job's packets (all of one cluster, in order). With [`Wait::Block`], waits
@@ -270,15 +344,16 @@ impl Shared {
         wait: Wait<'_>,
         force: bool,
     ) -> Result<(), Refused> {
-        let mut e = self.lock();
+        let shard = self.shard(cluster);
+        let mut e = Self::lock(shard);
         loop {
             if e.stopping || (e.closing && !force) {
                 return Err(Refused::ShutDown);
             }
-            if e.sched.cluster_down(cluster) && !force {
+            if e.sched.cluster_down(LOCAL) && !force {
                 return Err(Refused::NoNodeUp);
             }
-            if force || e.has_room(cluster, &packets, self.layout.receive_queue_len) {
+            if force || e.has_room(&packets, self.layout.receive_queue_len) {
                 break;
             }
             match wait {
@@ -291,71 +366,62 @@ impl Shared {
                 }
                 Wait::Block => {
                     e.blocked_submitters += 1;
-                    e = self.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
+                    e = shard.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
                     e.blocked_submitters -= 1;
                 }
             }
         }
-        e.in_system += packets.len() as u64;
         self.counters.packets_admitted(packets.len() as u64);
-        let before = e.pending(cluster);
-        if let Some(first) = packets.first() {
-            let bytes = packets.iter().map(|p| p.meta.len).sum();
-            e.backlog_add(cluster, first.meta.task, packets.len() as u64, bytes);
-        }
-        e.receive[cluster.index()].extend(packets);
-        let wakers = self.offer(&mut e, cluster, before);
+        let before = e.pending();
+        e.take_in(packets);
+        let wakers = self.offer(shard, &mut e, before);
         drop(e);
         wake_all(wakers);
         Ok(())
     }
 
-    /// Admits many jobs' packets in one trip through the engine lock, in order, blocking for
-    /// room as [`admit`](Self::admit) does with [`Wait::Block`]. Returns how many jobs were
-    /// admitted: all of them, or, when the service began to shut down part way, those before
-    /// (they still run to completion).
+    /// Admits many jobs' packets, in order, blocking for room as [`admit`](Self::admit) does
+    /// with [`Wait::Block`]; a run of jobs of one cluster takes one trip through its lock.
+    /// Returns how many jobs were admitted: all of them, or, when the service began to shut
+    /// down part way, those before (they still run to completion).
     pub(crate) fn admit_burst(&self, jobs: Vec<(ClusterId, Packets)>) -> usize {
-        let mut e = self.lock();
-        let mut wakers = Vec::new();
         let mut admitted = 0;
-        let mut offered = vec![false; self.layout.clusters.len()];
-        for (cluster, packets) in jobs {
-            loop {
-                if e.stopping || e.closing {
-                    drop(e);
-                    wake_all(wakers);
-                    return admitted;
+        let mut jobs = jobs.into_iter().peekable();
+        while let Some((cluster, packets)) = jobs.next() {
+            let shard = self.shard(cluster);
+            let mut e = Self::lock(shard);
+            let mut wakers = Vec::new();
+            let before = e.pending();
+            let mut next = Some(packets);
+            while let Some(packets) = next.take() {
+                loop {
+                    if e.stopping || e.closing {
+                        drop(e);
+                        wake_all(wakers);
+                        return admitted;
+                    }
+                    if e.has_room(&packets, self.layout.receive_queue_len) {
+                        break;
+                    }
+                    // Let the core take what it can before waiting for room.
+                    let before = e.pending();
+                    wakers.extend(self.offer(shard, &mut e, before));
+                    if e.has_room(&packets, self.layout.receive_queue_len) {
+                        break;
+                    }
+                    e.blocked_submitters += 1;
+                    e = shard.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
+                    e.blocked_submitters -= 1;
                 }
-                if e.has_room(cluster, &packets, self.layout.receive_queue_len) {
-                    break;
-                }
-                // Let the core take what it can before waiting for room.
-                let before = e.pending(cluster);
-                wakers.extend(self.offer(&mut e, cluster, before));
-                if e.has_room(cluster, &packets, self.layout.receive_queue_len) {
-                    break;
-                }
-                e.blocked_submitters += 1;
-                e = self.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
-                e.blocked_submitters -= 1;
+                self.counters.packets_admitted(packets.len() as u64);
+                e.take_in(packets);
+                admitted += 1;
+                next = jobs.next_if(|(c, _)| *c == cluster).map(|(_, p)| p);
             }
-            e.in_system += packets.len() as u64;
-            self.counters.packets_admitted(packets.len() as u64);
-            if let Some(first) = packets.first() {
-                let bytes = packets.iter().map(|p| p.meta.len).sum();
-                e.backlog_add(cluster, first.meta.task, packets.len() as u64, bytes);
-            }
-            e.receive[cluster.index()].extend(packets);
-            offered[cluster.index()] = true;
-            admitted += 1;
+            wakers.extend(self.offer(shard, &mut e, before));
+            drop(e);
+            wake_all(wakers);
         }
-        for (c, _) in offered.iter().enumerate().filter(|(_, o)| **o) {
-            let c = ClusterId(c as u32);
-            let before = e.pending(c);
-            wakers.extend(self.offer(&mut e, c, before));
-        }
-        drop(e);
-        wake_all(wakers);
         admitted
     }
 
@@ -369,12 +435,12 @@ impl Shared {
     /// since each wake-up costs a context switch; under fair admission, whenever it fell and
     /// someone waits, since a job's share may have freed room for a waiting small job.
     #[must_use]
-    fn offer(&self, e: &mut Engine, cluster: ClusterId, before: usize) -> Vec<Waker> {
-        while let Some(p) = e.receive[cluster.index()].pop_front() {
+    fn offer(&self, shard: &Shard, e: &mut Engine, before: usize) -> Vec<Waker> {
+        while let Some(p) = e.receive.pop_front() {
             match e.sched.arrive(p) {
                 Ok(()) => {}
                 Err(ArriveError::Full(p)) => {
-                    e.receive[cluster.index()].push_front(p);
+                    e.receive.push_front(p);
                     break;
                 }
                 Err(other) => {
@@ -388,39 +454,59 @@ impl Shared {
             }
         }
         // Placements first: under fair admission they are what frees room.
-        self.route(e);
-        let after = e.pending(cluster);
+        self.route(shard, e);
+        let after = e.pending();
         let mut wakers = Vec::new();
         let wake = match e.sched.admission() {
             Admission::Fifo => after <= self.layout.receive_queue_len / 2,
             Admission::Fair => e.blocked_submitters > 0 || !e.room_wakers.is_empty(),
         };
         if after < before && wake {
-            self.room_cv.notify_all();
+            shard.room_cv.notify_all();
             wakers = std::mem::take(&mut e.room_wakers);
         }
+        self.publish(shard, e);
         wakers
     }
 
     /// Moves the core's placements to the node queues and wakes sleeping nodes.
-    fn route(&self, e: &mut Engine) {
+    fn route(&self, shard: &Shard, e: &mut Engine) {
         while let Some(d) = e.sched.next_dispatch() {
-            let n = d.node.index();
-            let c = e.sched.cluster_of(d.node);
-            e.backlog_remove(c, d.packet.meta.task, d.packet.meta.len);
-            e.node_work[n].push_back(d.packet);
-            self.queued[n].store(e.node_work[n].len(), Ordering::Relaxed);
-            if e.sleeping[n] {
+            let local = d.node.index();
+            let n = shard.first + local;
+            e.backlog_remove(d.packet.meta.task, d.packet.meta.len);
+            e.node_work[local].push_back(d.packet);
+            self.queued[n].store(e.node_work[local].len(), Ordering::Relaxed);
+            if e.sleeping[local] {
                 self.node_cv[n].notify_one();
             }
         }
     }
 
-    /// A worker's turn at the lock: report the packets it resolved since its last turn (with
-    /// refreshed unit-time estimates), then take the packets now queued on the node, up to
-    /// `max`, into its hand ([`NodeHealth::hand`]). With none queued, the worker spins for a
-    /// while (a wake-up costs more than a short spin on a busy machine; see [`SPIN`]) and then
-    /// sleeps. Returns `false` when the service is stopping and the node's queue is empty.
+    /// Publishes the cluster's queue depths to the gauges [`metrics`](Self::metrics) reads.
+    fn publish(&self, shard: &Shard, e: &Engine) {
+        let g = &shard.gauges;
+        g.receive_queue.store(e.receive.len(), Ordering::Relaxed);
+        g.cluster_queue
+            .store(e.sched.cluster_queue_len(LOCAL), Ordering::Relaxed);
+        g.wait_queue
+            .store(e.sched.wait_queue_len(LOCAL), Ordering::Relaxed);
+        g.choose_list
+            .store(e.sched.choose_list_len(LOCAL), Ordering::Relaxed);
+        g.alarms
+            .store(e.sched.policy(LOCAL).alarms(), Ordering::Relaxed);
+        for local in 0..e.node_work.len() {
+            let st = e.sched.node(NodeId(local as u32));
+            self.node_gauges[shard.first + local].set_queue(st.queued_packets(), st.queued_bytes());
+        }
+    }
+
+    /// A worker's turn at its cluster's lock: report the packets it resolved since its last
+    /// turn (with refreshed unit-time estimates), then take the packets now queued on the
+    /// node, up to `max`, into its hand ([`NodeHealth::hand`]). With none queued, the worker
+    /// spins for a while (a wake-up costs more than a short spin on a busy machine; see
+    /// [`SPIN`]) and then sleeps. Returns `false` when the service is stopping and the node's
+    /// queue is empty.
     ///
     /// `generation` is the node generation the worker's unreported completions belong to;
     /// completions of an older generation (the node failed since) are not reported to the
@@ -435,47 +521,50 @@ impl Shared {
         max: usize,
     ) -> bool {
         let n = node.index();
+        let (shard, local) = self.node_shard(node);
+        let l = local.index();
         let health = &self.health[n];
-        let mut e = self.lock();
+        let mut e = Self::lock(shard);
         for (cmd, t) in estimates.drain(..) {
-            // A node that exists; the error case cannot arise.
-            let _ = e.sched.set_unit_time(node, cmd, t);
+            if e.sched.set_unit_time(local, cmd, t).is_ok() {
+                self.node_gauges[n].set_unit_time(cmd, t);
+            }
         }
         let current = health.generation.load(Ordering::Acquire);
         let finished = health.unreported.swap(0, Ordering::AcqRel);
-        let c = e.sched.cluster_of(node);
         let mut wakers = Vec::new();
         if finished > 0 {
-            let before = e.pending(c);
+            let before = e.pending();
             if *generation == current {
                 for _ in 0..finished {
-                    if let Err(err) = e.sched.complete(node) {
+                    if let Err(err) = e.sched.complete(local) {
                         debug_assert!(false, "worker out of step with the core: {err}");
                     }
                 }
             }
             e.in_system -= finished;
-            wakers = self.offer(&mut e, c, before);
+            wakers = self.offer(shard, &mut e, before);
         }
         if health.is_down() && !e.stopping {
-            let _ = e.sched.node_up(node);
+            let _ = e.sched.node_up(local);
             health.down.store(false, Ordering::Release);
-            self.route(&mut e);
+            self.route(shard, &mut e);
+            self.publish(shard, &e);
         }
         *generation = current;
         if e.in_system == 0 {
-            self.idle_cv.notify_all();
+            shard.idle_cv.notify_all();
         }
         if !wakers.is_empty() {
             drop(e);
             wake_all(wakers);
-            e = self.lock();
+            e = Self::lock(shard);
         }
         loop {
-            if !e.node_work[n].is_empty() {
-                let take = e.node_work[n].len().min(max.max(1));
-                health.hand().extend(e.node_work[n].drain(..take));
-                self.queued[n].store(e.node_work[n].len(), Ordering::Relaxed);
+            if !e.node_work[l].is_empty() {
+                let take = e.node_work[l].len().min(max.max(1));
+                health.hand().extend(e.node_work[l].drain(..take));
+                self.queued[n].store(e.node_work[l].len(), Ordering::Relaxed);
                 return true;
             }
             if e.stopping {
@@ -493,11 +582,11 @@ impl Shared {
                 }
                 std::thread::yield_now();
             }
-            e = self.lock();
-            if e.node_work[n].is_empty() && !e.stopping {
-                e.sleeping[n] = true;
+            e = Self::lock(shard);
+            if e.node_work[l].is_empty() && !e.stopping {
+                e.sleeping[l] = true;
                 e = self.node_cv[n].wait(e).unwrap_or_else(|p| p.into_inner());
-                e.sleeping[n] = false;
+                e.sleeping[l] = false;
             }
         }
     }
@@ -519,7 +608,7 @@ impl Shared {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// Whether the service is stopping (the workers leave).
+    /// Whether the service is stopping (every cluster has drained; the supervisor leaves).
     pub(crate) fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
     }
@@ -539,8 +628,9 @@ impl Shared {
     ///    [`JobError::NoNodeUp`] instead of waiting forever.
     pub(crate) fn fail_node(&self, node: NodeId, dead: bool) -> bool {
         let n = node.index();
+        let (shard, local) = self.node_shard(node);
         let health = &self.health[n];
-        let mut e = self.lock();
+        let mut e = Self::lock(shard);
         let running = std::mem::take(&mut *health.running());
         if !dead && running.is_empty() {
             return false;
@@ -552,9 +642,9 @@ impl Shared {
             health.stalls.fetch_add(1, Ordering::Relaxed);
         }
         health.busy_since.store(0, Ordering::Release);
-        let _ = e.sched.node_down(node);
+        let _ = e.sched.node_down(local);
         let mut back: Vec<Packet<Work>> = health.hand().drain(..).collect();
-        back.extend(e.node_work[n].drain(..));
+        back.extend(e.node_work[local.index()].drain(..));
         self.queued[n].store(0, Ordering::Relaxed);
         if dead {
             // Resolved by the dead worker and never reported: the core forgot them with the
@@ -566,33 +656,32 @@ impl Shared {
             .map(|(job, part)| (job, part, JobError::NodeFailed(node)))
             .collect();
         e.in_system -= failed.len() as u64;
-        let c = e.sched.cluster_of(node);
-        let kind = self.layout.clusters[c.index()].0;
-        let before = e.pending(c);
-        if e.sched.cluster_down(c) {
-            back.extend(e.sched.drain_waiting(c));
-            back.extend(e.receive[c.index()].drain(..));
+        let kind = self.layout.nodes[n].kind;
+        let before = e.pending();
+        if e.sched.cluster_down(LOCAL) {
+            back.extend(e.sched.drain_waiting(LOCAL));
+            back.extend(e.receive.drain(..));
             for p in back {
-                e.backlog_remove(c, p.meta.task, p.meta.len);
+                e.backlog_remove(p.meta.task, p.meta.len);
                 e.in_system -= 1;
                 failed.push((p.data.job, p.data.part, JobError::NoNodeUp(kind)));
             }
         } else {
             for p in &back {
-                e.backlog_add(c, p.meta.task, 1, p.meta.len);
+                e.backlog_add(p.meta.task, 1, p.meta.len);
             }
             e.sched.requeue(back);
-            self.route(&mut e);
+            self.route(shard, &mut e);
         }
-        let mut wakers = self.offer(&mut e, c, before);
+        let mut wakers = self.offer(shard, &mut e, before);
         // Every waiting submitter looks again: room may have freed, or the cluster is down and
         // they get `NoNodeUp`.
         wakers.append(&mut e.room_wakers);
         if e.in_system == 0 {
-            self.idle_cv.notify_all();
+            shard.idle_cv.notify_all();
         }
         drop(e);
-        self.room_cv.notify_all();
+        shard.room_cv.notify_all();
         wake_all(wakers);
         for (job, part, err) in failed {
             // The failed packet may have been its chain's last: nothing else would take the
@@ -618,38 +707,49 @@ impl Shared {
 
     /// Sets a node's unit times (after calibration).
     pub(crate) fn set_unit_times(&self, node: NodeId, times: crate::packet::UnitTimes) {
-        let mut e = self.lock();
+        let (shard, local) = self.node_shard(node);
+        let mut e = Self::lock(shard);
         for cmd in Cmd::ALL {
-            let _ = e.sched.set_unit_time(node, cmd, times.get(cmd));
+            if e.sched.set_unit_time(local, cmd, times.get(cmd)).is_ok() {
+                self.node_gauges[node.index()].set_unit_time(cmd, times.get(cmd));
+            }
         }
     }
 
     /// Refuses new jobs from now on, and wakes submitters waiting for room (they get
     /// `ShutDown`).
     pub(crate) fn close(&self) {
-        let wakers = {
-            let mut e = self.lock();
-            e.closing = true;
-            std::mem::take(&mut e.room_wakers)
-        };
-        self.room_cv.notify_all();
-        wake_all(wakers);
+        self.closing.store(true, Ordering::Release);
+        for shard in self.shards.iter() {
+            let wakers = {
+                let mut e = Self::lock(shard);
+                e.closing = true;
+                std::mem::take(&mut e.room_wakers)
+            };
+            shard.room_cv.notify_all();
+            wake_all(wakers);
+        }
     }
 
     /// Refuses new jobs and waits until every admitted packet is complete; then lets the
     /// workers go. Idempotent.
+    ///
+    /// Clusters drain one after another, each stopping under its own lock once it holds
+    /// nothing: a stream's closing packet admitted meanwhile (admission past `closing`) is
+    /// either counted before its cluster stops, so the cluster waits for it, or refused.
     pub(crate) fn drain_and_stop(&self) {
         self.close();
-        let mut e = self.lock();
-        while e.in_system > 0 {
-            e = self.idle_cv.wait(e).unwrap_or_else(|p| p.into_inner());
+        for shard in self.shards.iter() {
+            let mut e = Self::lock(shard);
+            while e.in_system > 0 {
+                e = shard.idle_cv.wait(e).unwrap_or_else(|p| p.into_inner());
+            }
+            e.stopping = true;
+            for n in shard.first..shard.first + e.node_work.len() {
+                self.node_cv[n].notify_all();
+            }
         }
-        e.stopping = true;
         self.stopping.store(true, Ordering::Release);
-        for cv in self.node_cv.iter() {
-            cv.notify_all();
-        }
-        drop(e);
         if let Some(t) = self.supervisor.get() {
             t.unpark();
         }
@@ -657,62 +757,61 @@ impl Shared {
 }
 
 impl Shared {
-    /// A snapshot of every counter and queue depth.
+    /// A snapshot of every counter and queue depth. It reads atomics only: no lock a
+    /// submitter or a worker waits on.
     pub(crate) fn metrics(&self) -> Metrics {
-        let shared = self;
-        let e = shared.lock();
-        let nodes = shared
+        let nodes = self
             .layout
             .nodes
             .iter()
             .enumerate()
             .map(|(i, info)| {
-                let id = NodeId(i as u32);
-                let c = shared.node_counters[i].read();
-                let st = e.sched.node(id);
+                let c = self.node_counters[i].read();
+                let g = &self.node_gauges[i];
+                let (queue_depth, queued_bytes) = g.queue();
+                let health = &self.health[i];
                 NodeMetrics {
-                    node: id,
+                    node: NodeId(i as u32),
                     cluster: info.kind,
                     core: info.core,
                     slowdown: info.slowdown,
                     packets: c.packets,
                     bytes: c.bytes,
                     busy: Duration::from_nanos(c.busy_ns),
-                    queue_depth: st.queued_packets(),
-                    queued_bytes: st.queued_bytes(),
+                    queue_depth,
+                    queued_bytes,
                     panics: c.panics,
-                    state: if shared.health[i].is_down() {
+                    state: if health.is_down() {
                         NodeState::Down
                     } else {
                         NodeState::Up
                     },
-                    failures: shared.health[i].failures.load(Ordering::Relaxed),
-                    stalls: shared.health[i].stalls.load(Ordering::Relaxed),
-                    restarts: shared.health[i].restarts.load(Ordering::Relaxed),
-                    unit_times: *st.unit_times(),
+                    failures: health.failures.load(Ordering::Relaxed),
+                    stalls: health.stalls.load(Ordering::Relaxed),
+                    restarts: health.restarts.load(Ordering::Relaxed),
+                    unit_times: g.unit_times(),
                 }
             })
             .collect();
-        let clusters = shared
+        let clusters = self
             .layout
             .clusters
             .iter()
-            .enumerate()
-            .map(|(c, &(kind, _))| {
-                let id = crate::packet::ClusterId(c as u32);
+            .zip(self.shards.iter())
+            .map(|(&(kind, _), shard)| {
+                let g = &shard.gauges;
                 ClusterMetrics {
                     kind,
-                    receive_queue: e.receive_len(id),
-                    cluster_queue: e.sched.cluster_queue_len(id),
-                    wait_queue: e.sched.wait_queue_len(id),
-                    choose_list: e.sched.choose_list_len(id),
-                    alarms: e.sched.policy(id).alarms(),
+                    receive_queue: g.receive_queue.load(Ordering::Relaxed),
+                    cluster_queue: g.cluster_queue.load(Ordering::Relaxed),
+                    wait_queue: g.wait_queue.load(Ordering::Relaxed),
+                    choose_list: g.choose_list.load(Ordering::Relaxed),
+                    alarms: g.alarms.load(Ordering::Relaxed),
                 }
             })
             .collect();
-        drop(e);
-        let (jobs_submitted, jobs_completed, jobs_failed) = shared.counters.jobs();
-        let (packets_admitted, packets_completed, packets_failed) = shared.counters.packets();
+        let (jobs_submitted, jobs_completed, jobs_failed) = self.counters.jobs();
+        let (packets_admitted, packets_completed, packets_failed) = self.counters.packets();
         Metrics {
             nodes,
             clusters,
@@ -722,8 +821,8 @@ impl Shared {
             packets_admitted,
             packets_completed,
             packets_failed,
-            keys: shared.keys.len(),
-            stored_states: shared.store.len(),
+            keys: self.keys.len(),
+            stored_states: self.store.len(),
         }
     }
 }

@@ -114,6 +114,10 @@ pub enum SubmitError {
     /// The stream was already finished.
     #[error("the stream is finished")]
     StreamFinished,
+    /// The stream holds its bound of unreceived outputs and its owner alone can make room:
+    /// nothing was pushed. Receive an output first, or split the stream.
+    #[error("the stream holds its bound of unreceived outputs: receive one first")]
+    StreamFull,
 }
 
 /// Why [`Service::try_submit`](crate::runtime::Service::try_submit) did not take a job.

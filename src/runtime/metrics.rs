@@ -2,11 +2,12 @@
 //!
 //! Each worker owns its node's counters: it keeps running totals locally and publishes them with
 //! relaxed stores into a cache-line-padded block (as tokio's `WorkerMetrics`), so counting costs
-//! no shared writes on the hot path. Queue depths and unit times are read from the scheduler
-//! core when a snapshot is taken.
+//! no shared writes on the hot path. Queue depths and unit times live in the scheduler core,
+//! under its cluster's lock; whoever holds that lock publishes them to gauges (relaxed atomic
+//! stores) before releasing it, and a snapshot reads the gauges, so taking one waits for no lock.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
@@ -176,6 +177,53 @@ pub struct NodeMetrics {
     /// The scheduler's unit-time estimates: nanoseconds per packet of the configured packet
     /// size, per command (calibrated at start-up, refined from measured service times).
     pub unit_times: UnitTimes,
+}
+
+/// One node's view in the scheduler core, as last published by its cluster's lock holder.
+#[derive(Debug, Default)]
+pub(crate) struct NodeGauges {
+    queue_depth: AtomicU32,
+    queued_bytes: AtomicU64,
+    /// Per command, the bits of the unit time.
+    unit_times: [AtomicU64; 4],
+}
+
+impl NodeGauges {
+    /// Publishes the node's queue (packets and bytes placed on it and not yet complete).
+    pub(crate) fn set_queue(&self, packets: u32, bytes: u64) {
+        self.queue_depth.store(packets, Relaxed);
+        self.queued_bytes.store(bytes, Relaxed);
+    }
+
+    /// Publishes one unit time.
+    pub(crate) fn set_unit_time(&self, cmd: Cmd, t: f64) {
+        self.unit_times[cmd.index()].store(t.to_bits(), Relaxed);
+    }
+
+    /// The last published queue depth, in packets and bytes.
+    pub(crate) fn queue(&self) -> (u32, u64) {
+        (
+            self.queue_depth.load(Relaxed),
+            self.queued_bytes.load(Relaxed),
+        )
+    }
+
+    /// The last published unit times.
+    pub(crate) fn unit_times(&self) -> UnitTimes {
+        UnitTimes(std::array::from_fn(|i| {
+            f64::from_bits(self.unit_times[i].load(Relaxed))
+        }))
+    }
+}
+
+/// One cluster's queues in the engine, as last published by its lock holder.
+#[derive(Debug, Default)]
+pub(crate) struct ClusterGauges {
+    pub(crate) receive_queue: AtomicUsize,
+    pub(crate) cluster_queue: AtomicUsize,
+    pub(crate) wait_queue: AtomicUsize,
+    pub(crate) choose_list: AtomicUsize,
+    pub(crate) alarms: AtomicU64,
 }
 
 /// Whether a node takes packets.

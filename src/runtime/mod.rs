@@ -39,7 +39,7 @@ pub use handle::{JobHandle, JobOutput};
 pub use job::Job;
 pub use metrics::{ClusterMetrics, Metrics, NodeMetrics, NodeState};
 pub use service::{Service, SubmitFuture};
-pub use stream::Stream;
+pub use stream::{Stream, StreamReceiver, StreamSender, TryPushError};
 
 /// The kinds of cluster a service can have: one per algorithm family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -305,7 +305,7 @@ impl Service {
         }
         let state = ChainState::for_mode(op.mode, iv)?;
         let cluster = self.cluster(ClusterKind::Aes)?;
-        if self.shared.lock().closing {
+        if self.shared.is_closing() {
             return Err(SubmitError::ShutDown);
         }
         let task = self.shared.next_task();

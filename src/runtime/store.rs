@@ -11,6 +11,7 @@
 //! lock. States are zeroized when they leave the store for good.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 use rustc_hash::FxHashMap;
@@ -34,6 +35,8 @@ type Shard = CachePadded<Mutex<FxHashMap<TaskId, StoredState>>>;
 #[derive(Debug)]
 pub(crate) struct StateStore {
     shards: Box<[Shard]>,
+    /// States held, kept beside the map so that counting them takes no lock.
+    held: AtomicUsize,
 }
 
 impl Default for StateStore {
@@ -42,6 +45,7 @@ impl Default for StateStore {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(Mutex::default()))
                 .collect(),
+            held: AtomicUsize::new(0),
         }
     }
 }
@@ -55,12 +59,18 @@ impl StateStore {
 
     /// Stores the state for `task`'s next packet.
     pub(crate) fn put(&self, task: TaskId, state: StoredState) {
-        self.shard(task).insert(task, state);
+        if self.shard(task).insert(task, state).is_none() {
+            self.held.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Takes `task`'s state out (the packet that runs now owns it).
     pub(crate) fn take(&self, task: TaskId) -> Option<StoredState> {
-        self.shard(task).remove(&task)
+        let state = self.shard(task).remove(&task);
+        if state.is_some() {
+            self.held.fetch_sub(1, Ordering::Relaxed);
+        }
+        state
     }
 
     /// Forgets `task`'s state, if any.
@@ -68,11 +78,8 @@ impl StateStore {
         drop(self.take(task));
     }
 
-    /// Number of jobs with a stored state.
+    /// Number of jobs with a stored state (read without a lock).
     pub(crate) fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len())
-            .sum()
+        self.held.load(Ordering::Relaxed)
     }
 }

@@ -25,7 +25,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// packets).
 const IN_FLIGHT_BYTES: usize = 4 << 20;
 /// Packets in flight, at most (the service's receive queue holds 1024).
-const MAX_IN_FLIGHT_PACKETS: usize = 1024;
+pub(crate) const MAX_IN_FLIGHT_PACKETS: usize = 1024;
 
 /// An AES algorithm as openssl names it: `aes-128-cbc`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

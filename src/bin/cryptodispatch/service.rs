@@ -104,7 +104,10 @@ impl ServiceArgs {
                 None => spec,
             }
         });
-        builder = builder.cluster(kind, specs);
+        // A stream holds as many outputs unreceived as the cipher keeps in flight.
+        builder = builder
+            .cluster(kind, specs)
+            .stream_outputs(crate::cipher::MAX_IN_FLIGHT_PACKETS);
         if let Some(name) = &self.policy {
             builder = builder.policy_name(name);
         }
