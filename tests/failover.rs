@@ -5,7 +5,9 @@
 //! correctly; a job whose packet was running there completes correctly or fails with
 //! `JobError::NodeFailed` naming the node; when no node of a cluster is up, its waiting jobs
 //! fail with `JobError::NoNodeUp`; the metrics account for every admitted packet; shutdown
-//! returns.
+//! returns. A stream's chunks give correct outputs until one fails so; after that its later
+//! chunks may fail too (their chaining state went with the failed packet), but no output is
+//! ever wrong.
 
 mod common;
 
@@ -16,7 +18,7 @@ use cryptodispatch::packet::{Mode, NodeId};
 use cryptodispatch::runtime::NodeState;
 use cryptodispatch::{
     Admission, AesOp, Affinity, Direction, Fault, Job, JobError, JobOutput, Metrics, NodeSpec,
-    Padding, PolicySpec, Service,
+    Padding, PolicySpec, Service, Stream, SubmitError,
 };
 use proptest::prelude::*;
 
@@ -59,6 +61,62 @@ fn job(
     (Job::aes(aes, op, &iv, data), Expect { output })
 }
 
+/// A stream of the run: what was pushed, chunk by chunk, to check its outputs against.
+struct StreamCase {
+    stream: Stream,
+    op: AesOp,
+    iv: Vec<u8>,
+    chunks: Vec<Vec<u8>>,
+}
+
+impl StreamCase {
+    /// Pushes `chunk` (or, with `last`, finishes with it); a chunk refused because no node is
+    /// up is not part of the stream.
+    fn send(&mut self, chunk: Vec<u8>, last: bool) {
+        let sent = if last {
+            self.stream.finish(chunk.clone())
+        } else {
+            self.stream.push(chunk.clone())
+        };
+        match sent {
+            Ok(()) => self.chunks.push(chunk),
+            Err(SubmitError::NoNodeUp(_)) => {}
+            Err(e) => panic!("stream push: {e}"),
+        }
+    }
+
+    /// Receives every output and checks it: correct until a chunk fails with a node failure
+    /// (of a faulty node) or with no node up; after that, failures of the chain or correct
+    /// output. Returns how many chunks a node failure failed.
+    fn check(mut self, raw: &[u8], faulty: &[NodeId]) -> usize {
+        let expected = ref_aes(raw, self.op, &self.iv, &self.chunks.concat()).unwrap();
+        let mut at = 0;
+        let mut broken = false;
+        let mut node_failed = 0;
+        for (i, chunk) in self.chunks.iter().enumerate() {
+            let out = self
+                .stream
+                .recv()
+                .expect("an output for every chunk pushed");
+            let want = &expected[at..at + chunk.len()];
+            at += chunk.len();
+            match out {
+                Ok(out) => assert_eq!(out, want, "stream chunk {i}: wrong output"),
+                Err(JobError::NodeFailed(n)) => {
+                    assert!(faulty.contains(&n), "{n} failed a chunk but had no fault");
+                    node_failed += 1;
+                    broken = true;
+                }
+                Err(JobError::NoNodeUp(_)) => broken = true,
+                Err(JobError::StateLost(_)) if broken => {}
+                Err(other) => panic!("stream chunk {i}: unexpected error {other}"),
+            }
+        }
+        assert!(self.stream.recv().is_none(), "no output beyond the chunks");
+        node_failed
+    }
+}
+
 /// Builds a service of two AES nodes and one Ed25519 node with the given faults, runs `jobs`
 /// random jobs through it, and checks the promise. Returns how many jobs failed, and the
 /// metrics once every job resolved.
@@ -89,8 +147,32 @@ fn run(
     let seed_bytes = [0x6C; 32];
     let signer = service.add_signing_key(&seed_bytes).unwrap();
     let mut g = Gen::new(seed);
+    let mut streams: Vec<StreamCase> = [Mode::Cbc, Mode::Ofb, Mode::Cfb]
+        .into_iter()
+        .map(|mode| {
+            let direction = if g.next_u64() % 2 == 0 {
+                Direction::Encrypt
+            } else {
+                Direction::Decrypt
+            };
+            let op = AesOp::new(direction, mode).with_padding(Padding::None);
+            let iv = g.bytes(16);
+            StreamCase {
+                stream: service.stream(aes, op, &iv).unwrap(),
+                op,
+                iv,
+                chunks: Vec::new(),
+            }
+        })
+        .collect();
     let mut handles = Vec::new();
     for _ in 0..jobs {
+        if g.next_u64() % 5 == 0 {
+            let s = (g.next_u64() % 3) as usize;
+            let blocks = 1 + (g.next_u64() % 6) as usize;
+            let chunk = g.bytes(16 * blocks);
+            streams[s].send(chunk, false);
+        }
         let (j, e) = job(&mut g, aes, &raw, signer, &seed_bytes);
         match service.submit(j) {
             Ok(h) => handles.push((h, e)),
@@ -107,6 +189,16 @@ fn run(
         .collect();
     let mut failed = 0;
     let mut node_failed = 0;
+    for mut s in streams {
+        // OFB and CFB streams may end in a partial block.
+        let tail = match s.op.mode {
+            Mode::Cbc => 16 * (g.next_u64() % 3) as usize,
+            _ => (g.next_u64() % 40) as usize,
+        };
+        let chunk = g.bytes(tail);
+        s.send(chunk, true);
+        node_failed += s.check(&raw, &faulty);
+    }
     for (h, e) in handles {
         match h.wait() {
             Ok(out) => assert_eq!(out, e.output),

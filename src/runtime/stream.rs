@@ -324,6 +324,8 @@ impl StreamSender {
             Err(SubmitError::StreamFull) => return Err(TryPushError::Full(data)),
             Err(e) => return Err(e.into()),
         }
+        // A refused chunk leaves the stream as it was: its IV (or counter) is the next one's.
+        let start = self.start.clone();
         let (packets, handle) = self.packets(data, last);
         let n = packets.len() as u32;
         self.shared.counters.job_submitted();
@@ -346,6 +348,7 @@ impl StreamSender {
                 Ok(())
             }
             Err(refused) => {
+                self.start = start;
                 self.shared.counters.job_withdrawn();
                 Err(match refused {
                     Refused::NoNodeUp => {
