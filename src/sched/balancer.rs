@@ -201,9 +201,11 @@ impl Balancer {
         let ClusterNodes { status, queues } = nodes;
         let mut placed = 0;
         let mut idle_turns = 0;
+        // Only a placement changes the nodes' room.
+        let mut room = max_room(status);
         // Under a pinning policy a job's packets wait for their own node only, so a node with
         // room may go unused while others are full; the scan goes on while any node has room.
-        while max_room(status) > 0 && idle_turns < flows.active() {
+        while room > 0 && idle_turns < flows.active() {
             let Some((_, meta)) = flows.head() else {
                 break;
             };
@@ -240,7 +242,12 @@ impl Balancer {
             if flows.head().is_some_and(|(t, _)| t == meta.task) {
                 flows.end_turn(blocked);
             }
-            idle_turns = if sent { 0 } else { idle_turns + 1 };
+            if sent {
+                idle_turns = 0;
+                room = max_room(status);
+            } else {
+                idle_turns += 1;
+            }
         }
         placed
     }
