@@ -25,7 +25,8 @@ use cryptodispatch::error::CryptoError;
 use cryptodispatch::packet::Mode;
 use cryptodispatch::{
     Admission, AesOp, Affinity, ClusterKind, Direction, Job, JobError, JobHandle, JobOutput, KeyId,
-    Metrics, NodeSpec, Padding, Service, ServiceBuilder, SubmitError, TryPushError,
+    Metrics, NodeSpec, Padding, Service, ServiceBuilder, StreamReceiver, StreamSender, SubmitError,
+    TryPushError,
 };
 
 static SERIAL: RwLock<()> = RwLock::new(());
@@ -1128,6 +1129,63 @@ fn user_wakers_never_take_a_node_down_or_block_it() {
     assert!(last.wait().is_ok());
     drop(blocking);
     service.shutdown();
+}
+
+/// A waker that, on the worker thread that resolves the job, receives from a stream with no
+/// output ready and pushes to a stream at its bound: both would wait for that very thread.
+struct StreamWaker {
+    tx: Mutex<StreamSender>,
+    rx: Mutex<StreamReceiver>,
+    outcome: Mutex<Option<(Option<Result<Vec<u8>, JobError>>, Result<(), SubmitError>)>>,
+}
+
+impl Wake for StreamWaker {
+    fn wake(self: Arc<Self>) {
+        let received = self.rx.lock().unwrap().recv();
+        let pushed = self.tx.lock().unwrap().push(vec![0; 16]);
+        *self.outcome.lock().unwrap() = Some((received, pushed));
+    }
+}
+
+#[test]
+fn stream_calls_on_a_worker_thread_are_refused_instead_of_blocking() {
+    let _serial = shared();
+    let service = Service::builder()
+        .aes_cluster([NodeSpec::new().slowdown(20.0)])
+        .stream_outputs(1)
+        .build()
+        .unwrap();
+    let key = service.add_aes_key(&[6; 16]).unwrap();
+    let o = op(Direction::Encrypt, Mode::Cbc);
+    // One stream whose receiver has nothing (its sender pushed nothing, and lives on), one
+    // whose sender is at its bound (one output unreceived).
+    let (idle_tx, idle_rx) = service.stream(key, o, &[1; 16]).unwrap().split();
+    let (mut full_tx, full_rx) = service.stream(key, o, &[2; 16]).unwrap().split();
+    full_tx.push(vec![0; 16]).unwrap();
+    let waker = Arc::new(StreamWaker {
+        tx: Mutex::new(full_tx),
+        rx: Mutex::new(idle_rx),
+        outcome: Mutex::new(None),
+    });
+    let mut h = service
+        .submit(Job::encrypt(key, Mode::Ecb, &[], vec![4; 4096]))
+        .unwrap();
+    let w = Waker::from(Arc::clone(&waker));
+    assert!(
+        Pin::new(&mut h)
+            .poll(&mut Context::from_waker(&w))
+            .is_pending()
+    );
+    assert!(h.wait().is_ok());
+    eventually("the waker ran", || waker.outcome.lock().unwrap().is_some());
+    let (received, pushed) = waker.outcome.lock().unwrap().take().unwrap();
+    assert_eq!(received, Some(Err(JobError::OnWorkerThread)));
+    assert_eq!(pushed, Err(SubmitError::OnWorkerThread));
+    drop((w, waker, idle_tx, full_rx));
+    service.shutdown();
+    let m = service.metrics();
+    assert_eq!(m.jobs_submitted, m.jobs_completed + m.jobs_failed);
+    assert_eq!(m.stored_states, 0);
 }
 
 // ---------------------------------------------------------------------------------------------
