@@ -619,15 +619,20 @@ fn stream_case(seed: u64, chunks: usize) -> ([u8; 16], Vec<u8>, Vec<Vec<u8>>, Ve
     (raw, iv, chunks, expected)
 }
 
+/// Two AES nodes of 32-byte packets whose streams hold at most `outputs` outputs unreceived.
+fn stream_service(outputs: usize) -> Service {
+    Service::builder()
+        .packet_size(32)
+        .aes_cluster([pinned(0), pinned(1)])
+        .stream_outputs(outputs)
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn a_stream_holds_at_most_its_bound_of_unreceived_outputs() {
     let _serial = shared();
-    let service = Service::builder()
-        .packet_size(32)
-        .aes_cluster([pinned(0), pinned(1)])
-        .stream_outputs(3)
-        .build()
-        .unwrap();
+    let service = stream_service(3);
     let (raw, iv, chunks, expected) = stream_case(5, 12);
     let key = service.add_aes_key(&raw).unwrap();
     let mut stream = service
@@ -667,12 +672,7 @@ fn a_stream_holds_at_most_its_bound_of_unreceived_outputs() {
 #[test]
 fn a_split_stream_pushes_while_another_thread_receives_within_the_bound() {
     let _serial = shared();
-    let service = Service::builder()
-        .packet_size(32)
-        .aes_cluster([pinned(0), pinned(1)])
-        .stream_outputs(4)
-        .build()
-        .unwrap();
+    let service = stream_service(4);
     let (raw, iv, chunks, expected) = stream_case(9, 300);
     let key = service.add_aes_key(&raw).unwrap();
     let stream = service
@@ -714,12 +714,7 @@ fn a_split_stream_pushes_while_another_thread_receives_within_the_bound() {
 #[test]
 fn a_split_streams_sender_stops_waiting_when_the_receiver_goes() {
     let _serial = shared();
-    let service = Service::builder()
-        .packet_size(32)
-        .aes_cluster([pinned(0), pinned(1)])
-        .stream_outputs(1)
-        .build()
-        .unwrap();
+    let service = stream_service(1);
     let (raw, iv, chunks, _) = stream_case(11, 20);
     let key = service.add_aes_key(&raw).unwrap();
     let (mut tx, rx) = service
