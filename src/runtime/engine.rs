@@ -391,7 +391,6 @@ impl Shared {
             let shard = self.shard(cluster);
             let mut e = Self::lock(shard);
             let mut wakers = Vec::new();
-            let before = e.pending();
             let mut next = Some(packets);
             while let Some(packets) = next.take() {
                 loop {
@@ -418,6 +417,7 @@ impl Shared {
                 admitted += 1;
                 next = jobs.next_if(|(c, _)| *c == cluster).map(|(_, p)| p);
             }
+            let before = e.pending();
             wakers.extend(self.offer(shard, &mut e, before));
             drop(e);
             wake_all(wakers);
