@@ -13,7 +13,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Gen, ed_sign, ref_aes};
+use common::{Gen, ed_sign, ref_aes, ref_gcm_seal};
 use cryptodispatch::packet::{Mode, NodeId};
 use cryptodispatch::runtime::NodeState;
 use cryptodispatch::{
@@ -28,7 +28,8 @@ struct Expect {
     output: JobOutput,
 }
 
-/// A random AES job of 0..=6 packets of 64 bytes, or an Ed25519 signature.
+/// A random AES job (ECB, CBC, OFB, CFB or CTR) of 0..=6 packets of 64 bytes, a GCM
+/// encryption of up to 5 packets, or an Ed25519 signature.
 fn job(
     g: &mut Gen,
     aes: cryptodispatch::KeyId,
@@ -43,7 +44,19 @@ fn job(
         let output = JobOutput::Signature(ed_sign(seed, &msg));
         return (Job::sign(signer, msg), Expect { output });
     }
-    let mode = Mode::ALL[(g.next_u64() % 4) as usize];
+    if pick == 1 {
+        // GCM: a chain of GHASH state when longer than a packet.
+        let nonce = g.bytes(12);
+        let aad_len = (g.next_u64() % 20) as usize;
+        let aad = g.bytes(aad_len);
+        let len = (g.next_u64() % 300) as usize;
+        let pt = g.bytes(len);
+        let (ciphertext, tag) = ref_gcm_seal(raw, &nonce, &aad, &pt);
+        let output = JobOutput::Sealed { ciphertext, tag };
+        return (Job::gcm_encrypt(aes, &nonce, aad, pt), Expect { output });
+    }
+    // ECB, CBC, OFB, CFB and CTR.
+    let mode = Mode::ALL[(g.next_u64() % 5) as usize];
     let direction = if g.next_u64() % 3 == 0 {
         Direction::Decrypt
     } else {
@@ -431,7 +444,9 @@ proptest! {
             3,
         ),
         seed in any::<u64>(),
-        policy in prop::sample::select(vec!["paper", "hhs-acdid", "sed", "rr", "paper-adaptive"]),
+        policy in prop::sample::select(
+            cryptodispatch::sched::policy::registry().iter().map(|e| e.name()).collect::<Vec<_>>()
+        ),
         strict in any::<bool>(),
         fair in any::<bool>(),
     ) {

@@ -285,6 +285,8 @@ impl Args {
         let ed_capacity = aes_capacity.max(self.max_request_bytes as u64);
         let mut builder = Service::builder()
             .packet_size(packet_size)
+            // A stream call keeps as many outputs unreceived as the library's stream holds.
+            .stream_outputs(crate::stream::MAX_PENDING)
             .cluster(ClusterKind::Aes, (0..nodes).map(|i| node(i, aes_capacity)))
             .cluster(
                 ClusterKind::Ed25519,

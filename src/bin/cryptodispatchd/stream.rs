@@ -34,7 +34,7 @@ use crate::remote::proto::{self, StreamRequest, StreamResponse};
 use crate::status::{job_status, submit_status};
 
 /// Pieces pushed to the service whose outputs have not been sent yet, at most.
-const MAX_PENDING: usize = 64;
+pub(crate) const MAX_PENDING: usize = 64;
 /// Request messages read ahead of the runner.
 const INPUT_BUFFER: usize = 4;
 /// Responses ready and not yet taken by the connection.
@@ -201,6 +201,11 @@ impl Runner {
                     }
                 }
                 Input::End => {
+                    while self.job.pending() >= MAX_PENDING {
+                        if !self.send_next() {
+                            return;
+                        }
+                    }
                     if let Err(e) = self.job.finish(std::mem::take(&mut held)) {
                         let _ = self.out.blocking_send(Err(submit_status(e)));
                         return;
