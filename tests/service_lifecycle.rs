@@ -1126,12 +1126,15 @@ fn user_wakers_never_take_a_node_down_or_block_it() {
     service.shutdown();
 }
 
+/// What a stream's `recv` and `push` answered.
+type StreamCalls = (Option<Result<Vec<u8>, JobError>>, Result<(), SubmitError>);
+
 /// A waker that, on the worker thread that resolves the job, receives from a stream with no
 /// output ready and pushes to a stream at its bound: both would wait for that very thread.
 struct StreamWaker {
     tx: Mutex<StreamSender>,
     rx: Mutex<StreamReceiver>,
-    outcome: Mutex<Option<(Option<Result<Vec<u8>, JobError>>, Result<(), SubmitError>)>>,
+    outcome: Mutex<Option<StreamCalls>>,
 }
 
 impl Wake for StreamWaker {
