@@ -7,7 +7,7 @@
 //! - jobs: [`Job`] in, [`JobHandle`] out (blocking `wait`, or `.await`);
 //! - [`Stream`]: a chained job fed chunk by chunk;
 //! - [`Metrics`]: a snapshot of the counters;
-//! - the engine (private): the core, the receive queues and the node queues behind one lock;
+//! - the engine (private): per cluster, its core, receive queue and node queues behind its lock;
 //! - the workers (private): calibration, the packet loop, slowdown emulation;
 //! - the intermediate state store (private): chaining state between packets.
 
