@@ -4,8 +4,8 @@
 use std::fmt;
 
 use crate::crypto::{
-    AesOp, BLOCK, CryptoError, Direction, MAX_AAD_LEN, NONCE_LEN, Padding, Tag, check_nonce,
-    check_tag, check_text_len, padded_len,
+    AesOp, CryptoError, Direction, MAX_AAD_LEN, NONCE_LEN, Padding, Tag, check_nonce, check_tag,
+    check_text_len, padded_len,
 };
 use crate::packet::Mode;
 use crate::runtime::KeyId;
