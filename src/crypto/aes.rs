@@ -26,6 +26,7 @@ use ghash::GHash;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use crate::crypto::error::CryptoError;
+use crate::crypto::serial::{Serial, run_stream};
 use crate::packet::{Algorithm, Cmd, Mode};
 
 /// The AES block size in bytes.
@@ -125,11 +126,16 @@ impl AesKey {
         len: usize,
         last: bool,
     ) -> Result<usize, CryptoError> {
-        if op.is_serial() {
-            // One stream of a serial operation: the lean loop of the lanes (see `run_serial`).
+        if let Some(serial) = op.serial() {
+            // One stream of a serial operation: the single-stream loop (`serial.rs`).
             let run_len = checked_run_len(op, buf.len(), len, last)?;
             pad_in_place(buf, len, run_len);
-            super::lanes::run_serial(self, op, state, buf, run_len);
+            let data = &mut buf[..run_len];
+            match &self.schedule {
+                Schedule::A128(c) => run_stream(c, serial, &mut state.0, data),
+                Schedule::A192(c) => run_stream(c, serial, &mut state.0, data),
+                Schedule::A256(c) => run_stream(c, serial, &mut state.0, data),
+            }
             return Ok(run_len);
         }
         match &self.schedule {
@@ -235,11 +241,17 @@ impl AesOp {
     /// and CFB decryption) are parallel within one stream and run through
     /// [`AesKey::process`].
     pub fn is_serial(&self) -> bool {
-        match self.mode {
+        self.serial().is_some()
+    }
+
+    /// The serial operation this is, if it is one.
+    pub(super) fn serial(&self) -> Option<Serial> {
+        match (self.mode, self.direction) {
+            (Mode::Cbc, Direction::Encrypt) => Some(Serial::CbcEncrypt),
+            (Mode::Ofb, _) => Some(Serial::Ofb),
+            (Mode::Cfb, Direction::Encrypt) => Some(Serial::CfbEncrypt),
             // CTR's blocks are independent; GCM jobs run on their own path.
-            Mode::Ecb | Mode::Ctr | Mode::Gcm => false,
-            Mode::Ofb => true,
-            Mode::Cbc | Mode::Cfb => self.direction == Direction::Encrypt,
+            _ => None,
         }
     }
 
@@ -371,7 +383,7 @@ pub(super) fn pad_in_place(buf: &mut [u8], len: usize, run_len: usize) {
 
 /// One packet through RustCrypto's mode crates. [`AesKey::process`] takes this path for the
 /// parallel operations (ECB, CBC and CFB decryption, CTR); the serial ones run through the
-/// lanes' single-stream loop, and the tests check that loop against this path.
+/// single-stream loop (`serial.rs`), and the tests check that loop against this path.
 fn run<C>(
     cipher: &C,
     op: AesOp,

@@ -58,11 +58,9 @@ use smallvec::SmallVec;
 use thiserror::Error;
 use zeroize::Zeroize;
 
-use crate::crypto::aes::{
-    AesKey, AesOp, ChainState, Direction, checked_run_len, pad_in_place, padded_len,
-};
+use crate::crypto::aes::{AesKey, AesOp, ChainState, checked_run_len, pad_in_place, padded_len};
 use crate::crypto::error::CryptoError;
-use crate::packet::Mode;
+use crate::crypto::serial::{Serial, run_blocks, run_partial, xor_into};
 
 type Block = Array<u8, U16>;
 
@@ -192,51 +190,8 @@ pub fn run_lanes(items: &mut [LaneItem<'_>]) -> Result<(), LaneError> {
     Ok(())
 }
 
-/// The single-stream path of [`AesKey::process`] for a serial operation: one packet, already
-/// checked and padded, run as a lane alone inside one backend call, its chaining register in a
-/// local the compiler keeps in a register from block to block. RustCrypto's `cbc`, `ofb` and
-/// `cfb-mode` call the backend once per block through memory, which put a store and a load on
-/// the chain of every block: this loop ran one CBC stream 15 to 50% faster on the development
-/// machine, at `openssl speed -evp aes-128-cbc`'s speed on one core (`live --workload stream`;
-/// docs/RESULTS.md §5).
-pub(super) fn run_serial(
-    key: &AesKey,
-    op: AesOp,
-    state: &mut ChainState,
-    buf: &mut [u8],
-    run_len: usize,
-) {
-    let mut lane = Lane::of(key, op, state, buf, run_len);
-    key.encrypt_with_backend(Interleave {
-        lanes: std::slice::from_mut(&mut lane),
-    });
-    lane.finish();
-}
-
 fn key_addr(key: &AesKey) -> usize {
     ptr::from_ref(key).addr()
-}
-
-/// Which serial operation a lane runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Serial {
-    /// C_i = E(C_{i-1} ^ P_i).
-    CbcEncrypt,
-    /// O_i = E(O_{i-1}); C_i = P_i ^ O_i (either direction).
-    Ofb,
-    /// C_i = P_i ^ E(C_{i-1}).
-    CfbEncrypt,
-}
-
-impl Serial {
-    fn of(op: AesOp) -> Self {
-        match (op.mode, op.direction) {
-            (Mode::Cbc, Direction::Encrypt) => Serial::CbcEncrypt,
-            (Mode::Ofb, _) => Serial::Ofb,
-            (Mode::Cfb, Direction::Encrypt) => Serial::CfbEncrypt,
-            _ => unreachable!("run_lanes checks that the operation is serial"),
-        }
-    }
 }
 
 /// One packet being run: its blocks, how far it has got, and its chaining register.
@@ -271,7 +226,9 @@ impl<'a> Lane<'a> {
         let (blocks, tail) = Block::slice_as_chunks_mut(&mut buf[..run_len]);
         Lane {
             key,
-            serial: Serial::of(op),
+            serial: op
+                .serial()
+                .expect("run_lanes checks that the operation is serial"),
             register: Block::from(state.0),
             ends_mid_block: !tail.is_empty(),
             blocks,
@@ -325,19 +282,6 @@ impl Drop for Lane<'_> {
     fn drop(&mut self) {
         self.register.as_mut_slice().zeroize();
     }
-}
-
-/// `a ^= b`, on local copies: the compiler cannot prove that a lane's data and the block
-/// array holding its register do not overlap, and XORs them byte by byte in memory when asked to
-/// work in place; on locals it makes one vector XOR and one 16-byte store, which the cipher's
-/// 16-byte load then reads without a store-forwarding stall.
-#[inline(always)]
-fn xor_into(a: &mut Block, b: &Block) {
-    let (mut x, y) = (*a, *b);
-    for (x, y) in x.iter_mut().zip(y.iter()) {
-        *x ^= y;
-    }
-    *a = x;
 }
 
 fn wipe(blocks: &mut [Block]) {
@@ -409,63 +353,20 @@ fn run_steps<B: BlockCipherEncBackend<BlockSize = U16>>(
 #[inline(always)]
 fn run_tail<B: BlockCipherEncBackend<BlockSize = U16>>(backend: &B, lane: &mut Lane<'_>) {
     if lane.whole_blocks_left() == 0 && !lane.tail.is_empty() {
-        let mut keystream = lane.register;
-        backend.encrypt_block_inplace(&mut keystream);
-        for (byte, key) in lane.tail.iter_mut().zip(keystream.iter()) {
-            *byte ^= key;
-        }
+        run_partial(backend, &lane.register, lane.tail);
         lane.tail = &mut [];
-        wipe(std::slice::from_mut(&mut keystream));
     }
 }
 
-/// Runs a lane left alone to its end (what the single-stream path does): one loop per serial
-/// operation, each block's cipher input a fresh local and the register passed on by value, so
-/// the compiler keeps the chain in a vector register and puts no store and load on it. A
-/// loop through the lane's own `cipher_input` and `absorb` ran one CBC stream about a third
-/// slower on the development machine.
+/// Runs a lane left alone to its end, on the single-stream loop (`serial.rs`).
 #[inline(always)]
 fn run_alone<B: BlockCipherEncBackend<BlockSize = U16>>(backend: &B, lane: &mut Lane<'_>) {
     let blocks = &mut lane.blocks[lane.next..];
-    let mut register = match lane.serial {
-        Serial::CbcEncrypt => chain(blocks, lane.register, |register, block| {
-            let mut x = register;
-            xor_into(&mut x, block);
-            backend.encrypt_block_inplace(&mut x);
-            *block = x;
-            x
-        }),
-        Serial::Ofb => chain(blocks, lane.register, |register, block| {
-            let mut x = register;
-            backend.encrypt_block_inplace(&mut x);
-            xor_into(block, &x);
-            x
-        }),
-        Serial::CfbEncrypt => chain(blocks, lane.register, |register, block| {
-            let mut x = register;
-            backend.encrypt_block_inplace(&mut x);
-            xor_into(&mut x, block);
-            *block = x;
-            x
-        }),
-    };
+    let mut register = run_blocks(backend, lane.serial, lane.register, blocks);
     lane.next = lane.blocks.len();
     lane.register = register;
     wipe(std::slice::from_mut(&mut register));
     run_tail(backend, lane);
-}
-
-/// Runs `step` over `blocks` in order, each step given the register the one before returned.
-#[inline(always)]
-fn chain(
-    blocks: &mut [Block],
-    mut register: Block,
-    mut step: impl FnMut(Block, &mut Block) -> Block,
-) -> Block {
-    for block in blocks {
-        register = step(register, block);
-    }
-    register
 }
 
 /// Runs a group of lanes sharing a key to the end, inside one backend call.
