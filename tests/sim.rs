@@ -14,10 +14,7 @@ use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
 
 fn node(t: f64, cap: u64) -> NodeModel {
-    NodeModel {
-        unit_times: UnitTimes::uniform(t),
-        capacity: cap,
-    }
+    NodeModel::new(UnitTimes::uniform(t), cap)
 }
 
 fn rec(task: u64, seq: u32, dependent: bool, arrival: f64, length: u64) -> TraceRecord {
@@ -96,6 +93,57 @@ fn hand_computed_run_under_hhs_acdid() {
         ]
     );
     assert_eq!(r.makespan, 40.0);
+}
+
+/// One node (unit time 10, capacity 8 units): an independent packet, then dependent packets of
+/// jobs 1, 2, 1 (its second packet) and 4, all at time 0.
+fn lanes_scenario(lanes: u32) -> Vec<(u64, u32, f64, f64)> {
+    let trace = Trace::from_records(vec![
+        rec(5, 0, false, 0.0, 1),
+        rec(1, 0, true, 0.0, 1),
+        rec(2, 0, true, 0.0, 2),
+        rec(1, 1, true, 0.0, 1),
+        rec(4, 0, true, 0.0, 1),
+    ])
+    .unwrap();
+    let config = SimConfig::new(vec![node(10.0, 8).with_lanes(lanes)]);
+    let r = simulate(&trace, &config, &PolicySpec::default()).unwrap();
+    // The node never idles: it is busy until the last set ends, each set counted once.
+    assert_eq!(r.node_busy, vec![r.makespan]);
+    r.placements
+        .iter()
+        .map(|p| (p.task, p.seq, p.start, p.end))
+        .collect()
+}
+
+#[test]
+fn a_node_with_lanes_serves_dependent_packets_of_different_jobs_together() {
+    // One lane: the paper's node, one packet at a time.
+    assert_eq!(
+        lanes_scenario(1),
+        vec![
+            (5, 0, 0.0, 10.0),
+            (1, 0, 10.0, 20.0),
+            (2, 0, 20.0, 40.0),
+            (1, 1, 40.0, 50.0),
+            (4, 0, 50.0, 60.0)
+        ]
+    );
+    // Four lanes: the independent packet at the front runs alone; then jobs 1 and 2 form a
+    // set, which ends at job 1's next packet (a job's packets chain) and takes as long as its
+    // longest packet; then job 1's next packet with job 4. No set waits to fill.
+    assert_eq!(
+        lanes_scenario(4),
+        vec![
+            (5, 0, 0.0, 10.0),
+            (1, 0, 10.0, 30.0),
+            (2, 0, 10.0, 30.0),
+            (1, 1, 30.0, 40.0),
+            (4, 0, 30.0, 40.0)
+        ]
+    );
+    // Two lanes hold the same sets here.
+    assert_eq!(lanes_scenario(2), lanes_scenario(4));
 }
 
 #[test]

@@ -26,6 +26,7 @@ use ghash::GHash;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use crate::crypto::error::CryptoError;
+use crate::crypto::serial::{Serial, run_stream};
 use crate::packet::{Algorithm, Cmd, Mode};
 
 /// The AES block size in bytes.
@@ -125,6 +126,18 @@ impl AesKey {
         len: usize,
         last: bool,
     ) -> Result<usize, CryptoError> {
+        if let Some(serial) = op.serial() {
+            // One stream of a serial operation: the single-stream loop (`serial.rs`).
+            let run_len = checked_run_len(op, buf.len(), len, last)?;
+            pad_in_place(buf, len, run_len);
+            let data = &mut buf[..run_len];
+            match &self.schedule {
+                Schedule::A128(c) => run_stream(c, serial, &mut state.0, data),
+                Schedule::A192(c) => run_stream(c, serial, &mut state.0, data),
+                Schedule::A256(c) => run_stream(c, serial, &mut state.0, data),
+            }
+            return Ok(run_len);
+        }
         match &self.schedule {
             Schedule::A128(c) => run(c, op, state, buf, len, last),
             Schedule::A192(c) => run(c, op, state, buf, len, last),
@@ -228,11 +241,17 @@ impl AesOp {
     /// and CFB decryption) are parallel within one stream and run through
     /// [`AesKey::process`].
     pub fn is_serial(&self) -> bool {
-        match self.mode {
+        self.serial().is_some()
+    }
+
+    /// The serial operation this is, if it is one.
+    pub(super) fn serial(&self) -> Option<Serial> {
+        match (self.mode, self.direction) {
+            (Mode::Cbc, Direction::Encrypt) => Some(Serial::CbcEncrypt),
+            (Mode::Ofb, _) => Some(Serial::Ofb),
+            (Mode::Cfb, Direction::Encrypt) => Some(Serial::CfbEncrypt),
             // CTR's blocks are independent; GCM jobs run on their own path.
-            Mode::Ecb | Mode::Ctr | Mode::Gcm => false,
-            Mode::Ofb => true,
-            Mode::Cbc | Mode::Cfb => self.direction == Direction::Encrypt,
+            _ => None,
         }
     }
 
@@ -362,6 +381,9 @@ pub(super) fn pad_in_place(buf: &mut [u8], len: usize, run_len: usize) {
     }
 }
 
+/// One packet through RustCrypto's mode crates. [`AesKey::process`] takes this path for the
+/// parallel operations (ECB, CBC and CFB decryption, CTR); the serial ones run through the
+/// single-stream loop (`serial.rs`), and the tests check that loop against this path.
 fn run<C>(
     cipher: &C,
     op: AesOp,
@@ -473,6 +495,50 @@ mod tests {
 
     fn op(direction: Direction, mode: Mode) -> AesOp {
         AesOp::new(direction, mode)
+    }
+
+    /// The serial operations' single-stream loop against RustCrypto's `cbc`, `ofb` and
+    /// `cfb-mode`: every key size, whole and partial final blocks, padding, and the chaining
+    /// state handed on.
+    #[test]
+    fn the_serial_loop_matches_the_mode_crates() {
+        let serial = [
+            op(Direction::Encrypt, Mode::Cbc),
+            op(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7),
+            op(Direction::Encrypt, Mode::Ofb),
+            op(Direction::Decrypt, Mode::Ofb),
+            op(Direction::Encrypt, Mode::Cfb),
+        ];
+        for key_len in [16, 24, 32] {
+            let key = AesKey::new(&vec![0x42; key_len]).unwrap();
+            for o in serial {
+                assert!(o.is_serial());
+                for len in [0, 1, 15, 16, 17, 33, 64, 100, 4096] {
+                    for last in [false, true] {
+                        if checked_run_len(o, padded_len(len), len, last).is_err() {
+                            continue;
+                        }
+                        let msg: Vec<u8> = (0..len).map(|i| (i * 7 + key_len) as u8).collect();
+                        let mut fast = msg.clone();
+                        fast.resize(padded_len(len), 0);
+                        let mut slow = fast.clone();
+                        let iv = ChainState::from_iv(&[len as u8; 16]).unwrap();
+                        let (mut s1, mut s2) = (iv.clone(), iv);
+                        let n1 = key.process(o, &mut s1, &mut fast, len, last).unwrap();
+                        let n2 = match &key.schedule {
+                            Schedule::A128(c) => run(c, o, &mut s2, &mut slow, len, last),
+                            Schedule::A192(c) => run(c, o, &mut s2, &mut slow, len, last),
+                            Schedule::A256(c) => run(c, o, &mut s2, &mut slow, len, last),
+                        }
+                        .unwrap();
+                        let what = format!("{o:?} key {key_len} len {len} last {last}");
+                        assert_eq!(n1, n2, "{what}");
+                        assert_eq!(fast[..n1], slow[..n2], "{what}");
+                        assert_eq!(s1, s2, "{what}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -58,11 +58,9 @@ use smallvec::SmallVec;
 use thiserror::Error;
 use zeroize::Zeroize;
 
-use crate::crypto::aes::{
-    AesKey, AesOp, ChainState, Direction, checked_run_len, pad_in_place, padded_len,
-};
+use crate::crypto::aes::{AesKey, AesOp, ChainState, checked_run_len, pad_in_place, padded_len};
 use crate::crypto::error::CryptoError;
-use crate::packet::Mode;
+use crate::crypto::serial::{Serial, run_blocks, run_partial, xor_into};
 
 type Block = Array<u8, U16>;
 
@@ -196,28 +194,6 @@ fn key_addr(key: &AesKey) -> usize {
     ptr::from_ref(key).addr()
 }
 
-/// Which serial operation a lane runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Serial {
-    /// C_i = E(C_{i-1} ^ P_i).
-    CbcEncrypt,
-    /// O_i = E(O_{i-1}); C_i = P_i ^ O_i (either direction).
-    Ofb,
-    /// C_i = P_i ^ E(C_{i-1}).
-    CfbEncrypt,
-}
-
-impl Serial {
-    fn of(op: AesOp) -> Self {
-        match (op.mode, op.direction) {
-            (Mode::Cbc, Direction::Encrypt) => Serial::CbcEncrypt,
-            (Mode::Ofb, _) => Serial::Ofb,
-            (Mode::Cfb, Direction::Encrypt) => Serial::CfbEncrypt,
-            _ => unreachable!("run_lanes checks that the operation is serial"),
-        }
-    }
-}
-
 /// One packet being run: its blocks, how far it has got, and its chaining register.
 struct Lane<'a> {
     key: &'a AesKey,
@@ -237,16 +213,28 @@ struct Lane<'a> {
 
 impl<'a> Lane<'a> {
     fn new(item: &'a mut LaneItem<'_>, run_len: usize) -> Self {
-        let (blocks, tail) = Block::slice_as_chunks_mut(&mut item.buf[..run_len]);
+        Lane::of(item.key, item.op, item.state, item.buf, run_len)
+    }
+
+    fn of(
+        key: &'a AesKey,
+        op: AesOp,
+        state: &'a mut ChainState,
+        buf: &'a mut [u8],
+        run_len: usize,
+    ) -> Self {
+        let (blocks, tail) = Block::slice_as_chunks_mut(&mut buf[..run_len]);
         Lane {
-            key: item.key,
-            serial: Serial::of(item.op),
-            register: Block::from(item.state.0),
+            key,
+            serial: op
+                .serial()
+                .expect("run_lanes checks that the operation is serial"),
+            register: Block::from(state.0),
             ends_mid_block: !tail.is_empty(),
             blocks,
             tail,
             next: 0,
-            state: &mut *item.state,
+            state,
         }
     }
 
@@ -294,19 +282,6 @@ impl Drop for Lane<'_> {
     fn drop(&mut self) {
         self.register.as_mut_slice().zeroize();
     }
-}
-
-/// `a ^= b`, on local copies: the compiler cannot prove that a lane's data and the block
-/// array holding its register do not overlap, and XORs them byte by byte in memory when asked to
-/// work in place; on locals it makes one vector XOR and one 16-byte store, which the cipher's
-/// 16-byte load then reads without a store-forwarding stall.
-#[inline(always)]
-fn xor_into(a: &mut Block, b: &Block) {
-    let (mut x, y) = (*a, *b);
-    for (x, y) in x.iter_mut().zip(y.iter()) {
-        *x ^= y;
-    }
-    *a = x;
 }
 
 fn wipe(blocks: &mut [Block]) {
@@ -378,26 +353,16 @@ fn run_steps<B: BlockCipherEncBackend<BlockSize = U16>>(
 #[inline(always)]
 fn run_tail<B: BlockCipherEncBackend<BlockSize = U16>>(backend: &B, lane: &mut Lane<'_>) {
     if lane.whole_blocks_left() == 0 && !lane.tail.is_empty() {
-        let mut keystream = lane.register;
-        backend.encrypt_block_inplace(&mut keystream);
-        for (byte, key) in lane.tail.iter_mut().zip(keystream.iter()) {
-            *byte ^= key;
-        }
+        run_partial(backend, &lane.register, lane.tail);
         lane.tail = &mut [];
-        wipe(std::slice::from_mut(&mut keystream));
     }
 }
 
-/// Runs a lane left alone to its end, its register in a local the compiler keeps in a
-/// register (what the single-stream path does).
+/// Runs a lane left alone to its end, on the single-stream loop (`serial.rs`).
 #[inline(always)]
 fn run_alone<B: BlockCipherEncBackend<BlockSize = U16>>(backend: &B, lane: &mut Lane<'_>) {
-    let mut register = lane.register;
-    for i in lane.next..lane.blocks.len() {
-        lane.cipher_input(&mut register, i);
-        backend.encrypt_block_inplace(&mut register);
-        lane.absorb(&mut register, i);
-    }
+    let blocks = &mut lane.blocks[lane.next..];
+    let mut register = run_blocks(backend, lane.serial, lane.register, blocks);
     lane.next = lane.blocks.len();
     lane.register = register;
     wipe(std::slice::from_mut(&mut register));

@@ -14,6 +14,7 @@ mod ed25519;
 mod error;
 mod gcm;
 mod lanes;
+mod serial;
 
 pub use self::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, Padding, padded_len};
 pub use self::ed25519::{

@@ -387,9 +387,15 @@ impl ServiceBuilder {
                 let capacity = node.capacity.unwrap_or(default_capacity);
                 let declared = node.unit_times;
                 // Placeholder unit times until the worker calibrates; declared times as given.
+                // Only AES nodes have lanes (docs/ALGORITHM.md §15.3).
+                let lanes = match kind {
+                    ClusterKind::Aes => node.lanes.max(1),
+                    ClusterKind::Ed25519 => 1,
+                };
                 configs.push(
                     NodeConfig::new(declared.unwrap_or(UnitTimes::uniform(1.0)), capacity)
-                        .with_slots(node.slots),
+                        .with_slots(node.slots)
+                        .with_lanes(u32::try_from(lanes).unwrap_or(u32::MAX)),
                 );
                 specs.push(WorkerSpec {
                     node: NodeId(specs.len() as u32),
@@ -398,7 +404,7 @@ impl ServiceBuilder {
                     slowdown: node.slowdown,
                     declared,
                     unit_len: self.packet_size,
-                    lanes: node.lanes.max(1),
+                    lanes,
                     #[cfg(feature = "fault-injection")]
                     fault: node.fault,
                     #[cfg(feature = "fault-injection")]

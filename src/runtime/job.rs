@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::crypto::{
     AesOp, CryptoError, Direction, MAX_AAD_LEN, NONCE_LEN, Padding, Tag, check_nonce, check_tag,
-    check_text_len,
+    check_text_len, padded_len,
 };
 use crate::packet::Mode;
 use crate::runtime::KeyId;
@@ -35,6 +35,16 @@ pub(crate) enum JobKind {
     VerifyBatch {
         items: Vec<(KeyId, Vec<u8>, Vec<u8>)>,
     },
+}
+
+/// Gives a PKCS#7 encryption's data room for its padding, exactly: the job is cut into packets
+/// inside this allocation (the padding block lands in the last packet), so submission never
+/// reallocates it, and a growth by doubling (what `Vec::resize` does past capacity) would both
+/// copy the whole job and leave allocations twice its size behind.
+fn reserve_padding(op: AesOp, data: &mut Vec<u8>) {
+    if op.pads_on_encrypt() && op.mode.needs_whole_blocks() {
+        data.reserve_exact(padded_len(data.len()) - data.len());
+    }
 }
 
 /// A GCM job as the application gave it (docs/ALGORITHM.md §15.4).
@@ -129,13 +139,20 @@ impl Job {
     }
 
     /// An AES job for any [`AesOp`].
+    ///
+    /// A PKCS#7 encryption's output is one padding block longer than its input at most
+    /// ([`padded_len`](crate::crypto::padded_len)); the job's `Vec` is given room for it here,
+    /// exactly, and never grows again. Data handed over with that room already is never
+    /// reallocated, so the output is the very allocation handed in.
     pub fn aes(key: KeyId, op: AesOp, iv: &[u8], data: impl Into<Vec<u8>>) -> Job {
+        let mut data = data.into();
+        reserve_padding(op, &mut data);
         Job {
             kind: JobKind::Aes {
                 key,
                 op,
                 iv: iv.to_vec(),
-                data: data.into(),
+                data,
             },
         }
     }
@@ -201,10 +218,12 @@ impl Job {
         }
     }
 
-    /// The same job with `padding` (ECB and CBC only; other jobs are unchanged).
+    /// The same job with `padding` (ECB and CBC only; other jobs are unchanged). A PKCS#7
+    /// encryption's data gets room for its padding block, as in [`Job::aes`].
     pub fn with_padding(mut self, padding: Padding) -> Job {
-        if let JobKind::Aes { op, .. } = &mut self.kind {
+        if let JobKind::Aes { op, data, .. } = &mut self.kind {
             op.padding = padding;
+            reserve_padding(*op, data);
         }
         self
     }
@@ -266,5 +285,47 @@ impl Job {
             JobKind::Sign { msg, .. } | JobKind::Verify { msg, .. } => msg,
             JobKind::VerifyBatch { items } => items.into_iter().flat_map(|(_, m, _)| m).collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::BLOCK;
+
+    fn data(job: &Job) -> &Vec<u8> {
+        match &job.kind {
+            JobKind::Aes { data, .. } => data,
+            _ => unreachable!("an AES job"),
+        }
+    }
+
+    #[test]
+    fn a_padded_encryption_gets_exactly_its_padding_room() {
+        for len in [0, 1, 15, 16, 17, 1 << 20] {
+            let job = Job::encrypt(KeyId(1), Mode::Cbc, &[0; 16], vec![3u8; len])
+                .with_padding(Padding::Pkcs7);
+            assert!(data(&job).capacity() >= padded_len(len), "len {len}");
+            assert!(data(&job).capacity() < padded_len(len) + BLOCK, "len {len}");
+            let op = AesOp::new(Direction::Encrypt, Mode::Ecb).with_padding(Padding::Pkcs7);
+            let job = Job::aes(KeyId(1), op, &[], vec![3u8; len]);
+            assert!(data(&job).capacity() >= padded_len(len), "len {len}");
+        }
+    }
+
+    #[test]
+    fn data_with_room_keeps_its_allocation_and_others_get_none() {
+        let mut v = Vec::with_capacity(padded_len(100));
+        v.extend_from_slice(&[5u8; 100]);
+        let at = v.as_ptr();
+        let job = Job::encrypt(KeyId(1), Mode::Cbc, &[0; 16], v).with_padding(Padding::Pkcs7);
+        assert_eq!(data(&job).as_ptr(), at);
+        // Decryption shrinks and stream modes are never padded: nothing reserved.
+        let job =
+            Job::decrypt(KeyId(1), Mode::Cbc, &[0; 16], vec![0u8; 32]).with_padding(Padding::Pkcs7);
+        assert_eq!(data(&job).capacity(), 32);
+        let job =
+            Job::encrypt(KeyId(1), Mode::Ofb, &[0; 16], vec![0u8; 32]).with_padding(Padding::Pkcs7);
+        assert_eq!(data(&job).capacity(), 32);
     }
 }

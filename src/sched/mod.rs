@@ -119,6 +119,10 @@ pub struct NodeConfig {
     /// least 1. The paper's model counts bytes only ([`NodeConfig::new`] leaves this
     /// unbounded); the service bounds it so that empty packets meet a bound too.
     pub slots: u32,
+    /// Lanes: how many serial packets of different jobs the node serves at once
+    /// (docs/ALGORITHM.md §15.3); at least 1. The paper's node serves one packet at a time
+    /// ([`NodeConfig::new`] leaves this 1); the service gives each AES node its lanes.
+    pub lanes: u32,
 }
 
 impl NodeConfig {
@@ -129,12 +133,19 @@ impl NodeConfig {
             unit_times,
             capacity,
             slots: u32::MAX,
+            lanes: 1,
         }
     }
 
     /// The same node with at most `slots` packets queued at once.
     pub fn with_slots(mut self, slots: u32) -> Self {
         self.slots = slots;
+        self
+    }
+
+    /// The same node serving up to `lanes` serial packets at once (docs/ALGORITHM.md §15.3).
+    pub fn with_lanes(mut self, lanes: u32) -> Self {
+        self.lanes = lanes;
         self
     }
 }
@@ -260,7 +271,8 @@ impl<D: Payload> Scheduler<D> {
                 }
                 status.push(
                     NodeStatus::new(node.unit_times, node.capacity, unit_len)
-                        .with_slots(node.slots),
+                        .with_slots(node.slots)
+                        .with_lanes(node.lanes),
                 );
                 node_cluster.push(id);
             }

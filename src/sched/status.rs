@@ -22,6 +22,7 @@ pub struct NodeStatus {
     pub(crate) completed_packets: u64,
     pub(crate) completed_bytes: u64,
     pub(crate) completed_work: f64,
+    pub(crate) lanes: u32,
 }
 
 impl NodeStatus {
@@ -41,6 +42,7 @@ impl NodeStatus {
             completed_packets: 0,
             completed_bytes: 0,
             completed_work: 0.0,
+            lanes: 1,
         }
     }
 
@@ -266,5 +268,66 @@ impl<'a> ClusterView<'a> {
     pub fn remaining_share(&self, i: usize) -> f64 {
         let n = &self.nodes[i];
         n.remaining() as f64 / n.capacity as f64
+    }
+}
+
+/// Lanes (docs/ALGORITHM.md §15.3): a node that serves up to L serial packets of different jobs
+/// at once.
+impl NodeStatus {
+    /// The same row with `lanes` lanes (at least one).
+    pub(crate) fn with_lanes(mut self, lanes: u32) -> Self {
+        self.lanes = lanes.max(1);
+        self
+    }
+
+    /// The node's lanes (L): how many serial packets of different jobs it serves at once; 1
+    /// for the paper's node, which serves one packet at a time.
+    pub fn lanes(&self) -> u32 {
+        self.lanes
+    }
+
+    /// The lanes no packet placed on the node claims: L minus its queued dependent packets
+    /// (at least 0). The core sees a packet's dependence, not its mode, so every dependent
+    /// packet counts as serial; CBC and CFB decryption, which are dependent but run alone on
+    /// the cipher's parallel path, are counted too, which errs towards fewer free lanes. A
+    /// node with a free lane starts a serial packet placed on it at once, unless a parallel
+    /// packet is ahead of it in its queue.
+    pub fn free_lanes(&self) -> u32 {
+        self.lanes.saturating_sub(self.queued_dependent)
+    }
+}
+
+impl ClusterView<'_> {
+    /// The free lanes of node `i` ([`NodeStatus::free_lanes`]).
+    pub fn free_lanes(&self, i: usize) -> u32 {
+        self.nodes[i].free_lanes()
+    }
+}
+
+#[cfg(test)]
+mod lane_tests {
+    use super::*;
+    use crate::packet::{ClusterId, TaskId};
+
+    #[test]
+    fn free_lanes_count_the_dependent_packets_placed() {
+        let mut row = NodeStatus::new(UnitTimes::uniform(1.0), 100, 1).with_lanes(3);
+        assert_eq!((row.lanes(), row.free_lanes()), (3, 3));
+        let meta = |task, dependent| {
+            PacketMeta::new(TaskId(task), Cmd::Encrypt, ClusterId(0)).dependent(dependent)
+        };
+        row.enqueue(&meta(1, false));
+        assert_eq!(row.free_lanes(), 3);
+        for task in 2..6 {
+            row.enqueue(&meta(task, true));
+        }
+        assert_eq!(row.free_lanes(), 0);
+        row.dequeue(&meta(2, true));
+        row.dequeue(&meta(3, true));
+        assert_eq!(row.free_lanes(), 1);
+        let rows = [row, NodeStatus::new(UnitTimes::uniform(1.0), 100, 1)];
+        let view = ClusterView::new(&rows);
+        assert_eq!((view.free_lanes(0), view.free_lanes(1)), (1, 1));
+        assert_eq!(rows[1].lanes(), 1);
     }
 }

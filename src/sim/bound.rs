@@ -16,6 +16,10 @@
 //! 3. **Chains**: a dependent job's packets run one after another; its last packet cannot
 //!    complete before `c_k = max(c_{k−1}, arrival_k) + fastest service of packet k`, from the
 //!    job's first arrival.
+//!
+//! The bound is for the paper's nodes, which serve one packet at a time (`NodeModel::lanes` =
+//! 1). A node with L lanes serves up to L dependent packets of different jobs at once
+//! (docs/ALGORITHM.md §15.3), so the work bound (1) does not hold for it; (2) and (3) still do.
 
 use std::collections::HashMap;
 

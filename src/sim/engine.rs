@@ -6,7 +6,10 @@
 //! a run is fully determined by its inputs. Arriving packets enter the job receive queue and are
 //! offered to the core in order (a packet the core refuses waits there, and so does every later
 //! packet). A node serves its queue first come first served; a packet takes
-//! `unit_time(cmd) × length / unit_len`.
+//! `unit_time(cmd) × length / unit_len`. A node with L > 1 lanes serves, when its front packet
+//! is dependent, the longest prefix of its queue made of dependent packets of different jobs,
+//! up to L, as one lane set that takes as long as its longest packet and completes together
+//! (docs/ALGORITHM.md §15.3); with one lane this is the paper's node.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -194,7 +197,7 @@ pub fn simulate_with(
             nodes: config
                 .nodes
                 .iter()
-                .map(|n| NodeConfig::new(n.unit_times, n.capacity))
+                .map(|n| NodeConfig::new(n.unit_times, n.capacity).with_lanes(n.lanes))
                 .collect(),
             queue_len: config.cluster_queue_len,
             max_packet: trace.max_length(),
@@ -210,7 +213,7 @@ pub fn simulate_with(
         nodes: config.nodes.clone(),
         unit_len: config.unit_len,
         queues: vec![VecDeque::new(); config.nodes.len()],
-        busy: vec![false; config.nodes.len()],
+        serving: vec![0; config.nodes.len()],
         events: BinaryHeap::with_capacity(trace.len() * 2),
         next_seq: 0,
         receive: VecDeque::new(),
@@ -250,9 +253,10 @@ struct Sim {
     sched: Scheduler<SimPacket>,
     nodes: Vec<NodeModel>,
     unit_len: u64,
-    /// What each node holds, in service order; the front is in service when `busy`.
+    /// What each node holds, in service order; the first `serving` are in service.
     queues: Vec<VecDeque<(Packet<SimPacket>, f64)>>,
-    busy: Vec<bool>,
+    /// Per node, the packets of the lane set in service (0: idle).
+    serving: Vec<usize>,
     events: BinaryHeap<Event>,
     next_seq: u64,
     receive: VecDeque<Packet<SimPacket>>,
@@ -291,40 +295,71 @@ impl Sim {
         }
     }
 
-    /// Starts node `n`'s next packet if it is idle.
+    /// Starts node `n`'s next lane set if it is idle: its front packet, and while the front is
+    /// dependent and the node has lanes left, the dependent packets of other jobs that follow
+    /// it. The set takes as long as its longest packet. It never waits to fill.
     fn start(&mut self, n: usize, now: f64) {
-        if self.busy[n] {
+        if self.serving[n] > 0 {
             return;
         }
-        let Some((p, start)) = self.queues[n].front_mut() else {
+        let queue = &mut self.queues[n];
+        let Some((first, _)) = queue.front() else {
             return;
         };
-        *start = now;
-        let t = self.nodes[n].service_time(p.meta.cmd, p.meta.len, self.unit_len);
-        self.busy[n] = true;
+        let lanes = if first.meta.is_dependent() {
+            self.nodes[n].lanes.max(1) as usize
+        } else {
+            1
+        };
+        let mut set = 1;
+        while set < lanes {
+            match queue.get(set) {
+                Some((p, _))
+                    if p.meta.is_dependent()
+                        && queue
+                            .iter()
+                            .take(set)
+                            .all(|(q, _)| q.meta.task != p.meta.task) =>
+                {
+                    set += 1;
+                }
+                _ => break,
+            }
+        }
+        let mut t: f64 = 0.0;
+        for (p, start) in queue.iter_mut().take(set) {
+            *start = now;
+            t = t.max(self.nodes[n].service_time(p.meta.cmd, p.meta.len, self.unit_len));
+        }
+        self.serving[n] = set;
         self.push(now + t, EventKind::Completion(n));
     }
 
+    /// Node `n`'s lane set is done: every packet of it completes, in queue order.
     fn complete(&mut self, n: usize, now: f64) {
-        self.busy[n] = false;
-        let meta = self
-            .sched
-            .complete(NodeId(n as u32))
-            .expect("the simulator completes only packets it started");
-        let (p, start) = self.queues[n]
-            .pop_front()
-            .expect("a node in service has a packet");
-        debug_assert_eq!(meta, p.meta);
-        self.result.placements.push(Placement {
-            task: meta.task.0,
-            seq: meta.seq,
-            node: n,
-            arrival: p.data.arrival,
-            start,
-            end: now,
-        });
-        self.result.node_packets[n] += 1;
-        self.result.node_busy[n] += now - start;
+        let set = std::mem::take(&mut self.serving[n]);
+        let mut set_start = now;
+        for _ in 0..set {
+            let meta = self
+                .sched
+                .complete(NodeId(n as u32))
+                .expect("the simulator completes only packets it started");
+            let (p, start) = self.queues[n]
+                .pop_front()
+                .expect("a node in service has its packets");
+            debug_assert_eq!(meta, p.meta);
+            self.result.placements.push(Placement {
+                task: meta.task.0,
+                seq: meta.seq,
+                node: n,
+                arrival: p.data.arrival,
+                start,
+                end: now,
+            });
+            self.result.node_packets[n] += 1;
+            set_start = start;
+        }
+        self.result.node_busy[n] += now - set_start;
         self.result.makespan = self.result.makespan.max(now);
         self.offer(now);
     }

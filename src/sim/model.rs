@@ -4,16 +4,35 @@ use rand::{Rng, RngExt};
 
 use crate::packet::{Cmd, UnitTimes};
 
-/// A simulated node: its unit time per command and its queue capacity, in the model's units.
+/// A simulated node: its unit time per command, its queue capacity, in the model's units, and
+/// its lanes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NodeModel {
     /// Time to serve one unit-length packet, per command.
     pub unit_times: UnitTimes,
-    /// Queue capacity in length units (the packet in service included).
+    /// Queue capacity in length units (the packets in service included).
     pub capacity: u64,
+    /// How many dependent packets of different jobs the node serves at once, as one lane set
+    /// (docs/ALGORITHM.md §15.3); 1, the paper's node, serves one packet at a time.
+    pub lanes: u32,
 }
 
 impl NodeModel {
+    /// A node of the paper's model (one lane).
+    pub fn new(unit_times: UnitTimes, capacity: u64) -> Self {
+        NodeModel {
+            unit_times,
+            capacity,
+            lanes: 1,
+        }
+    }
+
+    /// The same node with `lanes` lanes (at least 1).
+    pub fn with_lanes(mut self, lanes: u32) -> Self {
+        self.lanes = lanes.max(1);
+        self
+    }
+
     /// The service time of a packet: `unit_time(cmd) × len / unit_len`.
     pub fn service_time(&self, cmd: Cmd, len: u64, unit_len: u64) -> f64 {
         self.unit_times.get(cmd) * len as f64 / unit_len.max(1) as f64
@@ -76,10 +95,7 @@ impl NodeSet {
                 .collect(),
             NodeSet::Given(times) => times
                 .iter()
-                .map(|&t| NodeModel {
-                    unit_times: UnitTimes::uniform(t),
-                    capacity,
-                })
+                .map(|&t| NodeModel::new(UnitTimes::uniform(t), capacity))
                 .collect(),
         }
     }
@@ -94,8 +110,5 @@ fn drawn<R: Rng>(lo: f64, hi: f64, capacity: u64, rng: &mut R) -> NodeModel {
             lo
         };
     }
-    NodeModel {
-        unit_times: UnitTimes(t),
-        capacity,
-    }
+    NodeModel::new(UnitTimes(t), capacity)
 }

@@ -59,6 +59,12 @@ pub enum Workload {
     /// --nodes), one packet each, against the primitives called directly and against
     /// `openssl speed -multi <nodes> -evp aes-128-gcm` run in the same rounds.
     Gcm,
+    /// PKCS#7 padding's cost: 48 AES-128-CBC encryption jobs of 1 MiB (or --jobs, --size) on
+    /// 2 AES nodes (or --nodes), without and with padding, in the same rounds.
+    Padded,
+    /// One AES-128-CBC encryption stream (a 64 MiB job, or --size, in 16 KiB packets) on one AES
+    /// node, against the cipher called directly and `openssl speed -evp aes-128-cbc` on one core.
+    Stream,
 }
 
 impl Workload {
@@ -72,6 +78,8 @@ impl Workload {
             Workload::Tiny => "tiny",
             Workload::Gcm => "gcm",
             Workload::Manycbc => "manycbc",
+            Workload::Padded => "padded",
+            Workload::Stream => "stream",
         }
     }
 }
@@ -259,10 +267,12 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
     let cores = cores();
     let aes_nodes = args.nodes.unwrap_or(cores).max(1);
     match args.workload {
-        Workload::Verify | Workload::Hol | Workload::Tiny => Err(format!(
-            "the {} workload has its own runner",
-            args.workload.name()
-        )),
+        Workload::Verify | Workload::Hol | Workload::Tiny | Workload::Padded | Workload::Stream => {
+            Err(format!(
+                "the {} workload has its own runner",
+                args.workload.name()
+            ))
+        }
         Workload::Gcm => independent(
             args,
             &mut rng,

@@ -22,6 +22,7 @@ mod experiments;
 mod hol;
 mod live;
 mod openssl;
+mod padded;
 mod paper;
 mod plot;
 mod policies;
@@ -34,6 +35,7 @@ mod report;
 #[cfg(feature = "daemon")]
 mod scaleout;
 mod soak;
+mod stream;
 mod tiny;
 mod verify;
 
@@ -196,6 +198,8 @@ fn main() -> ExitCode {
         Some(Command::Live(a)) if a.workload == live::Workload::Verify => verify::run(a),
         Some(Command::Live(a)) if a.workload == live::Workload::Hol => hol::run(a),
         Some(Command::Live(a)) if a.workload == live::Workload::Tiny => tiny::run(a),
+        Some(Command::Live(a)) if a.workload == live::Workload::Padded => padded::run(a),
+        Some(Command::Live(a)) if a.workload == live::Workload::Stream => stream::run(a),
         Some(Command::Live(a)) => live::run(a),
         Some(Command::Policies(a)) => policies::run(a),
         Some(Command::Soak(a)) => soak::run(a),

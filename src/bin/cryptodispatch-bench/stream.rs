@@ -1,0 +1,124 @@
+//! `live --workload stream`: one AES-128-CBC encryption stream through the service, against
+//! the same cipher called directly and against `openssl speed -elapsed -evp aes-128-cbc` on one
+//! core, in the same rounds.
+//!
+//! One job of `--size` bytes (default 64 MiB), cut into packets of 16 KiB that chain, on one AES
+//! node (a chained job runs on one node at a time: one stream is one core's work). The
+//! reference runs the whole job in one `AesKey::process` call (RustCrypto's `cbc` over the
+//! same expanded key) on a thread pinned like the node; openssl encrypts 16 KiB buffers in one
+//! process. The job's buffer is made before the clock starts; the clock stops when its handle
+//! resolves. The service's output is checked against the reference's.
+
+use std::time::Instant;
+
+use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction};
+use cryptodispatch::{Job, Mode, NodeSpec, Service};
+
+use crate::live::LiveArgs;
+use crate::openssl::Speed;
+use crate::report::{Csv, Table, f};
+
+/// CSV columns of the stream workload.
+pub const CSV_HEADER: &str =
+    "workload,run,size,packet,service_mb_s,reference_mb_s,openssl_mb_s,vs_reference,vs_openssl";
+
+const PACKET: usize = 16 * 1024;
+
+/// Runs the workload and prints a table (or CSV).
+pub fn run(args: &LiveArgs) -> Result<(), String> {
+    let size = args.size.unwrap_or(64 << 20);
+    if size == 0 || size % 16 != 0 {
+        return Err(format!(
+            "--size {size}: stream needs a positive multiple of 16"
+        ));
+    }
+    let data: Vec<u8> = (0..size)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
+        .collect();
+    let (key_bytes, iv) = ([0x2b; 16], [0x0f; 16]);
+    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let key = AesKey::new(&key_bytes).map_err(|e| e.to_string())?;
+    let service = Service::builder()
+        .aes_cluster([NodeSpec::pinned(0)])
+        .packet_size(PACKET)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let id = service.add_aes_key(&key_bytes).map_err(|e| e.to_string())?;
+    let openssl = Speed {
+        cipher: "aes-128-cbc",
+        processes: 1,
+        bytes: PACKET,
+        seconds: 1,
+    };
+    if let Some(core) = core_affinity::get_core_ids().and_then(|c| c.first().copied()) {
+        let _ = core_affinity::set_for_current(core);
+    }
+    let mut rows = Vec::new();
+    for run in 0..args.reps.max(1) {
+        let mut expected = data.clone();
+        let start = Instant::now();
+        let mut state = ChainState::from_iv(&iv).map_err(|e| e.to_string())?;
+        key.process(op, &mut state, &mut expected, size, true)
+            .map_err(|e| e.to_string())?;
+        let reference = size as f64 / start.elapsed().as_secs_f64() / 1e6;
+
+        let job = Job::encrypt(id, Mode::Cbc, &iv, data.clone());
+        let start = Instant::now();
+        let out = service
+            .submit(job)
+            .map_err(|e| e.to_string())?
+            .wait()
+            .map_err(|e| e.to_string())?;
+        let through = size as f64 / start.elapsed().as_secs_f64() / 1e6;
+        if out.into_data().as_deref() != Some(&expected[..]) {
+            return Err("the service's output differs from the reference".into());
+        }
+        let ossl = openssl.run()?;
+        if ossl.is_none() && run == 0 {
+            eprintln!("note: `openssl` is not on PATH: the openssl column is skipped");
+        }
+        rows.push((run, through, reference, ossl));
+    }
+    let opt = |x: Option<f64>, d| x.map_or(String::new(), |x| f(x, d));
+    if args.csv {
+        let mut c = Csv::new(CSV_HEADER);
+        for (run, through, reference, ossl) in &rows {
+            c.row(&[
+                "stream".into(),
+                run.to_string(),
+                size.to_string(),
+                PACKET.to_string(),
+                f(*through, 1),
+                f(*reference, 1),
+                opt(*ossl, 1),
+                f(through / reference, 3),
+                opt(ossl.map(|o| through / o), 3),
+            ]);
+        }
+        print!("{}", c.as_str());
+        return Ok(());
+    }
+    println!(
+        "stream: one AES-128-CBC encryption job of {size} bytes in {PACKET}-byte packets, one AES node"
+    );
+    let mut t = Table::new(&[
+        "run",
+        "service MB/s",
+        "direct MB/s",
+        "openssl MB/s",
+        "vs direct",
+        "vs openssl",
+    ]);
+    for (run, through, reference, ossl) in &rows {
+        t.row(vec![
+            run.to_string(),
+            f(*through, 1),
+            f(*reference, 1),
+            opt(*ossl, 1),
+            f(through / reference, 3),
+            opt(ossl.map(|o| through / o), 3),
+        ]);
+    }
+    print!("{}", t.render());
+    Ok(())
+}
