@@ -324,7 +324,11 @@ pub(crate) fn cut_aes(
 ) -> Packets {
     let msg_total = data.len();
     if ends_job && op.pads_on_encrypt() {
-        data.resize(padded_len(msg_total), 0);
+        // Exactly the padding room: growing by `resize` alone could double the buffer (and
+        // copy the job); a buffer that has the room already (`Job::aes` makes it) stays put.
+        let padded = padded_len(msg_total);
+        data.reserve_exact(padded - msg_total);
+        data.resize(padded, 0);
     }
     let n = aes_packet_count(op, msg_total, packet_size, ends_job);
     let mut buf = bytes_mut(data);
