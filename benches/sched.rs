@@ -49,7 +49,7 @@ fn packet(i: u64) -> Packet<Len> {
 fn arrive_and_complete(c: &mut Criterion) {
     let mut group = c.benchmark_group("sched/arrive+complete");
     group.throughput(Throughput::Elements(1));
-    for policy in [PolicySpec::default(), PolicySpec::hhs_acdid()] {
+    for policy in [PolicySpec::paper_defaults(), PolicySpec::hhs_acdid()] {
         group.bench_function(policy.name(), |b| {
             let mut s = core(&policy);
             let mut next = 0u64;

@@ -357,6 +357,11 @@ pub struct PacketMeta {
     pub last: bool,
     /// Length in bytes (the payload's [`Payload::byte_len`]).
     pub len: u64,
+    /// The whole job's length in bytes, all its packets together, when it is known as the
+    /// job is submitted (a one-shot job's); `None` when it is not (a stream's, or the paper's
+    /// online model). Policies read it through the committed work of the node status table
+    /// (docs/ALGORITHM.md §11.14).
+    pub job_bytes: Option<u64>,
 }
 
 impl PacketMeta {
@@ -372,6 +377,7 @@ impl PacketMeta {
             seq: 0,
             last: true,
             len: 0,
+            job_bytes: None,
         }
     }
 
@@ -385,6 +391,12 @@ impl PacketMeta {
     pub fn at(mut self, seq: u32, last: bool) -> Self {
         self.seq = seq;
         self.last = last;
+        self
+    }
+
+    /// The same header with the whole job's length in bytes known (`None`: not known).
+    pub fn job_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.job_bytes = bytes;
         self
     }
 
@@ -426,6 +438,8 @@ mod tests {
         assert!(chained.is_dependent());
         assert_eq!((chained.seq, chained.last), (3, false));
         assert_eq!(Packet::new(chained, Len(48)).meta.len, 48);
+        assert_eq!(chained.job_bytes, None);
+        assert_eq!(chained.job_bytes(Some(480)).job_bytes, Some(480));
     }
 
     #[test]
