@@ -27,6 +27,7 @@ use cryptodispatch::{
     Service, ServiceBuilder,
 };
 use rand::rngs::ChaCha8Rng;
+use rand::seq::SliceRandom;
 use rand::{Rng, RngExt, SeedableRng};
 
 use crate::openssl::Speed;
@@ -43,6 +44,10 @@ pub enum Workload {
     /// One AES cluster of 4 nodes slowed 1x, 1.5x, 2x, 3x (emulated); CBC (dependent) and ECB
     /// (independent) jobs of 1-8 packets.
     Hetero,
+    /// The same 4 slowed nodes with long chains: 40 AES-128-CBC encryption jobs of 10-30
+    /// packets (dependent, bound to their node to the end) among 80 ECB jobs of 1-2 packets,
+    /// in random order; packets of 64 KiB (or --size).
+    HeteroChains,
     /// Ed25519 verification: one job per signature against batch jobs (Job::verify_batch).
     Verify,
     /// Head-of-line blocking: a 16-byte ECB job submitted right after a 64 MiB CBC job; its
@@ -67,6 +72,7 @@ impl Workload {
             Workload::Cbc16k => "cbc16k",
             Workload::Mixed => "mixed",
             Workload::Hetero => "hetero",
+            Workload::HeteroChains => "hetero-chains",
             Workload::Verify => "verify",
             Workload::Hol => "hol",
             Workload::Tiny => "tiny",
@@ -393,6 +399,25 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                 submitters: args.threads.unwrap_or(2),
             })
         }
+        Workload::HeteroChains => {
+            let packet = args.size.unwrap_or(64 * 1024);
+            if packet == 0 || packet % 16 != 0 {
+                return Err(format!(
+                    "--size {packet}: hetero-chains needs a positive multiple of 16 (the packet size)"
+                ));
+            }
+            Ok(Work {
+                aes_keys: vec![random_bytes(&mut rng, 16)],
+                seeds: Vec::new(),
+                items: chain_items(&mut rng, packet),
+                slowdowns: vec![1.0, 1.5, 2.0, 3.0],
+                ed_nodes: 0,
+                packet_size: packet,
+                admission: args.admission,
+                size_label: packet.to_string(),
+                submitters: args.threads.unwrap_or(1),
+            })
+        }
         Workload::Hetero => {
             let packet = args.size.unwrap_or(256 * 1024);
             if packet == 0 || packet % 16 != 0 {
@@ -433,6 +458,31 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
             })
         }
     }
+}
+
+/// The `hetero-chains` jobs: 40 CBC chains of 10-30 packets among 80 ECB jobs of 1-2 packets,
+/// shuffled.
+fn chain_items(rng: &mut ChaCha8Rng, packet: usize) -> Vec<Item> {
+    let mut items: Vec<Item> = (0..120)
+        .map(|k| {
+            let (mode, packets) = if k < 40 {
+                (Mode::Cbc, rng.random_range(10..=30usize))
+            } else {
+                (Mode::Ecb, rng.random_range(1..=2usize))
+            };
+            Item {
+                spec: Spec::Aes {
+                    key: 0,
+                    op: AesOp::new(Direction::Encrypt, mode),
+                    iv: rng.random(),
+                },
+                data: random_bytes(rng, packets * packet),
+                sig: [0; 64],
+            }
+        })
+        .collect();
+    items.shuffle(rng);
+    items
 }
 
 /// The result of one job, as both sides produce it.
@@ -778,7 +828,7 @@ pub struct LiveRow {
 /// Runs the workload under each policy and the reference; checks every output.
 pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>, String> {
     let work = generate(args)?;
-    let dynamic = args.workload == Workload::Hetero;
+    let dynamic = matches!(args.workload, Workload::Hetero | Workload::HeteroChains);
     let cipher = match (args.workload, args.mode) {
         (Workload::Gcm, _) => Some("aes-128-gcm"),
         (Workload::Manycbc, Mode::Ofb) => Some("aes-128-ofb"),
