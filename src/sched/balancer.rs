@@ -53,7 +53,7 @@ impl Binding {
             node,
             in_flight: 0,
             cmd: meta.cmd,
-            known: meta.job_bytes.map(|total| remainder_from(meta, total)),
+            known: meta.job_len().map(|total| remainder_from(meta, total)),
             from_start: meta.seq == 0,
             placed: 0,
             packets: 0,
@@ -126,7 +126,7 @@ impl ChainLengths {
 
     /// The expected bytes of a job from its packet `meta` on, this packet included, when its
     /// length is not known.
-    fn from_packet(&self, meta: &PacketMeta) -> u64 {
+    fn ahead_of(&self, meta: &PacketMeta) -> u64 {
         let before = u64::from(meta.seq) * meta.len;
         let rest = self
             .mean()
@@ -199,9 +199,9 @@ impl Balancer {
         let binds = pins || meta.is_dependent();
         let mut view = ClusterView::with_backlog(status, backlog);
         if binds {
-            view = view.with_job_bytes(match meta.job_bytes {
+            view = view.with_job_bytes(match meta.job_len() {
                 Some(total) => remainder_from(meta, total),
-                None => self.lengths.from_packet(meta),
+                None => self.lengths.ahead_of(meta),
             });
         }
         let choice = self.policy.select(&view, meta);

@@ -102,13 +102,16 @@ pub fn optimal_makespan(trace: &Trace, nodes: &[NodeModel], unit_len: u64) -> Re
             model = model.with(constraint!(start[k] >= start[prev] + prev_runs));
         }
     }
-    for i in 0..m {
-        let work: Expression = (0..p).map(|k| time(k, i) * assign[k][i]).sum();
+    for node in 0..m {
+        let work: Expression = assign
+            .iter()
+            .enumerate()
+            .map(|(k, on)| time(k, node) * on[node])
+            .sum();
         model = model.with(constraint!(cmax >= first + work));
     }
     for &(a, b, a_first) in &pairs {
-        for i in 0..m {
-            let (xa, xb) = (assign[a][i], assign[b][i]);
+        for (i, (&xa, &xb)) in assign[a].iter().zip(&assign[b]).enumerate() {
             // Both on node i and a first: b starts after a ends.
             model = model.with(constraint!(
                 start[b] >= start[a] + time(a, i) - big * (3.0 - xa - xb - a_first)
