@@ -1,6 +1,6 @@
-//! `policies --matrix`: every policy on every kind of work of [`classes`], with the jobs'
+//! `policies --matrix`: every policy on every kind of work of [`crate::classes`], with the jobs'
 //! lengths known to the policies (the service) and not (the paper's online model), and on small
-//! instances against the exact optimum ([`optimum`]).
+//! instances against the exact optimum ([`crate::optimum`]).
 //!
 //! A cell is a class with one knowledge of lengths. Every policy of a cell runs on the same
 //! instances (seed k is `--seed + k`), and the cell gives each policy's mean makespan divided
