@@ -399,52 +399,23 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                 submitters: args.threads.unwrap_or(2),
             })
         }
-        Workload::HeteroChains => {
-            let packet = args.size.unwrap_or(64 * 1024);
+        Workload::Hetero | Workload::HeteroChains => {
+            let chains = args.workload == Workload::HeteroChains;
+            let packet = args
+                .size
+                .unwrap_or(if chains { 64 * 1024 } else { 256 * 1024 });
             if packet == 0 || packet % 16 != 0 {
                 return Err(format!(
-                    "--size {packet}: hetero-chains needs a positive multiple of 16 (the packet size)"
-                ));
-            }
-            Ok(Work {
-                aes_keys: vec![random_bytes(&mut rng, 16)],
-                seeds: Vec::new(),
-                items: chain_items(&mut rng, packet),
-                slowdowns: vec![1.0, 1.5, 2.0, 3.0],
-                ed_nodes: 0,
-                packet_size: packet,
-                admission: args.admission,
-                size_label: packet.to_string(),
-                submitters: args.threads.unwrap_or(1),
-            })
-        }
-        Workload::Hetero => {
-            let packet = args.size.unwrap_or(256 * 1024);
-            if packet == 0 || packet % 16 != 0 {
-                return Err(format!(
-                    "--size {packet}: hetero needs a positive multiple of 16 (the packet size)"
+                    "--size {packet}: {} needs a positive multiple of 16 (the packet size)",
+                    args.workload.name()
                 ));
             }
             let jobs = args.jobs.unwrap_or(120);
-            let items = (0..jobs)
-                .map(|_| {
-                    let packets = rng.random_range(1..=8usize);
-                    let mode = if rng.random_bool(0.5) {
-                        Mode::Cbc
-                    } else {
-                        Mode::Ecb
-                    };
-                    Item {
-                        spec: Spec::Aes {
-                            key: 0,
-                            op: AesOp::new(Direction::Encrypt, mode),
-                            iv: rng.random(),
-                        },
-                        data: random_bytes(&mut rng, packets * packet),
-                        sig: [0; 64],
-                    }
-                })
-                .collect();
+            let items = if chains {
+                chain_items(&mut rng, packet)
+            } else {
+                hetero_items(&mut rng, packet, jobs)
+            };
             Ok(Work {
                 aes_keys: vec![random_bytes(&mut rng, 16)],
                 seeds: Vec::new(),
@@ -460,6 +431,34 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
     }
 }
 
+/// An encryption job in `mode` under key 0, of `bytes` random bytes, with a random IV.
+fn encryption(rng: &mut ChaCha8Rng, mode: Mode, bytes: usize) -> Item {
+    Item {
+        spec: Spec::Aes {
+            key: 0,
+            op: AesOp::new(Direction::Encrypt, mode),
+            iv: rng.random(),
+        },
+        data: random_bytes(rng, bytes),
+        sig: [0; 64],
+    }
+}
+
+/// The `hetero` jobs: `jobs` CBC or ECB jobs of 1-8 packets.
+fn hetero_items(rng: &mut ChaCha8Rng, packet: usize, jobs: usize) -> Vec<Item> {
+    (0..jobs)
+        .map(|_| {
+            let packets = rng.random_range(1..=8usize);
+            let mode = if rng.random_bool(0.5) {
+                Mode::Cbc
+            } else {
+                Mode::Ecb
+            };
+            encryption(rng, mode, packets * packet)
+        })
+        .collect()
+}
+
 /// The `hetero-chains` jobs: 40 CBC chains of 10-30 packets among 80 ECB jobs of 1-2 packets,
 /// shuffled.
 fn chain_items(rng: &mut ChaCha8Rng, packet: usize) -> Vec<Item> {
@@ -470,15 +469,7 @@ fn chain_items(rng: &mut ChaCha8Rng, packet: usize) -> Vec<Item> {
             } else {
                 (Mode::Ecb, rng.random_range(1..=2usize))
             };
-            Item {
-                spec: Spec::Aes {
-                    key: 0,
-                    op: AesOp::new(Direction::Encrypt, mode),
-                    iv: rng.random(),
-                },
-                data: random_bytes(rng, packets * packet),
-                sig: [0; 64],
-            }
+            encryption(rng, mode, packets * packet)
         })
         .collect();
     items.shuffle(rng);
