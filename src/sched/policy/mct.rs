@@ -28,10 +28,11 @@
 //! ```
 //!
 //! The policy takes the least F_i among the nodes with room (strategy 1). It waits instead
-//! (`None`) when the node with the least G_i among the nodes that are up and could hold the
-//! packet has no room and beats the chosen node's G: the packet itself would complete sooner
-//! there. A node with no room has work queued, so it frees room and the packet is offered
-//! again. Ties within a relative 1e-9 go to the lowest index (`best.rs`).
+//! (`None`) when nothing else waits for a node (the packet is the whole backlog,
+//! [`ClusterView::backlog`] ≤ 1) and the node with the least G_i among the nodes that are up
+//! and could hold the packet has no room and beats the chosen node's G: the packet itself
+//! would complete sooner there. A node with no room has work queued, so it frees room and the
+//! packet is offered again. Ties within a relative 1e-9 go to the lowest index (`best.rs`).
 //!
 //! # Why it works
 //!
@@ -48,11 +49,12 @@
 //!   speed for its command, wasting the cluster's time. Pricing the node's bytes at its unit
 //!   time for this command (as `sed` prices packets) makes a node slow at the command look as
 //!   loaded as it is for it; the larger of the two keeps the exact time when that is later.
-//! - **Wait only for a node that finishes the packet itself sooner.** G leaves the commitments
-//!   out, since the packet runs before the bound jobs' later packets arrive. At the end of a
-//!   run, a packet put on a node three times slower can finish after every other node is idle;
-//!   but waiting for the fastest node whenever it is full starves the others behind the
-//!   first-come-first-served cluster queue.
+//! - **Wait only at the end, and only for a node that finishes the packet itself sooner.** At
+//!   the end of a run, a packet put on a node three times slower can finish after every other
+//!   node is idle. But a packet that waits holds up the packets behind it (the cluster queue is
+//!   first come first served; under fair admission every job would wait the same way), and the
+//!   nodes with room then idle: so the policy waits only when nothing else is waiting. G leaves
+//!   the commitments out, since the packet runs before the bound jobs' later packets arrive.
 //!
 //! No constant: the shape was chosen on the policy matrix's tuning seeds (docs/ALGORITHM.md
 //! §11.14), and the matrix reports it on other seeds.
@@ -136,7 +138,8 @@ impl Policy for MinCompletionTime {
                 .filter(|&i| view.node(i).can_ever_hold(packet.len))
                 .map(|i| (i, Self::own_completion(view, i, packet))),
         )?;
-        let wait = !view.node(soonest).has_room(packet.len)
+        let wait = view.backlog() <= 1
+            && !view.node(soonest).has_room(packet.len)
             && rule.versus(
                 Self::own_completion(view, soonest, packet),
                 Self::own_completion(view, chosen, packet),
@@ -207,7 +210,7 @@ mod tests {
     }
 
     #[test]
-    fn waits_only_for_a_full_node_that_completes_the_packet_sooner() {
+    fn waits_only_for_a_full_node_that_completes_the_packet_sooner_and_only_alone() {
         let one = test_packet(Cmd::Encrypt, false, 1);
         // Node 1 is full with 2 bytes: the packet would complete there at 30 once it has
         // room. Idle node 0 takes 40: wait. At 25: take node 0.
@@ -215,6 +218,10 @@ mod tests {
         assert_eq!(pick(&nodes, &one), None);
         let nodes = [node([25.0; 4], 8, 0), node([10.0; 4], 2, 2)];
         assert_eq!(pick(&nodes, &one), Some(0));
+        // Not while other packets wait behind it.
+        let nodes = [node([40.0; 4], 8, 0), node([10.0; 4], 2, 2)];
+        let busy = ClusterView::with_backlog(&nodes, 2);
+        assert_eq!(MinCompletionTime::new().select(&busy, &one), Some(0));
         // A node that is down is not waited for.
         let mut down = node([1.0; 4], 8, 0);
         down.down = true;
