@@ -104,10 +104,11 @@ pub struct PoliciesArgs {
     /// optimum (table, matrix.csv, matrix_optimum.csv, matrix.svg).
     #[arg(long)]
     pub matrix: bool,
-    /// With --matrix: small instances compared with the exact optimum.
-    #[arg(long, default_value_t = 90, requires = "matrix")]
+    /// With --matrix: small instances compared with the exact optimum (each a mixed-integer
+    /// program: about 15 s each on one core).
+    #[arg(long, default_value_t = 40, requires = "matrix")]
     pub small: u32,
-    /// With --matrix: a quick pass, 3 seeds per cell and 30 small instances.
+    /// With --matrix: a quick pass, 3 seeds per cell and 10 small instances (a few minutes).
     #[arg(long, requires = "matrix")]
     pub quick: bool,
 }
@@ -176,7 +177,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let labels: Vec<String> = specs.iter().map(label).collect();
     if args.matrix {
         let (seeds, small) = if args.quick {
-            (3, 30)
+            (3, 10)
         } else {
             (args.seeds, args.small)
         };
