@@ -8,6 +8,7 @@
 //! and the simulator schedules bare lengths with the same code.
 
 use std::fmt;
+use std::num::NonZeroU32;
 use std::str::FromStr;
 
 use thiserror::Error;
@@ -357,6 +358,13 @@ pub struct PacketMeta {
     pub last: bool,
     /// Length in bytes (the payload's [`Payload::byte_len`]).
     pub len: u64,
+    /// The whole job's length in bytes, all its packets together, when it is known as the
+    /// job is submitted (a one-shot job's); `None` when it is not (a stream's, or the paper's
+    /// online model). Policies read it through the committed work of the node status table
+    /// (docs/ALGORITHM.md §11.14). Kept in 32 bits, so that the header stays 32 bytes: a job
+    /// of 4 GiB or more, and an empty one, count as of unknown length. Read it with
+    /// [`job_len`](Self::job_len).
+    pub job_bytes: Option<NonZeroU32>,
 }
 
 impl PacketMeta {
@@ -372,6 +380,7 @@ impl PacketMeta {
             seq: 0,
             last: true,
             len: 0,
+            job_bytes: None,
         }
     }
 
@@ -386,6 +395,19 @@ impl PacketMeta {
         self.seq = seq;
         self.last = last;
         self
+    }
+
+    /// The same header with the whole job's length in bytes known (`None`: not known).
+    pub fn job_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.job_bytes = bytes
+            .and_then(|b| u32::try_from(b).ok())
+            .and_then(NonZeroU32::new);
+        self
+    }
+
+    /// The whole job's length in bytes, when the header carries it.
+    pub fn job_len(&self) -> Option<u64> {
+        self.job_bytes.map(|b| u64::from(b.get()))
     }
 
     /// Whether the packet needs its predecessor's chaining state (docs/ALGORITHM.md §2: CBC,
@@ -426,6 +448,12 @@ mod tests {
         assert!(chained.is_dependent());
         assert_eq!((chained.seq, chained.last), (3, false));
         assert_eq!(Packet::new(chained, Len(48)).meta.len, 48);
+        assert_eq!(chained.job_bytes, None);
+        assert_eq!(chained.job_bytes(Some(480)).job_len(), Some(480));
+        assert_eq!(chained.job_bytes(Some(0)).job_len(), None);
+        assert_eq!(chained.job_bytes(Some(1 << 32)).job_len(), None);
+        // The length rides in the header's padding: it stays 32 bytes.
+        assert_eq!(std::mem::size_of::<PacketMeta>(), 32);
     }
 
     #[test]

@@ -1,10 +1,13 @@
-//! The classic policies (`rr`, `swrr`, `lc`, `wlc`, `sed`, `p2c`) driven through the scheduler
-//! core, each checked against its rule as its source states it, with exact placements; and a
-//! property test that every one of them only ever names a node with room.
+//! The classic policies (`rr`, `swrr`, `lc`, `wlc`, `sed`, `p2c`, and `mct` with the committed
+//! work it reads) driven through the scheduler core, each checked against its rule as its
+//! source states it, with exact placements; and a property test that every one of them only
+//! ever names a node with room.
 
 use std::collections::VecDeque;
 
-use cryptodispatch::packet::{ClusterId, Cmd, Len, NodeId, Packet, PacketMeta, TaskId, UnitTimes};
+use cryptodispatch::packet::{
+    ClusterId, Cmd, Len, Mode, NodeId, Packet, PacketMeta, TaskId, UnitTimes,
+};
 use cryptodispatch::sched::{
     Admission, Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
 };
@@ -339,4 +342,107 @@ proptest! {
             }
         }
     }
+}
+
+// mct (docs/ALGORITHM.md §11.14) and the committed work the balancer keeps for it: two nodes of
+// unit times 10 (node 0) and 30 (node 1), room for 8 packets each.
+
+fn mct_sched() -> Scheduler<Len> {
+    sched("mct", vec![node(10.0, 8), node(30.0, 8)])
+}
+
+/// Packet `seq` of a CBC job of `packets` packets, its length known or not.
+fn chained(task: u64, seq: u32, packets: u32, known: bool) -> Packet<Len> {
+    let meta = PacketMeta::new(TaskId(task), Cmd::Encrypt, ClusterId(0))
+        .dependent(Mode::Cbc.is_chained())
+        .at(seq, seq + 1 == packets)
+        .job_bytes(known.then_some(u64::from(packets) * P));
+    Packet::new(meta, Len(P))
+}
+
+/// Arrives `packet` and returns the node it was placed on, if placed.
+fn place_one(s: &mut Scheduler<Len>, packet: Packet<Len>) -> Option<u32> {
+    s.arrive(packet).unwrap();
+    s.next_dispatch().map(|d| d.node.0)
+}
+
+fn committed(s: &Scheduler<Len>, node: u32) -> u64 {
+    s.node(NodeId(node)).committed_bytes()
+}
+
+#[test]
+fn known_lengths_are_committed_exactly_and_released_at_the_end() {
+    let mut s = mct_sched();
+    // A 10-packet chain: the fast node (10·10 against 30·10).
+    assert_eq!(place_one(&mut s, chained(1, 0, 10, true)), Some(0));
+    assert_eq!(committed(&s, 0), 9 * P);
+    assert_eq!(s.node(NodeId(0)).committed_work(), 90.0);
+    // A 3-packet chain: node 0 would complete it at 10·(1 + 9 + 3) = 130, node 1 at 90.
+    // sed, which sees one queued packet, puts it on node 0.
+    assert_eq!(place_one(&mut s, chained(2, 0, 3, true)), Some(1));
+    assert_eq!(committed(&s, 1), 2 * P);
+    let mut sed = sched("sed", vec![node(10.0, 8), node(30.0, 8)]);
+    place_one(&mut sed, chained(1, 0, 10, true));
+    assert_eq!(place_one(&mut sed, chained(2, 0, 3, true)), Some(0));
+
+    // Completing a packet leaves the commitment; placing the next moves a packet of it to
+    // the queue.
+    s.complete(NodeId(0)).unwrap();
+    assert_eq!(committed(&s, 0), 9 * P);
+    assert_eq!(place_one(&mut s, chained(1, 1, 10, true)), Some(0));
+    assert_eq!(committed(&s, 0), 8 * P);
+    for seq in 2..10 {
+        s.complete(NodeId(0)).unwrap();
+        assert_eq!(place_one(&mut s, chained(1, seq, 10, true)), Some(0));
+    }
+    assert_eq!(committed(&s, 0), 0);
+    s.complete(NodeId(0)).unwrap();
+    assert_eq!(committed(&s, 0), 0);
+}
+
+#[test]
+fn unknown_lengths_are_estimated_from_the_ended_jobs() {
+    let mut s = mct_sched();
+    // Nothing known yet: at least one more packet of the chain's size.
+    assert_eq!(place_one(&mut s, chained(1, 0, 4, false)), Some(0));
+    assert_eq!(committed(&s, 0), P);
+    for seq in 1..4 {
+        s.complete(NodeId(0)).unwrap();
+        place_one(&mut s, chained(1, seq, 4, false));
+    }
+    s.complete(NodeId(0)).unwrap();
+    assert_eq!(committed(&s, 0), 0);
+    // One chain of 4 packets has ended: the next is expected to bring 4, 3 after its first.
+    assert_eq!(place_one(&mut s, chained(2, 0, 6, false)), Some(0));
+    assert_eq!(committed(&s, 0), 3 * P);
+    s.complete(NodeId(0)).unwrap();
+    place_one(&mut s, chained(2, 1, 6, false));
+    assert_eq!(committed(&s, 0), 2 * P);
+    for seq in 2..4 {
+        s.complete(NodeId(0)).unwrap();
+        place_one(&mut s, chained(2, seq, 6, false));
+    }
+    // Past the mean and not ended: one more packet.
+    assert_eq!(committed(&s, 0), P);
+}
+
+#[test]
+fn a_failed_node_releases_its_commitments() {
+    let mut s = mct_sched();
+    assert_eq!(place_one(&mut s, chained(1, 0, 10, true)), Some(0));
+    assert_eq!(committed(&s, 0), 9 * P);
+    s.node_down(NodeId(0)).unwrap();
+    assert_eq!(committed(&s, 0), 0);
+}
+
+#[test]
+fn default_is_mct_and_paper_stays_by_name() {
+    assert_eq!(PolicySpec::default(), PolicySpec::mct());
+    assert_eq!("default".parse::<PolicySpec>().unwrap(), PolicySpec::mct());
+    assert_eq!(
+        "paper".parse::<PolicySpec>().unwrap(),
+        PolicySpec::paper_defaults()
+    );
+    let s = sched("default", vec![node(10.0, 8), node(30.0, 8)]);
+    assert_eq!(s.policy(ClusterId(0)).name(), "mct");
 }

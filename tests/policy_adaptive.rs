@@ -108,7 +108,7 @@ fn two_nodes_are_filled_as_by_shortest_expected_delay() {
     );
     // The paper's fixed α = 0.05 alternates instead: node 0 wins only while it holds no more
     // than node 1 (0.05 < 0.95·(1/8)).
-    let mut s = scheduler(&[10.0, 24.0], 8, &PolicySpec::default());
+    let mut s = scheduler(&[10.0, 24.0], 8, &PolicySpec::paper_defaults());
     assert_eq!(place_independent(&mut s, 8), [0, 1, 0, 1, 0, 1, 0, 1]);
 }
 

@@ -105,8 +105,12 @@ fn every_entry_is_in_the_readme_table() {
 #[test]
 fn the_defaults_are_the_documented_ones() {
     let spec = PolicySpec::default();
-    assert_eq!(spec, PolicySpec::paper(0.05, 0.95));
-    assert_eq!(spec.to_string(), "paper:alpha=0.05,beta=0.95");
+    assert_eq!(spec, PolicySpec::mct());
+    assert_eq!(spec.to_string(), "mct");
+    assert_eq!("default".parse::<PolicySpec>().unwrap(), spec);
+    let paper = PolicySpec::paper_defaults();
+    assert_eq!(paper, PolicySpec::paper(0.05, 0.95));
+    assert_eq!(paper.to_string(), "paper:alpha=0.05,beta=0.95");
     let p2c = registry().iter().find(|e| e.name() == "p2c").unwrap();
     assert_eq!(p2c.params()[0].default_value(), Value::Integer(1));
     assert_eq!(PolicySpec::from(p2c), PolicySpec::p2c(1));

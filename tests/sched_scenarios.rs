@@ -210,7 +210,7 @@ fn a_bound_node_that_is_full_does_not_block_other_jobs() {
         0,
         Affinity::Strict,
     );
-    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    let mut s = Scheduler::new(cfg, &PolicySpec::paper_defaults()).unwrap();
     s.arrive(packet(0, 1, 0, false, true)).unwrap(); // CBC job 1 → node 0, bound
     s.arrive(packet(0, 1, 1, true, true)).unwrap(); // job 1 again: node 0 is full, waits
     s.arrive(packet(0, 2, 0, true, false)).unwrap(); // ECB job 2: behind it, goes to node 1
@@ -234,7 +234,7 @@ fn in_flight_affinity_lets_an_idle_chain_move() {
         )
     };
     for (affinity, second_node) in [(Affinity::Strict, 0), (Affinity::InFlight, 1)] {
-        let mut s = Scheduler::new(cfg(affinity), &PolicySpec::default()).unwrap();
+        let mut s = Scheduler::new(cfg(affinity), &PolicySpec::paper_defaults()).unwrap();
         // Both empty: equal weights → node 0 (the lowest index). CBC job 1 bound to node 0.
         s.arrive(packet(0, 1, 0, false, true)).unwrap();
         assert_eq!(drain(&mut s), vec![(1, 0, 0)]);
@@ -266,7 +266,7 @@ fn the_wait_queue_keeps_other_clusters_flowing() {
         3,
         Affinity::Strict,
     );
-    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    let mut s = Scheduler::new(cfg, &PolicySpec::paper_defaults()).unwrap();
     // Five packets of cluster 0: one on the node, one in the queue, three parked.
     for t in 0..5 {
         s.arrive(packet(0, t, 0, true, false)).unwrap();
@@ -293,7 +293,7 @@ fn the_wait_queue_keeps_other_clusters_flowing() {
 #[test]
 fn parked_packets_are_not_overtaken_by_later_ones() {
     let cfg = config(vec![cluster(vec![node(10.0, 1)], 1)], 4, Affinity::Strict);
-    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    let mut s = Scheduler::new(cfg, &PolicySpec::paper_defaults()).unwrap();
     for t in 0..4 {
         s.arrive(packet(0, t, 0, true, false)).unwrap();
     }
@@ -314,7 +314,7 @@ fn parked_packets_are_not_overtaken_by_later_ones() {
 #[test]
 fn bad_configurations_and_inputs_are_errors() {
     let ok = || cluster(vec![node(10.0, 1)], 1);
-    let spec = PolicySpec::default();
+    let spec = PolicySpec::paper_defaults();
     let err = |cfg| Scheduler::<Len>::new(cfg, &spec).unwrap_err();
     assert_eq!(
         err(config(vec![], 0, Affinity::Strict)),
@@ -406,7 +406,7 @@ fn small_job_position(admission: Admission) -> usize {
         Affinity::Strict,
     );
     cfg.admission = admission;
-    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    let mut s = Scheduler::new(cfg, &PolicySpec::paper_defaults()).unwrap();
     // The driver's receive queue: first come first served, re-offered after completions.
     let mut receive: std::collections::VecDeque<Packet<Len>> = (0..64)
         .map(|seq| packet(0, 1, seq, seq == 63, true))
@@ -448,7 +448,7 @@ fn fair_admission_serves_a_small_job_after_one_packet_of_a_chained_giant() {
 fn fair_admission_accepts_every_packet_and_keeps_each_job_in_order() {
     let mut cfg = config(vec![cluster(vec![node(10.0, 1)], 1)], 0, Affinity::Strict);
     cfg.admission = Admission::Fair;
-    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    let mut s = Scheduler::new(cfg, &PolicySpec::paper_defaults()).unwrap();
     for seq in 0..20 {
         s.arrive(packet(0, 1, seq, seq == 19, true)).unwrap();
         s.arrive(packet(0, 2, seq, seq == 19, seq % 2 == 0))
@@ -478,7 +478,7 @@ fn node_slots_bound_empty_packets() {
         Affinity::Strict,
     );
     cfg.admission = Admission::Fifo;
-    let mut s = Scheduler::new(cfg, &PolicySpec::default()).unwrap();
+    let mut s = Scheduler::new(cfg, &PolicySpec::paper_defaults()).unwrap();
     let empty = |task| {
         Packet::new(
             PacketMeta::new(TaskId(task), Cmd::Sign, ClusterId(0)),

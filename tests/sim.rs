@@ -45,7 +45,7 @@ fn small() -> (Trace, SimConfig) {
 #[test]
 fn hand_computed_run_under_paper() {
     let (trace, config) = small();
-    let r = simulate(&trace, &config, &PolicySpec::default()).unwrap();
+    let r = simulate(&trace, &config, &PolicySpec::paper_defaults()).unwrap();
     // t=0: job 1 → node 0 (W0 = 1.0 > W1 = 0.95), 0..10; job 2 → node 1 (W0 = 0.525 < 0.95),
     // 0..20; job 1's second packet follows to node 0, 10..20. t=5: job 3 (length 2) finds no
     // node with 2 units free; at t=20 node 1 frees first and takes it: 20 + 20·2 = 60.
@@ -194,7 +194,12 @@ fn a_run_is_determined_by_its_seed() {
         let trace = WorkloadSpec::default()
             .with_packets(400)
             .generate(&nodes, 1, &mut rng);
-        let r = simulate(&trace, &SimConfig::new(nodes), &PolicySpec::default()).unwrap();
+        let r = simulate(
+            &trace,
+            &SimConfig::new(nodes),
+            &PolicySpec::paper_defaults(),
+        )
+        .unwrap();
         (trace.to_csv(), format!("{:?}", r.placements), r.makespan)
     };
     assert_eq!(run(7), run(7));
@@ -203,7 +208,7 @@ fn a_run_is_determined_by_its_seed() {
 
 fn policy() -> impl Strategy<Value = PolicySpec> {
     prop_oneof![
-        Just(PolicySpec::default()),
+        Just(PolicySpec::paper_defaults()),
         Just(PolicySpec::hhs_acdid()),
         (0.0..=1.0f64).prop_map(|a| PolicySpec::paper(a, 1.0 - a)),
     ]

@@ -331,6 +331,8 @@ pub(crate) fn cut_aes(
         data.resize(padded, 0);
     }
     let n = aes_packet_count(op, msg_total, packet_size, ends_job);
+    // A job cut whole is known to the policies by its length; a stream's parts are not.
+    let job_bytes = (first_seq == 0 && ends_job).then_some(data.len() as u64);
     let mut buf = bytes_mut(data);
     let mut packets = Packets::with_capacity(n);
     for i in 0..n {
@@ -361,7 +363,8 @@ pub(crate) fn cut_aes(
         packets.push(Packet::new(
             PacketMeta::new(job.task, op.direction.cmd(), job.cluster)
                 .dependent(op.mode.is_chained())
-                .at(first_seq + i as u32, final_part && ends_job),
+                .at(first_seq + i as u32, final_part && ends_job)
+                .job_bytes(job_bytes),
             work,
         ));
     }

@@ -22,7 +22,7 @@ use std::collections::hash_map::Entry;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::packet::{NodeId, Packet, PacketMeta, Payload, TaskId};
+use crate::packet::{Cmd, NodeId, Packet, PacketMeta, Payload, TaskId};
 use crate::sched::flows::Flows;
 use crate::sched::policy::Policy;
 use crate::sched::status::{ClusterView, NodeStatus};
@@ -32,6 +32,107 @@ use crate::sched::{Affinity, Dispatch};
 struct Binding {
     node: usize,
     in_flight: u32,
+    /// The job's command, for the node's committed work.
+    cmd: Cmd,
+    /// Bytes the job is known to bring from its binding on, when its length is known.
+    known: Option<u64>,
+    /// Whether the job was bound from its first packet (so `placed` ends as its length).
+    from_start: bool,
+    /// Bytes and packets of the job placed since the binding.
+    placed: u64,
+    packets: u32,
+    /// Whether the job's last packet is placed.
+    ended: bool,
+    /// What the node's committed work counts for the job now.
+    committed: u64,
+}
+
+impl Binding {
+    fn new(node: usize, meta: &PacketMeta) -> Self {
+        Binding {
+            node,
+            in_flight: 0,
+            cmd: meta.cmd,
+            known: meta.job_len().map(|total| remainder_from(meta, total)),
+            from_start: meta.seq == 0,
+            placed: 0,
+            packets: 0,
+            ended: false,
+            committed: 0,
+        }
+    }
+
+    /// The bytes the job is still expected to bring after what it has placed: exact when its
+    /// length is known, else [`ChainLengths::remainder`].
+    fn expected_rest(&self, lengths: &ChainLengths) -> u64 {
+        if self.ended {
+            return 0;
+        }
+        match self.known {
+            Some(total) => total.saturating_sub(self.placed),
+            None => lengths.remainder(self.placed, self.packets),
+        }
+    }
+}
+
+/// What a job whose whole length is `total` still brings from packet `meta` on, this packet
+/// included: all of it from the first packet; from a later one (a job bound again after its
+/// node failed, or between bursts), the bytes of the packets before it counted at this
+/// packet's length.
+fn remainder_from(meta: &PacketMeta, total: u64) -> u64 {
+    total
+        .saturating_sub(u64::from(meta.seq) * meta.len)
+        .max(meta.len)
+}
+
+/// The online estimate of a bound job's remaining bytes when its length is not known
+/// (docs/ALGORITHM.md §11.14): the lengths of the cluster's bound jobs seen to their end so
+/// far, and of those still bound.
+#[derive(Debug, Clone, Copy, Default)]
+struct ChainLengths {
+    /// Jobs of unknown length bound from their first packet and completed: count, bytes.
+    done: u64,
+    done_bytes: u64,
+    /// Jobs of unknown length bound from their first packet and still bound: count, bytes
+    /// placed so far.
+    live: u64,
+    live_bytes: u64,
+}
+
+impl ChainLengths {
+    /// The expected whole length of a job: the mean of the completed ones; before any has
+    /// completed, twice the mean placed so far by those still bound (a job seen at a random
+    /// point of its life has on average as much ahead of it as behind); `None` before either.
+    fn mean(&self) -> Option<f64> {
+        if self.done > 0 {
+            Some(self.done_bytes as f64 / self.done as f64)
+        } else if self.live > 0 {
+            Some(2.0 * self.live_bytes as f64 / self.live as f64)
+        } else {
+            None
+        }
+    }
+
+    /// A job that has placed `placed` bytes in `packets` packets and not its last: the mean
+    /// length less what it placed, and at least one more packet of its mean packet length
+    /// (it has not ended).
+    fn remainder(&self, placed: u64, packets: u32) -> u64 {
+        let packet = placed / u64::from(packets.max(1));
+        let rest = self
+            .mean()
+            .map_or(0, |m| (m - placed as f64).max(0.0).round() as u64);
+        rest.max(packet)
+    }
+
+    /// The expected bytes of a job from its packet `meta` on, this packet included, when its
+    /// length is not known.
+    fn ahead_of(&self, meta: &PacketMeta) -> u64 {
+        let before = u64::from(meta.seq) * meta.len;
+        let rest = self
+            .mean()
+            .map_or(0, |m| (m - before as f64).max(0.0).round() as u64);
+        rest.max(meta.len)
+    }
 }
 
 #[derive(Debug)]
@@ -43,6 +144,8 @@ pub(crate) struct Balancer {
     choose: FxHashMap<TaskId, Binding>,
     /// Jobs with a packet that could not be placed in this scan (their later packets wait).
     blocked: FxHashSet<TaskId>,
+    /// What the cluster has seen of the lengths of bound jobs, for the committed work.
+    lengths: ChainLengths,
 }
 
 /// The most room any node of the cluster has now.
@@ -64,6 +167,7 @@ impl Balancer {
             affinity,
             choose: FxHashMap::default(),
             blocked: FxHashSet::default(),
+            lengths: ChainLengths::default(),
         }
     }
 
@@ -92,7 +196,14 @@ impl Balancer {
             return Some(b.node);
         }
         let pins = self.policy.pins_jobs();
-        let view = ClusterView::with_backlog(status, backlog);
+        let binds = pins || meta.is_dependent();
+        let mut view = ClusterView::with_backlog(status, backlog);
+        if binds {
+            view = view.with_job_bytes(match meta.job_len() {
+                Some(total) => remainder_from(meta, total),
+                None => self.lengths.ahead_of(meta),
+            });
+        }
         let choice = self.policy.select(&view, meta);
         let n = choice.filter(|&n| {
             n < status.len()
@@ -102,14 +213,12 @@ impl Balancer {
                     status[n].has_room(meta.len)
                 }
         })?;
-        if pins || meta.is_dependent() {
-            self.choose.insert(
-                meta.task,
-                Binding {
-                    node: n,
-                    in_flight: 0,
-                },
-            );
+        if binds {
+            let binding = Binding::new(n, meta);
+            if binding.known.is_none() && binding.from_start {
+                self.lengths.live += 1;
+            }
+            self.choose.insert(meta.task, binding);
         }
         Some(n)
     }
@@ -128,6 +237,15 @@ impl Balancer {
         queues[n].push_back(meta);
         if let Some(b) = self.choose.get_mut(&meta.task) {
             b.in_flight += 1;
+            b.placed += meta.len;
+            b.packets += 1;
+            b.ended |= meta.last;
+            if b.known.is_none() && b.from_start {
+                self.lengths.live_bytes += meta.len;
+            }
+            let rest = b.expected_rest(&self.lengths);
+            status[n].recommit(b.cmd, b.committed, rest);
+            b.committed = rest;
         }
         self.policy.on_dispatch(&ClusterView::new(status), n, &meta);
         out.push_back(Dispatch {
@@ -254,13 +372,35 @@ impl Balancer {
 
     /// Forgets every binding to node `local` (it failed): the jobs' next packets go wherever
     /// the policy says, and continue from the state store.
-    pub(crate) fn unbind_node(&mut self, local: usize) {
-        self.choose.retain(|_, b| b.node != local);
+    pub(crate) fn unbind_node(&mut self, local: usize, status: &mut [NodeStatus]) {
+        let mut gone = Vec::new();
+        self.choose.retain(|_, b| {
+            let keep = b.node != local;
+            if !keep {
+                gone.push(*b);
+            }
+            keep
+        });
+        for b in gone {
+            self.release(b, status);
+        }
     }
 
     /// Forgets `task`'s binding (the job failed for good).
-    pub(crate) fn unbind(&mut self, task: TaskId) {
-        self.choose.remove(&task);
+    pub(crate) fn unbind(&mut self, task: TaskId, status: &mut [NodeStatus]) {
+        if let Some(b) = self.choose.remove(&task) {
+            self.release(b, status);
+        }
+    }
+
+    /// Takes a removed binding's expected remainder off its node's committed work, and its
+    /// placed bytes out of the live lengths.
+    fn release(&mut self, b: Binding, status: &mut [NodeStatus]) {
+        status[b.node].recommit(b.cmd, b.committed, 0);
+        if b.known.is_none() && b.from_start {
+            self.lengths.live -= 1;
+            self.lengths.live_bytes -= b.placed;
+        }
     }
 
     /// Records that node `local` (an index within the cluster) completed `meta`.
@@ -275,7 +415,12 @@ impl Balancer {
                 b.in_flight = b.in_flight.saturating_sub(1);
                 let idle = b.in_flight == 0;
                 if meta.last || (idle && !keep_until_last) {
-                    e.remove();
+                    let b = e.remove();
+                    self.release(b, status);
+                    if meta.last && b.known.is_none() && b.from_start {
+                        self.lengths.done += 1;
+                        self.lengths.done_bytes += b.placed;
+                    }
                 }
             }
         }

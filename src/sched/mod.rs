@@ -376,7 +376,8 @@ impl<D: Payload> Scheduler<D> {
         for meta in &taken {
             self.status[n].forget(meta);
         }
-        self.balancers[c.index()].unbind_node(n - first);
+        let range = self.cluster_nodes[c.index()].clone();
+        self.balancers[c.index()].unbind_node(n - first, &mut self.status[range]);
         Ok(taken)
     }
 
@@ -447,7 +448,8 @@ impl<D: Payload> Scheduler<D> {
         out.extend(self.router.take_waiting(c));
         out.extend(self.flows[c.index()].drain());
         for p in &out {
-            self.balancers[c.index()].unbind(p.meta.task);
+            let range = self.cluster_nodes[c.index()].clone();
+            self.balancers[c.index()].unbind(p.meta.task, &mut self.status[range]);
         }
         out
     }

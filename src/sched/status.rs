@@ -23,6 +23,7 @@ pub struct NodeStatus {
     pub(crate) completed_bytes: u64,
     pub(crate) completed_work: f64,
     pub(crate) lanes: u32,
+    pub(crate) committed_bytes_by_cmd: [u64; 4],
 }
 
 impl NodeStatus {
@@ -43,6 +44,7 @@ impl NodeStatus {
             completed_bytes: 0,
             completed_work: 0.0,
             lanes: 1,
+            committed_bytes_by_cmd: [0; 4],
         }
     }
 
@@ -188,6 +190,30 @@ impl NodeStatus {
         self.completed_bytes += meta.len;
         self.completed_work += self.service_time(meta.cmd, meta.len);
     }
+
+    /// Bytes the jobs bound to the node are still expected to bring, beyond what they have
+    /// placed on it so far (docs/ALGORITHM.md §11.14): exact for a job whose length is known
+    /// ([`PacketMeta::job_bytes`]), estimated online for one whose length is not.
+    pub fn committed_bytes(&self) -> u64 {
+        self.committed_bytes_by_cmd.iter().sum()
+    }
+
+    /// The expected time to serve the bytes the jobs bound to the node are still expected to
+    /// bring ([`committed_bytes`](Self::committed_bytes)), at the node's unit times: the work
+    /// the node is committed to beyond its queue.
+    pub fn committed_work(&self) -> f64 {
+        Cmd::ALL
+            .iter()
+            .map(|&c| self.service_time(c, self.committed_bytes_by_cmd[c.index()]))
+            .sum()
+    }
+
+    /// Changes the bytes of command `cmd` committed to the node from `from` to `to` (a bound
+    /// job's expected remainder, before and after).
+    pub(crate) fn recommit(&mut self, cmd: Cmd, from: u64, to: u64) {
+        let slot = &mut self.committed_bytes_by_cmd[cmd.index()];
+        *slot = slot.saturating_sub(from) + to;
+    }
 }
 
 /// A read-only view of one cluster's node status table, handed to a [`Policy`] with the packet
@@ -198,17 +224,26 @@ impl NodeStatus {
 pub struct ClusterView<'a> {
     nodes: &'a [NodeStatus],
     backlog: usize,
+    job_bytes: Option<u64>,
 }
 
 impl<'a> ClusterView<'a> {
     /// A view over a cluster's rows, with nothing waiting.
     pub fn new(nodes: &'a [NodeStatus]) -> Self {
-        ClusterView { nodes, backlog: 0 }
+        ClusterView {
+            nodes,
+            backlog: 0,
+            job_bytes: None,
+        }
     }
 
     /// A view over a cluster's rows with `backlog` packets in its cluster queue.
     pub fn with_backlog(nodes: &'a [NodeStatus], backlog: usize) -> Self {
-        ClusterView { nodes, backlog }
+        ClusterView {
+            nodes,
+            backlog,
+            job_bytes: None,
+        }
     }
 
     /// Packets in the cluster queue when the policy is asked (the packet being placed
@@ -268,6 +303,22 @@ impl<'a> ClusterView<'a> {
     pub fn remaining_share(&self, i: usize) -> f64 {
         let n = &self.nodes[i];
         n.remaining() as f64 / n.capacity as f64
+    }
+
+    /// The same view, with the bytes the job of the packet being placed is expected to bring
+    /// from this packet on (this packet included), as the balancer knows or estimates them.
+    pub fn with_job_bytes(mut self, bytes: u64) -> Self {
+        self.job_bytes = Some(bytes);
+        self
+    }
+
+    /// The bytes the job of the packet being placed is expected to bring from this packet on,
+    /// this packet included, when placing it binds the job to the chosen node (a dependent
+    /// job's packet, or any first packet under a pinning policy): exact for a job whose
+    /// length is known, estimated online otherwise (docs/ALGORITHM.md §11.14). For a packet
+    /// that binds nothing, or a view the balancer did not make, the packet's own length.
+    pub fn job_bytes(&self, packet: &PacketMeta) -> u64 {
+        self.job_bytes.unwrap_or(packet.len).max(packet.len)
     }
 }
 

@@ -12,7 +12,7 @@
 //! (docs/ALGORITHM.md §15.3); with one lane this is the paper's node.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use crate::packet::{ClusterId, NodeId, Packet, PacketMeta, Payload, TaskId};
 use crate::sched::{
@@ -35,6 +35,10 @@ pub struct SimConfig {
     pub unit_len: u64,
     /// How packets wait for a node (the paper: [`Admission::Fifo`]).
     pub admission: Admission,
+    /// Whether every packet's header carries its job's whole length
+    /// ([`PacketMeta::job_bytes`]), as the service's one-shot jobs do; the paper's online
+    /// model (the default) does not know it.
+    pub known_lengths: bool,
 }
 
 impl SimConfig {
@@ -47,7 +51,14 @@ impl SimConfig {
             affinity: Affinity::Strict,
             unit_len: 1,
             admission: Admission::Fifo,
+            known_lengths: false,
         }
+    }
+
+    /// The same settings, with every job's length known to the policies or not.
+    pub fn with_known_lengths(mut self, known: bool) -> Self {
+        self.known_lengths = known;
+        self
     }
 
     /// The same settings with `admission`.
@@ -228,6 +239,7 @@ pub fn simulate_with(
     for i in 0..trace.len() {
         sim.push(trace.records()[i].arrival, EventKind::Arrival(i));
     }
+    let job_bytes = config.known_lengths.then(|| job_lengths(trace));
     while let Some(ev) = sim.events.pop() {
         match ev.kind {
             EventKind::Arrival(i) => {
@@ -235,7 +247,8 @@ pub fn simulate_with(
                 sim.receive.push_back(Packet::new(
                     PacketMeta::new(TaskId(r.task), r.cmd, ClusterId(0))
                         .dependent(r.dependent)
-                        .at(r.seq, r.last),
+                        .at(r.seq, r.last)
+                        .job_bytes(job_bytes.as_ref().map(|j| j[&r.task])),
                     SimPacket {
                         len: r.length,
                         arrival: r.arrival,
@@ -247,6 +260,15 @@ pub fn simulate_with(
         }
     }
     Ok(sim.result)
+}
+
+/// Every job's whole length: the sum of its packets' lengths.
+fn job_lengths(trace: &Trace) -> HashMap<u64, u64> {
+    let mut lengths = HashMap::new();
+    for r in trace.records() {
+        *lengths.entry(r.task).or_insert(0) += r.length;
+    }
+    lengths
 }
 
 struct Sim {

@@ -27,6 +27,7 @@ use cryptodispatch::{
     Service, ServiceBuilder,
 };
 use rand::rngs::ChaCha8Rng;
+use rand::seq::SliceRandom;
 use rand::{Rng, RngExt, SeedableRng};
 
 use crate::openssl::Speed;
@@ -43,6 +44,10 @@ pub enum Workload {
     /// One AES cluster of 4 nodes slowed 1x, 1.5x, 2x, 3x (emulated); CBC (dependent) and ECB
     /// (independent) jobs of 1-8 packets.
     Hetero,
+    /// The same 4 slowed nodes with long chains: 40 AES-128-CBC encryption jobs of 10-30
+    /// packets (dependent, bound to their node to the end) among 80 ECB jobs of 1-2 packets,
+    /// in random order; packets of 64 KiB (or --size).
+    HeteroChains,
     /// Ed25519 verification: one job per signature against batch jobs (Job::verify_batch).
     Verify,
     /// Head-of-line blocking: a 16-byte ECB job submitted right after a 64 MiB CBC job; its
@@ -73,6 +78,7 @@ impl Workload {
             Workload::Cbc16k => "cbc16k",
             Workload::Mixed => "mixed",
             Workload::Hetero => "hetero",
+            Workload::HeteroChains => "hetero-chains",
             Workload::Verify => "verify",
             Workload::Hol => "hol",
             Workload::Tiny => "tiny",
@@ -403,33 +409,23 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                 submitters: args.threads.unwrap_or(2),
             })
         }
-        Workload::Hetero => {
-            let packet = args.size.unwrap_or(256 * 1024);
+        Workload::Hetero | Workload::HeteroChains => {
+            let chains = args.workload == Workload::HeteroChains;
+            let packet = args
+                .size
+                .unwrap_or(if chains { 64 * 1024 } else { 256 * 1024 });
             if packet == 0 || packet % 16 != 0 {
                 return Err(format!(
-                    "--size {packet}: hetero needs a positive multiple of 16 (the packet size)"
+                    "--size {packet}: {} needs a positive multiple of 16 (the packet size)",
+                    args.workload.name()
                 ));
             }
             let jobs = args.jobs.unwrap_or(120);
-            let items = (0..jobs)
-                .map(|_| {
-                    let packets = rng.random_range(1..=8usize);
-                    let mode = if rng.random_bool(0.5) {
-                        Mode::Cbc
-                    } else {
-                        Mode::Ecb
-                    };
-                    Item {
-                        spec: Spec::Aes {
-                            key: 0,
-                            op: AesOp::new(Direction::Encrypt, mode),
-                            iv: rng.random(),
-                        },
-                        data: random_bytes(&mut rng, packets * packet),
-                        sig: [0; 64],
-                    }
-                })
-                .collect();
+            let items = if chains {
+                chain_items(&mut rng, packet)
+            } else {
+                hetero_items(&mut rng, packet, jobs)
+            };
             Ok(Work {
                 aes_keys: vec![random_bytes(&mut rng, 16)],
                 seeds: Vec::new(),
@@ -443,6 +439,51 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
             })
         }
     }
+}
+
+/// An encryption job in `mode` under key 0, of `bytes` random bytes, with a random IV.
+fn encryption(rng: &mut ChaCha8Rng, mode: Mode, bytes: usize) -> Item {
+    Item {
+        spec: Spec::Aes {
+            key: 0,
+            op: AesOp::new(Direction::Encrypt, mode),
+            iv: rng.random(),
+        },
+        data: random_bytes(rng, bytes),
+        sig: [0; 64],
+    }
+}
+
+/// The `hetero` jobs: `jobs` CBC or ECB jobs of 1-8 packets.
+fn hetero_items(rng: &mut ChaCha8Rng, packet: usize, jobs: usize) -> Vec<Item> {
+    (0..jobs)
+        .map(|_| {
+            let packets = rng.random_range(1..=8usize);
+            let mode = if rng.random_bool(0.5) {
+                Mode::Cbc
+            } else {
+                Mode::Ecb
+            };
+            encryption(rng, mode, packets * packet)
+        })
+        .collect()
+}
+
+/// The `hetero-chains` jobs: 40 CBC chains of 10-30 packets among 80 ECB jobs of 1-2 packets,
+/// shuffled.
+fn chain_items(rng: &mut ChaCha8Rng, packet: usize) -> Vec<Item> {
+    let mut items: Vec<Item> = (0..120)
+        .map(|k| {
+            let (mode, packets) = if k < 40 {
+                (Mode::Cbc, rng.random_range(10..=30usize))
+            } else {
+                (Mode::Ecb, rng.random_range(1..=2usize))
+            };
+            encryption(rng, mode, packets * packet)
+        })
+        .collect();
+    items.shuffle(rng);
+    items
 }
 
 /// The result of one job, as both sides produce it.
@@ -788,7 +829,7 @@ pub struct LiveRow {
 /// Runs the workload under each policy and the reference; checks every output.
 pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>, String> {
     let work = generate(args)?;
-    let dynamic = args.workload == Workload::Hetero;
+    let dynamic = matches!(args.workload, Workload::Hetero | Workload::HeteroChains);
     let cipher = match (args.workload, args.mode) {
         (Workload::Gcm, _) => Some("aes-128-gcm"),
         (Workload::Manycbc, Mode::Ofb) => Some("aes-128-ofb"),

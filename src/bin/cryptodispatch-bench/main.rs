@@ -18,11 +18,14 @@ use std::time::Instant;
 use crate::experiments::Settings;
 use clap::{Args, Parser, Subcommand};
 
+mod classes;
 mod experiments;
 mod hol;
 mod live;
+mod matrix;
 mod openssl;
 mod padded;
+mod optimum;
 mod paper;
 mod plot;
 mod policies;
@@ -172,7 +175,7 @@ fn summary() -> Result<(), String> {
     for workload in [live::Workload::Cbc16k, live::Workload::Hetero] {
         let args = live::LiveArgs::quick(workload);
         let policies = [
-            cryptodispatch::PolicySpec::default(),
+            cryptodispatch::PolicySpec::paper_defaults(),
             cryptodispatch::PolicySpec::hhs_acdid(),
         ];
         rows.push(live::measure(&args, &policies)?);

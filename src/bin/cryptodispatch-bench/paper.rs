@@ -222,7 +222,9 @@ fn exp3(settings: &Settings, out: &Path) -> Result<(), String> {
     let mut points: Vec<(usize, usize)> = (100..=700).step_by(100).map(|p| (4, p)).collect();
     points.extend([500, 700, 1000, 1100, 1300, 1500].map(|p| (10, p)));
     let bar = progress(points.len() as u64 * u64::from(settings.seeds), "exp 3");
-    let rows = experiments::exp3(settings, &points, &PolicySpec::default(), &|| bar.inc(1));
+    let rows = experiments::exp3(settings, &points, &PolicySpec::paper_defaults(), &|| {
+        bar.inc(1)
+    });
     bar.finish_and_clear();
 
     println!(
@@ -296,7 +298,7 @@ pub fn exp4(
     out: &Path,
     points: &[(String, usize, usize)],
 ) -> Result<Vec<CompareRow>, String> {
-    let policies = [PolicySpec::default(), PolicySpec::hhs_acdid()];
+    let policies = [PolicySpec::paper_defaults(), PolicySpec::hhs_acdid()];
     let bar = progress(points.len() as u64 * u64::from(settings.seeds), "exp 4");
     let rows = experiments::compare(settings, points, &policies, &|| bar.inc(1));
     bar.finish_and_clear();

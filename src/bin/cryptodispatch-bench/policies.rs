@@ -46,6 +46,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::live::{self, LiveArgs, Workload};
+use crate::matrix::MatrixArgs;
 use crate::paper::{CAPS, CLASSES};
 use crate::plot::{Chart, Series};
 use crate::report::{Csv, Table, f, pct, progress, write_file};
@@ -98,6 +99,18 @@ pub struct PoliciesArgs {
     /// Threads to run simulated points on (results do not depend on it).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Instead of the settings above, the policy matrix: every kind of work, lengths known and
+    /// unknown, `--seeds` seeds per cell from `--seed`, and small instances against the exact
+    /// optimum (table, matrix.csv, matrix_optimum.csv, matrix.svg).
+    #[arg(long)]
+    pub matrix: bool,
+    /// With --matrix: small instances compared with the exact optimum (each a mixed-integer
+    /// program: about 15 s each on one core).
+    #[arg(long, default_value_t = 40, requires = "matrix")]
+    pub small: u32,
+    /// With --matrix: a quick pass, 3 seeds per cell and 10 small instances (a few minutes).
+    #[arg(long, requires = "matrix")]
+    pub quick: bool,
 }
 
 /// One setting's rows, as printed and written.
@@ -162,6 +175,20 @@ fn label(spec: &PolicySpec) -> String {
 pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let specs = parse_policies(args.policies.as_deref())?;
     let labels: Vec<String> = specs.iter().map(label).collect();
+    if args.matrix {
+        let (seeds, small) = if args.quick {
+            (3, 10)
+        } else {
+            (args.seeds, args.small)
+        };
+        let matrix = MatrixArgs {
+            seeds,
+            base_seed: args.seed,
+            small,
+            threads: args.threads.map_or_else(crate::report::cores, |t| t.max(1)),
+        };
+        return crate::matrix::run(&matrix, &specs, &labels, &args.out);
+    }
     let mut settings = Settings {
         seeds: args.seeds,
         base_seed: args.seed,

@@ -59,7 +59,7 @@ pub struct ServiceArgs {
     pub nodes: Option<u32>,
 
     /// Node-selection policy, parsed by the library: NAME or NAME:KEY=VALUE,... (--help lists
-    /// them) [default: paper]
+    /// them) [default: mct]
     #[arg(long, value_name = "NAME", long_help = policy_help())]
     pub policy: Option<String>,
 
@@ -131,7 +131,7 @@ fn policy_help() -> String {
         .map(|entry| format!("  {entry:#}"))
         .collect();
     format!(
-        "Node-selection policy, parsed by the library [default: paper]\n\n\
+        "Node-selection policy, parsed by the library [default: mct]\n\n\
          A policy is written NAME or NAME:KEY=VALUE,...; the policies:\n{}",
         policies.join("\n")
     )

@@ -119,7 +119,7 @@ pub struct Args {
     #[arg(long)]
     pub pin: bool,
 
-    /// Node-selection policy (`paper`, `sed`, `paper-adaptive`, ...) [default: paper]
+    /// Node-selection policy (`mct`, `paper`, `sed`, `paper-adaptive`, ...) [default: mct]
     #[arg(long, value_name = "NAME")]
     pub policy: Option<String>,
 

@@ -33,6 +33,7 @@ mod entropy;
 mod hhs_acdid;
 mod least_conn;
 mod load_formula;
+mod mct;
 mod p2c;
 mod paper;
 mod paper_adaptive;
@@ -47,6 +48,7 @@ pub use entry::{Entry, Param, Value};
 pub use hhs_acdid::HhsAcdid;
 pub use least_conn::{LeastConnections, WeightedLeastConnections};
 pub use load_formula::LoadFormula;
+pub use mct::MinCompletionTime;
 pub use p2c::PowerOfTwo;
 pub use paper::Paper;
 pub use paper_adaptive::PaperAdaptive;
@@ -71,6 +73,7 @@ static REGISTRY: &[Entry] = &[
     ShortestExpectedDelay::ENTRY,
     PowerOfTwo::ENTRY,
     PaperAdaptive::ENTRY,
+    MinCompletionTime::ENTRY,
 ];
 
 /// Every built-in policy: name, aliases, description, parameters with their defaults
@@ -134,5 +137,6 @@ pub(crate) fn test_packet(cmd: crate::packet::Cmd, dependent: bool, len: u64) ->
         seq: 0,
         last: true,
         len,
+        job_bytes: None,
     }
 }

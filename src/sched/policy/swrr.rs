@@ -127,6 +127,7 @@ mod tests {
             seq: 0,
             last: true,
             len: 16,
+            job_bytes: None,
         }
     }
 

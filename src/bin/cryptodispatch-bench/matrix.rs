@@ -1,0 +1,430 @@
+//! `policies --matrix`: every policy on every kind of work of [`crate::classes`], with the jobs'
+//! lengths known to the policies (the service) and not (the paper's online model), and on small
+//! instances against the exact optimum ([`crate::optimum`]).
+//!
+//! A cell is a class with one knowledge of lengths. Every policy of a cell runs on the same
+//! instances (seed k is `--seed + k`), and the cell gives each policy's mean makespan divided
+//! by the mean lower bound (`sim::bound`) and by the best policy's mean makespan in the cell.
+//! The summary gives, per policy, the geometric mean over the cells of makespan / bound, the
+//! worst ratio to a cell's best, and the cells it is within 5% of the best in.
+//!
+//! # Seeds
+//! The report runs from seed 1 (`--seed`). [`TUNING_SEEDS`] are the seeds `mct` was shaped
+//! on (`--seed 1001`); a report that overlaps them says so.
+//!
+//! # Files (in `--out`)
+//! - `matrix.csv` ([`CSV_HEADER`]): one row per cell and policy;
+//! - `matrix_optimum.csv` ([`OPTIMUM_HEADER`]): one row per small instance, knowledge of
+//!   lengths and policy;
+//! - `matrix.svg`: the heat map of makespan / the cell's best (cells down, policies across).
+
+use std::path::Path;
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use cryptodispatch::sched::PolicySpec;
+use cryptodispatch::sim::bound::lower_bound;
+use cryptodispatch::sim::engine::{SimConfig, simulate};
+use cryptodispatch::sim::model::NodeModel;
+use cryptodispatch::sim::trace::Trace;
+
+use crate::classes::{self, Class};
+use crate::experiments::par_map;
+use crate::optimum::optimal_makespan;
+use crate::report::{Csv, Table, f, progress, write_file};
+
+/// The header of `matrix.csv`.
+pub const CSV_HEADER: &str =
+    "class,lengths,policy,seeds,base_seed,makespan_mean,bound_mean,ratio_bound,ratio_best";
+/// The header of `matrix_optimum.csv`.
+pub const OPTIMUM_HEADER: &str = "seed,nodes,packets,lengths,policy,makespan,optimum,bound,ratio";
+/// The seeds `mct` was shaped on (first, last); the report runs elsewhere.
+pub const TUNING_SEEDS: (u64, u64) = (1001, 1010);
+/// A policy within this factor of a cell's best counts as holding in the cell.
+const HOLDS: f64 = 1.05;
+
+/// What the matrix runs: seeds per cell, the first seed, small instances, threads.
+#[derive(Debug, Clone)]
+pub struct MatrixArgs {
+    pub seeds: u32,
+    pub base_seed: u64,
+    pub small: u32,
+    pub threads: usize,
+}
+
+/// One cell's result for one policy.
+struct Cell {
+    class: &'static str,
+    known: bool,
+    /// Per policy: mean makespan.
+    makespan: Vec<f64>,
+    bound: f64,
+}
+
+impl Cell {
+    fn best(&self) -> f64 {
+        self.makespan.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+
+    fn lengths(&self) -> &'static str {
+        if self.known { "known" } else { "unknown" }
+    }
+}
+
+fn config(nodes: Vec<NodeModel>, known: bool) -> SimConfig {
+    SimConfig::new(nodes).with_known_lengths(known)
+}
+
+fn makespan(trace: &Trace, nodes: &[NodeModel], known: bool, spec: &PolicySpec) -> f64 {
+    let r = simulate(trace, &config(nodes.to_vec(), known), spec)
+        .unwrap_or_else(|e| panic!("matrix settings refused: {e}"));
+    // A policy that left packets waiting for ever would show a short makespan.
+    assert_eq!(
+        r.placements.len(),
+        trace.len(),
+        "{spec} left packets unserved"
+    );
+    r.makespan
+}
+
+/// Runs the matrix and the small instances, prints the tables and writes the files.
+///
+/// # Errors
+/// A file that cannot be written, or the solver failing.
+pub fn run(
+    args: &MatrixArgs,
+    specs: &[PolicySpec],
+    labels: &[String],
+    out: &Path,
+) -> Result<(), String> {
+    let classes = classes::classes();
+    let seeds: Vec<u64> = (0..u64::from(args.seeds.max(1)))
+        .map(|k| args.base_seed + k)
+        .collect();
+    // One job per (class, knowledge, seed): the lower bound and every policy's makespan.
+    let jobs: Vec<(usize, bool, u64)> = (0..classes.len())
+        .flat_map(|c| [true, false].map(|k| (c, k)))
+        .flat_map(|(c, k)| seeds.iter().map(move |&s| (c, k, s)))
+        .collect();
+    let bar = progress(jobs.len() as u64 + u64::from(args.small), "matrix");
+    let tick = || bar.inc(1);
+    let runs: Vec<(f64, Vec<f64>)> = par_map(
+        &jobs,
+        args.threads,
+        |&(c, known, seed)| {
+            let (nodes, trace) = classes[c].instance(seed);
+            let bound = lower_bound(&trace, &nodes, 1).value();
+            let spans = specs
+                .iter()
+                .map(|s| makespan(&trace, &nodes, known, s))
+                .collect();
+            (bound, spans)
+        },
+        &tick,
+    );
+    let mut cells = Vec::new();
+    for (c, class) in classes.iter().enumerate() {
+        for known in [true, false] {
+            let mine: Vec<&(f64, Vec<f64>)> = jobs
+                .iter()
+                .zip(&runs)
+                .filter(|((jc, jk, _), _)| *jc == c && *jk == known)
+                .map(|(_, r)| r)
+                .collect();
+            let n = mine.len() as f64;
+            cells.push(Cell {
+                class: class.name,
+                known,
+                makespan: (0..specs.len())
+                    .map(|p| mine.iter().map(|r| r.1[p]).sum::<f64>() / n)
+                    .collect(),
+                bound: mine.iter().map(|r| r.0).sum::<f64>() / n,
+            });
+        }
+    }
+    let small = small_instances(args, specs, &tick)?;
+    bar.finish_and_clear();
+
+    print_cells(&cells, labels, args, &classes);
+    print_small(&small, labels);
+    write_files(&cells, &small, labels, args, out)
+}
+
+/// One small instance: its optimum, bound, and each policy's makespan (lengths known, then
+/// not).
+struct Small {
+    seed: u64,
+    nodes: usize,
+    packets: usize,
+    optimum: f64,
+    bound: f64,
+    known: Vec<f64>,
+    unknown: Vec<f64>,
+}
+
+fn small_instances(
+    args: &MatrixArgs,
+    specs: &[PolicySpec],
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<Small>, String> {
+    let seeds: Vec<u64> = (0..u64::from(args.small))
+        .map(|k| args.base_seed + k)
+        .collect();
+    par_map(
+        &seeds,
+        args.threads,
+        |&seed| {
+            let (nodes, trace) = classes::small(seed);
+            let optimum = optimal_makespan(&trace, &nodes, 1)?;
+            let spans = |known| {
+                specs
+                    .iter()
+                    .map(|s| makespan(&trace, &nodes, known, s))
+                    .collect()
+            };
+            Ok(Small {
+                seed,
+                nodes: nodes.len(),
+                packets: trace.len(),
+                optimum,
+                bound: lower_bound(&trace, &nodes, 1).value(),
+                known: spans(true),
+                unknown: spans(false),
+            })
+        },
+        tick,
+    )
+    .into_iter()
+    .collect()
+}
+
+fn geo_mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x.ln(), n + 1));
+    (sum / n.max(1) as f64).exp()
+}
+
+fn print_cells(cells: &[Cell], labels: &[String], args: &MatrixArgs, classes: &[Class]) {
+    let last = args.base_seed + u64::from(args.seeds.max(1)) - 1;
+    println!(
+        "Policy matrix: {} kinds of work x lengths known/unknown, {} seeds per cell (seeds {}-{}).",
+        classes.len(),
+        args.seeds,
+        args.base_seed,
+        last
+    );
+    if args.base_seed <= TUNING_SEEDS.1 && last >= TUNING_SEEDS.0 {
+        println!(
+            "NOTE: these seeds overlap seeds {}-{}, on which mct was shaped: this is not a test.",
+            TUNING_SEEDS.0, TUNING_SEEDS.1
+        );
+    } else {
+        println!(
+            "mct was shaped on seeds {}-{}, none of which is used here.",
+            TUNING_SEEDS.0, TUNING_SEEDS.1
+        );
+    }
+    println!("\nMean makespan / the cell's best policy's (1.000 = best in the cell):\n");
+    let mut header = vec!["class", "lengths"];
+    header.extend(labels.iter().map(String::as_str));
+    let mut t = Table::new(&header);
+    for c in cells {
+        let best = c.best();
+        let mut row = vec![c.class.to_owned(), c.lengths().to_owned()];
+        row.extend(c.makespan.iter().map(|m| f(m / best, 3)));
+        t.row(row);
+    }
+    print!("{}", t.render());
+    println!("\nMean makespan / mean lower bound:\n");
+    let mut t = Table::new(&header);
+    for c in cells {
+        let mut row = vec![c.class.to_owned(), c.lengths().to_owned()];
+        row.extend(c.makespan.iter().map(|m| f(m / c.bound, 3)));
+        t.row(row);
+    }
+    print!("{}", t.render());
+    println!("\nSummary over the {} cells:\n", cells.len());
+    let mut t = Table::new(&[
+        "policy",
+        "geo mean /bound",
+        "geo mean /best",
+        "worst /best",
+        "cells within 5% of best",
+    ]);
+    for (p, l) in labels.iter().enumerate() {
+        let to_best = || cells.iter().map(|c| c.makespan[p] / c.best());
+        t.row(vec![
+            l.clone(),
+            f(geo_mean(cells.iter().map(|c| c.makespan[p] / c.bound)), 3),
+            f(geo_mean(to_best()), 3),
+            f(to_best().fold(0.0, f64::max), 3),
+            format!(
+                "{} of {}",
+                to_best().filter(|&r| r <= HOLDS).count(),
+                cells.len()
+            ),
+        ]);
+    }
+    print!("{}", t.render());
+}
+
+fn print_small(small: &[Small], labels: &[String]) {
+    if small.is_empty() {
+        return;
+    }
+    let over = small
+        .iter()
+        .filter(|s| s.bound > s.optimum * (1.0 + 1e-6))
+        .count();
+    println!(
+        "\nSmall instances against the exact optimum (MILP, good_lp + microlp): {} instances of 2-3 nodes, 6-14 packets;",
+        small.len()
+    );
+    println!(
+        "lower bound above the optimum on {over} of them; mean bound / optimum {}.\n",
+        f(
+            small.iter().map(|s| s.bound / s.optimum).sum::<f64>() / small.len() as f64,
+            3
+        )
+    );
+    let mut t = Table::new(&[
+        "policy",
+        "mean /optimum (known)",
+        "worst (known)",
+        "mean /optimum (unknown)",
+        "worst (unknown)",
+    ]);
+    let n = small.len() as f64;
+    for (p, l) in labels.iter().enumerate() {
+        let known = || small.iter().map(|s| s.known[p] / s.optimum);
+        let unknown = || small.iter().map(|s| s.unknown[p] / s.optimum);
+        t.row(vec![
+            l.clone(),
+            f(known().sum::<f64>() / n, 3),
+            f(known().fold(0.0, f64::max), 3),
+            f(unknown().sum::<f64>() / n, 3),
+            f(unknown().fold(0.0, f64::max), 3),
+        ]);
+    }
+    print!("{}", t.render());
+}
+
+fn write_files(
+    cells: &[Cell],
+    small: &[Small],
+    labels: &[String],
+    args: &MatrixArgs,
+    out: &Path,
+) -> Result<(), String> {
+    let mut csv = Csv::new(CSV_HEADER);
+    for c in cells {
+        let best = c.best();
+        for (p, l) in labels.iter().enumerate() {
+            csv.row(&[
+                c.class.to_owned(),
+                c.lengths().to_owned(),
+                l.clone(),
+                args.seeds.to_string(),
+                args.base_seed.to_string(),
+                f(c.makespan[p], 3),
+                f(c.bound, 3),
+                f(c.makespan[p] / c.bound, 4),
+                f(c.makespan[p] / best, 4),
+            ]);
+        }
+    }
+    write_file(out, "matrix.csv", csv.as_str())?;
+    let mut csv = Csv::new(OPTIMUM_HEADER);
+    for s in small {
+        for (known, spans) in [("known", &s.known), ("unknown", &s.unknown)] {
+            for (p, l) in labels.iter().enumerate() {
+                csv.row(&[
+                    s.seed.to_string(),
+                    s.nodes.to_string(),
+                    s.packets.to_string(),
+                    known.to_owned(),
+                    l.clone(),
+                    f(spans[p], 3),
+                    f(s.optimum, 3),
+                    f(s.bound, 3),
+                    f(spans[p] / s.optimum, 4),
+                ]);
+            }
+        }
+    }
+    write_file(out, "matrix_optimum.csv", csv.as_str())?;
+    let mut svg = String::new();
+    heat_map(&mut svg, cells, labels).map_err(|e| format!("cannot draw the matrix: {e}"))?;
+    write_file(out, "matrix.svg", &svg)?;
+    println!(
+        "\nwrote {0}/matrix.csv, {0}/matrix_optimum.csv, {0}/matrix.svg",
+        out.display()
+    );
+    Ok(())
+}
+
+/// The colour of a ratio to the cell's best: white at 1, through yellow at the 5% line, to
+/// red at 1.5 and beyond.
+fn shade(ratio: f64) -> RGBColor {
+    let mix = |a: f64, b: f64, t: f64| (a + (b - a) * t.clamp(0.0, 1.0)).round() as u8;
+    if ratio <= HOLDS {
+        let t = (ratio - 1.0) / (HOLDS - 1.0);
+        RGBColor(255, 255, mix(255.0, 150.0, t))
+    } else {
+        let t = (ratio - HOLDS) / (1.5 - HOLDS);
+        RGBColor(
+            mix(255.0, 215.0, t),
+            mix(235.0, 48.0, t),
+            mix(150.0, 39.0, t),
+        )
+    }
+}
+
+fn heat_map(
+    out: &mut String,
+    cells: &[Cell],
+    labels: &[String],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (cw, ch, left, top) = (74i32, 22i32, 230i32, 90i32);
+    let width = (left + cw * labels.len() as i32 + 20) as u32;
+    let height = (top + ch * cells.len() as i32 + 40) as u32;
+    let root = SVGBackend::with_string(out, (width, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let title = TextStyle::from(("sans-serif", 18).into_font());
+    root.draw(&Text::new(
+        "makespan / the cell's best policy (white: best; yellow: within 5%; red: 1.5 or worse)",
+        (10, 10),
+        title,
+    ))?;
+    let small = TextStyle::from(("sans-serif", 12).into_font());
+    let centred = small.pos(Pos::new(HPos::Center, VPos::Center));
+    let right = small.pos(Pos::new(HPos::Right, VPos::Center));
+    for (p, l) in labels.iter().enumerate() {
+        let x = left + cw * p as i32 + cw / 2;
+        root.draw(&Text::new(l.clone(), (x, top - 14), centred.clone()))?;
+    }
+    for (r, c) in cells.iter().enumerate() {
+        let y = top + ch * r as i32;
+        root.draw(&Text::new(
+            format!("{} ({})", c.class, c.lengths()),
+            (left - 6, y + ch / 2),
+            right.clone(),
+        ))?;
+        let best = c.best();
+        for (p, m) in c.makespan.iter().enumerate() {
+            let x = left + cw * p as i32;
+            let ratio = m / best;
+            root.draw(&Rectangle::new(
+                [(x, y), (x + cw - 1, y + ch - 1)],
+                shade(ratio).filled(),
+            ))?;
+            root.draw(&Text::new(
+                f(ratio, 3),
+                (x + cw / 2, y + ch / 2),
+                centred.clone(),
+            ))?;
+        }
+    }
+    root.present()?;
+    Ok(())
+}
