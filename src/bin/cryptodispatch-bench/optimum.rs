@@ -127,3 +127,66 @@ pub fn optimal_makespan(trace: &Trace, nodes: &[NodeModel], unit_len: u64) -> Re
         .map_err(|e| format!("the exact optimum: {e}"))?;
     Ok(solution.value(cmax))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cryptodispatch::packet::{Cmd, UnitTimes};
+    use cryptodispatch::sim::bound::lower_bound;
+    use cryptodispatch::sim::trace::TraceRecord;
+
+    const UNIT: u64 = 16;
+
+    fn record(task: u64, seq: u32, dependent: bool, arrival: f64) -> TraceRecord {
+        TraceRecord {
+            task,
+            seq,
+            dependent,
+            arrival,
+            length: UNIT,
+            cmd: Cmd::Encrypt,
+            last: false,
+        }
+    }
+
+    fn nodes(times: &[f64]) -> Vec<NodeModel> {
+        times
+            .iter()
+            .map(|&t| NodeModel::new(UnitTimes::uniform(t), 8 * UNIT))
+            .collect()
+    }
+
+    fn optimum(records: Vec<TraceRecord>, times: &[f64]) -> (f64, f64) {
+        let trace = Trace::from_records(records).unwrap();
+        let nodes = nodes(times);
+        let opt = optimal_makespan(&trace, &nodes, UNIT).unwrap();
+        (opt, lower_bound(&trace, &nodes, UNIT).value())
+    }
+
+    #[test]
+    fn three_equal_packets_on_two_equal_nodes_take_two_service_times() {
+        let (opt, bound) = optimum(
+            (0..3).map(|t| record(t, 0, false, 0.0)).collect(),
+            &[10.0, 10.0],
+        );
+        assert!((opt - 20.0).abs() < 1e-6, "optimum {opt}");
+        assert!(bound <= opt + 1e-6, "bound {bound} above the optimum {opt}");
+    }
+
+    #[test]
+    fn a_chain_stays_on_one_node_and_waits_for_its_arrivals() {
+        // A chain of three packets (the third arrives at 25) and one independent packet, on a
+        // fast node (10) and a slow one (30): the chain on the fast node ends at 35, the other
+        // packet on the slow node at 30.
+        let mut records: Vec<TraceRecord> = vec![
+            record(1, 0, true, 0.0),
+            record(1, 1, true, 0.0),
+            record(2, 0, false, 0.0),
+            record(1, 2, true, 25.0),
+        ];
+        records.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
+        let (opt, bound) = optimum(records, &[10.0, 30.0]);
+        assert!((opt - 35.0).abs() < 1e-6, "optimum {opt}");
+        assert!(bound <= opt + 1e-6, "bound {bound} above the optimum {opt}");
+    }
+}
