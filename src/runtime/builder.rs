@@ -200,7 +200,7 @@ impl ServiceBuilder {
         self
     }
 
-    /// The node-selection policy, by value.
+    /// The node-selection policy, by value (default: `mct`, [`PolicySpec::default`]).
     pub fn policy(mut self, policy: PolicySpec) -> Self {
         self.policy = PolicyChoice::Spec(policy);
         self
@@ -514,7 +514,7 @@ impl Service {
     }
 
     /// A service with the defaults: an AES cluster and an Ed25519 cluster, each with a node
-    /// pinned to every core, and the `paper` policy.
+    /// pinned to every core, and the default policy (`mct`, docs/ALGORITHM.md §11.14).
     ///
     /// # Errors
     /// [`BuildError::Spawn`] if the worker threads cannot be started.
