@@ -495,3 +495,51 @@ fn node_slots_bound_empty_packets() {
     assert_eq!(accepted, 7);
     assert_eq!(s.node(NodeId(0)).queued_packets(), 3);
 }
+
+/// A node fails holding only its running packet (nothing to put back): the chained job that was
+/// bound to it still moves on, to the idle node, when the driver requeues nothing, under either
+/// admission. Before, nothing was placed until a packet arrived or the node came back.
+#[test]
+fn a_job_bound_to_a_failed_node_moves_on_even_with_nothing_requeued() {
+    for admission in [Admission::Fifo, Admission::Fair] {
+        // Node 0 slow, node 1 fast; each holds one packet.
+        let mut s = Scheduler::<Len>::new(
+            SchedConfig {
+                admission,
+                ..config(
+                    vec![cluster(vec![node(30.0, 1), node(10.0, 1)], 8)],
+                    8,
+                    Affinity::Strict,
+                )
+            },
+            &PolicySpec::paper_defaults(),
+        )
+        .unwrap();
+        for seq in 0..3 {
+            s.arrive(packet(0, 1, seq, seq == 2, true)).unwrap();
+        }
+        for seq in 0..3 {
+            s.arrive(packet(0, 2, seq, seq == 2, true)).unwrap();
+        }
+        // Job 1 on the fast node, job 2 on the slow one.
+        assert_eq!(drain(&mut s), [(1, 0, 1), (2, 0, 0)], "{admission:?}");
+        for seq in 1..3 {
+            s.complete(NodeId(0)).unwrap();
+            assert_eq!(drain(&mut s), [(2, seq, 0)], "{admission:?}");
+        }
+        s.complete(NodeId(0)).unwrap();
+        assert!(
+            drain(&mut s).is_empty(),
+            "job 1 is bound to the busy node 1"
+        );
+        // Node 1 fails while running job 1's first packet; the driver fails that packet.
+        let taken = s.node_down(NodeId(1)).unwrap();
+        assert_eq!(taken.len(), 1);
+        s.requeue(Vec::new());
+        assert_eq!(
+            drain(&mut s),
+            [(1, 1, 0)],
+            "{admission:?}: job 1's next packet goes to the idle node"
+        );
+    }
+}

@@ -198,6 +198,9 @@ pub struct Scheduler<D> {
     status: Vec<NodeStatus>,
     node_queues: Vec<VecDeque<PacketMeta>>,
     out: VecDeque<Dispatch<D>>,
+    /// Clusters that lost a node since the last [`requeue`](Scheduler::requeue): their jobs
+    /// bound there were unbound, and may go elsewhere once the requeue settles them.
+    unsettled: Vec<ClusterId>,
 }
 
 impl<D: Payload> Scheduler<D> {
@@ -297,6 +300,7 @@ impl<D: Payload> Scheduler<D> {
             node_queues: vec![VecDeque::new(); status.len()],
             status,
             out: VecDeque::new(),
+            unsettled: Vec::new(),
         })
     }
 
@@ -359,8 +363,8 @@ impl<D: Payload> Scheduler<D> {
     /// packets placed on it and not complete are taken off it (returned, oldest first, so the
     /// driver can match them with the packets it holds for the node); the jobs bound to it are
     /// unbound, so their next packets go to other nodes and continue from the state store.
-    /// Offer the packets that did not run back with [`requeue`](Self::requeue)
-    /// (docs/ALGORITHM.md §15.2).
+    /// Offer the packets that did not run back with [`requeue`](Self::requeue), even none: the
+    /// requeue is also when the unbound jobs are placed again (docs/ALGORITHM.md §15.2).
     ///
     /// # Errors
     /// [`SchedError::UnknownNode`].
@@ -378,6 +382,9 @@ impl<D: Payload> Scheduler<D> {
         }
         let range = self.cluster_nodes[c.index()].clone();
         self.balancers[c.index()].unbind_node(n - first, &mut self.status[range]);
+        // Settled by the requeue that follows, not here: the packets taken off the node go in
+        // front of the ones waiting, and a chained job's next packet must not overtake them.
+        self.unsettled.push(c);
         Ok(taken)
     }
 
@@ -407,7 +414,11 @@ impl<D: Payload> Scheduler<D> {
     /// Puts packets taken off a failed node back in front of the waiting ones, in the order
     /// given (a job's packets in order), and places what can be placed.
     pub fn requeue(&mut self, packets: Vec<Packet<D>>) {
-        let mut clusters: Vec<ClusterId> = packets.iter().map(|p| p.meta.cluster).collect();
+        // The clusters of the packets, and those that lost a node: even with nothing to put
+        // back (the failed node held only its running packet), the jobs that were bound there
+        // may now go to other nodes, and an idle node would otherwise wait for an arrival.
+        let mut clusters: Vec<ClusterId> = std::mem::take(&mut self.unsettled);
+        clusters.extend(packets.iter().map(|p| p.meta.cluster));
         clusters.sort_unstable();
         clusters.dedup();
         match self.admission {
