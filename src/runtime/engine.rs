@@ -477,13 +477,16 @@ impl Shared {
             e.backlog_remove(d.packet.meta.task, d.packet.meta.len);
             e.node_work[local].push_back(d.packet);
             self.queued[n].store(e.node_work[local].len(), Ordering::Relaxed);
+            self.publish_node(shard, e, local);
             if e.sleeping[local] {
                 self.node_cv[n].notify_one();
             }
         }
     }
 
-    /// Publishes the cluster's queue depths to the gauges [`metrics`](Self::metrics) reads.
+    /// Publishes the cluster's queue lengths to the gauges [`metrics`](Self::metrics) reads.
+    /// A node's own gauge is published where its queue changes (a placement, a completion, a
+    /// failure), so a turn writes the lines of the nodes it touched, not of every node.
     fn publish(&self, shard: &Shard, e: &Engine) {
         let g = &shard.gauges;
         g.receive_queue.store(e.receive.len(), Ordering::Relaxed);
@@ -495,10 +498,12 @@ impl Shared {
             .store(e.sched.choose_list_len(LOCAL), Ordering::Relaxed);
         g.alarms
             .store(e.sched.policy(LOCAL).alarms(), Ordering::Relaxed);
-        for local in 0..e.node_work.len() {
-            let st = e.sched.node(NodeId(local as u32));
-            self.node_gauges[shard.first + local].set_queue(st.queued_packets(), st.queued_bytes());
-        }
+    }
+
+    /// Publishes node `local`'s queue (packets and bytes placed, not complete) to its gauge.
+    fn publish_node(&self, shard: &Shard, e: &Engine, local: usize) {
+        let st = e.sched.node(NodeId(local as u32));
+        self.node_gauges[shard.first + local].set_queue(st.queued_packets(), st.queued_bytes());
     }
 
     /// A worker's turn at its cluster's lock: report the packets it resolved since its last
@@ -541,6 +546,7 @@ impl Shared {
                         debug_assert!(false, "worker out of step with the core: {err}");
                     }
                 }
+                self.publish_node(shard, &e, l);
             }
             e.in_system -= finished;
             wakers = self.offer(shard, &mut e, before);
@@ -643,6 +649,7 @@ impl Shared {
         }
         health.busy_since.store(0, Ordering::Release);
         let _ = e.sched.node_down(local);
+        self.publish_node(shard, &e, local.index());
         let mut back: Vec<Packet<Work>> = health.hand().drain(..).collect();
         back.extend(e.node_work[local.index()].drain(..));
         self.queued[n].store(0, Ordering::Relaxed);
