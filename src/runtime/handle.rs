@@ -503,3 +503,52 @@ impl Future for JobHandle {
         Poll::Ready(take(&mut c))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::{Direction, Padding};
+
+    /// Cuts a padded CBC encryption of `data` into packets of 64 bytes.
+    fn cut_padded(data: Vec<u8>) -> Packets {
+        let op = AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+        let len = data.len();
+        let key = Arc::new(AesKey::new(&[1; 16]).unwrap());
+        let job = Arc::new(JobShared::new(
+            TaskId(1),
+            ClusterId(0),
+            JobWork::Aes { key, op },
+            aes_packet_count(op, len, 64, true),
+        ));
+        cut_aes(&job, op, data, 64, 0, true, None)
+    }
+
+    #[test]
+    fn a_padded_job_with_room_is_cut_in_its_own_allocation() {
+        let mut v = Vec::with_capacity(padded_len(100));
+        v.extend_from_slice(&[5u8; 100]);
+        let at = v.as_ptr();
+        let packets = cut_padded(v);
+        assert_eq!(packets[0].data.data.as_ptr(), at, "no copy of the job");
+        let last = &packets[packets.len() - 1].data;
+        assert_eq!(
+            (last.msg_len, last.data.len()),
+            (36, 48),
+            "the padding is in the last packet"
+        );
+    }
+
+    #[test]
+    fn a_padded_job_without_room_grows_by_exactly_the_padding() {
+        for len in [0, 1, 15, 16, 17, 1000] {
+            let packets = cut_padded(vec![3u8; len]);
+            let total: usize = packets.iter().map(|p| p.data.data.len()).sum();
+            assert_eq!(total, padded_len(len), "len {len}");
+            let last = &packets[packets.len() - 1].data;
+            assert!(
+                last.data.capacity() < last.data.len() + BLOCK,
+                "len {len}: grew by doubling"
+            );
+        }
+    }
+}
