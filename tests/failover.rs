@@ -18,7 +18,7 @@ use cryptodispatch::packet::{Mode, NodeId};
 use cryptodispatch::runtime::NodeState;
 use cryptodispatch::{
     Admission, AesOp, Affinity, Direction, Fault, Job, JobError, JobOutput, Metrics, NodeSpec,
-    Padding, PolicySpec, Service, Stream, SubmitError,
+    Padding, PolicySpec, Service, ServiceBuilder, Stream, SubmitError,
 };
 use proptest::prelude::*;
 
@@ -131,15 +131,15 @@ impl StreamCase {
 }
 
 /// Builds a service of two AES nodes and one Ed25519 node with the given faults, runs `jobs`
-/// random jobs through it, and checks the promise. Returns how many jobs failed, and the
-/// metrics once every job resolved.
+/// random jobs through it, and checks the promise. With `inline`, the small AES jobs run on
+/// the submitting thread (the default); without, every job goes to a node. Returns how many
+/// jobs failed, and the metrics once every job resolved.
 fn run(
     faults: [Option<Fault>; 3],
     jobs: usize,
     seed: u64,
-    policy: &str,
-    affinity: Affinity,
-    admission: Admission,
+    (policy, affinity, admission): (&str, Affinity, Admission),
+    inline: bool,
 ) -> (usize, Metrics) {
     let node = |f: Option<Fault>| match f {
         Some(f) => NodeSpec::new().fault(f),
@@ -153,6 +153,11 @@ fn run(
         .affinity(affinity)
         .admission(admission)
         .stall_timeout(Duration::from_millis(40))
+        .inline_limit(if inline {
+            ServiceBuilder::DEFAULT_INLINE_LIMIT
+        } else {
+            0
+        })
         .build()
         .unwrap();
     let raw = [0x5B; 16];
@@ -237,6 +242,9 @@ fn run(
         "every admitted packet accounted for: {m}"
     );
     assert_eq!(m.stored_states, 0, "a chaining state left behind: {m}");
+    if !inline {
+        assert_eq!(m.jobs_inline, 0, "{m}");
+    }
     service.shutdown();
     (failed, m)
 }
@@ -326,9 +334,8 @@ fn an_exiting_worker_loses_nothing() {
             ],
             300,
             11,
-            "paper",
-            Affinity::Strict,
-            admission,
+            ("paper", Affinity::Strict, admission),
+            true,
         );
         // The Ed25519 cluster's only node exits: jobs waiting then fail with NoNodeUp; the
         // AES jobs all complete (checked in `run`). Both exits struck, and the workers came
@@ -351,6 +358,8 @@ fn a_stalled_node_is_taken_out_its_late_result_discarded_and_it_comes_back() {
             }),
             NodeSpec::new(),
         ])
+        // Every job goes to a node, so the stall strikes one of them.
+        .inline_limit(0)
         .stall_timeout(Duration::from_millis(50))
         .build()
         .unwrap();
@@ -449,9 +458,10 @@ proptest! {
         ),
         strict in any::<bool>(),
         fair in any::<bool>(),
+        inline in any::<bool>(),
     ) {
         let affinity = if strict { Affinity::Strict } else { Affinity::InFlight };
         let admission = if fair { Admission::Fair } else { Admission::Fifo };
-        let _ = run([plan[0], plan[1], plan[2]], 150, seed, policy, affinity, admission);
+        let _ = run([plan[0], plan[1], plan[2]], 150, seed, (policy, affinity, admission), inline);
     }
 }

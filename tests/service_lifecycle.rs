@@ -1075,6 +1075,8 @@ fn user_wakers_never_take_a_node_down_or_block_it() {
     let service = Arc::new(
         Service::builder()
             .aes_cluster([NodeSpec::new().slowdown(20.0)])
+            // Every job goes to the node, so the blocking waker's job would wait for it.
+            .inline_limit(0)
             .build()
             .unwrap(),
     );
@@ -1198,6 +1200,9 @@ fn metrics_add_up_after_a_known_workload() {
         .packet_size(packet)
         .aes_cluster([pinned(0), pinned(1), NodeSpec::new().slowdown(1.5)])
         .ed25519_cluster([pinned(0), NodeSpec::new()])
+        // The nodes' counters: every job goes to a node (jobs run on the submitting thread are
+        // counted in the property tests and tests/inline.rs).
+        .inline_limit(0)
         .build()
         .unwrap();
     let raw = [0x4D; 32];

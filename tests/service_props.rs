@@ -20,7 +20,7 @@ use cryptodispatch::error::CryptoError;
 use cryptodispatch::packet::Mode;
 use cryptodispatch::{
     AesOp, Affinity, ClusterKind, Direction, Job, JobError, JobOutput, KeyId, NodeSpec, Padding,
-    PolicySpec, Service, SubmitError, TrySubmitError,
+    PolicySpec, Service, ServiceBuilder, SubmitError, TrySubmitError,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -46,6 +46,9 @@ struct Config {
     affinity: Affinity,
     small_queues: bool,
     threads: usize,
+    /// The service's inline limit: 0 (every job to a node), the default, or every AES job of
+    /// one packet.
+    inline_limit: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,9 +128,19 @@ fn config() -> impl Strategy<Value = Config> {
         select(vec![Affinity::Strict, Affinity::InFlight]),
         prop::bool::weighted(0.3),
         1usize..=3,
+        select(vec![0, ServiceBuilder::DEFAULT_INLINE_LIMIT, usize::MAX]),
     )
         .prop_map(
-            |(packet_blocks, aes_nodes, ed_nodes, policy, affinity, small_queues, threads)| {
+            |(
+                packet_blocks,
+                aes_nodes,
+                ed_nodes,
+                policy,
+                affinity,
+                small_queues,
+                threads,
+                inline_limit,
+            )| {
                 Config {
                     packet_blocks,
                     aes_nodes,
@@ -136,6 +149,7 @@ fn config() -> impl Strategy<Value = Config> {
                     affinity,
                     small_queues,
                     threads,
+                    inline_limit,
                 }
             },
         )
@@ -469,7 +483,8 @@ fn build(cfg: &Config) -> Service {
                 .map(|(i, c)| node(i, c).capacity(256)),
         )
         .policy(cfg.policy.clone())
-        .affinity(cfg.affinity);
+        .affinity(cfg.affinity)
+        .inline_limit(cfg.inline_limit);
     if cfg.small_queues {
         b = b
             .cluster_queue_len(2)
@@ -492,11 +507,21 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
     let mut want_bytes = [0u64; 2];
     let mut want_failed = 0u64;
     let mut want_jobs = planned.len() as u64;
+    let mut want_inline = 0u64;
     for p in &planned {
+        want_failed += u64::from(p.expected.is_err());
+        // An AES job of one packet within the inline limit runs on the submitting thread.
+        if p.cluster == ClusterKind::Aes
+            && p.packets == 1
+            && cfg.inline_limit > 0
+            && p.bytes <= cfg.inline_limit as u64
+        {
+            want_inline += 1;
+            continue;
+        }
         let c = p.cluster as usize;
         want_packets[c] += p.packets;
         want_bytes[c] += p.bytes;
-        want_failed += u64::from(p.expected.is_err());
     }
     // A stream chunk is a job of its own, cut into packets like any job; only the final
     // chunk of an encryption is padded.
@@ -609,6 +634,12 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
         "every job finished\n{m}"
     );
     assert_eq!(m.jobs_failed, want_failed, "failed jobs\n{m}");
+    assert_eq!(m.jobs_inline, want_inline, "jobs run inline\n{m}");
+    assert_eq!(
+        m.packets_completed + m.packets_failed,
+        m.packets_admitted,
+        "packets\n{m}"
+    );
     assert_eq!(m.stored_states, 0, "stored chaining states\n{m}");
     for c in &m.clusters {
         assert_eq!(

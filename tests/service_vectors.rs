@@ -20,7 +20,7 @@ use common::vectors::{
 use cryptodispatch::packet::Mode;
 use cryptodispatch::{
     Affinity, ClusterKind, Direction, Job, JobHandle, JobOutput, KeyId, NodeSpec, PolicySpec,
-    Service,
+    Service, ServiceBuilder,
 };
 
 /// Every record of every file, with the per-file counts checked.
@@ -62,9 +62,23 @@ fn all_records() -> Vec<Record> {
     all
 }
 
+/// What the nodes ran and what ran on the submitting threads.
+struct Ran {
+    /// Records checked.
+    checked: usize,
+    /// Records cut into more than one packet.
+    multi: usize,
+    /// Packets and bytes the nodes ran: every record but those run inline.
+    node_packets: u64,
+    node_bytes: u64,
+    /// Records of one packet within the inline limit, run on the submitting threads.
+    inline: u64,
+}
+
 /// Submits every record (from two threads, all before any wait), then checks every output.
-/// Returns (records checked, records cut into more than one packet, packets).
-fn run_aes_records(service: &Service, records: &[Record]) -> (usize, usize, u64) {
+/// `inline_limit` is the service's: records of one packet up to that many bytes run on the
+/// submitting threads.
+fn run_aes_records(service: &Service, records: &[Record], inline_limit: usize) -> Ran {
     // One key per distinct key, registered once.
     let mut keys: HashMap<&[u8], KeyId> = HashMap::new();
     for r in records {
@@ -115,14 +129,20 @@ fn run_aes_records(service: &Service, records: &[Record]) -> (usize, usize, u64)
         workers.into_iter().map(|w| w.join().unwrap()).sum()
     });
     let multi = records.iter().filter(|r| r.input.len() > packet).count();
-    let packets: u64 = records
-        .iter()
-        .map(|r| r.input.len().div_ceil(packet) as u64)
-        .sum();
+    let runs_inline = |r: &&Record| r.input.len() <= packet.min(inline_limit);
+    let on_nodes = || records.iter().filter(|r| !runs_inline(r));
     for id in keys.into_values() {
         service.remove_key(id).unwrap();
     }
-    (checked, multi, packets)
+    Ran {
+        checked,
+        multi,
+        node_packets: on_nodes()
+            .map(|r| r.input.len().div_ceil(packet) as u64)
+            .sum(),
+        node_bytes: on_nodes().map(|r| r.input.len() as u64).sum(),
+        inline: records.iter().filter(runs_inline).count() as u64,
+    }
 }
 
 /// Per-cluster sums of the nodes' packet and byte counters.
@@ -150,19 +170,41 @@ fn aes_cavp_records_through_the_service() {
         .ed25519_cluster([NodeSpec::new()])
         .build()
         .unwrap();
-    let (checked, multi, packets) = run_aes_records(&service, &records);
-    assert_eq!(checked, 8552, "AES records checked");
+    let ran = run_aes_records(&service, &records, ServiceBuilder::DEFAULT_INLINE_LIMIT);
+    assert_eq!(ran.checked, 8552, "AES records checked");
     // MMT: COUNT 1..=9 of each section have 2..=10 blocks: cut into 2..=10 packets of 16 bytes.
-    assert_eq!(multi, 4 * 3 * 2 * 9, "records cut into several packets");
+    assert_eq!(ran.multi, 4 * 3 * 2 * 9, "records cut into several packets");
     service.shutdown();
-    let bytes: u64 = records.iter().map(|r| r.input.len() as u64).sum();
-    assert_eq!(node_totals(&service, ClusterKind::Aes), (packets, bytes));
+    assert_eq!(
+        node_totals(&service, ClusterKind::Aes),
+        (ran.node_packets, ran.node_bytes)
+    );
     let m = service.metrics();
+    // The one-block records (all but MMT's longer ones) ran on the submitting threads.
+    assert_eq!(ran.inline, 8552 - 4 * 3 * 2 * 9);
+    assert_eq!(m.jobs_inline, ran.inline);
     assert_eq!(m.jobs_submitted, 8552);
     assert_eq!(m.jobs_completed, 8552);
     assert_eq!(m.jobs_failed, 0);
     assert_eq!(m.stored_states, 0);
     assert_eq!(m.keys, 0);
+}
+
+#[test]
+fn aes_cavp_records_run_inline() {
+    // At the default packet size and inline limit every record (at most 160 bytes) runs on
+    // its submitting thread (docs/ALGORITHM.md §15.6).
+    let records = all_records();
+    let service = Service::builder()
+        .aes_cluster([pinned(0), pinned(1)])
+        .build()
+        .unwrap();
+    let ran = run_aes_records(&service, &records, ServiceBuilder::DEFAULT_INLINE_LIMIT);
+    assert_eq!((ran.checked, ran.inline), (8552, 8552));
+    service.shutdown();
+    assert_eq!(node_totals(&service, ClusterKind::Aes), (0, 0));
+    let m = service.metrics();
+    assert_eq!((m.jobs_inline, m.jobs_completed), (8552, 8552));
 }
 
 #[test]
@@ -176,16 +218,21 @@ fn aes_cavp_records_under_hhs_acdid_and_strict_affinity() {
         .cluster_queue_len(8)
         .wait_queue_len(4)
         .receive_queue_len(16)
+        // Every record goes to a node, through these small queues.
+        .inline_limit(0)
         .build()
         .unwrap();
-    let (checked, multi, packets) = run_aes_records(&service, &records);
-    assert_eq!(checked, 8552, "AES records checked");
+    let ran = run_aes_records(&service, &records, 0);
+    assert_eq!(ran.checked, 8552, "AES records checked");
     // MMT records of 3..=10 blocks need more than one 32-byte packet.
-    assert_eq!(multi, 4 * 3 * 2 * 8, "records cut into several packets");
+    assert_eq!(ran.multi, 4 * 3 * 2 * 8, "records cut into several packets");
     service.shutdown();
-    let bytes: u64 = records.iter().map(|r| r.input.len() as u64).sum();
-    assert_eq!(node_totals(&service, ClusterKind::Aes), (packets, bytes));
+    assert_eq!(
+        node_totals(&service, ClusterKind::Aes),
+        (ran.node_packets, ran.node_bytes)
+    );
     let m = service.metrics();
+    assert_eq!(m.jobs_inline, 0, "every record went to a node");
     assert_eq!((m.jobs_submitted, m.jobs_completed), (8552, 8552));
     assert!(m.clusters.iter().all(|c| c.choose_list == 0));
 }

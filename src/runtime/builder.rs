@@ -159,6 +159,7 @@ pub struct ServiceBuilder {
     admission: Admission,
     stall_timeout: Option<Duration>,
     stream_outputs: usize,
+    inline_limit: usize,
 }
 
 impl Default for ServiceBuilder {
@@ -175,6 +176,7 @@ impl Default for ServiceBuilder {
             admission: Admission::Fair,
             stall_timeout: None,
             stream_outputs: 64,
+            inline_limit: Self::DEFAULT_INLINE_LIMIT,
         }
     }
 }
@@ -183,6 +185,9 @@ impl ServiceBuilder {
     /// The largest packet size (16 MiB): a node's unit of work, and what a packet's buffer
     /// may be.
     pub const MAX_PACKET_SIZE: usize = 16 << 20;
+
+    /// The default [`inline_limit`](Self::inline_limit), in bytes.
+    pub const DEFAULT_INLINE_LIMIT: usize = 1024;
 
     /// Declares the AES cluster with these nodes.
     pub fn aes_cluster(self, nodes: impl IntoIterator<Item = NodeSpec>) -> Self {
@@ -300,6 +305,20 @@ impl ServiceBuilder {
         self
     }
 
+    /// AES jobs (any mode, GCM included) of at most this many bytes, padding included, that
+    /// make one packet, run on the submitting thread instead of a node (default
+    /// [`DEFAULT_INLINE_LIMIT`](Self::DEFAULT_INLINE_LIMIT); 0: every job goes to a node).
+    /// Handing a job to a node and back costs two thread hand-offs, a few microseconds, far
+    /// more than the cipher spends on a few hundred bytes; below the limit the job is done
+    /// by the time `submit` returns (docs/ALGORITHM.md §15.6). Such a job never queues, so it
+    /// takes no part in admission, backpressure or placement, and no node's slowdown applies
+    /// to it. Streams' chunks always go to a node. Jobs run inline are counted in
+    /// [`Metrics::jobs_inline`](crate::runtime::Metrics::jobs_inline).
+    pub fn inline_limit(mut self, bytes: usize) -> Self {
+        self.inline_limit = bytes;
+        self
+    }
+
     /// Starts the service: spawns and pins the workers and waits until each has calibrated.
     ///
     /// # Errors
@@ -354,6 +373,7 @@ impl ServiceBuilder {
                 .unwrap_or(self.receive_queue_len as u64 * self.packet_size as u64),
             stall_timeout: self.stall_timeout,
             stream_outputs: self.stream_outputs,
+            inline_limit: self.inline_limit,
         };
         let mut specs = Vec::new();
         let mut sched_clusters = Vec::new();

@@ -81,6 +81,30 @@ pub(crate) struct Layout {
     pub(crate) stall_timeout: Option<Duration>,
     /// The most outputs a stream holds unreceived.
     pub(crate) stream_outputs: usize,
+    /// AES jobs of one packet of at most this many bytes run on the submitting thread.
+    pub(crate) inline_limit: usize,
+}
+
+/// Task ids for a burst of jobs, taken from the service's counter a block at a time, so that
+/// threads submitting bursts do not write the counter for every job.
+#[derive(Debug, Default)]
+pub(crate) struct TaskIds {
+    next: u64,
+    end: u64,
+}
+
+impl TaskIds {
+    /// Ids taken from the service's counter at once.
+    const BLOCK: u64 = 64;
+
+    pub(crate) fn take(&mut self, shared: &Shared) -> TaskId {
+        if self.next == self.end {
+            self.next = shared.next_tasks(Self::BLOCK);
+            self.end = self.next + Self::BLOCK;
+        }
+        self.next += 1;
+        TaskId(self.next - 1)
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -328,7 +352,21 @@ impl Shared {
         TaskId(self.next_task.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// `n` consecutive task ids, the first returned.
+    pub(crate) fn next_tasks(&self, n: u64) -> u64 {
+        self.next_task.fetch_add(n, Ordering::Relaxed)
+    }
+
     /// Whether `shutdown` has begun (new jobs are refused).
+    /// Whether a node of `cluster` is up (read without a lock; it may change at once).
+    pub(crate) fn cluster_up(&self, cluster: ClusterId) -> bool {
+        self.layout
+            .nodes
+            .iter()
+            .zip(self.health.iter())
+            .any(|(n, h)| n.cluster == cluster && !h.is_down())
+    }
+
     pub(crate) fn is_closing(&self) -> bool {
         self.closing.load(Ordering::Acquire)
     }
@@ -828,6 +866,7 @@ impl Shared {
             packets_admitted,
             packets_completed,
             packets_failed,
+            jobs_inline: self.counters.inline(),
             keys: self.keys.len(),
             stored_states: self.store.len(),
         }

@@ -186,6 +186,11 @@ impl JobShared {
         }
     }
 
+    /// When the job was submitted.
+    pub(crate) fn submitted(&self) -> Instant {
+        self.submitted
+    }
+
     /// Whether one of the job's packets has failed already.
     pub(crate) fn has_failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
@@ -294,6 +299,11 @@ fn assemble(parts: &mut [Option<PartOutput>]) -> JobOutput {
         },
         (None, None) => JobOutput::Data(data()),
     }
+}
+
+/// The output of a job of one packet.
+pub(crate) fn assemble_one(part: PartOutput) -> JobOutput {
+    assemble(&mut [Some(part)])
 }
 
 /// The packets `len` bytes of AES data make: at least one, even for empty data. When the data
@@ -410,35 +420,76 @@ impl Payload for Work {
 /// A submitted job: wait on it (blocking), or `.await` it (it is a [`Future`]; no runtime
 /// needed). Dropping the handle does not cancel the job.
 pub struct JobHandle {
-    pub(crate) shared: Arc<JobShared>,
+    state: HandleState,
+}
+
+enum HandleState {
+    /// On the nodes: the record its packets report to.
+    Nodes(Arc<JobShared>),
+    /// Run on the submitting thread (docs/ALGORITHM.md §15.6): finished when handed out.
+    /// `outcome` is `None` once taken.
+    Done {
+        task: TaskId,
+        latency: Duration,
+        outcome: Option<Result<JobOutput, JobError>>,
+    },
 }
 
 impl fmt::Debug for JobHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JobHandle")
-            .field("task", &self.shared.task)
+            .field("task", &self.task())
             .field("finished", &self.is_finished())
             .finish()
     }
 }
 
 impl JobHandle {
+    /// The handle of a job whose packets run on the nodes.
+    pub(crate) fn on_nodes(job: Arc<JobShared>) -> Self {
+        JobHandle {
+            state: HandleState::Nodes(job),
+        }
+    }
+
+    /// The handle of a job the submitting thread ran: its result, and the time from its
+    /// submission until the result was handed to the caller.
+    pub(crate) fn done(
+        task: TaskId,
+        outcome: Result<JobOutput, JobError>,
+        latency: Duration,
+    ) -> Self {
+        JobHandle {
+            state: HandleState::Done {
+                task,
+                latency,
+                outcome: Some(outcome),
+            },
+        }
+    }
+
     /// The job's id.
     pub fn task(&self) -> TaskId {
-        self.shared.task
+        match &self.state {
+            HandleState::Nodes(job) => job.task,
+            HandleState::Done { task, .. } => *task,
+        }
     }
 
     /// Whether the job has finished (successfully or not).
     pub fn is_finished(&self) -> bool {
-        !matches!(self.shared.lock().outcome, Outcome::Pending)
+        match &self.state {
+            HandleState::Nodes(job) => !matches!(job.lock().outcome, Outcome::Pending),
+            HandleState::Done { .. } => true,
+        }
     }
 
     /// Time from submission to the last packet's completion, once finished.
     pub fn latency(&self) -> Option<Duration> {
-        self.shared
-            .lock()
-            .finished
-            .map(|t| t.duration_since(self.shared.submitted))
+        match &self.state {
+            HandleState::Nodes(job) => job.lock().finished.map(|t| t.duration_since(job.submitted)),
+            HandleState::Done { latency, .. } => Some(*latency),
+        }
     }
 
     /// Blocks until the job finishes and returns its output.
@@ -447,14 +498,18 @@ impl JobHandle {
     /// The job's [`JobError`]; [`JobError::OnWorkerThread`] when called, on a job not finished
     /// yet, on a worker thread of the service (from a waker or callback it ran there), which
     /// the job may need to run on: a deadlock refused.
-    pub fn wait(self) -> Result<JobOutput, JobError> {
-        let mut c = self.shared.lock();
+    pub fn wait(mut self) -> Result<JobOutput, JobError> {
+        let job = match &mut self.state {
+            HandleState::Nodes(job) => job,
+            HandleState::Done { outcome, .. } => return take_done(outcome),
+        };
+        let mut c = job.lock();
         if matches!(c.outcome, Outcome::Pending) && crate::runtime::worker::on_any_worker() {
             return Err(JobError::OnWorkerThread);
         }
         while matches!(c.outcome, Outcome::Pending) {
             c.waiting += 1;
-            c = self.shared.done.wait(c).unwrap_or_else(|e| e.into_inner());
+            c = job.done.wait(c).unwrap_or_else(|e| e.into_inner());
             c.waiting -= 1;
         }
         take(&mut c)
@@ -463,13 +518,16 @@ impl JobHandle {
     /// Blocks for at most `timeout`; `None` if the job has not finished by then (the handle
     /// stays usable).
     pub fn wait_timeout(&mut self, timeout: Duration) -> Option<Result<JobOutput, JobError>> {
+        let job = match &mut self.state {
+            HandleState::Nodes(job) => job,
+            HandleState::Done { outcome, .. } => return Some(take_done(outcome)),
+        };
         let deadline = Instant::now() + timeout;
-        let mut c = self.shared.lock();
+        let mut c = job.lock();
         while matches!(c.outcome, Outcome::Pending) {
             let left = deadline.checked_duration_since(Instant::now())?;
             c.waiting += 1;
-            c = self
-                .shared
+            c = job
                 .done
                 .wait_timeout(c, left)
                 .unwrap_or_else(|e| e.into_inner())
@@ -488,11 +546,19 @@ fn take(c: &mut Collect) -> Result<JobOutput, JobError> {
     }
 }
 
+fn take_done(outcome: &mut Option<Result<JobOutput, JobError>>) -> Result<JobOutput, JobError> {
+    outcome.take().unwrap_or(Err(JobError::ResultTaken))
+}
+
 impl Future for JobHandle {
     type Output = Result<JobOutput, JobError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut c = self.shared.lock();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let job = match &mut self.state {
+            HandleState::Nodes(job) => job,
+            HandleState::Done { outcome, .. } => return Poll::Ready(take_done(outcome)),
+        };
+        let mut c = job.lock();
         if matches!(c.outcome, Outcome::Pending) {
             match &c.waker {
                 Some(w) if w.will_wake(cx.waker()) => {}

@@ -34,6 +34,15 @@ impl KeyMaterial {
     }
 }
 
+/// The error for a job naming a key of the wrong kind.
+pub(crate) fn wrong_kind(key: KeyId, expected: &'static str, got: &KeyMaterial) -> SubmitError {
+    SubmitError::WrongKeyKind {
+        key,
+        expected,
+        got: got.describe(),
+    }
+}
+
 /// The registry. Lookups take a read lock; registration and removal a write lock.
 #[derive(Debug, Default)]
 pub(crate) struct KeyStore {

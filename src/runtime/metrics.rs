@@ -7,7 +7,9 @@
 //! stores) before releasing it, and a snapshot reads the gauges, so taking one waits for no lock.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
@@ -62,15 +64,37 @@ pub(crate) struct ServiceCounters {
     packets_admitted: CachePadded<AtomicU64>,
     packets_completed: CachePadded<AtomicU64>,
     packets_failed: CachePadded<AtomicU64>,
+    /// Jobs run on submitting threads: one shard per thread slot, so that submitting threads
+    /// running small jobs do not write one cache line by turns.
+    inline: [CachePadded<InlineShard>; INLINE_SHARDS],
+}
+
+/// One shard of the inline job counts: jobs run, and how many of them failed.
+#[derive(Debug, Default)]
+struct InlineShard {
+    jobs: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// Shards of the inline job counts (threads beyond this share them).
+const INLINE_SHARDS: usize = 16;
+
+thread_local! {
+    /// This thread's shard of the inline job counts.
+    static INLINE_SLOT: usize = {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Relaxed) % INLINE_SHARDS
+    };
 }
 
 impl ServiceCounters {
-    /// Jobs submitted, completed and failed so far.
+    /// Jobs submitted, completed and failed so far, those run inline included.
     pub(crate) fn jobs(&self) -> (u64, u64, u64) {
+        let (jobs, failed) = self.inline_totals();
         (
-            self.submitted.load(Relaxed),
-            self.completed.load(Relaxed),
-            self.failed.load(Relaxed),
+            self.submitted.load(Relaxed) + jobs,
+            self.completed.load(Relaxed) + (jobs - failed),
+            self.failed.load(Relaxed) + failed,
         )
     }
 
@@ -83,17 +107,42 @@ impl ServiceCounters {
         self.submitted.fetch_sub(1, Relaxed);
     }
 
-    /// Packets admitted, completed and failed so far.
+    /// Packets admitted, completed and failed so far; a job run inline counts as one packet.
     pub(crate) fn packets(&self) -> (u64, u64, u64) {
+        let (jobs, failed) = self.inline_totals();
         (
-            self.packets_admitted.load(Relaxed),
-            self.packets_completed.load(Relaxed),
-            self.packets_failed.load(Relaxed),
+            self.packets_admitted.load(Relaxed) + jobs,
+            self.packets_completed.load(Relaxed) + (jobs - failed),
+            self.packets_failed.load(Relaxed) + failed,
         )
     }
 
     pub(crate) fn packets_admitted(&self, n: u64) {
         self.packets_admitted.fetch_add(n, Relaxed);
+    }
+
+    /// Jobs run on submitting threads so far, and how many of them failed. Jobs are counted
+    /// before their failures (see `jobs_inline`) and read after them, so a reader never sees
+    /// more failures than jobs.
+    fn inline_totals(&self) -> (u64, u64) {
+        let failed: u64 = self.inline.iter().map(|s| s.failed.load(Acquire)).sum();
+        let jobs: u64 = self.inline.iter().map(|s| s.jobs.load(Acquire)).sum();
+        (jobs, failed)
+    }
+
+    /// Jobs run on submitting threads so far.
+    pub(crate) fn inline(&self) -> u64 {
+        self.inline_totals().0
+    }
+
+    /// `jobs` jobs ran on this (submitting) thread, `failed` of them with an error: counted
+    /// as submitted and finished, each as one packet admitted and resolved.
+    pub(crate) fn jobs_inline(&self, jobs: u64, failed: u64) {
+        let shard = &self.inline[INLINE_SLOT.with(|s| *s)];
+        shard.jobs.fetch_add(jobs, Release);
+        if failed > 0 {
+            shard.failed.fetch_add(failed, Release);
+        }
     }
 
     /// A packet resolved: its result delivered, or its failure.
@@ -135,6 +184,10 @@ pub struct Metrics {
     /// Packets that failed: an error from the cipher, a failed node, a cluster with no node up.
     /// Once the service is idle, `packets_completed + packets_failed == packets_admitted`.
     pub packets_failed: u64,
+    /// Jobs the submitting thread ran itself, being too small to be worth a hand-off to a
+    /// node ([`ServiceBuilder::inline_limit`](crate::runtime::ServiceBuilder::inline_limit));
+    /// counted in `jobs_submitted` and their packets in `packets_admitted` too.
+    pub jobs_inline: u64,
     /// Keys registered.
     pub keys: usize,
     /// Chained jobs and streams whose chaining state is in the state store.
@@ -268,8 +321,9 @@ impl fmt::Display for Metrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "jobs: {} submitted, {} completed, {} failed; {} keys; {} chaining states stored",
+            "jobs: {} submitted ({} run inline), {} completed, {} failed; {} keys; {} chaining states stored",
             self.jobs_submitted,
+            self.jobs_inline,
             self.jobs_completed,
             self.jobs_failed,
             self.keys,

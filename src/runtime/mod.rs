@@ -21,6 +21,7 @@ mod error;
 mod fault;
 mod handle;
 mod health;
+mod inline;
 mod job;
 mod keys;
 mod lanes;

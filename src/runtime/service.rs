@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use bytes::BytesMut;
 
@@ -15,13 +16,14 @@ use crate::packet::Mode;
 use crate::packet::{ClusterId, Cmd, Packet, PacketMeta, TaskId};
 use crate::runtime::ClusterKind;
 use crate::runtime::KeyId;
-use crate::runtime::engine::{Refused, Shared, Wait};
+use crate::runtime::engine::{Refused, Shared, TaskIds, Wait};
 use crate::runtime::error::{KeyError, SubmitError, TrySubmitError};
 use crate::runtime::handle::{
     JobHandle, JobShared, JobWork, Packets, Work, aes_packet_count, bytes_mut, cut_aes,
 };
+use crate::runtime::inline::{self, KeyCache, SmallJob};
 use crate::runtime::job::{GcmRequest, Job, JobKind};
-use crate::runtime::keys::KeyMaterial;
+use crate::runtime::keys::{KeyMaterial, wrong_kind};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::stream::Stream;
 use crate::runtime::worker;
@@ -53,6 +55,12 @@ struct Prepared {
     packets: Packets,
     job: Arc<JobShared>,
     origin: Origin,
+}
+
+/// A job of a burst, checked: run on the submitting thread, or cut for a node.
+enum Burst {
+    Small(SmallJob),
+    Node(Prepared),
 }
 
 /// Signatures per packet of a batch verification: about where `ed25519-dalek`'s batch
@@ -199,7 +207,20 @@ impl Service {
     /// room, which that very worker may have to free: [`SubmitError::OnWorkerThread`] when the
     /// queue is full.
     pub fn submit(&self, job: Job) -> Result<JobHandle, SubmitError> {
-        let p = self.prepare(job)?;
+        let submitted = Instant::now();
+        let mut keys = KeyCache::default();
+        let task = self.shared.next_task();
+        let job = match inline::check(&self.shared, job, &mut keys, task)? {
+            Ok(small) => {
+                let done = small.run(&keys);
+                self.shared
+                    .counters
+                    .jobs_inline(1, u64::from(done.failed()));
+                return Ok(done.handle(submitted, Instant::now()));
+            }
+            Err(job) => job,
+        };
+        let p = self.prepare(job, task)?;
         let wait = if worker::on_worker_of(&self.shared) {
             Wait::No
         } else {
@@ -224,7 +245,7 @@ impl Service {
     pub fn submit_async(&self, job: Job) -> SubmitFuture<'_> {
         SubmitFuture {
             service: self,
-            pending: Some(self.prepare(job)),
+            pending: Some(self.prepare(job, self.shared.next_task())),
         }
     }
 
@@ -241,27 +262,64 @@ impl Service {
         &self,
         jobs: impl IntoIterator<Item = Job>,
     ) -> Result<Vec<JobHandle>, SubmitError> {
-        let prepared = jobs
+        let submitted = Instant::now();
+        let mut keys = KeyCache::default();
+        let mut ids = TaskIds::default();
+        // Every job is checked before any runs.
+        let checked = jobs
             .into_iter()
-            .map(|job| self.prepare(job))
-            .collect::<Result<Vec<_>, _>>()?;
-        let total = prepared.len();
-        let mut handles = Vec::with_capacity(total);
-        let mut batch = Vec::with_capacity(total);
-        for p in prepared {
-            self.shared.counters.job_submitted();
-            handles.push(JobHandle { shared: p.job });
-            batch.push((p.cluster, p.packets));
+            .map(|job| {
+                let task = ids.take(&self.shared);
+                match inline::check(&self.shared, job, &mut keys, task)? {
+                    Ok(small) => Ok(Burst::Small(small)),
+                    Err(job) => self.prepare(job, task).map(Burst::Node),
+                }
+            })
+            .collect::<Result<Vec<_>, SubmitError>>()?;
+        let total = checked.len();
+        let mut slots = Vec::with_capacity(total);
+        let mut batch = Vec::new();
+        let (mut ran, mut failed) = (0, 0);
+        for job in checked {
+            match job {
+                Burst::Small(small) => {
+                    let done = small.run(&keys);
+                    ran += 1;
+                    failed += u64::from(done.failed());
+                    slots.push(Ok(done));
+                }
+                Burst::Node(p) => {
+                    self.shared.counters.job_submitted();
+                    slots.push(Err((p.job.task, JobHandle::on_nodes(p.job))));
+                    batch.push((p.cluster, p.packets));
+                }
+            }
         }
-        let admitted = self.shared.admit_burst(batch);
-        if admitted < total {
-            for h in &handles[admitted..] {
+        if ran > 0 {
+            self.shared.counters.jobs_inline(ran, failed);
+        }
+        let queued = batch.len();
+        let admitted = if queued > 0 {
+            self.shared.admit_burst(batch)
+        } else {
+            0
+        };
+        if admitted < queued {
+            for (task, _) in slots.iter().filter_map(|s| s.as_ref().err()).skip(admitted) {
                 self.shared.counters.job_withdrawn();
-                self.shared.store.remove(h.shared.task);
+                self.shared.store.remove(*task);
             }
             return Err(SubmitError::ShutDown);
         }
-        Ok(handles)
+        // The inline jobs' results are the caller's when the call returns.
+        let finished = Instant::now();
+        Ok(slots
+            .into_iter()
+            .map(|slot| match slot {
+                Ok(done) => done.handle(submitted, finished),
+                Err((_, handle)) => handle,
+            })
+            .collect())
     }
 
     /// Submits a job if its cluster's receive queue has room now; otherwise hands it back in
@@ -270,7 +328,7 @@ impl Service {
     /// # Errors
     /// [`TrySubmitError::Full`] with the job, or [`TrySubmitError::Invalid`].
     pub fn try_submit(&self, job: Job) -> Result<JobHandle, TrySubmitError> {
-        let p = self.prepare(job)?;
+        let p = self.prepare(job, self.shared.next_task())?;
         match self.admit(p, Wait::No) {
             Ok(h) => Ok(h),
             Err(Refusal::ShutDown) => Err(SubmitError::ShutDown.into()),
@@ -384,8 +442,7 @@ impl Service {
     }
 
     /// Checks a job and cuts it into packets.
-    fn prepare(&self, job: Job) -> Result<Prepared, SubmitError> {
-        let task = self.shared.next_task();
+    fn prepare(&self, job: Job, task: TaskId) -> Result<Prepared, SubmitError> {
         match job.kind {
             JobKind::Aes { key, op, iv, data } => {
                 let aes = match self.shared.keys.lookup(key)? {
@@ -624,8 +681,40 @@ impl Service {
         })
     }
 
+    /// Whether a prepared job is small enough to run on the submitting thread
+    /// ([`inline`](crate::runtime::inline)).
+    fn runs_inline(&self, p: &Prepared) -> bool {
+        match p.packets.as_slice() {
+            [packet] => {
+                matches!(p.job.work, JobWork::Aes { .. } | JobWork::Gcm { .. })
+                    && inline::allowed(&self.shared, p.cluster, packet.data.data.len())
+            }
+            _ => false,
+        }
+    }
+
+    /// Runs a prepared job of one packet on the submitting thread; its handle is resolved.
+    fn run_inline(&self, p: Prepared) -> JobHandle {
+        let submitted = p.job.submitted();
+        let Prepared {
+            mut packets, job, ..
+        } = p;
+        let Some(Packet { meta, data: work }) = packets.pop() else {
+            unreachable!("one packet, checked above");
+        };
+        drop(packets);
+        let done = inline::run_prepared(&self.shared, job, meta, work);
+        self.shared
+            .counters
+            .jobs_inline(1, u64::from(done.failed()));
+        done.handle(submitted, Instant::now())
+    }
+
     /// Admits a prepared job; if the queue is full (and `wait` does not block), hands it back.
     fn admit(&self, p: Prepared, wait: Wait<'_>) -> Result<JobHandle, Refusal> {
+        if self.runs_inline(&p) {
+            return Ok(self.run_inline(p));
+        }
         let Prepared {
             cluster,
             packets,
@@ -634,7 +723,7 @@ impl Service {
         } = p;
         self.shared.counters.job_submitted();
         match self.shared.admit(cluster, packets, wait, false) {
-            Ok(()) => Ok(JobHandle { shared: job }),
+            Ok(()) => Ok(JobHandle::on_nodes(job)),
             Err(refused) => {
                 self.shared.counters.job_withdrawn();
                 self.shared.store.remove(job.task);
@@ -658,14 +747,6 @@ impl Service {
 impl Drop for Service {
     fn drop(&mut self) {
         self.shutdown();
-    }
-}
-
-fn wrong_kind(key: KeyId, expected: &'static str, got: &KeyMaterial) -> SubmitError {
-    SubmitError::WrongKeyKind {
-        key,
-        expected,
-        got: got.describe(),
     }
 }
 

@@ -383,7 +383,7 @@ impl StreamSender {
             self.start.take()
         };
         let packets = cut_aes(&job, self.op, data, packet_size, self.next_seq, last, start);
-        (packets, JobHandle { shared: job })
+        (packets, JobHandle::on_nodes(job))
     }
 }
 

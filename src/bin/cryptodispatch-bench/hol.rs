@@ -29,6 +29,9 @@ fn one(admission: Admission, nodes: usize, big: usize) -> Result<(f64, f64), Str
     let service = Service::builder()
         .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
         .admission(admission)
+        // The probe is of admission: the small job must queue behind the big one, not run
+        // on its submitting thread as a job this small would by default.
+        .inline_limit(0)
         .build()
         .map_err(|e| e.to_string())?;
     let key = service

@@ -2,16 +2,20 @@
 //! to end, from `--threads` submitting threads (default 2): jobs submitted one at a time and
 //! waited for (`submit` + `wait`), and in bursts of `--burst` jobs (`submit_burst`, then every
 //! handle waited for). Each of `--reps` rounds is printed; the figure is wall time over jobs.
+//!
+//! Two services: the default one, which runs jobs this small on the submitting thread
+//! (`path` `inline`, docs/ALGORITHM.md §15.6), and one with the inline limit at 0, where every
+//! job is handed to a node and back (`path` `node`).
 
 use std::time::Instant;
 
-use cryptodispatch::{Job, Mode, NodeSpec, Service};
+use cryptodispatch::{Job, Mode, NodeSpec, Service, ServiceBuilder};
 
 use crate::live::LiveArgs;
 use crate::report::{Csv, Table, cores, f};
 
 /// CSV columns of the tiny workload.
-pub const CSV_HEADER: &str = "workload,how,threads,nodes,jobs,run,ns_per_job";
+pub const CSV_HEADER: &str = "workload,path,how,threads,nodes,jobs,run,ns_per_job";
 
 /// Jobs per thread and round unless `--jobs` says otherwise.
 const JOBS: usize = 200_000;
@@ -52,28 +56,46 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let threads = args.threads.unwrap_or(2).max(1);
     let jobs = args.jobs.unwrap_or(JOBS).max(1);
     let burst = args.burst.max(1);
-    let service = Service::builder()
-        .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
-        .admission(args.admission)
-        .build()
-        .map_err(|e| e.to_string())?;
+    let build = |limit: usize| {
+        Service::builder()
+            .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
+            .admission(args.admission)
+            .inline_limit(limit)
+            .build()
+            .map_err(|e| e.to_string())
+    };
+    let services = [
+        ("inline", build(ServiceBuilder::DEFAULT_INLINE_LIMIT)?),
+        ("node", build(0)?),
+    ];
     let hows = [("submit+wait", None), ("submit_burst", Some(burst))];
+    // The node path is some 30 times slower: a tenth of the jobs is plenty.
+    let jobs_for = |path: &str| {
+        if path == "node" {
+            (jobs / 10).max(1)
+        } else {
+            jobs
+        }
+    };
     let mut rows = Vec::new();
     for run in 0..args.reps.max(1) {
-        for (how, b) in hows {
-            let ns = round(&service, threads, jobs, b);
-            rows.push((how, run, ns));
+        for (path, service) in &services {
+            for (how, b) in hows {
+                let ns = round(service, threads, jobs_for(path), b);
+                rows.push((*path, how, run, ns));
+            }
         }
     }
     if args.csv {
         let mut c = Csv::new(CSV_HEADER);
-        for (how, run, ns) in &rows {
+        for (path, how, run, ns) in &rows {
             c.row(&[
                 "tiny".into(),
+                (*path).into(),
                 (*how).into(),
                 threads.to_string(),
                 nodes.to_string(),
-                jobs.to_string(),
+                jobs_for(path).to_string(),
                 run.to_string(),
                 f(*ns, 1),
             ]);
@@ -84,9 +106,14 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     println!(
         "tiny: 64-byte AES-128-ECB jobs end to end, {threads} submitting threads, {nodes} AES nodes, bursts of {burst}"
     );
-    let mut t = Table::new(&["how", "run", "ns per job"]);
-    for (how, run, ns) in &rows {
-        t.row(vec![(*how).into(), run.to_string(), f(*ns, 0)]);
+    let mut t = Table::new(&["path", "how", "run", "ns per job"]);
+    for (path, how, run, ns) in &rows {
+        t.row(vec![
+            (*path).into(),
+            (*how).into(),
+            run.to_string(),
+            f(*ns, 0),
+        ]);
     }
     print!("{}", t.render());
     Ok(())

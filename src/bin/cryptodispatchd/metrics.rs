@@ -427,6 +427,13 @@ impl Collector for ServiceCollector {
         )?;
         family(
             e,
+            "cryptodispatch_jobs_inline",
+            "Jobs run on the submitting thread (too small to hand to a node)",
+            counter,
+            [(none(), ConstCounter::new(m.jobs_inline))],
+        )?;
+        family(
+            e,
             "cryptodispatch_jobs_failed",
             "Jobs finished with an error",
             counter,

@@ -1,0 +1,211 @@
+//! Small AES jobs run on the submitting thread (docs/ALGORITHM.md §15.6).
+//!
+//! Handing a job to a node and back costs two thread hand-offs, a few microseconds on a busy
+//! machine, while the cipher needs tens of nanoseconds for a few hundred bytes. A job of one
+//! packet within the service's inline limit therefore runs where it is submitted: checked as
+//! any job, run by the same cipher code a node would use, and handed back as a handle that is
+//! already resolved. Such a job never enters a queue, so it is neither admitted nor placed;
+//! the service counts it in `Metrics::jobs_inline` (and as one packet admitted and resolved).
+//!
+//! Two entry points. [`check`] takes a plain AES job (not GCM) straight from the [`Job`], so
+//! `submit` and `submit_burst` pay for no packet, shared record or key reference of their own:
+//! a burst looks each run of jobs with the same key up once. [`run_prepared`] runs a job that
+//! was cut into its one packet already (GCM jobs, `try_submit`, `submit_async`).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Instant;
+
+use smallvec::SmallVec;
+use zeroize::Zeroize;
+
+use crate::crypto::{AesKey, AesOp, ChainState, padded_len};
+use crate::packet::{ClusterId, PacketMeta, TaskId};
+use crate::runtime::engine::Shared;
+use crate::runtime::error::{JobError, SubmitError};
+use crate::runtime::handle::{JobHandle, JobOutput, JobShared, Work, assemble_one};
+use crate::runtime::job::{Job, JobKind};
+use crate::runtime::keys::{KeyMaterial, wrong_kind};
+use crate::runtime::worker;
+use crate::runtime::{ClusterKind, KeyId};
+
+/// The AES keys a submission has looked up, so that a burst of jobs under one key looks it up
+/// once. It lives only as long as the submission, so a removed key is never kept.
+/// Jobs refer to their key by its place here, so a job takes no reference of its own.
+#[derive(Default)]
+pub(crate) struct KeyCache {
+    keys: SmallVec<[(KeyId, Arc<AesKey>); 1]>,
+}
+
+impl KeyCache {
+    /// Where the AES key `id` is in the cache, looked up (as `prepare` would, with the same
+    /// errors) if it is not there yet.
+    fn aes(&mut self, shared: &Shared, id: KeyId) -> Result<usize, SubmitError> {
+        if let Some(at) = self.keys.iter().rposition(|(cached, _)| *cached == id) {
+            return Ok(at);
+        }
+        match shared.keys.lookup(id)? {
+            KeyMaterial::Aes(key) => {
+                self.keys.push((id, key));
+                Ok(self.keys.len() - 1)
+            }
+            other => Err(wrong_kind(id, "an AES key", &other)),
+        }
+    }
+}
+
+/// A plain AES job, checked, that will run on the submitting thread.
+pub(crate) struct SmallJob {
+    /// Its key's place in the submission's [`KeyCache`].
+    key: usize,
+    op: AesOp,
+    state: ChainState,
+    data: Vec<u8>,
+    /// Bytes of input, and of the buffer once padded.
+    len: usize,
+    padded: usize,
+    task: TaskId,
+}
+
+/// Whether the service would run a job of `bytes` (padding included) of `cluster` on the
+/// submitting thread: within the inline limit and one packet, while the service takes jobs
+/// and a node of the cluster is up (otherwise admission refuses the job as it would any).
+pub(crate) fn allowed(shared: &Shared, cluster: ClusterId, bytes: usize) -> bool {
+    let limit = shared.layout.inline_limit;
+    limit > 0
+        && bytes <= limit
+        && bytes <= shared.layout.packet_size
+        && !shared.is_closing()
+        && shared.cluster_up(cluster)
+}
+
+/// Checks a job for the inline path: `Ok(Ok(_))` a plain AES job that runs there, `Ok(Err(job))`
+/// a job that goes to a node (given back untouched), `Err(_)` a malformed job, refused with the
+/// error `submit` would give.
+pub(crate) fn check(
+    shared: &Shared,
+    job: Job,
+    keys: &mut KeyCache,
+    task: TaskId,
+) -> Result<Result<SmallJob, Job>, SubmitError> {
+    let (op, len) = match &job.kind {
+        JobKind::Aes { op, data, .. } => (*op, data.len()),
+        _ => return Ok(Err(job)),
+    };
+    let bytes = if op.pads_on_encrypt() {
+        padded_len(len)
+    } else {
+        len
+    };
+    let Some(cluster) = shared.layout.cluster(ClusterKind::Aes) else {
+        return Ok(Err(job));
+    };
+    if !allowed(shared, cluster, bytes) {
+        return Ok(Err(job));
+    }
+    let JobKind::Aes { key, iv, data, .. } = job.kind else {
+        unreachable!("matched above");
+    };
+    let key = keys.aes(shared, key)?;
+    op.check_job_len(len)?;
+    let state = ChainState::for_mode(op.mode, &iv)?;
+    Ok(Ok(SmallJob {
+        key,
+        op,
+        state,
+        data,
+        len,
+        padded: bytes,
+        task,
+    }))
+}
+
+impl SmallJob {
+    /// Runs the job: its output, or its error with nothing of the data released.
+    pub(crate) fn run(mut self, keys: &KeyCache) -> Finished {
+        // `Job::aes` leaves room for the padding block, so this does not reallocate.
+        self.data.resize(self.padded, 0);
+        let (key, op, len) = (&keys.keys[self.key].1, self.op, self.len);
+        let (state, data) = (&mut self.state, &mut self.data);
+        let result = catch_unwind(AssertUnwindSafe(|| key.process(op, state, data, len, true)));
+        let outcome = match result {
+            Ok(Ok(n)) => {
+                self.data.truncate(n);
+                Ok(JobOutput::Data(std::mem::take(&mut self.data)))
+            }
+            Ok(Err(e)) => {
+                self.data.zeroize();
+                Err(JobError::Crypto(e))
+            }
+            Err(_) => {
+                self.data.zeroize();
+                Err(panicked())
+            }
+        };
+        Finished {
+            task: self.task,
+            outcome,
+        }
+    }
+}
+
+/// A job run on the submitting thread, to be handed back as a resolved handle.
+pub(crate) struct Finished {
+    task: TaskId,
+    outcome: Result<JobOutput, JobError>,
+}
+
+impl Finished {
+    /// Whether the job failed.
+    pub(crate) fn failed(&self) -> bool {
+        self.outcome.is_err()
+    }
+
+    /// The job's handle, resolved: submitted at `submitted`, its result available from
+    /// `finished` (when the submitting call returns).
+    pub(crate) fn handle(self, submitted: Instant, finished: Instant) -> JobHandle {
+        JobHandle::done(
+            self.task,
+            self.outcome,
+            finished.saturating_duration_since(submitted),
+        )
+    }
+}
+
+/// Runs a job already cut into its one packet (the caller checked [`allowed`]).
+pub(crate) fn run_prepared(
+    shared: &Shared,
+    job: Arc<JobShared>,
+    meta: PacketMeta,
+    work: Work,
+) -> Finished {
+    let Work {
+        mut data,
+        msg_len,
+        start,
+        ..
+    } = work;
+    // A single packet is its job's last, so the state store is not involved.
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        worker::execute(&shared.store, &job, &meta, &mut data, msg_len, start)
+    }));
+    let outcome = match result {
+        Ok(Ok(out)) => Ok(assemble_one(out)),
+        Ok(Err(e)) => {
+            data.zeroize();
+            Err(e)
+        }
+        Err(_) => {
+            data.zeroize();
+            Err(panicked())
+        }
+    };
+    Finished {
+        task: job.task,
+        outcome,
+    }
+}
+
+fn panicked() -> JobError {
+    JobError::Internal("the cipher panicked on the submitting thread".into())
+}

@@ -1,0 +1,378 @@
+//! Small AES jobs run on the submitting thread (docs/ALGORITHM.md §15.6): byte-exact against
+//! the one-shot references in every mode, key size and submission call; resolved by the time
+//! the call returns; counted; typed errors as on the node path; the limit's edges; and a
+//! waker on a worker thread that can now wait for a small job.
+//!
+//! The known answers through the inline path are in `tests/service_vectors.rs`
+//! (`aes_cavp_records_run_inline`) and `tests/service_gcm.rs`; the property tests
+//! (`tests/service_props.rs`, `tests/failover.rs`) draw the limit.
+
+mod common;
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+use common::{Gen, block_on, ref_aes, ref_gcm_seal};
+use cryptodispatch::error::CryptoError;
+use cryptodispatch::{
+    AesOp, ClusterKind, Direction, Job, JobError, JobOutput, KeyId, Mode, NodeSpec, Padding,
+    Service, ServiceBuilder, SubmitError,
+};
+
+fn service(limit: usize) -> Service {
+    Service::builder()
+        .aes_cluster([NodeSpec::new(), NodeSpec::new()])
+        .inline_limit(limit)
+        .build()
+        .unwrap()
+}
+
+/// Packets the AES nodes ran.
+fn node_packets(s: &Service) -> u64 {
+    s.metrics()
+        .nodes
+        .iter()
+        .filter(|n| n.cluster == ClusterKind::Aes)
+        .map(|n| n.packets)
+        .sum()
+}
+
+/// Every unauthenticated mode, both directions, with and without padding where it applies.
+fn ops() -> Vec<AesOp> {
+    let mut ops = Vec::new();
+    for mode in Mode::UNAUTHENTICATED {
+        for direction in [Direction::Encrypt, Direction::Decrypt] {
+            ops.push(AesOp::new(direction, mode));
+            if mode.needs_whole_blocks() {
+                ops.push(AesOp::new(direction, mode).with_padding(Padding::Pkcs7));
+            }
+        }
+    }
+    ops
+}
+
+/// A job's input for `op` of about `len` bytes, and the reference output.
+fn case(g: &mut Gen, raw: &[u8], op: AesOp, len: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let iv = g.bytes(16);
+    let input = match (op.mode.needs_whole_blocks(), op.padding, op.direction) {
+        // A padded decryption takes a valid padded ciphertext.
+        (_, Padding::Pkcs7, Direction::Decrypt) => {
+            let enc = AesOp::new(Direction::Encrypt, op.mode).with_padding(Padding::Pkcs7);
+            ref_aes(raw, enc, &iv, &g.bytes(len)).unwrap()
+        }
+        (true, Padding::None, _) => g.bytes(len / 16 * 16),
+        _ => g.bytes(len),
+    };
+    let expected = ref_aes(raw, op, &iv, &input).unwrap();
+    (iv, input, expected)
+}
+
+#[test]
+fn every_mode_and_key_size_runs_inline_byte_exact_through_every_call() {
+    let s = service(ServiceBuilder::DEFAULT_INLINE_LIMIT);
+    let mut g = Gen::new(77);
+    let mut jobs = 0u64;
+    for key_len in [16, 24, 32] {
+        let raw = g.bytes(key_len);
+        let key = s.add_aes_key(&raw).unwrap();
+        for op in ops() {
+            for len in [0, 1, 15, 16, 17, 100, 512, 1000] {
+                let (iv, input, expected) = case(&mut g, &raw, op, len);
+                let what = format!("{op:?} of {} bytes, {key_len}-byte key", input.len());
+                let job = || Job::aes(key, op, &iv, input.clone());
+                let h = s.submit(job()).unwrap();
+                assert!(h.is_finished(), "{what}: resolved when submit returns");
+                assert!(h.latency().is_some(), "{what}: latency");
+                assert_eq!(
+                    h.wait(),
+                    Ok(JobOutput::Data(expected.clone())),
+                    "{what}: submit"
+                );
+                let h = s.try_submit(job()).unwrap();
+                assert_eq!(
+                    h.wait(),
+                    Ok(JobOutput::Data(expected.clone())),
+                    "{what}: try"
+                );
+                let (h, _) = block_on(s.submit_async(job()));
+                let (out, stats) = block_on(h.unwrap());
+                assert_eq!(stats.polls, 1, "{what}: ready at the first poll");
+                assert_eq!(out, Ok(JobOutput::Data(expected.clone())), "{what}: async");
+                let burst = s.submit_burst([job(), job()]).unwrap();
+                for h in burst {
+                    assert_eq!(
+                        h.wait(),
+                        Ok(JobOutput::Data(expected.clone())),
+                        "{what}: burst"
+                    );
+                }
+                jobs += 5;
+            }
+        }
+    }
+    let m = s.metrics();
+    assert!(jobs > 1000);
+    assert_eq!(m.jobs_inline, jobs);
+    assert_eq!(
+        (m.jobs_submitted, m.jobs_completed, m.jobs_failed),
+        (jobs, jobs, 0)
+    );
+    assert_eq!((m.packets_admitted, m.packets_completed), (jobs, jobs));
+    assert_eq!(node_packets(&s), 0, "no job reached a node");
+}
+
+#[test]
+fn the_limit_counts_padding_and_jobs_beyond_it_go_to_a_node() {
+    let limit = 256;
+    let s = service(limit);
+    let raw = [3u8; 16];
+    let key = s.add_aes_key(&raw).unwrap();
+    let pad = AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+    let plain = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let iv = [9u8; 16];
+    // (op, length, runs inline): 240 bytes pad to 256; 256 bytes pad to 272.
+    let cases = [
+        (plain, limit, true),
+        (plain, limit + 16, false),
+        (pad, limit - 16, true),
+        (pad, limit, false),
+    ];
+    for (op, len, inline) in cases {
+        let before = (s.metrics().jobs_inline, node_packets(&s));
+        let data = vec![5u8; len];
+        let out = s
+            .submit(Job::aes(key, op, &iv, data.clone()))
+            .unwrap()
+            .wait();
+        assert_eq!(
+            out,
+            Ok(JobOutput::Data(ref_aes(&raw, op, &iv, &data).unwrap()))
+        );
+        let after = (s.metrics().jobs_inline, node_packets(&s));
+        let want = if inline {
+            (before.0 + 1, before.1)
+        } else {
+            (before.0, before.1 + 1)
+        };
+        assert_eq!(after, want, "{op:?} of {len} bytes: inline {inline}");
+    }
+    // A job of several packets never runs inline, however small the packets.
+    let s = Service::builder()
+        .aes_cluster([NodeSpec::new()])
+        .packet_size(32)
+        .build()
+        .unwrap();
+    let key = s.add_aes_key(&raw).unwrap();
+    let data = vec![1u8; 64];
+    let out = s
+        .submit(Job::aes(key, plain, &iv, data.clone()))
+        .unwrap()
+        .wait();
+    assert_eq!(
+        out,
+        Ok(JobOutput::Data(ref_aes(&raw, plain, &iv, &data).unwrap()))
+    );
+    assert_eq!((s.metrics().jobs_inline, node_packets(&s)), (0, 2));
+    // With the limit at 0 every job goes to a node, the empty one too.
+    let s = service(0);
+    let key = s.add_aes_key(&raw).unwrap();
+    for len in [0, 16] {
+        let data = vec![2u8; len];
+        let out = s
+            .submit(Job::aes(key, plain, &iv, data.clone()))
+            .unwrap()
+            .wait();
+        assert_eq!(
+            out,
+            Ok(JobOutput::Data(ref_aes(&raw, plain, &iv, &data).unwrap()))
+        );
+    }
+    assert_eq!((s.metrics().jobs_inline, node_packets(&s)), (0, 2));
+}
+
+#[test]
+fn inline_jobs_give_the_errors_the_node_path_gives() {
+    let s = Service::builder()
+        .aes_cluster([NodeSpec::new()])
+        .ed25519_cluster([NodeSpec::new()])
+        .build()
+        .unwrap();
+    let key = s.add_aes_key(&[1; 16]).unwrap();
+    let signer = s.add_signing_key(&[2; 32]).unwrap();
+    let cbc_dec = AesOp::new(Direction::Decrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+    // Bad padding: the job fails, nothing of the plaintext is released.
+    let bad = s
+        .submit(Job::aes(key, cbc_dec, &[0; 16], vec![7; 32]))
+        .unwrap();
+    assert_eq!(bad.wait(), Err(JobError::Crypto(CryptoError::BadPadding)));
+    let m = s.metrics();
+    assert_eq!((m.jobs_inline, m.jobs_failed, m.packets_failed), (1, 1, 1));
+    // Refused at submission, as on the node path; nothing is counted.
+    let gone = s.add_aes_key(&[3; 16]).unwrap();
+    s.remove_key(gone).unwrap();
+    let refused = [
+        (Job::encrypt(key, Mode::Cbc, &[0; 16], vec![1; 15])),
+        (Job::encrypt(key, Mode::Cbc, &[0; 8], vec![1; 16])),
+        (Job::encrypt(signer, Mode::Ecb, &[], vec![1; 16])),
+        (Job::encrypt(gone, Mode::Ecb, &[], vec![1; 16])),
+    ];
+    let want = [
+        SubmitError::Crypto(CryptoError::NotBlockAligned { len: 15 }),
+        SubmitError::Crypto(CryptoError::IvLength { got: 8 }),
+        SubmitError::WrongKeyKind {
+            key: signer,
+            expected: "an AES key",
+            got: "an Ed25519 signing key",
+        },
+        SubmitError::UnknownKey(gone),
+    ];
+    for (job, want) in refused.into_iter().zip(want) {
+        assert_eq!(s.submit(job).unwrap_err(), want);
+    }
+    // A burst with one malformed job refuses the whole burst: nothing of it runs.
+    let burst = [
+        Job::encrypt(key, Mode::Ecb, &[], vec![1; 16]),
+        Job::encrypt(key, Mode::Ecb, &[], vec![1; 15]),
+    ];
+    assert!(s.submit_burst(burst).is_err());
+    assert_eq!(
+        s.metrics().jobs_inline,
+        1,
+        "nothing of the refused burst ran"
+    );
+    assert_eq!(s.metrics().jobs_submitted, 1);
+    // After shutdown, small jobs are refused like any.
+    s.shutdown();
+    assert_eq!(
+        s.submit(Job::encrypt(key, Mode::Ecb, &[], vec![1; 16]))
+            .unwrap_err(),
+        SubmitError::ShutDown
+    );
+    assert_eq!(
+        s.submit_burst([Job::encrypt(key, Mode::Ecb, &[], vec![1; 16])])
+            .unwrap_err(),
+        SubmitError::ShutDown
+    );
+}
+
+#[test]
+fn small_gcm_jobs_run_inline_and_a_bad_tag_releases_nothing() {
+    let s = service(ServiceBuilder::DEFAULT_INLINE_LIMIT);
+    let raw = [0x11u8; 32];
+    let key = s.add_aes_key(&raw).unwrap();
+    let nonce = [4u8; 12];
+    let mut g = Gen::new(5);
+    for len in [0, 1, 16, 100, 1024] {
+        let pt = g.bytes(len);
+        let aad = g.bytes(len % 7);
+        let (ct, tag) = ref_gcm_seal(&raw, &nonce, &aad, &pt);
+        let sealed = s.submit(Job::gcm_encrypt(key, &nonce, aad.clone(), pt.clone()));
+        assert_eq!(
+            sealed.unwrap().wait(),
+            Ok(JobOutput::Sealed {
+                ciphertext: ct.clone(),
+                tag
+            })
+        );
+        let opened = s.submit(Job::gcm_decrypt(key, &nonce, aad.clone(), ct.clone(), &tag));
+        assert_eq!(opened.unwrap().wait(), Ok(JobOutput::Data(pt)));
+        let mut forged = tag;
+        forged[0] ^= 1;
+        let refused = s.submit(Job::gcm_decrypt(key, &nonce, aad, ct, &forged));
+        assert_eq!(
+            refused.unwrap().wait(),
+            Err(JobError::Crypto(CryptoError::AuthenticationFailed))
+        );
+    }
+    let m = s.metrics();
+    assert_eq!((m.jobs_inline, m.jobs_failed), (15, 5));
+    assert_eq!(node_packets(&s), 0);
+    assert_eq!(m.stored_states, 0);
+}
+
+#[test]
+fn a_result_taken_once_is_not_given_again() {
+    let s = service(ServiceBuilder::DEFAULT_INLINE_LIMIT);
+    let key = s.add_aes_key(&[1; 16]).unwrap();
+    let mut h = s
+        .submit(Job::encrypt(key, Mode::Ecb, &[], vec![0; 16]))
+        .unwrap();
+    let waker = Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    assert!(matches!(Pin::new(&mut h).poll(&mut cx), Poll::Ready(Ok(_))));
+    assert_eq!(
+        Pin::new(&mut h).poll(&mut cx),
+        Poll::Ready(Err(JobError::ResultTaken))
+    );
+    assert_eq!(
+        h.wait_timeout(std::time::Duration::ZERO),
+        Some(Err(JobError::ResultTaken))
+    );
+}
+
+/// A waker that submits a small job and waits for it, on the worker thread that wakes it.
+struct SubmittingWaker {
+    service: Arc<Service>,
+    key: KeyId,
+    outcome: Mutex<Option<Result<JobOutput, JobError>>>,
+}
+
+impl Wake for SubmittingWaker {
+    fn wake(self: Arc<Self>) {
+        let out = match self
+            .service
+            .submit(Job::encrypt(self.key, Mode::Ecb, &[], vec![1; 16]))
+        {
+            Ok(h) => h.wait(),
+            Err(e) => Err(JobError::Internal(e.to_string())),
+        };
+        *self.outcome.lock().unwrap() = Some(out);
+    }
+}
+
+#[test]
+fn a_worker_thread_can_wait_for_a_small_job_it_runs_itself() {
+    let service = Arc::new(
+        Service::builder()
+            .aes_cluster([NodeSpec::new().slowdown(20.0)])
+            .build()
+            .unwrap(),
+    );
+    let raw = [6u8; 16];
+    let key = service.add_aes_key(&raw).unwrap();
+    let waker = Arc::new(SubmittingWaker {
+        service: Arc::clone(&service),
+        key,
+        outcome: Mutex::new(None),
+    });
+    // A job big enough to go to the node, whose completion runs the waker there.
+    let mut h = service
+        .submit(Job::encrypt(key, Mode::Ecb, &[], vec![4; 4096]))
+        .unwrap();
+    let w = Waker::from(Arc::clone(&waker));
+    assert!(
+        Pin::new(&mut h)
+            .poll(&mut Context::from_waker(&w))
+            .is_pending()
+    );
+    assert!(h.wait().is_ok());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while waker.outcome.lock().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the waker never ran");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let want = ref_aes(
+        &raw,
+        AesOp::new(Direction::Encrypt, Mode::Ecb),
+        &[],
+        &[1; 16],
+    )
+    .unwrap();
+    assert_eq!(
+        waker.outcome.lock().unwrap().take(),
+        Some(Ok(JobOutput::Data(want))),
+        "the small job ran on the worker thread and was waited for there"
+    );
+    drop(waker);
+}
