@@ -60,7 +60,8 @@ struct Prepared {
 /// A job of a burst, checked: run on the submitting thread, or cut for a node.
 enum Burst {
     Small(SmallJob),
-    Node(Prepared),
+    /// Boxed: a prepared job is several times the size of a small one.
+    Node(Box<Prepared>),
 }
 
 /// Signatures per packet of a batch verification: about where `ed25519-dalek`'s batch
@@ -272,7 +273,7 @@ impl Service {
                 let task = ids.take(&self.shared);
                 match inline::check(&self.shared, job, &mut keys, task)? {
                     Ok(small) => Ok(Burst::Small(small)),
-                    Err(job) => self.prepare(job, task).map(Burst::Node),
+                    Err(job) => self.prepare(job, task).map(|p| Burst::Node(Box::new(p))),
                 }
             })
             .collect::<Result<Vec<_>, SubmitError>>()?;
