@@ -141,6 +141,7 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 break;
             }
             let metas: SmallVec<[PacketMeta; 1]> = set.iter().map(|p| p.meta).collect();
+            let chain_run = is_chain_run(&set);
             // The slot keeps its capacity from set to set (see `resolved` below).
             health
                 .running()
@@ -190,26 +191,59 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 let _ = catch_unwind(AssertUnwindSafe(|| {
                     job.part_done(part, result, &shared.counters)
                 }));
-                if n == 1 {
-                    // Unit times are a packet's alone; a lane set's share of its time is not.
-                    estimates.extend(estimate.observe(meta.cmd, busy, meta.len));
+                if n == 1 || chain_run {
+                    // Unit times are a packet's alone (in a chain run the packets ran one after
+                    // another, so each took its share); a lane set's share of its time is not.
+                    estimates.extend(estimate.observe(meta.cmd, busy / n, meta.len));
                 }
             }
         }
     }
 }
 
-/// The next packets to run from the front of the worker's hand: one packet, or, when it is of
-/// a serial AES operation (CBC or CFB encryption, OFB) and the node has lanes, the longest
-/// prefix of the hand (up to `lanes`) made of such packets of different jobs: a lane set.
-/// The set runs at once, whatever its size: a lane never waits for others to fill it, so a
-/// chained job's next packet is not held back. Taking a prefix keeps the node's packets in the
-/// order the scheduler placed them (docs/ALGORITHM.md §15.3).
+/// The next packets to run from the front of the worker's hand: one packet; or a chain run,
+/// when it is of a chained AES job whose next packets follow it in the hand (they run one after
+/// another, the chaining state kept by the worker between them, not passed through the store);
+/// or, when it is of a serial AES operation (CBC or CFB encryption, OFB) and the node has
+/// lanes, the longest prefix of the hand (up to `lanes`) made of such packets of different
+/// jobs: a lane set. A set runs at once, whatever its size: a lane never waits for others to
+/// fill it, so a chained job's next packet is not held back. Taking a prefix keeps the node's
+/// packets in the order the scheduler placed them (docs/ALGORITHM.md §15.3).
 fn take_set(hand: &mut VecDeque<Packet<Work>>, lanes: usize) -> SmallVec<[Packet<Work>; 1]> {
     let mut set = SmallVec::new();
     let Some(first) = hand.pop_front() else {
         return set;
     };
+    let chained = |p: &Packet<Work>| matches!(&p.data.job.work, JobWork::Aes { op, .. } if op.mode.is_chained());
+    if chained(&first) {
+        let (task, mut seq) = (first.meta.task, first.meta.seq);
+        set.push(first);
+        while let Some(next) = hand.front()
+            && next.meta.task == task
+            && next.meta.seq == seq + 1
+        {
+            seq += 1;
+            set.extend(hand.pop_front());
+        }
+        if set.len() > 1 {
+            return set;
+        }
+        let Some(first) = set.pop() else {
+            return set;
+        };
+        return lane_set(hand, lanes, first, set);
+    }
+    lane_set(hand, lanes, first, set)
+}
+
+/// `first` and, if it is serial and the node has lanes, the serial packets of other jobs that
+/// follow it in the hand, up to `lanes` in all.
+fn lane_set(
+    hand: &mut VecDeque<Packet<Work>>,
+    lanes: usize,
+    first: Packet<Work>,
+    mut set: SmallVec<[Packet<Work>; 1]>,
+) -> SmallVec<[Packet<Work>; 1]> {
     let serial =
         |p: &Packet<Work>| matches!(&p.data.job.work, JobWork::Aes { op, .. } if op.is_serial());
     let lane_set = lanes > 1 && serial(&first);
@@ -227,12 +261,20 @@ fn take_set(hand: &mut VecDeque<Packet<Work>>, lanes: usize) -> SmallVec<[Packet
     set
 }
 
-/// Runs a set of packets: one through [`execute`], or a lane set through
-/// [`run_lanes`](crate::crypto::run_lanes). Results come back in the set's order.
+/// Whether a set is a chain run: several packets, all of one job.
+fn is_chain_run(set: &[Packet<Work>]) -> bool {
+    set.len() > 1 && set.iter().all(|p| p.meta.task == set[0].meta.task)
+}
+
+/// Runs a set of packets: one through [`execute`], a chain run through [`run_chain`], or a lane
+/// set through [`run_lanes`](crate::crypto::run_lanes). Results come back in the set's order.
 fn run_set(
     store: &StateStore,
     set: SmallVec<[Packet<Work>; 1]>,
 ) -> Vec<Result<PartOutput, JobError>> {
+    if is_chain_run(&set) {
+        return run_chain(store, set);
+    }
     if set.len() == 1 {
         return set
             .into_iter()
@@ -250,6 +292,70 @@ fn run_set(
             .collect();
     }
     lanes::run(store, set)
+}
+
+/// Runs consecutive packets of one chained AES job one after another, as [`execute`] would run
+/// each, but with the chaining state kept here between them: it is taken (from the IV or the
+/// store) before the first and handed to the store after the last, unless that ends the job.
+/// A packet that fails breaks the chain: the packets after it fail with
+/// [`JobError::StateLost`], as they would finding no state in the store.
+fn run_chain(
+    store: &StateStore,
+    set: SmallVec<[Packet<Work>; 1]>,
+) -> Vec<Result<PartOutput, JobError>> {
+    let mut results = Vec::with_capacity(set.len());
+    let mut state: Option<ChainState> = None;
+    let mut broken = false;
+    let mut last_job = None;
+    for p in set {
+        let Packet { meta, data: work } = p;
+        let Work {
+            job,
+            mut data,
+            msg_len,
+            start,
+            ..
+        } = work;
+        let JobWork::Aes { key, op } = &job.work else {
+            results.push(Err(JobError::Internal(
+                "a chain run of a job that is not AES".into(),
+            )));
+            continue;
+        };
+        if broken {
+            results.push(Err(JobError::StateLost(job.task)));
+            continue;
+        }
+        let mut s = match state.take() {
+            Some(s) => s,
+            None => match chain_state(store, &job, start) {
+                Ok(s) => s,
+                Err(e) => {
+                    broken = true;
+                    results.push(Err(e));
+                    continue;
+                }
+            },
+        };
+        match key.process(*op, &mut s, &mut data, msg_len, meta.last) {
+            Ok(n) => {
+                data.truncate(n);
+                results.push(Ok(PartOutput::Data(data)));
+                if !meta.last {
+                    state = Some(s);
+                }
+            }
+            Err(e) => {
+                broken = true;
+                results.push(Err(e.into()));
+            }
+        }
+        last_job = Some(job.task);
+    }
+    if let (Some(s), Some(task)) = (state, last_job) {
+        store.put(task, StoredState::Chain(s));
+    }
+    results
 }
 
 /// A chained packet's starting state: the IV the job's first packet carries, or what the
@@ -471,5 +577,120 @@ impl Estimator {
         } else {
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::AesKey;
+    use crate::packet::{ClusterId, TaskId};
+    use crate::runtime::handle::{aes_packet_count, cut_aes};
+
+    const PACKET: usize = 32;
+
+    /// A job of `op` over `data`, cut into packets of 32 bytes.
+    fn packets(
+        task: u64,
+        key: &Arc<AesKey>,
+        op: AesOp,
+        iv: &[u8],
+        data: &[u8],
+    ) -> Vec<Packet<Work>> {
+        let job = Arc::new(JobShared::new(
+            TaskId(task),
+            ClusterId(0),
+            JobWork::Aes {
+                key: Arc::clone(key),
+                op,
+            },
+            aes_packet_count(op, data.len(), PACKET, true),
+        ));
+        let start = op
+            .mode
+            .takes_iv()
+            .then(|| ChainState::for_mode(op.mode, iv).unwrap());
+        cut_aes(&job, op, data.to_vec(), PACKET, 0, true, start)
+            .into_iter()
+            .collect()
+    }
+
+    fn output(results: Vec<Result<PartOutput, JobError>>) -> Vec<u8> {
+        results
+            .into_iter()
+            .flat_map(|r| match r {
+                Ok(PartOutput::Data(d)) => d.to_vec(),
+                _ => panic!("a packet failed"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_chained_jobs_packets_in_a_row_run_as_one_chain_run() {
+        let key = Arc::new(AesKey::new(&[7; 16]).unwrap());
+        let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let ecb = AesOp::new(Direction::Encrypt, Mode::Ecb);
+        let iv = [3u8; 16];
+        let data: Vec<u8> = (0..128u8).collect();
+        let a = packets(1, &key, cbc, &iv, &data);
+        let b = packets(2, &key, cbc, &iv, &data[..32]);
+        let c = packets(3, &key, ecb, &[], &data[..64]);
+        // a's four packets, then b's one, then c's two: a chain run of a's four, then b alone
+        // (c's ECB packets are not serial, so no lane set forms with them), then c's one at
+        // a time (ECB is not chained).
+        let mut hand: VecDeque<Packet<Work>> = a.into_iter().chain(b).chain(c).collect();
+        let sizes: Vec<Vec<u64>> = std::iter::from_fn(|| {
+            let set = take_set(&mut hand, 8);
+            (!set.is_empty()).then(|| set.iter().map(|p| p.meta.task.0).collect())
+        })
+        .collect();
+        assert_eq!(sizes, vec![vec![1, 1, 1, 1], vec![2], vec![3], vec![3]]);
+    }
+
+    #[test]
+    fn a_chain_run_gives_the_one_shot_output_and_leaves_the_state_for_the_rest() {
+        let key = Arc::new(AesKey::new(&[9; 16]).unwrap());
+        let iv = [5u8; 16];
+        let data: Vec<u8> = (0..160u8).collect();
+        for op in [
+            AesOp::new(Direction::Encrypt, Mode::Cbc),
+            AesOp::new(Direction::Decrypt, Mode::Cbc),
+            AesOp::new(Direction::Encrypt, Mode::Ofb),
+            AesOp::new(Direction::Decrypt, Mode::Cfb),
+        ] {
+            let want = key.one_shot(op, &iv, &data).unwrap();
+            let store = StateStore::default();
+            let mut all = packets(1, &key, op, &iv, &data);
+            // The first three packets as one run, the last two as another: the state passes
+            // through the store between the runs, and is gone after the job's last packet.
+            let rest = all.split_off(3);
+            let mut out = output(run_set(&store, all.into_iter().collect()));
+            assert_eq!(store.len(), 1, "{op:?}: the state waits for the next run");
+            out.extend(output(run_set(&store, rest.into_iter().collect())));
+            assert_eq!(out, want, "{op:?}");
+            assert_eq!(
+                store.len(),
+                0,
+                "{op:?}: no state after the job's last packet"
+            );
+        }
+    }
+
+    #[test]
+    fn a_chain_run_of_a_failed_job_runs_nothing() {
+        let key = Arc::new(AesKey::new(&[9; 16]).unwrap());
+        let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let store = StateStore::default();
+        let mut all = packets(4, &key, op, &[1; 16], &[0; 96]);
+        let rest = all.split_off(1);
+        // The job's first packet ran elsewhere and failed: its state never reached the store.
+        let job = Arc::clone(&all[0].data.job);
+        let _ = job.part_done(0, Err(JobError::NodeFailed(NodeId(0))), &Default::default());
+        let results = run_set(&store, rest.into_iter().collect());
+        assert_eq!(results.len(), 2);
+        for r in results {
+            assert!(matches!(r, Err(JobError::StateLost(TaskId(4)))));
+        }
+        assert_eq!(store.len(), 0);
     }
 }
