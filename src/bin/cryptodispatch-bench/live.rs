@@ -134,6 +134,10 @@ pub struct LiveArgs {
     /// deficit round robin over bytes) or `fifo` (the paper's first come first served).
     #[arg(long, default_value = "fair")]
     pub admission: Admission,
+    /// AES jobs of one packet up to this many bytes run on the submitting thread (the
+    /// service's `inline_limit`; 0: every job goes to a node).
+    #[arg(long, default_value_t = ServiceBuilder::DEFAULT_INLINE_LIMIT)]
+    pub inline_limit: usize,
     /// manycbc: the serial mode (cbc, ofb or cfb).
     #[arg(long, default_value = "cbc")]
     pub mode: Mode,
@@ -161,6 +165,7 @@ impl LiveArgs {
             seed: 1,
             bad_share: 0.0,
             admission: Admission::Fair,
+            inline_limit: ServiceBuilder::DEFAULT_INLINE_LIMIT,
             burst: 64,
             mode: Mode::Cbc,
             csv: false,
@@ -195,6 +200,7 @@ struct Work {
     ed_nodes: usize,
     packet_size: usize,
     admission: Admission,
+    inline_limit: usize,
     size_label: String,
     submitters: usize,
 }
@@ -263,6 +269,7 @@ fn independent(
         ed_nodes: 0,
         packet_size: size,
         admission: args.admission,
+        inline_limit: args.inline_limit,
         size_label: format!("{size}{}", shape.label),
         submitters: args.threads.unwrap_or(shape.submitters),
     })
@@ -405,6 +412,7 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                 ed_nodes: aes_nodes,
                 packet_size: 16 * 1024,
                 admission: args.admission,
+                inline_limit: args.inline_limit,
                 size_label: args.size.map_or("64-65536".to_owned(), |s| s.to_string()),
                 submitters: args.threads.unwrap_or(2),
             })
@@ -434,6 +442,7 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                 ed_nodes: 0,
                 packet_size: packet,
                 admission: args.admission,
+                inline_limit: args.inline_limit,
                 size_label: packet.to_string(),
                 submitters: args.threads.unwrap_or(1),
             })
@@ -517,6 +526,7 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
         .aes_cluster(aes_nodes)
         .packet_size(work.packet_size)
         .admission(work.admission)
+        .inline_limit(work.inline_limit)
         .policy(policy.clone());
     if work.ed_nodes > 0 {
         // Ed25519 messages are one packet each, up to 64 KiB here.
