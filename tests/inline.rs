@@ -10,10 +10,10 @@
 mod common;
 
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
-use common::{Gen, block_on, ref_aes, ref_gcm_seal};
+use common::{Gen, SubmittingWaker, block_on, ref_aes, ref_gcm_seal};
 use cryptodispatch::error::CryptoError;
 use cryptodispatch::{
     AesOp, ClusterKind, Direction, Job, JobError, JobOutput, KeyId, Mode, NodeSpec, Padding,
@@ -26,6 +26,21 @@ fn service(limit: usize) -> Service {
         .inline_limit(limit)
         .build()
         .unwrap()
+}
+
+/// Runs one AES job through `s` and checks its output against the reference.
+fn run_one(s: &Service, (key, raw): (KeyId, &[u8]), op: AesOp, iv: &[u8], data: &[u8]) {
+    let out = s
+        .submit(Job::aes(key, op, iv, data.to_vec()))
+        .unwrap()
+        .wait();
+    let want = ref_aes(raw, op, iv, data).unwrap();
+    assert_eq!(
+        out,
+        Ok(JobOutput::Data(want)),
+        "{op:?} of {} bytes",
+        data.len()
+    );
 }
 
 /// Packets the AES nodes ran.
@@ -141,14 +156,7 @@ fn the_limit_counts_padding_and_jobs_beyond_it_go_to_a_node() {
     for (op, len, inline) in cases {
         let before = (s.metrics().jobs_inline, node_packets(&s));
         let data = vec![5u8; len];
-        let out = s
-            .submit(Job::aes(key, op, &iv, data.clone()))
-            .unwrap()
-            .wait();
-        assert_eq!(
-            out,
-            Ok(JobOutput::Data(ref_aes(&raw, op, &iv, &data).unwrap()))
-        );
+        run_one(&s, (key, &raw), op, &iv, &data);
         let after = (s.metrics().jobs_inline, node_packets(&s));
         let want = if inline {
             (before.0 + 1, before.1)
@@ -165,28 +173,14 @@ fn the_limit_counts_padding_and_jobs_beyond_it_go_to_a_node() {
         .unwrap();
     let key = s.add_aes_key(&raw).unwrap();
     let data = vec![1u8; 64];
-    let out = s
-        .submit(Job::aes(key, plain, &iv, data.clone()))
-        .unwrap()
-        .wait();
-    assert_eq!(
-        out,
-        Ok(JobOutput::Data(ref_aes(&raw, plain, &iv, &data).unwrap()))
-    );
+    run_one(&s, (key, &raw), plain, &iv, &data);
     assert_eq!((s.metrics().jobs_inline, node_packets(&s)), (0, 2));
     // With the limit at 0 every job goes to a node, the empty one too.
     let s = service(0);
     let key = s.add_aes_key(&raw).unwrap();
     for len in [0, 16] {
         let data = vec![2u8; len];
-        let out = s
-            .submit(Job::aes(key, plain, &iv, data.clone()))
-            .unwrap()
-            .wait();
-        assert_eq!(
-            out,
-            Ok(JobOutput::Data(ref_aes(&raw, plain, &iv, &data).unwrap()))
-        );
+        run_one(&s, (key, &raw), plain, &iv, &data);
     }
     assert_eq!((s.metrics().jobs_inline, node_packets(&s)), (0, 2));
 }
@@ -311,26 +305,6 @@ fn a_result_taken_once_is_not_given_again() {
     );
 }
 
-/// A waker that submits a small job and waits for it, on the worker thread that wakes it.
-struct SubmittingWaker {
-    service: Arc<Service>,
-    key: KeyId,
-    outcome: Mutex<Option<Result<JobOutput, JobError>>>,
-}
-
-impl Wake for SubmittingWaker {
-    fn wake(self: Arc<Self>) {
-        let out = match self
-            .service
-            .submit(Job::encrypt(self.key, Mode::Ecb, &[], vec![1; 16]))
-        {
-            Ok(h) => h.wait(),
-            Err(e) => Err(JobError::Internal(e.to_string())),
-        };
-        *self.outcome.lock().unwrap() = Some(out);
-    }
-}
-
 #[test]
 fn a_worker_thread_can_wait_for_a_small_job_it_runs_itself() {
     let service = Arc::new(
@@ -341,11 +315,7 @@ fn a_worker_thread_can_wait_for_a_small_job_it_runs_itself() {
     );
     let raw = [6u8; 16];
     let key = service.add_aes_key(&raw).unwrap();
-    let waker = Arc::new(SubmittingWaker {
-        service: Arc::clone(&service),
-        key,
-        outcome: Mutex::new(None),
-    });
+    let waker = SubmittingWaker::new(&service, key);
     // A job big enough to go to the node, whose completion runs the waker there.
     let mut h = service
         .submit(Job::encrypt(key, Mode::Ecb, &[], vec![4; 4096]))

@@ -19,7 +19,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::Duration;
 
-use common::{Gen, block_on, cores, ed_sign, ref_aes};
+use common::{Gen, SubmittingWaker, block_on, cores, ed_sign, ref_aes};
 use cryptodispatch::crypto::padded_len;
 use cryptodispatch::error::CryptoError;
 use cryptodispatch::packet::Mode;
@@ -1049,26 +1049,6 @@ impl Wake for PanickingWaker {
     }
 }
 
-/// A waker that submits a job and waits for it: a blocking call on a worker thread.
-struct BlockingWaker {
-    service: Arc<Service>,
-    key: KeyId,
-    outcome: Mutex<Option<Result<JobOutput, JobError>>>,
-}
-
-impl Wake for BlockingWaker {
-    fn wake(self: Arc<Self>) {
-        let out = match self
-            .service
-            .submit(Job::encrypt(self.key, Mode::Ecb, &[], vec![1; 16]))
-        {
-            Ok(h) => h.wait(),
-            Err(e) => Err(JobError::Internal(e.to_string())),
-        };
-        *self.outcome.lock().unwrap() = Some(out);
-    }
-}
-
 #[test]
 fn user_wakers_never_take_a_node_down_or_block_it() {
     let _serial = shared();
@@ -1100,11 +1080,7 @@ fn user_wakers_never_take_a_node_down_or_block_it() {
         "the node went on after the waker's panic"
     );
     // A waker that blocks on the service from the worker thread: refused, not deadlocked.
-    let blocking = Arc::new(BlockingWaker {
-        service: Arc::clone(&service),
-        key,
-        outcome: Mutex::new(None),
-    });
+    let blocking = SubmittingWaker::new(&service, key);
     let mut h = service
         .submit(Job::encrypt(key, Mode::Ecb, &[], vec![4; 4096]))
         .unwrap();

@@ -291,3 +291,34 @@ pub fn block_on<F: Future>(fut: F) -> (F::Output, BlockOnStats) {
 pub fn cores() -> usize {
     core_affinity::get_core_ids().map_or(0, |c| c.len())
 }
+
+/// A waker that, when woken, submits a 16-byte ECB job to `service` and waits for it, keeping
+/// the outcome: on a worker thread, a blocking call on the service (unless the job runs on the
+/// submitting thread itself).
+pub struct SubmittingWaker {
+    pub service: Arc<cryptodispatch::Service>,
+    pub key: cryptodispatch::KeyId,
+    pub outcome:
+        std::sync::Mutex<Option<Result<cryptodispatch::JobOutput, cryptodispatch::JobError>>>,
+}
+
+impl SubmittingWaker {
+    pub fn new(service: &Arc<cryptodispatch::Service>, key: cryptodispatch::KeyId) -> Arc<Self> {
+        Arc::new(SubmittingWaker {
+            service: Arc::clone(service),
+            key,
+            outcome: std::sync::Mutex::new(None),
+        })
+    }
+}
+
+impl Wake for SubmittingWaker {
+    fn wake(self: Arc<Self>) {
+        let job = cryptodispatch::Job::encrypt(self.key, Mode::Ecb, &[], vec![1; 16]);
+        let out = match self.service.submit(job) {
+            Ok(h) => h.wait(),
+            Err(e) => Err(cryptodispatch::JobError::Internal(e.to_string())),
+        };
+        *self.outcome.lock().unwrap() = Some(out);
+    }
+}
