@@ -51,6 +51,9 @@ pub struct MatrixArgs {
     pub base_seed: u64,
     pub small: u32,
     pub threads: usize,
+    /// A file of small instances' optima, read before solving and written after
+    /// ([`OptimumCache`]).
+    pub optimum_cache: Option<std::path::PathBuf>,
 }
 
 /// One cell's result for one policy.
@@ -171,32 +174,104 @@ fn small_instances(
     let seeds: Vec<u64> = (0..u64::from(args.small))
         .map(|k| args.base_seed + k)
         .collect();
-    par_map(
+    let cache = match &args.optimum_cache {
+        Some(path) => OptimumCache::read(path)?,
+        None => OptimumCache::default(),
+    };
+    let solved: Result<Vec<(Small, String)>, String> = par_map(
         &seeds,
         args.threads,
         |&seed| {
             let (nodes, trace) = classes::small(seed);
-            let optimum = optimal_makespan(&trace, &nodes, 1)?;
+            let key = OptimumCache::key(&nodes, &trace);
+            let optimum = match cache.get(&key) {
+                Some(v) => v,
+                None => optimal_makespan(&trace, &nodes, 1)?,
+            };
             let spans = |known| {
                 specs
                     .iter()
                     .map(|s| makespan(&trace, &nodes, known, s))
                     .collect()
             };
-            Ok(Small {
-                seed,
-                nodes: nodes.len(),
-                packets: trace.len(),
-                optimum,
-                bound: lower_bound(&trace, &nodes, 1).value(),
-                known: spans(true),
-                unknown: spans(false),
-            })
+            Ok((
+                Small {
+                    seed,
+                    nodes: nodes.len(),
+                    packets: trace.len(),
+                    optimum,
+                    bound: lower_bound(&trace, &nodes, 1).value(),
+                    known: spans(true),
+                    unknown: spans(false),
+                },
+                key,
+            ))
         },
         tick,
     )
     .into_iter()
-    .collect()
+    .collect();
+    let solved = solved?;
+    if let Some(path) = &args.optimum_cache {
+        let mut cache = cache;
+        for (s, key) in &solved {
+            cache.insert(key.clone(), s.optimum);
+        }
+        cache.write(path)?;
+    }
+    Ok(solved.into_iter().map(|(s, _)| s).collect())
+}
+
+/// Small instances' optima kept between runs (`--optimum-cache`): the optimum does not depend
+/// on the policies, and solving is what takes the time. An instance is keyed by a hash of its
+/// nodes and trace as printed (`Debug`), so a changed instance generator misses the cache
+/// instead of reading a stale optimum. The file has one `key,optimum` line per instance, the
+/// optimum written so that it reads back exactly.
+#[derive(Debug, Default)]
+struct OptimumCache(std::collections::BTreeMap<String, f64>);
+
+impl OptimumCache {
+    /// The key of an instance: FNV-1a (64 bits) of its nodes and trace, in hex.
+    fn key(nodes: &[NodeModel], trace: &Trace) -> String {
+        let text = format!("{nodes:?}|{trace:?}");
+        let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("{hash:016x}")
+    }
+
+    /// The cache in `path`; empty if the file does not exist.
+    fn read(path: &Path) -> Result<Self, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let mut map = std::collections::BTreeMap::new();
+        for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.is_empty()) {
+            let parsed = line
+                .split_once(',')
+                .and_then(|(k, v)| Some((k.to_owned(), v.parse::<f64>().ok()?)));
+            let Some((k, v)) = parsed else {
+                return Err(format!("{}:{}: not key,optimum", path.display(), n + 1));
+            };
+            map.insert(k, v);
+        }
+        Ok(OptimumCache(map))
+    }
+
+    fn get(&self, key: &str) -> Option<f64> {
+        self.0.get(key).copied()
+    }
+
+    fn insert(&mut self, key: String, optimum: f64) {
+        self.0.insert(key, optimum);
+    }
+
+    fn write(&self, path: &Path) -> Result<(), String> {
+        let text: String = self.0.iter().map(|(k, v)| format!("{k},{v:?}\n")).collect();
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+    }
 }
 
 fn geo_mean(xs: impl Iterator<Item = f64>) -> f64 {

@@ -111,6 +111,11 @@ pub struct PoliciesArgs {
     /// With --matrix: a quick pass, 3 seeds per cell and 10 small instances (a few minutes).
     #[arg(long, requires = "matrix")]
     pub quick: bool,
+    /// With --matrix: a file keeping the small instances' optima between runs (read if it
+    /// exists, written after): the optimum does not depend on the policies, and an instance
+    /// that changed misses the cache (it is keyed by the instance itself).
+    #[arg(long, value_name = "FILE", requires = "matrix")]
+    pub optimum_cache: Option<PathBuf>,
 }
 
 /// One setting's rows, as printed and written.
@@ -186,6 +191,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
             base_seed: args.seed,
             small,
             threads: args.threads.map_or_else(crate::report::cores, |t| t.max(1)),
+            optimum_cache: args.optimum_cache.clone(),
         };
         return crate::matrix::run(&matrix, &specs, &labels, &args.out);
     }
