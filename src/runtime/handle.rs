@@ -306,15 +306,32 @@ pub(crate) fn assemble_one(part: PartOutput) -> JobOutput {
     assemble(&mut [Some(part)])
 }
 
-/// The packets `len` bytes of AES data make: at least one, even for empty data. When the data
-/// ends the job, an encryption's PKCS#7 padding counts.
-pub(crate) fn aes_packet_count(op: AesOp, len: usize, packet_size: usize, ends_job: bool) -> usize {
-    let len = if ends_job && op.pads_on_encrypt() {
+/// The bytes `len` bytes of AES data take once cut: with an encryption's PKCS#7 padding block
+/// when the data ends the job.
+pub(crate) fn aes_buffer_len(op: AesOp, len: usize, ends_job: bool) -> usize {
+    if ends_job && op.pads_on_encrypt() {
         padded_len(len)
     } else {
         len
-    };
-    len.div_ceil(packet_size).max(1)
+    }
+}
+
+/// Grows `data` to [`aes_buffer_len`], by exactly the padding room: growing by `resize` alone
+/// could double the buffer (and copy the job); a buffer that has the room already (`Job::aes`
+/// makes it) stays put.
+pub(crate) fn make_padding_room(op: AesOp, data: &mut Vec<u8>, ends_job: bool) {
+    let len = data.len();
+    let padded = aes_buffer_len(op, len, ends_job);
+    data.reserve_exact(padded - len);
+    data.resize(padded, 0);
+}
+
+/// The packets `len` bytes of AES data make: at least one, even for empty data. When the data
+/// ends the job, an encryption's PKCS#7 padding counts.
+pub(crate) fn aes_packet_count(op: AesOp, len: usize, packet_size: usize, ends_job: bool) -> usize {
+    aes_buffer_len(op, len, ends_job)
+        .div_ceil(packet_size)
+        .max(1)
 }
 
 /// Cuts AES data into packets of `packet_size` bytes without copying: one `BytesMut` split
@@ -333,13 +350,7 @@ pub(crate) fn cut_aes(
     mut start: Option<ChainState>,
 ) -> Packets {
     let msg_total = data.len();
-    if ends_job && op.pads_on_encrypt() {
-        // Exactly the padding room: growing by `resize` alone could double the buffer (and
-        // copy the job); a buffer that has the room already (`Job::aes` makes it) stays put.
-        let padded = padded_len(msg_total);
-        data.reserve_exact(padded - msg_total);
-        data.resize(padded, 0);
-    }
+    make_padding_room(op, &mut data, ends_job);
     let n = aes_packet_count(op, msg_total, packet_size, ends_job);
     // A job cut whole is known to the policies by its length; a stream's parts are not.
     let job_bytes = (first_seq == 0 && ends_job).then_some(data.len() as u64);

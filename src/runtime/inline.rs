@@ -19,11 +19,13 @@ use std::time::Instant;
 use smallvec::SmallVec;
 use zeroize::Zeroize;
 
-use crate::crypto::{AesKey, AesOp, ChainState, padded_len};
+use crate::crypto::{AesKey, AesOp, ChainState};
 use crate::packet::{ClusterId, PacketMeta, TaskId};
 use crate::runtime::engine::Shared;
 use crate::runtime::error::{JobError, SubmitError};
-use crate::runtime::handle::{JobHandle, JobOutput, JobShared, Work, assemble_one};
+use crate::runtime::handle::{
+    JobHandle, JobOutput, JobShared, Work, aes_buffer_len, assemble_one, make_padding_room,
+};
 use crate::runtime::job::{Job, JobKind};
 use crate::runtime::keys::{KeyMaterial, wrong_kind};
 use crate::runtime::worker;
@@ -61,9 +63,8 @@ pub(crate) struct SmallJob {
     op: AesOp,
     state: ChainState,
     data: Vec<u8>,
-    /// Bytes of input, and of the buffer once padded.
+    /// Bytes of input (the buffer grows by the padding, if any, when the job runs).
     len: usize,
-    padded: usize,
     task: TaskId,
 }
 
@@ -92,15 +93,10 @@ pub(crate) fn check(
         JobKind::Aes { op, data, .. } => (*op, data.len()),
         _ => return Ok(Err(job)),
     };
-    let bytes = if op.pads_on_encrypt() {
-        padded_len(len)
-    } else {
-        len
-    };
     let Some(cluster) = shared.layout.cluster(ClusterKind::Aes) else {
         return Ok(Err(job));
     };
-    if !allowed(shared, cluster, bytes) {
+    if !allowed(shared, cluster, aes_buffer_len(op, len, true)) {
         return Ok(Err(job));
     }
     let JobKind::Aes { key, iv, data, .. } = job.kind else {
@@ -115,7 +111,6 @@ pub(crate) fn check(
         state,
         data,
         len,
-        padded: bytes,
         task,
     }))
 }
@@ -123,25 +118,17 @@ pub(crate) fn check(
 impl SmallJob {
     /// Runs the job: its output, or its error with nothing of the data released.
     pub(crate) fn run(mut self, keys: &KeyCache) -> Finished {
-        // `Job::aes` leaves room for the padding block, so this does not reallocate.
-        self.data.resize(self.padded, 0);
+        make_padding_room(self.op, &mut self.data, true);
         let (key, op, len) = (&keys.keys[self.key].1, self.op, self.len);
         let (state, data) = (&mut self.state, &mut self.data);
-        let result = catch_unwind(AssertUnwindSafe(|| key.process(op, state, data, len, true)));
-        let outcome = match result {
-            Ok(Ok(n)) => {
-                self.data.truncate(n);
-                Ok(JobOutput::Data(std::mem::take(&mut self.data)))
-            }
-            Ok(Err(e)) => {
-                self.data.zeroize();
-                Err(JobError::Crypto(e))
-            }
-            Err(_) => {
-                self.data.zeroize();
-                Err(panicked())
-            }
-        };
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            key.process(op, state, data, len, true)
+                .map_err(JobError::from)
+        }));
+        let outcome = settle(ran, &mut self.data).map(|n| {
+            self.data.truncate(n);
+            JobOutput::Data(std::mem::take(&mut self.data))
+        });
         Finished {
             task: self.task,
             outcome,
@@ -186,26 +173,29 @@ pub(crate) fn run_prepared(
         ..
     } = work;
     // A single packet is its job's last, so the state store is not involved.
-    let result = catch_unwind(AssertUnwindSafe(|| {
+    let ran = catch_unwind(AssertUnwindSafe(|| {
         worker::execute(&shared.store, &job, &meta, &mut data, msg_len, start)
     }));
-    let outcome = match result {
-        Ok(Ok(out)) => Ok(assemble_one(out)),
-        Ok(Err(e)) => {
-            data.zeroize();
-            Err(e)
-        }
-        Err(_) => {
-            data.zeroize();
-            Err(panicked())
-        }
-    };
+    let outcome = settle(ran, &mut data).map(assemble_one);
     Finished {
         task: job.task,
         outcome,
     }
 }
 
-fn panicked() -> JobError {
-    JobError::Internal("the cipher panicked on the submitting thread".into())
+/// A run's result as its job's outcome. On an error, or a panic in the cipher (a bug, reported
+/// as [`JobError::Internal`]), the data is zeroized first: nothing of a failed job is released.
+fn settle<T>(
+    ran: std::thread::Result<Result<T, JobError>>,
+    data: &mut [u8],
+) -> Result<T, JobError> {
+    let outcome = ran.unwrap_or_else(|_| {
+        Err(JobError::Internal(
+            "the cipher panicked on the submitting thread".into(),
+        ))
+    });
+    if outcome.is_err() {
+        data.zeroize();
+    }
+    outcome
 }

@@ -210,30 +210,23 @@ pub(crate) fn run(shared: Arc<Shared>, spec: WorkerSpec, ready: Option<mpsc::Sen
 /// fill it, so a chained job's next packet is not held back. Taking a prefix keeps the node's
 /// packets in the order the scheduler placed them (docs/ALGORITHM.md §15.3).
 fn take_set(hand: &mut VecDeque<Packet<Work>>, lanes: usize) -> SmallVec<[Packet<Work>; 1]> {
-    let mut set = SmallVec::new();
     let Some(first) = hand.pop_front() else {
-        return set;
+        return SmallVec::new();
     };
-    let chained = |p: &Packet<Work>| matches!(&p.data.job.work, JobWork::Aes { op, .. } if op.mode.is_chained());
-    if chained(&first) {
-        let (task, mut seq) = (first.meta.task, first.meta.seq);
-        set.push(first);
-        while let Some(next) = hand.front()
-            && next.meta.task == task
-            && next.meta.seq == seq + 1
+    let chained = matches!(&first.data.job.work, JobWork::Aes { op, .. } if op.mode.is_chained());
+    let follows = |prev: &PacketMeta, p: &Packet<Work>| {
+        p.meta.task == prev.task && p.meta.seq == prev.seq + 1
+    };
+    if chained && hand.front().is_some_and(|p| follows(&first.meta, p)) {
+        let mut run: SmallVec<[Packet<Work>; 1]> = smallvec::smallvec![first];
+        while let Some(p) = hand.front()
+            && follows(&run[run.len() - 1].meta, p)
         {
-            seq += 1;
-            set.extend(hand.pop_front());
+            run.extend(hand.pop_front());
         }
-        if set.len() > 1 {
-            return set;
-        }
-        let Some(first) = set.pop() else {
-            return set;
-        };
-        return lane_set(hand, lanes, first, set);
+        return run;
     }
-    lane_set(hand, lanes, first, set)
+    lane_set(hand, lanes, first)
 }
 
 /// `first` and, if it is serial and the node has lanes, the serial packets of other jobs that
@@ -242,8 +235,8 @@ fn lane_set(
     hand: &mut VecDeque<Packet<Work>>,
     lanes: usize,
     first: Packet<Work>,
-    mut set: SmallVec<[Packet<Work>; 1]>,
 ) -> SmallVec<[Packet<Work>; 1]> {
+    let mut set: SmallVec<[Packet<Work>; 1]> = SmallVec::new();
     let serial =
         |p: &Packet<Work>| matches!(&p.data.job.work, JobWork::Aes { op, .. } if op.is_serial());
     let lane_set = lanes > 1 && serial(&first);
@@ -303,57 +296,50 @@ fn run_chain(
     store: &StateStore,
     set: SmallVec<[Packet<Work>; 1]>,
 ) -> Vec<Result<PartOutput, JobError>> {
+    let job = Arc::clone(&set[0].data.job);
+    let JobWork::Aes { key, op } = &job.work else {
+        // `take_set` forms chain runs of AES jobs only.
+        let e = JobError::Internal(format!("a chain run of {}, not an AES job", job.task));
+        return set.iter().map(|_| Err(e.clone())).collect();
+    };
+    // The state between the run's packets; `Err` once the chain is broken.
+    let mut state: Result<Option<ChainState>, ()> = Ok(None);
     let mut results = Vec::with_capacity(set.len());
-    let mut state: Option<ChainState> = None;
-    let mut broken = false;
-    let mut last_job = None;
     for p in set {
         let Packet { meta, data: work } = p;
         let Work {
-            job,
             mut data,
             msg_len,
             start,
             ..
         } = work;
-        let JobWork::Aes { key, op } = &job.work else {
-            results.push(Err(JobError::Internal(
-                "a chain run of a job that is not AES".into(),
-            )));
-            continue;
+        let begun = match state {
+            Ok(Some(s)) => Ok(s),
+            Ok(None) => chain_state(store, &job, start),
+            Err(()) => Err(JobError::StateLost(job.task)),
         };
-        if broken {
-            results.push(Err(JobError::StateLost(job.task)));
-            continue;
-        }
-        let mut s = match state.take() {
-            Some(s) => s,
-            None => match chain_state(store, &job, start) {
-                Ok(s) => s,
-                Err(e) => {
-                    broken = true;
-                    results.push(Err(e));
-                    continue;
-                }
-            },
+        let mut s = match begun {
+            Ok(s) => s,
+            Err(e) => {
+                state = Err(());
+                results.push(Err(e));
+                continue;
+            }
         };
         match key.process(*op, &mut s, &mut data, msg_len, meta.last) {
             Ok(n) => {
                 data.truncate(n);
                 results.push(Ok(PartOutput::Data(data)));
-                if !meta.last {
-                    state = Some(s);
-                }
+                state = Ok((!meta.last).then_some(s));
             }
             Err(e) => {
-                broken = true;
+                state = Err(());
                 results.push(Err(e.into()));
             }
         }
-        last_job = Some(job.task);
     }
-    if let (Some(s), Some(task)) = (state, last_job) {
-        store.put(task, StoredState::Chain(s));
+    if let Ok(Some(s)) = state {
+        store.put(job.task, StoredState::Chain(s));
     }
     results
 }
