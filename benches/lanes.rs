@@ -4,6 +4,10 @@
 //! shared round-robin, or one per stream; key sizes 128, 192 and 256 bits in turn when there are
 //! several.
 //!
+//! The `single-stream` group compares one CBC stream through RustCrypto's `cbc` crate
+//! (`encrypt_blocks`, which calls the backend once per block) with `AesKey::process`
+//! (one backend call for the whole buffer, `crypto/serial.rs`).
+//!
 //! `cargo bench --bench lanes -- --warm-up-time 1 --measurement-time 3`
 
 use std::hint::black_box;
@@ -100,5 +104,32 @@ fn lanes(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, lanes);
+fn single_stream(c: &mut Criterion) {
+    use cipher::{BlockModeEncrypt, KeyIvInit};
+    let raw = [7u8; 16];
+    let iv = [9u8; 16];
+    let key = AesKey::new(&raw).expect("key length");
+    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let mut buf = vec![1u8; PACKET];
+    let mut group = c.benchmark_group("single-stream/cbc-encrypt-16KiB");
+    group.throughput(Throughput::Bytes(PACKET as u64));
+    group.bench_function("cbc crate", |b| {
+        b.iter(|| {
+            let mut enc = cbc::Encryptor::<aes::Aes128>::new(&raw.into(), &iv.into());
+            let (blocks, _) = cipher::Block::<aes::Aes128>::slice_as_chunks_mut(&mut buf);
+            enc.encrypt_blocks(blocks);
+            black_box(&buf);
+        });
+    });
+    group.bench_function("AesKey::process", |b| {
+        b.iter(|| {
+            let mut state = ChainState::from_iv(&iv).expect("16-byte IV");
+            let n = key.process(op, &mut state, &mut buf, PACKET, false);
+            black_box(n.expect("whole blocks"));
+        });
+    });
+    group.finish();
+}
+
+criterion_group!(benches, lanes, single_stream);
 criterion_main!(benches);

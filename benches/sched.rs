@@ -53,7 +53,11 @@ fn arrive_and_complete(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     group.warm_up_time(Duration::from_millis(500));
     group.measurement_time(Duration::from_secs(2));
-    for policy in [PolicySpec::paper_defaults(), PolicySpec::hhs_acdid()] {
+    for policy in [
+        PolicySpec::paper_defaults(),
+        PolicySpec::hhs_acdid(),
+        PolicySpec::mct(),
+    ] {
         for nodes in [2, 8, 32] {
             for admission in [Admission::Fifo, Admission::Fair] {
                 let name = format!("{}/{nodes}/{}", policy.name(), admission.as_str());

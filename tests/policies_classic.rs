@@ -1,7 +1,8 @@
 //! The classic policies (`rr`, `swrr`, `lc`, `wlc`, `sed`, `p2c`, and `mct` with the committed
 //! work it reads) driven through the scheduler core, each checked against its rule as its
-//! source states it, with exact placements; and a property test that every one of them only
-//! ever names a node with room.
+//! source states it, with exact placements; and a property test that each of the six classic
+//! ones only ever names a node with room (`mct` may decline a packet instead, waiting for a
+//! faster full node; `tests/sim.rs` runs it against the lower bound).
 
 use std::collections::VecDeque;
 

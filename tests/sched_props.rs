@@ -162,7 +162,9 @@ impl Driver {
                     ClusterId(job.cluster),
                 )
                 .dependent(mode.is_chained())
-                .at(seq as u32, seq + 1 == job.lens.len()),
+                .at(seq as u32, seq + 1 == job.lens.len())
+                // Half the jobs tell their length (as the service's do), half do not.
+                .job_bytes((j % 2 == 0).then(|| job.lens.iter().sum())),
                 Len(job.lens[seq]),
             ));
         }
@@ -302,6 +304,14 @@ impl Driver {
                 self.s.choose_list_len(ClusterId(c as u32)),
                 0,
                 "choose list empty at the end"
+            );
+        }
+        for n in 0..self.s.num_nodes() {
+            let node = self.s.node(NodeId(n as u32));
+            assert_eq!(
+                (node.committed_bytes(), node.committed_work()),
+                (0, 0.0),
+                "node {n}: committed work left at the end"
             );
         }
     }

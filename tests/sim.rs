@@ -98,14 +98,22 @@ fn hand_computed_run_under_hhs_acdid() {
 /// One node (unit time 10, capacity 8 units): an independent packet, then dependent packets of
 /// jobs 1, 2, 1 (its second packet) and 4, all at time 0.
 fn lanes_scenario(lanes: u32) -> Vec<(u64, u32, f64, f64)> {
-    let trace = Trace::from_records(vec![
-        rec(5, 0, false, 0.0, 1),
-        rec(1, 0, true, 0.0, 1),
-        rec(2, 0, true, 0.0, 2),
-        rec(1, 1, true, 0.0, 1),
-        rec(4, 0, true, 0.0, 1),
-    ])
-    .unwrap();
+    lanes_run(
+        vec![
+            rec(5, 0, false, 0.0, 1),
+            rec(1, 0, true, 0.0, 1),
+            rec(2, 0, true, 0.0, 2),
+            rec(1, 1, true, 0.0, 1),
+            rec(4, 0, true, 0.0, 1),
+        ],
+        lanes,
+    )
+}
+
+/// `records` on one node (unit time 10, capacity 8 units) of `lanes` lanes: each placement's
+/// task, seq, start and end.
+fn lanes_run(records: Vec<TraceRecord>, lanes: u32) -> Vec<(u64, u32, f64, f64)> {
+    let trace = Trace::from_records(records).unwrap();
     let config = SimConfig::new(vec![node(10.0, 8).with_lanes(lanes)]);
     let r = simulate(&trace, &config, &PolicySpec::default()).unwrap();
     // The node never idles: it is busy until the last set ends, each set counted once.
@@ -144,6 +152,41 @@ fn a_node_with_lanes_serves_dependent_packets_of_different_jobs_together() {
     );
     // Two lanes hold the same sets here.
     assert_eq!(lanes_scenario(2), lanes_scenario(4));
+}
+
+#[test]
+fn a_lane_set_holds_at_most_the_nodes_lanes() {
+    // Jobs 1, 2 and 4 first, then job 1's next packet: two lanes cut the set after 1 and 2,
+    // four take all three.
+    let records = || {
+        vec![
+            rec(5, 0, false, 0.0, 1),
+            rec(1, 0, true, 0.0, 1),
+            rec(2, 0, true, 0.0, 2),
+            rec(4, 0, true, 0.0, 1),
+            rec(1, 1, true, 0.0, 1),
+        ]
+    };
+    assert_eq!(
+        lanes_run(records(), 2),
+        vec![
+            (5, 0, 0.0, 10.0),
+            (1, 0, 10.0, 30.0),
+            (2, 0, 10.0, 30.0),
+            (4, 0, 30.0, 40.0),
+            (1, 1, 30.0, 40.0)
+        ]
+    );
+    assert_eq!(
+        lanes_run(records(), 4),
+        vec![
+            (5, 0, 0.0, 10.0),
+            (1, 0, 10.0, 30.0),
+            (2, 0, 10.0, 30.0),
+            (4, 0, 10.0, 30.0),
+            (1, 1, 30.0, 40.0)
+        ]
+    );
 }
 
 #[test]
@@ -210,6 +253,8 @@ fn policy() -> impl Strategy<Value = PolicySpec> {
     prop_oneof![
         Just(PolicySpec::paper_defaults()),
         Just(PolicySpec::hhs_acdid()),
+        // The default: the one policy that may decline a packet with room free.
+        Just(PolicySpec::mct()),
         (0.0..=1.0f64).prop_map(|a| PolicySpec::paper(a, 1.0 - a)),
     ]
 }
@@ -227,6 +272,7 @@ proptest! {
         load in prop_oneof![Just(None), (0.2..4.0f64).prop_map(Some)],
         policy in policy(),
         strict in any::<bool>(),
+        known in any::<bool>(),
     ) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let workload = WorkloadSpec { load, ..WorkloadSpec::default() }.with_packets(packets);
@@ -236,7 +282,8 @@ proptest! {
         let config = SimConfig {
             affinity: if strict { Affinity::Strict } else { Affinity::InFlight },
             ..SimConfig::new(nodes.clone())
-        };
+        }
+        .with_known_lengths(known);
         let r = simulate(&trace, &config, &policy).unwrap();
         let bound = lower_bound(&trace, &nodes, 1).value();
         prop_assert!(r.makespan >= bound - 1e-9 * bound.max(1.0), "makespan {} < bound {}", r.makespan, bound);

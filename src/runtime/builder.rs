@@ -456,10 +456,10 @@ impl ServiceBuilder {
         // and node numbers; then each cluster gets a core of its own, with its policy (it runs
         // under its own lock: see `engine.rs`).
         Scheduler::<Work>::new(config.clone(), &PolicySpec::default())?;
-        let spec = match &self.policy {
-            PolicyChoice::Spec(spec) => Some(spec.clone()),
-            PolicyChoice::Name(name) => Some(name.parse::<PolicySpec>()?),
-            PolicyChoice::Custom(_) => None,
+        let policy = match &self.policy {
+            PolicyChoice::Spec(spec) => Ok(spec.clone()),
+            PolicyChoice::Name(name) => Ok(name.parse::<PolicySpec>()?),
+            PolicyChoice::Custom(make) => Err(make),
         };
         let mut scheds = Vec::with_capacity(config.clusters.len());
         for (c, cluster) in config.clusters.iter().enumerate() {
@@ -467,12 +467,9 @@ impl ServiceBuilder {
                 clusters: vec![cluster.clone()],
                 ..config.clone()
             };
-            scheds.push(match (&spec, &self.policy) {
-                (_, PolicyChoice::Custom(make)) => {
-                    Scheduler::with_policies(one, |_| make(ClusterId(c as u32)))?
-                }
-                (Some(spec), _) => Scheduler::new(one, spec)?,
-                (None, _) => Scheduler::new(one, &PolicySpec::default())?,
+            scheds.push(match &policy {
+                Ok(spec) => Scheduler::new(one, spec)?,
+                Err(make) => Scheduler::with_policies(one, |_| make(ClusterId(c as u32)))?,
             });
         }
 

@@ -136,6 +136,10 @@ pub(crate) struct Shared {
     queued: Box<[CachePadded<AtomicUsize>]>,
     /// One per node: what the core knows of it, for metrics.
     node_gauges: Box<[CachePadded<NodeGauges>]>,
+    /// One per cluster: whether every node of it is down, stored by its lock holder where a
+    /// node goes down or comes back, and read without a lock by submitters (a line of its own:
+    /// nothing else writes it).
+    cluster_down: Box<[CachePadded<AtomicBool>]>,
     /// Set once every cluster has stopped (the supervisor leaves).
     stopping: AtomicBool,
     /// Set when `shutdown` begins (each cluster also holds the flag under its lock).
@@ -320,6 +324,9 @@ impl Shared {
             node_gauges: (0..nodes)
                 .map(|_| CachePadded::new(NodeGauges::default()))
                 .collect(),
+            cluster_down: (0..layout.clusters.len())
+                .map(|_| CachePadded::new(AtomicBool::new(false)))
+                .collect(),
             stopping: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             layout,
@@ -357,16 +364,18 @@ impl Shared {
         self.next_task.fetch_add(n, Ordering::Relaxed)
     }
 
-    /// Whether `shutdown` has begun (new jobs are refused).
     /// Whether a node of `cluster` is up (read without a lock; it may change at once).
     pub(crate) fn cluster_up(&self, cluster: ClusterId) -> bool {
-        self.layout
-            .nodes
-            .iter()
-            .zip(self.health.iter())
-            .any(|(n, h)| n.cluster == cluster && !h.is_down())
+        !self.cluster_down[cluster.index()].load(Ordering::Acquire)
     }
 
+    /// Publishes whether node `node`'s cluster has a node up (with its lock held).
+    fn publish_cluster_down(&self, node: NodeId, e: &Engine) {
+        let cluster = self.layout.nodes[node.index()].cluster;
+        self.cluster_down[cluster.index()].store(e.sched.cluster_down(LOCAL), Ordering::Release);
+    }
+
+    /// Whether `shutdown` has begun (new jobs are refused).
     pub(crate) fn is_closing(&self) -> bool {
         self.closing.load(Ordering::Acquire)
     }
@@ -592,6 +601,7 @@ impl Shared {
         if health.is_down() && !e.stopping {
             let _ = e.sched.node_up(local);
             health.down.store(false, Ordering::Release);
+            self.publish_cluster_down(node, &e);
             self.route(shard, &mut e);
             self.publish(shard, &e);
         }
@@ -687,6 +697,7 @@ impl Shared {
         }
         health.busy_since.store(0, Ordering::Release);
         let _ = e.sched.node_down(local);
+        self.publish_cluster_down(node, &e);
         self.publish_node(shard, &e, local.index());
         let mut back: Vec<Packet<Work>> = health.hand().drain(..).collect();
         back.extend(e.node_work[local.index()].drain(..));

@@ -30,47 +30,49 @@ pub(crate) enum StoredState {
     Gcm(Box<GcmState>),
 }
 
-type Shard = CachePadded<Mutex<FxHashMap<TaskId, StoredState>>>;
+/// A shard: its part of the map, and how many states it holds, stored by the lock holder so
+/// that counting the states takes no lock and no line shared between shards is written.
+#[derive(Debug, Default)]
+struct Shard {
+    map: Mutex<FxHashMap<TaskId, StoredState>>,
+    held: AtomicUsize,
+}
 
 #[derive(Debug)]
 pub(crate) struct StateStore {
-    shards: Box<[Shard]>,
-    /// States held, kept beside the map so that counting them takes no lock.
-    held: AtomicUsize,
+    shards: Box<[CachePadded<Shard>]>,
 }
 
 impl Default for StateStore {
     fn default() -> Self {
         StateStore {
-            shards: (0..SHARDS)
-                .map(|_| CachePadded::new(Mutex::default()))
-                .collect(),
-            held: AtomicUsize::new(0),
+            shards: (0..SHARDS).map(|_| CachePadded::default()).collect(),
         }
     }
 }
 
 impl StateStore {
-    fn shard(&self, task: TaskId) -> std::sync::MutexGuard<'_, FxHashMap<TaskId, StoredState>> {
-        self.shards[(task.0 as usize) % SHARDS]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+    /// Runs `f` on `task`'s shard of the map, under its lock, and publishes the shard's count.
+    fn with_shard<T>(
+        &self,
+        task: TaskId,
+        f: impl FnOnce(&mut FxHashMap<TaskId, StoredState>) -> T,
+    ) -> T {
+        let shard = &self.shards[(task.0 as usize) % SHARDS];
+        let mut map = shard.map.lock().unwrap_or_else(|e| e.into_inner());
+        let out = f(&mut map);
+        shard.held.store(map.len(), Ordering::Relaxed);
+        out
     }
 
     /// Stores the state for `task`'s next packet.
     pub(crate) fn put(&self, task: TaskId, state: StoredState) {
-        if self.shard(task).insert(task, state).is_none() {
-            self.held.fetch_add(1, Ordering::Relaxed);
-        }
+        self.with_shard(task, |map| map.insert(task, state));
     }
 
     /// Takes `task`'s state out (the packet that runs now owns it).
     pub(crate) fn take(&self, task: TaskId) -> Option<StoredState> {
-        let state = self.shard(task).remove(&task);
-        if state.is_some() {
-            self.held.fetch_sub(1, Ordering::Relaxed);
-        }
-        state
+        self.with_shard(task, |map| map.remove(&task))
     }
 
     /// Forgets `task`'s state, if any.
@@ -80,6 +82,9 @@ impl StateStore {
 
     /// Number of jobs with a stored state (read without a lock).
     pub(crate) fn len(&self) -> usize {
-        self.held.load(Ordering::Relaxed)
+        self.shards
+            .iter()
+            .map(|s| s.held.load(Ordering::Relaxed))
+            .sum()
     }
 }

@@ -97,11 +97,30 @@ struct Pending {
     sender_done: bool,
     /// The receiver went: outputs are discarded and the bound no longer applies.
     receiver_gone: bool,
+    /// Threads blocked on `changed` (a notify nobody waits for still costs a system call).
+    waiting: usize,
 }
 
 impl Outputs {
     fn lock(&self) -> MutexGuard<'_, Pending> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits on `changed`, counted as a waiter.
+    fn wait<'a>(&self, mut p: MutexGuard<'a, Pending>) -> MutexGuard<'a, Pending> {
+        p.waiting += 1;
+        let mut p = self.changed.wait(p).unwrap_or_else(|e| e.into_inner());
+        p.waiting -= 1;
+        p
+    }
+
+    /// Releases the lock, then wakes whoever waits on `changed`, if anyone does.
+    fn release(&self, p: MutexGuard<'_, Pending>) {
+        let waiting = p.waiting > 0;
+        drop(p);
+        if waiting {
+            self.changed.notify_all();
+        }
     }
 }
 
@@ -202,10 +221,7 @@ impl Stream {
     /// chunk's output has been received.
     pub fn recv(&mut self) -> Option<Result<Vec<u8>, JobError>> {
         // Nothing pending: only this owner could push more, so waiting would never end.
-        if self.rx.pending() == 0 {
-            return None;
-        }
-        self.rx.recv()
+        self.rx.next(false)
     }
 
     /// The next output if it is ready, without blocking.
@@ -310,7 +326,7 @@ impl StreamSender {
             if worker::on_worker_of(&self.shared) {
                 return Err(SubmitError::OnWorkerThread);
             }
-            p = out.changed.wait(p).unwrap_or_else(|e| e.into_inner());
+            p = out.wait(p);
         }
         Ok(())
     }
@@ -343,8 +359,7 @@ impl StreamSender {
                     p.handles.push_back(handle);
                 }
                 p.sender_done |= last;
-                drop(p);
-                self.outputs.changed.notify_all();
+                self.outputs.release(p);
                 Ok(())
             }
             Err(refused) => {
@@ -418,22 +433,27 @@ impl StreamReceiver {
     /// On one of the service's own worker threads it does not wait: an output not ready yet
     /// answers `Some(Err(JobError::OnWorkerThread))`.
     pub fn recv(&mut self) -> Option<Result<Vec<u8>, JobError>> {
+        self.next(true)
+    }
+
+    /// The next output; with nothing pushed yet, `None` unless `for_push`, which waits for the
+    /// sender's next push (or its end).
+    fn next(&mut self, for_push: bool) -> Option<Result<Vec<u8>, JobError>> {
         let out = &self.outputs;
         let mut p = out.lock();
         let handle = loop {
             if let Some(h) = p.handles.pop_front() {
                 break h;
             }
-            if p.sender_done {
+            if p.sender_done || !for_push {
                 return None;
             }
             if worker::on_worker_of(&self.shared) {
                 return Some(Err(JobError::OnWorkerThread));
             }
-            p = out.changed.wait(p).unwrap_or_else(|e| e.into_inner());
+            p = out.wait(p);
         };
-        drop(p);
-        out.changed.notify_all();
+        out.release(p);
         Some(handle.wait().map(|o| o.into_data().unwrap_or_default()))
     }
 
@@ -445,8 +465,7 @@ impl StreamReceiver {
             return None;
         }
         let handle = p.handles.pop_front()?;
-        drop(p);
-        out.changed.notify_all();
+        out.release(p);
         Some(handle.wait().map(|o| o.into_data().unwrap_or_default()))
     }
 

@@ -219,8 +219,9 @@ fn take_set(hand: &mut VecDeque<Packet<Work>>, lanes: usize) -> SmallVec<[Packet
     };
     if chained && hand.front().is_some_and(|p| follows(&first.meta, p)) {
         let mut run: SmallVec<[Packet<Work>; 1]> = smallvec::smallvec![first];
-        while let Some(p) = hand.front()
-            && follows(&run[run.len() - 1].meta, p)
+        while hand
+            .front()
+            .is_some_and(|p| follows(&run[run.len() - 1].meta, p))
         {
             run.extend(hand.pop_front());
         }

@@ -62,6 +62,12 @@ impl Binding {
         }
     }
 
+    /// Whether the job feeds the length estimate: its length is unknown and it is bound from
+    /// its first packet, so its placed bytes, once it ends, are its whole length.
+    fn samples_length(&self) -> bool {
+        self.known.is_none() && self.from_start
+    }
+
     /// The bytes the job is still expected to bring after what it has placed: exact when its
     /// length is known, else [`ChainLengths::remainder`].
     fn expected_rest(&self, lengths: &ChainLengths) -> u64 {
@@ -117,21 +123,21 @@ impl ChainLengths {
     /// length less what it placed, and at least one more packet of its mean packet length
     /// (it has not ended).
     fn remainder(&self, placed: u64, packets: u32) -> u64 {
-        let packet = placed / u64::from(packets.max(1));
-        let rest = self
-            .mean()
-            .map_or(0, |m| (m - placed as f64).max(0.0).round() as u64);
-        rest.max(packet)
+        self.rest_after(placed)
+            .max(placed / u64::from(packets.max(1)))
     }
 
     /// The expected bytes of a job from its packet `meta` on, this packet included, when its
     /// length is not known.
     fn ahead_of(&self, meta: &PacketMeta) -> u64 {
-        let before = u64::from(meta.seq) * meta.len;
-        let rest = self
-            .mean()
-            .map_or(0, |m| (m - before as f64).max(0.0).round() as u64);
-        rest.max(meta.len)
+        self.rest_after(u64::from(meta.seq) * meta.len)
+            .max(meta.len)
+    }
+
+    /// The mean length less `before` bytes already placed (0 when nothing is known yet).
+    fn rest_after(&self, before: u64) -> u64 {
+        self.mean()
+            .map_or(0, |m| (m - before as f64).max(0.0).round() as u64)
     }
 }
 
@@ -215,7 +221,7 @@ impl Balancer {
         })?;
         if binds {
             let binding = Binding::new(n, meta);
-            if binding.known.is_none() && binding.from_start {
+            if binding.samples_length() {
                 self.lengths.live += 1;
             }
             self.choose.insert(meta.task, binding);
@@ -240,7 +246,7 @@ impl Balancer {
             b.placed += meta.len;
             b.packets += 1;
             b.ended |= meta.last;
-            if b.known.is_none() && b.from_start {
+            if b.samples_length() {
                 self.lengths.live_bytes += meta.len;
             }
             let rest = b.expected_rest(&self.lengths);
@@ -397,7 +403,7 @@ impl Balancer {
     /// placed bytes out of the live lengths.
     fn release(&mut self, b: Binding, status: &mut [NodeStatus]) {
         status[b.node].recommit(b.cmd, b.committed, 0);
-        if b.known.is_none() && b.from_start {
+        if b.samples_length() {
             self.lengths.live -= 1;
             self.lengths.live_bytes -= b.placed;
         }
@@ -417,7 +423,7 @@ impl Balancer {
                 if meta.last || (idle && !keep_until_last) {
                     let b = e.remove();
                     self.release(b, status);
-                    if meta.last && b.known.is_none() && b.from_start {
+                    if meta.last && b.samples_length() {
                         self.lengths.done += 1;
                         self.lengths.done_bytes += b.placed;
                     }

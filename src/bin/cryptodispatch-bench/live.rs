@@ -67,8 +67,8 @@ pub enum Workload {
     /// PKCS#7 padding's cost: 48 AES-128-CBC encryption jobs of 1 MiB (or --jobs, --size) on
     /// 2 AES nodes (or --nodes), without and with padding, in the same rounds.
     Padded,
-    /// One AES-128-CBC encryption stream (a 64 MiB job, or --size, in 16 KiB packets) on one AES
-    /// node, against the cipher called directly and `openssl speed -evp aes-128-cbc` on one core.
+    /// One chained AES-128-CBC encryption job (64 MiB, or --size, in 16 KiB packets; a single
+    /// job, not a `Stream`) on one AES node, against the cipher called directly and `openssl speed -evp aes-128-cbc` on one core.
     Stream,
 }
 
@@ -110,7 +110,8 @@ pub struct LiveArgs {
     /// Fix the job size in bytes (mixed: 256, 1024, 16384, ...; cbc16k: the job size).
     #[arg(long)]
     pub size: Option<usize>,
-    /// Number of jobs (default depends on the workload; gcm: 128 MiB of jobs).
+    /// Number of jobs (default depends on the workload; gcm: 128 MiB of jobs; hetero-chains:
+    /// always its 40 chains and 80 ECB jobs).
     #[arg(long)]
     pub jobs: Option<usize>,
     /// AES nodes (cbc16k, mixed, gcm; default: one per core, 2 for gcm). Mixed also gets as many
@@ -428,11 +429,10 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                     args.workload.name()
                 ));
             }
-            let jobs = args.jobs.unwrap_or(120);
             let items = if chains {
                 chain_items(&mut rng, packet)
             } else {
-                hetero_items(&mut rng, packet, jobs)
+                hetero_items(&mut rng, packet, args.jobs.unwrap_or(120))
             };
             Ok(Work {
                 aes_keys: vec![random_bytes(&mut rng, 16)],

@@ -93,11 +93,12 @@ pub fn optimal_makespan(trace: &Trace, nodes: &[NodeModel], unit_len: u64) -> Re
             }
         }
         // A chain's packets one after another.
-        if records[k].dependent
-            && let Some(prev) = (0..k)
+        let prev = records[k].dependent.then(|| {
+            (0..k)
                 .rev()
                 .find(|&j| records[j].dependent && records[j].task == records[k].task)
-        {
+        });
+        if let Some(prev) = prev.flatten() {
             let prev_runs: Expression = (0..m).map(|i| time(prev, i) * assign[prev][i]).sum();
             model = model.with(constraint!(start[k] >= start[prev] + prev_runs));
         }

@@ -1,11 +1,11 @@
-//! `live --workload stream`: one AES-128-CBC encryption stream through the service, against
-//! the same cipher called directly and against `openssl speed -elapsed -evp aes-128-cbc` on one
-//! core, in the same rounds.
+//! `live --workload stream`: one AES-128-CBC encryption stream through the service (a single
+//! chained job, not a `Stream`), against the same cipher called directly and against
+//! `openssl speed -elapsed -evp aes-128-cbc` on one core, in the same rounds.
 //!
 //! One job of `--size` bytes (default 64 MiB), cut into packets of 16 KiB that chain, on one AES
 //! node (a chained job runs on one node at a time: one stream is one core's work). The
-//! reference runs the whole job in one `AesKey::process` call (RustCrypto's `cbc` over the
-//! same expanded key) on a thread pinned like the node; openssl encrypts 16 KiB buffers in one
+//! reference runs the whole job in one `AesKey::process` call (the same single-stream loop over
+//! the same expanded key, `crypto/serial.rs`) on a thread pinned like the node; openssl encrypts 16 KiB buffers in one
 //! process. The job's buffer is made before the clock starts; the clock stops when its handle
 //! resolves. The service's output is checked against the reference's.
 

@@ -201,10 +201,8 @@ impl Runner {
                     }
                 }
                 Input::End => {
-                    while self.job.pending() >= MAX_PENDING {
-                        if !self.send_next() {
-                            return;
-                        }
+                    if !self.make_room() {
+                        return;
                     }
                     if let Err(e) = self.job.finish(std::mem::take(&mut held)) {
                         let _ = self.out.blocking_send(Err(submit_status(e)));
@@ -230,13 +228,22 @@ impl Runner {
         }
     }
 
+    /// Sends outputs until the stream holds fewer than `MAX_PENDING` unreceived; `false` if the
+    /// call ended on the way.
+    fn make_room(&mut self) -> bool {
+        while self.job.pending() >= MAX_PENDING {
+            if !self.send_next() {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Pushes whole blocks in pieces of at most the packet size; sends the outputs ready.
     fn push(&mut self, data: &[u8]) -> bool {
         for piece in data.chunks(self.packet) {
-            while self.job.pending() >= MAX_PENDING {
-                if !self.send_next() {
-                    return false;
-                }
+            if !self.make_room() {
+                return false;
             }
             if let Err(e) = self.job.push(piece) {
                 let _ = self.out.blocking_send(Err(submit_status(e)));

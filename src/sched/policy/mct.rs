@@ -132,14 +132,17 @@ impl Policy for MinCompletionTime {
             view.candidates(packet)
                 .map(|i| (i, Self::completion(view, i, packet))),
         )?;
+        // Waiting is for the end of a run only: with other packets waiting, no second scan.
+        if view.backlog() > 1 {
+            return Some(chosen);
+        }
         // The node that would complete the packet itself first, room or not.
         let soonest = rule.pick(
             (0..view.len())
                 .filter(|&i| view.node(i).can_ever_hold(packet.len))
                 .map(|i| (i, Self::own_completion(view, i, packet))),
         )?;
-        let wait = view.backlog() <= 1
-            && !view.node(soonest).has_room(packet.len)
+        let wait = !view.node(soonest).has_room(packet.len)
             && rule.versus(
                 Self::own_completion(view, soonest, packet),
                 Self::own_completion(view, chosen, packet),
