@@ -428,6 +428,25 @@ fn unknown_lengths_are_estimated_from_the_ended_jobs() {
 }
 
 #[test]
+fn an_unknown_jobs_last_packet_is_charged_alone() {
+    let mut s = mct_sched();
+    // A chain of 4 packets ends on the fast node: chains are now expected to bring 4.
+    for seq in 0..4 {
+        assert_eq!(place_one(&mut s, chained(1, seq, 4, false)), Some(0));
+        s.complete(NodeId(0)).unwrap();
+    }
+    // Three packets on the fast node: it completes a fourth at 40, the idle slow node at 30.
+    assert_eq!(place(&mut s, 10, 3), vec![0, 0, 0]);
+    // A chain's first packet, not its last: charged the expected 4 packets, 30 + 40 on the
+    // fast node against 120 on the slow one.
+    assert_eq!(place_one(&mut s, chained(2, 0, 5, false)), Some(0));
+    // A one-packet chain (its first packet is its last) brings nothing more: alone, it
+    // completes at 50 on the fast node and at 30 on the slow one.
+    assert_eq!(place_one(&mut s, chained(3, 0, 1, false)), Some(1));
+    assert_eq!(committed(&s, 1), 0);
+}
+
+#[test]
 fn a_failed_node_releases_its_commitments() {
     let mut s = mct_sched();
     assert_eq!(place_one(&mut s, chained(1, 0, 10, true)), Some(0));

@@ -128,8 +128,11 @@ impl ChainLengths {
     }
 
     /// The expected bytes of a job from its packet `meta` on, this packet included, when its
-    /// length is not known.
+    /// length is not known: only the packet's own when it is the job's last.
     fn ahead_of(&self, meta: &PacketMeta) -> u64 {
+        if meta.last {
+            return meta.len;
+        }
         self.rest_after(u64::from(meta.seq) * meta.len)
             .max(meta.len)
     }
