@@ -834,6 +834,8 @@ pub struct LiveRow {
     pub utilization: f64,
     /// The same for the Ed25519 nodes (0 without any).
     pub ed_utilization: f64,
+    /// Every round's makespan, in round order (the fastest is [`makespan`](Self::makespan)).
+    pub rounds: Vec<Duration>,
 }
 
 /// Runs the workload under each policy and the reference; checks every output.
@@ -854,12 +856,15 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
         seconds: 1,
     });
     // Rounds of (reference, openssl, each policy), so every side meets the same machine
-    // conditions; each side keeps its fastest run.
+    // conditions; each side keeps its fastest run, and every round's makespan for the paired
+    // comparison. The policies take turns going first, so none always runs right after the
+    // reference.
     let mut reference: Option<Measured> = None;
     let mut openssl_mb_s: Option<f64> = None;
     let mut openssl_missing = false;
     let mut runs: Vec<Option<Measured>> = policies.iter().map(|_| None).collect();
-    for _ in 0..args.reps.max(1) {
+    let mut rounds: Vec<Vec<Duration>> = policies.iter().map(|_| Vec::new()).collect();
+    for round in 0..args.reps.max(1) {
         keep_fastest(&mut reference, run_reference(&work, dynamic)?);
         if let Some(speed) = openssl.as_ref().filter(|_| !openssl_missing) {
             match speed.run()? {
@@ -870,15 +875,18 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
                 }
             }
         }
-        for (slot, policy) in runs.iter_mut().zip(policies) {
-            keep_fastest(slot, run_service(&work, policy)?);
+        for k in 0..policies.len() {
+            let i = (round + k) % policies.len();
+            let m = run_service(&work, &policies[i])?;
+            rounds[i].push(m.elapsed);
+            keep_fastest(&mut runs[i], m);
         }
     }
     let reference = reference.ok_or("no reference run")?;
     let bytes = work.bytes() as f64;
     let ref_mb_s = bytes / reference.elapsed.as_secs_f64() / 1e6;
     let mut rows = Vec::new();
-    for (policy, m) in policies.iter().zip(runs) {
+    for ((policy, m), rounds) in policies.iter().zip(runs).zip(rounds) {
         let m = m.ok_or("no service run")?;
         if let Some(i) = (0..work.items.len()).find(|&i| m.outputs[i] != reference.outputs[i]) {
             return Err(format!(
@@ -911,6 +919,7 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
                 / (m.node_busy.len().max(1) as f64 * m.elapsed.as_secs_f64()),
             ed_utilization: m.ed_busy.iter().map(Duration::as_secs_f64).sum::<f64>()
                 / (m.ed_busy.len().max(1) as f64 * m.elapsed.as_secs_f64()),
+            rounds,
         });
     }
     Ok(rows)
@@ -1003,6 +1012,60 @@ pub fn print(rows: &[LiveRow], csv: bool) {
                 r.policy
             );
         }
+        for r in &rows[1..] {
+            if let Some(p) = Paired::of(&first.rounds, &r.rounds) {
+                println!(
+                    "  round by round: {} makespan / {} = {} (95% interval {}-{}), {} faster in {} of {} rounds",
+                    first.policy,
+                    r.policy,
+                    f(p.mean, 3),
+                    f(p.low, 3),
+                    f(p.high, 3),
+                    first.policy,
+                    p.wins,
+                    p.rounds
+                );
+            }
+        }
+    }
+}
+
+/// Two policies' makespans compared round by round (the same round meets the same machine):
+/// the geometric mean of the ratio a ÷ b with its 95% interval (normal approximation of the
+/// mean log ratio), and the rounds a was faster in. An interval that holds 1 says the two are
+/// within the live noise of each other.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paired {
+    pub mean: f64,
+    pub low: f64,
+    pub high: f64,
+    pub wins: usize,
+    pub rounds: usize,
+}
+
+impl Paired {
+    /// `None` with fewer than 3 rounds (no spread to estimate).
+    pub fn of(a: &[Duration], b: &[Duration]) -> Option<Paired> {
+        let logs: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x.as_secs_f64() / y.as_secs_f64()).ln())
+            .filter(|l| l.is_finite())
+            .collect();
+        let n = logs.len();
+        if n < 3 {
+            return None;
+        }
+        let mean = logs.iter().sum::<f64>() / n as f64;
+        let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let half = 1.96 * (var / n as f64).sqrt();
+        Some(Paired {
+            mean: mean.exp(),
+            low: (mean - half).exp(),
+            high: (mean + half).exp(),
+            wins: logs.iter().filter(|&&l| l < 0.0).count(),
+            rounds: n,
+        })
     }
 }
 
@@ -1032,5 +1095,30 @@ pub fn emulate_slowdown(extra: Duration) {
     }
     while Instant::now() < deadline {
         std::hint::spin_loop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: &[u64]) -> Vec<Duration> {
+        v.iter().map(|&m| Duration::from_millis(m)).collect()
+    }
+
+    #[test]
+    fn paired_rounds_give_the_ratio_its_interval_and_the_wins() {
+        // a is 10% slower in every round: the ratio is 1.1 exactly, with no spread.
+        let p = Paired::of(&ms(&[11, 22, 33, 44]), &ms(&[10, 20, 30, 40])).unwrap();
+        assert!((p.mean - 1.1).abs() < 1e-9, "{p:?}");
+        assert!((p.low - 1.1).abs() < 1e-9 && (p.high - 1.1).abs() < 1e-9);
+        assert_eq!((p.wins, p.rounds), (0, 4));
+        // Half the rounds each way by the same factor: a ratio of 1 and an interval around it.
+        let p = Paired::of(&ms(&[10, 12, 10, 12]), &ms(&[12, 10, 12, 10])).unwrap();
+        assert!((p.mean - 1.0).abs() < 1e-9, "{p:?}");
+        assert!(p.low < 1.0 && p.high > 1.0);
+        assert_eq!(p.wins, 2);
+        // Too few rounds to estimate a spread.
+        assert_eq!(Paired::of(&ms(&[1, 2]), &ms(&[2, 1])), None);
     }
 }
