@@ -122,6 +122,9 @@ pub struct LiveArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     /// Rounds of runs (the reference, then each policy); each side's fastest run counts.
+    /// With --compare the policies take turns going first, and from 3 rounds on the first
+    /// policy is also compared with each other round by round (geometric mean of the makespan
+    /// ratio with its 95% interval).
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
     /// Seed for the job mix and the data.
@@ -1036,10 +1039,15 @@ pub fn print(rows: &[LiveRow], csv: bool) {
 /// within the live noise of each other.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Paired {
+    /// Geometric mean of a ÷ b over the rounds.
     pub mean: f64,
+    /// Lower end of its 95% interval.
     pub low: f64,
+    /// Upper end of its 95% interval.
     pub high: f64,
+    /// Rounds in which a was faster.
     pub wins: usize,
+    /// Rounds compared.
     pub rounds: usize,
 }
 
