@@ -1207,7 +1207,8 @@ fn metrics_add_up_after_a_known_workload() {
         };
         let data = g.bytes(len);
         let buffer = if pad { padded_len(len) } else { len };
-        want_packets += buffer.div_ceil(packet).max(1) as u64;
+        // The padding block rides in the last packet (every node holds a packet and a block).
+        want_packets += len.div_ceil(packet).max(1) as u64;
         want_bytes += buffer as u64;
         let expected = Ok(JobOutput::Data(ref_aes(&raw, o, &[3; 16], &data).unwrap()));
         handles.push((
@@ -1401,4 +1402,51 @@ fn removing_a_key_while_its_job_runs_does_not_disturb_the_job() {
         .flat_map(Result::unwrap)
         .collect();
     assert_eq!(streamed, expected);
+}
+
+#[test]
+fn a_padded_job_of_whole_packets_carries_its_padding_in_its_last_packet() {
+    let _g = shared();
+    let raw = [0x42u8; 16];
+    let iv = [0x24u8; 16];
+    let packet = 64;
+    let enc = AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+    let dec = AesOp::new(Direction::Decrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+    // Packets the AES nodes ran for one job.
+    let packets_for = |s: &Service, op: AesOp, data: &[u8]| -> (JobOutput, u64) {
+        let key = s.add_aes_key(&raw).unwrap();
+        let count = |s: &Service| s.metrics().nodes.iter().map(|n| n.packets).sum::<u64>();
+        let before = count(s);
+        let out = s
+            .submit(Job::aes(key, op, &iv, data.to_vec()))
+            .unwrap()
+            .wait()
+            .unwrap();
+        (out, count(s) - before)
+    };
+    let msg: Vec<u8> = (0..3 * packet).map(|i| i as u8).collect();
+    let ct = ref_aes(&raw, enc, &iv, &msg).unwrap();
+    assert_eq!(ct.len(), padded_len(msg.len()));
+    // (node capacity, packets of the encryption): with the default capacity every node holds
+    // a packet and a block, so the block rides in the third packet; a node that holds exactly
+    // one packet gets the block as a fourth packet of its own.
+    for (capacity, want) in [(None, 3), (Some(packet as u64), 4)] {
+        let node = || capacity.map_or(NodeSpec::new(), |c| NodeSpec::new().capacity(c));
+        let s = Service::builder()
+            .aes_cluster([node(), node()])
+            .packet_size(packet)
+            .inline_limit(0)
+            .build()
+            .unwrap();
+        let (out, ran) = packets_for(&s, enc, &msg);
+        assert_eq!(out, JobOutput::Data(ct.clone()), "capacity {capacity:?}");
+        assert_eq!(
+            ran, want,
+            "capacity {capacity:?}: packets of the encryption"
+        );
+        // The ciphertext, one block longer than three packets, decrypts back in four.
+        let (out, ran) = packets_for(&s, dec, &ct);
+        assert_eq!(out, JobOutput::Data(msg.clone()), "capacity {capacity:?}");
+        assert_eq!(ran, 4, "capacity {capacity:?}: packets of the decryption");
+    }
 }

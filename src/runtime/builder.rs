@@ -5,6 +5,7 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
+use crate::crypto::BLOCK;
 use crate::packet::{ClusterId, NodeId, UnitTimes};
 use crate::runtime::ClusterKind;
 use crate::runtime::engine::{Layout, NodeInfo, Shared};
@@ -71,7 +72,8 @@ impl NodeSpec {
         self
     }
 
-    /// The node's queue capacity in bytes (default: 8 packets of the service's packet size).
+    /// The node's queue capacity in bytes (default: 8 packets of the service's packet size; on
+    /// an AES node, 8 packets one block longer, as a padded job's last packet may be).
     pub fn capacity(mut self, bytes: u64) -> Self {
         self.capacity = Some(bytes);
         self
@@ -359,7 +361,11 @@ impl ServiceBuilder {
             self.clusters
         };
         let packet = self.packet_size as u64;
-        let default_capacity = 8 * packet;
+        // Eight of the largest packets a cluster makes: an AES packet may carry a padding block.
+        let default_capacity = |kind: ClusterKind| match kind {
+            ClusterKind::Aes => 8 * (packet + BLOCK as u64),
+            ClusterKind::Ed25519 => 8 * packet,
+        };
 
         let mut layout = Layout {
             aes: None,
@@ -374,6 +380,7 @@ impl ServiceBuilder {
             stall_timeout: self.stall_timeout,
             stream_outputs: self.stream_outputs,
             inline_limit: self.inline_limit,
+            fold_padding: false,
         };
         let mut specs = Vec::new();
         let mut sched_clusters = Vec::new();
@@ -404,7 +411,7 @@ impl ServiceBuilder {
                     })?),
                     None => None,
                 };
-                let capacity = node.capacity.unwrap_or(default_capacity);
+                let capacity = node.capacity.unwrap_or(default_capacity(*kind));
                 let declared = node.unit_times;
                 // Placeholder unit times until the worker calibrates; declared times as given.
                 // Only AES nodes have lanes (docs/ALGORITHM.md §15.3).
@@ -439,10 +446,17 @@ impl ServiceBuilder {
             }
             let max_capacity = configs.iter().map(|n| n.capacity).max().unwrap_or(0);
             layout.clusters.push((*kind, max_capacity));
+            // An encryption's padding block rides in its last packet when every AES node can
+            // hold a packet and a block; otherwise it makes a packet of its own.
+            let fold = *kind == ClusterKind::Aes
+                && configs.iter().all(|n| n.capacity >= packet + BLOCK as u64);
+            if fold {
+                layout.fold_padding = true;
+            }
             sched_clusters.push(ClusterConfig {
                 nodes: configs,
                 queue_len: self.cluster_queue_len,
-                max_packet: packet,
+                max_packet: if fold { packet + BLOCK as u64 } else { packet },
             });
         }
         let config = SchedConfig {

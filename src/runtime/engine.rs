@@ -43,7 +43,7 @@ use crate::runtime::ClusterKind;
 use crate::runtime::backlog::Backlog;
 
 use crate::runtime::error::JobError;
-use crate::runtime::handle::{JobShared, Packets, Work};
+use crate::runtime::handle::{Cutting, JobShared, Packets, Work};
 use crate::runtime::health::NodeHealth;
 use crate::runtime::keys::KeyStore;
 use crate::runtime::metrics::{
@@ -83,6 +83,19 @@ pub(crate) struct Layout {
     pub(crate) stream_outputs: usize,
     /// AES jobs of one packet of at most this many bytes run on the submitting thread.
     pub(crate) inline_limit: usize,
+    /// Whether an encryption's padding block rides in its last packet (every AES node can
+    /// hold a packet and a block; see [`Cutting`]).
+    pub(crate) fold_padding: bool,
+}
+
+impl Layout {
+    /// How AES data is cut into packets.
+    pub(crate) fn cutting(&self) -> Cutting {
+        Cutting {
+            packet: self.packet_size,
+            fold: self.fold_padding,
+        }
+    }
 }
 
 /// Task ids for a burst of jobs, taken from the service's counter a block at a time, so that

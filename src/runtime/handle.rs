@@ -326,17 +326,31 @@ pub(crate) fn make_padding_room(op: AesOp, data: &mut Vec<u8>, ends_job: bool) {
     data.resize(padded, 0);
 }
 
-/// The packets `len` bytes of AES data make: at least one, even for empty data. When the data
-/// ends the job, an encryption's PKCS#7 padding counts.
-pub(crate) fn aes_packet_count(op: AesOp, len: usize, packet_size: usize, ends_job: bool) -> usize {
-    aes_buffer_len(op, len, ends_job)
-        .div_ceil(packet_size)
-        .max(1)
+/// How AES data is cut into packets: `packet` bytes each, and whether an encryption's PKCS#7
+/// padding block rides in the last packet (`fold`, which may then hold `packet` + 16 bytes)
+/// rather than making a packet of its own when the data is a whole number of packets. The
+/// builder folds when every node of the AES cluster can hold such a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cutting {
+    pub(crate) packet: usize,
+    pub(crate) fold: bool,
 }
 
-/// Cuts AES data into packets of `packet_size` bytes without copying: one `BytesMut` split
+/// The packets `len` bytes of AES data make: at least one, even for empty data. When the data
+/// ends the job, an encryption's PKCS#7 padding counts, unless it folds into the last packet.
+pub(crate) fn aes_packet_count(op: AesOp, len: usize, cut: Cutting, ends_job: bool) -> usize {
+    let bytes = if cut.fold {
+        len
+    } else {
+        aes_buffer_len(op, len, ends_job)
+    };
+    bytes.div_ceil(cut.packet).max(1)
+}
+
+/// Cuts AES data into packets of `cut.packet` bytes without copying: one `BytesMut` split
 /// into disjoint chunks. The packets are numbered from `first_seq`; when the data `ends_job`,
-/// the last packet is the job's last, with room for an encryption's padding. `start` (the IV,
+/// the last packet is the job's last, with room for an encryption's padding (one block more
+/// than a packet when the padding folds into it). `start` (the IV,
 /// for a chained job's first packet) travels with the first packet; in CTR, `start` is the
 /// first packet's counter block and every packet carries its own, `start` plus its offset in
 /// blocks (docs/ALGORITHM.md §15.4).
@@ -344,14 +358,15 @@ pub(crate) fn cut_aes(
     job: &Arc<JobShared>,
     op: AesOp,
     mut data: Vec<u8>,
-    packet_size: usize,
+    cut: Cutting,
     first_seq: u32,
     ends_job: bool,
     mut start: Option<ChainState>,
 ) -> Packets {
     let msg_total = data.len();
     make_padding_room(op, &mut data, ends_job);
-    let n = aes_packet_count(op, msg_total, packet_size, ends_job);
+    let n = aes_packet_count(op, msg_total, cut, ends_job);
+    let packet_size = cut.packet;
     // A job cut whole is known to the policies by its length; a stream's parts are not.
     let job_bytes = (first_seq == 0 && ends_job).then_some(data.len() as u64);
     let mut buf = bytes_mut(data);
@@ -586,8 +601,10 @@ mod tests {
     use super::*;
     use crate::crypto::{Direction, Padding};
 
-    /// Cuts a padded CBC encryption of `data` into packets of 64 bytes.
-    fn cut_padded(data: Vec<u8>) -> Packets {
+    /// Cuts a padded CBC encryption of `data` into packets of 64 bytes, the padding folded
+    /// into the last packet or not.
+    fn cut_padded_with(data: Vec<u8>, fold: bool) -> Packets {
+        let cut = Cutting { packet: 64, fold };
         let op = AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
         let len = data.len();
         let key = Arc::new(AesKey::new(&[1; 16]).unwrap());
@@ -595,9 +612,56 @@ mod tests {
             TaskId(1),
             ClusterId(0),
             JobWork::Aes { key, op },
-            aes_packet_count(op, len, 64, true),
+            aes_packet_count(op, len, cut, true),
         ));
-        cut_aes(&job, op, data, 64, 0, true, None)
+        cut_aes(&job, op, data, cut, 0, true, None)
+    }
+
+    fn cut_padded(data: Vec<u8>) -> Packets {
+        cut_padded_with(data, true)
+    }
+
+    /// (message bytes, buffer bytes) of each packet.
+    fn shape(packets: &Packets) -> Vec<(usize, usize)> {
+        packets
+            .iter()
+            .map(|p| (p.data.msg_len, p.data.data.len()))
+            .collect()
+    }
+
+    #[test]
+    fn the_padding_block_folds_into_the_last_packet() {
+        // A whole number of packets: the block rides in the last one, which is one block
+        // longer than a packet, instead of making a packet of its own.
+        assert_eq!(shape(&cut_padded(vec![1; 128])), [(64, 64), (64, 80)]);
+        assert_eq!(
+            shape(&cut_padded_with(vec![1; 128], false)),
+            [(64, 64), (64, 64), (0, 16)]
+        );
+        // Otherwise the last packet has room for it either way.
+        for fold in [true, false] {
+            assert_eq!(
+                shape(&cut_padded_with(vec![1; 100], fold)),
+                [(64, 64), (36, 48)]
+            );
+            assert_eq!(shape(&cut_padded_with(Vec::new(), fold)), [(0, 16)]);
+        }
+        // Only a padded encryption's last packet grows: no padding, no growth.
+        let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let cut = Cutting {
+            packet: 64,
+            fold: true,
+        };
+        assert_eq!(aes_packet_count(op, 128, cut, true), 2);
+        assert_eq!(aes_packet_count(op, 129, cut, true), 3);
+        assert_eq!(
+            aes_packet_count(op.with_padding(Padding::Pkcs7), 129, cut, true),
+            3
+        );
+        assert_eq!(
+            aes_packet_count(op.with_padding(Padding::Pkcs7), 128, cut, false),
+            2
+        );
     }
 
     #[test]

@@ -458,10 +458,10 @@ impl Service {
                     task,
                     cluster,
                     JobWork::Aes { key: aes, op },
-                    aes_packet_count(op, len, self.packet_size(), true),
+                    aes_packet_count(op, len, self.shared.layout.cutting(), true),
                 ));
                 let start = op.mode.takes_iv().then_some(state);
-                let packets = cut_aes(&job, op, data, self.packet_size(), 0, true, start);
+                let packets = cut_aes(&job, op, data, self.shared.layout.cutting(), 0, true, start);
                 Ok(Prepared {
                     cluster,
                     packets,
@@ -529,9 +529,9 @@ impl Service {
             aad: Arc::clone(&aad),
             tag: expected,
         };
-        let parts = aes_packet_count(op, data.len(), self.packet_size(), true);
+        let parts = aes_packet_count(op, data.len(), self.shared.layout.cutting(), true);
         let job = Arc::new(JobShared::new(task, cluster, work, parts));
-        let packets = cut_aes(&job, op, data, self.packet_size(), 0, true, None);
+        let packets = cut_aes(&job, op, data, self.shared.layout.cutting(), 0, true, None);
         Ok(Prepared {
             cluster,
             packets,

@@ -380,12 +380,12 @@ impl StreamSender {
     /// A chunk's packets (a chunk longer than the packet size is cut like a job) and the
     /// handle its output comes back through.
     fn packets(&mut self, data: Vec<u8>, last: bool) -> (Packets, JobHandle) {
-        let packet_size = self.shared.layout.packet_size;
+        let cut = self.shared.layout.cutting();
         let work = JobWork::Aes {
             key: Arc::clone(&self.key),
             op: self.op,
         };
-        let parts = aes_packet_count(self.op, data.len(), packet_size, last);
+        let parts = aes_packet_count(self.op, data.len(), cut, last);
         let job = Arc::new(JobShared::new(self.task, self.cluster, work, parts));
         let start = if self.op.mode == Mode::Ctr {
             // The next chunk starts as many blocks on (every chunk but the last is whole blocks).
@@ -397,7 +397,7 @@ impl StreamSender {
         } else {
             self.start.take()
         };
-        let packets = cut_aes(&job, self.op, data, packet_size, self.next_seq, last, start);
+        let packets = cut_aes(&job, self.op, data, cut, self.next_seq, last, start);
         (packets, JobHandle::on_nodes(job))
     }
 }

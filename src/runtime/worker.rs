@@ -572,9 +572,12 @@ mod tests {
     use super::*;
     use crate::crypto::AesKey;
     use crate::packet::{ClusterId, TaskId};
-    use crate::runtime::handle::{aes_packet_count, cut_aes};
+    use crate::runtime::handle::{Cutting, aes_packet_count, cut_aes};
 
-    const PACKET: usize = 32;
+    const PACKET: Cutting = Cutting {
+        packet: 32,
+        fold: true,
+    };
 
     /// A job of `op` over `data`, cut into packets of 32 bytes.
     fn packets(
