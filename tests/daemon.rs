@@ -18,7 +18,7 @@
 
 mod daemon_support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cryptodispatch::crypto::{AesKey, AesOp, Direction, Padding};
 use cryptodispatch::packet::Mode;
@@ -772,7 +772,18 @@ async fn metrics_and_health() {
     })
     .await;
 
-    let (status, text) = http_get(m, "/metrics");
+    // A node reports its finished packets to the engine on its next trip for work, just after
+    // it delivers their results: its queue-depth gauge can lag the last reply by that trip.
+    // Scrape until it has caught up (bounded), then check everything on that scrape.
+    let depth = "cryptodispatch_node_queue_depth{node=\"0\",cluster=\"aes\"}";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (status, text) = loop {
+        let (status, text) = http_get(m, "/metrics");
+        if sample(&text, depth) == Some(0.0) || Instant::now() > deadline {
+            break (status, text);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
     assert!(status.contains("200"), "{status}");
     let ok = sample(
         &text,

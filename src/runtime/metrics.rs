@@ -212,7 +212,9 @@ pub struct NodeMetrics {
     pub bytes: u64,
     /// Time spent running packets (including emulated slowdown).
     pub busy: Duration,
-    /// Packets placed on it and not yet complete (the one in service included).
+    /// Packets placed on it and not yet complete (the one in service included). A packet
+    /// counts as complete once the node reports it to the engine, on its next trip for work
+    /// just after it delivers the result: this gauge can lag a job's handle by that trip.
     pub queue_depth: u32,
     /// Bytes placed on it and not yet complete.
     pub queued_bytes: u64,
