@@ -24,7 +24,8 @@ use crate::packet::{ClusterId, PacketMeta, TaskId};
 use crate::runtime::engine::Shared;
 use crate::runtime::error::{JobError, SubmitError};
 use crate::runtime::handle::{
-    JobHandle, JobOutput, JobShared, Work, aes_buffer_len, assemble_one, make_padding_room,
+    JobHandle, JobOutput, JobShared, Work, aes_buffer_len, aes_packet_count, assemble_one,
+    make_padding_room,
 };
 use crate::runtime::job::{Job, JobKind};
 use crate::runtime::keys::{KeyMaterial, wrong_kind};
@@ -68,16 +69,13 @@ pub(crate) struct SmallJob {
     task: TaskId,
 }
 
-/// Whether the service would run a job of `bytes` (padding included) of `cluster` on the
-/// submitting thread: within the inline limit and one packet, while the service takes jobs
-/// and a node of the cluster is up (otherwise admission refuses the job as it would any).
+/// Whether the service would run a job of one packet of `bytes` (padding included) of
+/// `cluster` on the submitting thread: within the inline limit, while the service takes jobs
+/// and a node of the cluster is up (otherwise admission refuses the job as it would any). The
+/// callers check that the job is one packet.
 pub(crate) fn allowed(shared: &Shared, cluster: ClusterId, bytes: usize) -> bool {
     let limit = shared.layout.inline_limit;
-    limit > 0
-        && bytes <= limit
-        && bytes <= shared.layout.packet_size
-        && !shared.is_closing()
-        && shared.cluster_up(cluster)
+    limit > 0 && bytes <= limit && !shared.is_closing() && shared.cluster_up(cluster)
 }
 
 /// Checks a job for the inline path: `Ok(Ok(_))` a plain AES job that runs there, `Ok(Err(job))`
@@ -96,7 +94,9 @@ pub(crate) fn check(
     let Some(cluster) = shared.layout.cluster(ClusterKind::Aes) else {
         return Ok(Err(job));
     };
-    if !allowed(shared, cluster, aes_buffer_len(op, len, true)) {
+    if aes_packet_count(op, len, shared.layout.cutting(), true) != 1
+        || !allowed(shared, cluster, aes_buffer_len(op, len, true))
+    {
         return Ok(Err(job));
     }
     let JobKind::Aes { key, iv, data, .. } = job.kind else {
