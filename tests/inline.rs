@@ -13,11 +13,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use common::{Gen, SubmittingWaker, block_on, ref_aes, ref_gcm_seal};
+use common::{Gen, SubmittingWaker, block_on, node_packets, ref_aes, ref_gcm_seal};
 use cryptodispatch::error::CryptoError;
 use cryptodispatch::{
-    AesOp, ClusterKind, Direction, Job, JobError, JobOutput, KeyId, Mode, NodeSpec, Padding,
-    Service, ServiceBuilder, SubmitError,
+    AesOp, Direction, Job, JobError, JobOutput, KeyId, Mode, NodeSpec, Padding, Service,
+    ServiceBuilder, SubmitError,
 };
 
 fn service(limit: usize) -> Service {
@@ -41,16 +41,6 @@ fn run_one(s: &Service, (key, raw): (KeyId, &[u8]), op: AesOp, iv: &[u8], data: 
         "{op:?} of {} bytes",
         data.len()
     );
-}
-
-/// Packets the AES nodes ran.
-fn node_packets(s: &Service) -> u64 {
-    s.metrics()
-        .nodes
-        .iter()
-        .filter(|n| n.cluster == ClusterKind::Aes)
-        .map(|n| n.packets)
-        .sum()
 }
 
 /// Every unauthenticated mode, both directions, with and without padding where it applies.

@@ -19,7 +19,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::Duration;
 
-use common::{Gen, SubmittingWaker, block_on, cores, ed_sign, ref_aes};
+use common::{Gen, SubmittingWaker, block_on, cores, ed_sign, node_packets, ref_aes};
 use cryptodispatch::crypto::padded_len;
 use cryptodispatch::error::CryptoError;
 use cryptodispatch::packet::Mode;
@@ -1415,14 +1415,13 @@ fn a_padded_job_of_whole_packets_carries_its_padding_in_its_last_packet() {
     // Packets the AES nodes ran for one job.
     let packets_for = |s: &Service, op: AesOp, data: &[u8]| -> (JobOutput, u64) {
         let key = s.add_aes_key(&raw).unwrap();
-        let count = |s: &Service| s.metrics().nodes.iter().map(|n| n.packets).sum::<u64>();
-        let before = count(s);
+        let before = node_packets(s);
         let out = s
             .submit(Job::aes(key, op, &iv, data.to_vec()))
             .unwrap()
             .wait()
             .unwrap();
-        (out, count(s) - before)
+        (out, node_packets(s) - before)
     };
     let msg: Vec<u8> = (0..3 * packet).map(|i| i as u8).collect();
     let ct = ref_aes(&raw, enc, &iv, &msg).unwrap();

@@ -322,3 +322,13 @@ impl Wake for SubmittingWaker {
         *self.outcome.lock().unwrap() = Some(out);
     }
 }
+
+/// Packets the AES nodes of `s` have run.
+pub fn node_packets(s: &cryptodispatch::Service) -> u64 {
+    s.metrics()
+        .nodes
+        .iter()
+        .filter(|n| n.cluster == cryptodispatch::ClusterKind::Aes)
+        .map(|n| n.packets)
+        .sum()
+}
