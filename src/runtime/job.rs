@@ -3,12 +3,19 @@
 
 use std::fmt;
 
+use smallvec::SmallVec;
+
 use crate::crypto::{
     AesOp, CryptoError, Direction, MAX_AAD_LEN, NONCE_LEN, Padding, Tag, check_nonce, check_tag,
     check_text_len, padded_len,
 };
 use crate::packet::Mode;
 use crate::runtime::KeyId;
+
+/// An IV or a nonce as a job carries it: held inline (no allocation of its own) up to one
+/// block, so that a small job costs one allocation, its data, and its IV is read with the job.
+/// A longer one is kept too, to be refused with its length at submission.
+pub(crate) type Iv = SmallVec<[u8; 16]>;
 
 /// A job to submit: what to do, with which key, on which data.
 pub struct Job {
@@ -19,7 +26,7 @@ pub(crate) enum JobKind {
     Aes {
         key: KeyId,
         op: AesOp,
-        iv: Vec<u8>,
+        iv: Iv,
         data: Vec<u8>,
     },
     Gcm(GcmRequest),
@@ -51,7 +58,7 @@ fn reserve_padding(op: AesOp, data: &mut Vec<u8>) {
 pub(crate) struct GcmRequest {
     pub(crate) key: KeyId,
     pub(crate) direction: Direction,
-    pub(crate) nonce: Vec<u8>,
+    pub(crate) nonce: Iv,
     pub(crate) aad: Vec<u8>,
     pub(crate) data: Vec<u8>,
     /// The tag to check (decryption only; empty for encryption).
@@ -151,7 +158,7 @@ impl Job {
             kind: JobKind::Aes {
                 key,
                 op,
-                iv: iv.to_vec(),
+                iv: Iv::from_slice(iv),
                 data,
             },
         }
@@ -180,7 +187,7 @@ impl Job {
             kind: JobKind::Gcm(GcmRequest {
                 key,
                 direction: Direction::Encrypt,
-                nonce: nonce.to_vec(),
+                nonce: Iv::from_slice(nonce),
                 aad: aad.into(),
                 data: plaintext.into(),
                 tag: Vec::new(),
@@ -210,7 +217,7 @@ impl Job {
             kind: JobKind::Gcm(GcmRequest {
                 key,
                 direction: Direction::Decrypt,
-                nonce: nonce.to_vec(),
+                nonce: Iv::from_slice(nonce),
                 aad: aad.into(),
                 data: ciphertext.into(),
                 tag: tag.to_vec(),

@@ -22,7 +22,7 @@ use crate::runtime::handle::{
     JobHandle, JobShared, JobWork, Packets, Work, aes_packet_count, bytes_mut, cut_aes,
 };
 use crate::runtime::inline::{self, KeyCache, SmallJob};
-use crate::runtime::job::{GcmRequest, Job, JobKind};
+use crate::runtime::job::{GcmRequest, Iv, Job, JobKind};
 use crate::runtime::keys::{KeyMaterial, wrong_kind};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::stream::Stream;
@@ -117,13 +117,13 @@ enum Origin {
     Aes {
         key: KeyId,
         op: AesOp,
-        iv: Vec<u8>,
+        iv: Iv,
         len: usize,
     },
     Gcm {
         key: KeyId,
         direction: Direction,
-        nonce: Vec<u8>,
+        nonce: Iv,
         aad: Arc<Vec<u8>>,
         tag: Vec<u8>,
     },
