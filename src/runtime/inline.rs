@@ -28,32 +28,68 @@ use crate::runtime::handle::{
     make_padding_room,
 };
 use crate::runtime::job::{Job, JobKind};
-use crate::runtime::keys::{KeyMaterial, wrong_kind};
+use crate::runtime::keys::{KeyMaterial, KeysRead, wrong_kind};
 use crate::runtime::worker;
 use crate::runtime::{ClusterKind, KeyId};
 
 /// The AES keys a submission has looked up, so that a burst of jobs under one key looks it up
 /// once. It lives only as long as the submission, so a removed key is never kept.
 /// Jobs refer to their key by its place here, so a job takes no reference of its own.
+///
+/// A single job borrows its key from the registry, read-locked for the call ([`held`]), and
+/// so writes no reference count shared with every other thread using the key; a burst, which
+/// also prepares jobs for the nodes (each looking its key up), takes a reference per key.
+///
+/// [`held`]: KeyCache::held
 #[derive(Default)]
-pub(crate) struct KeyCache {
-    keys: SmallVec<[(KeyId, Arc<AesKey>); 1]>,
+pub(crate) struct KeyCache<'r> {
+    registry: Option<&'r KeysRead<'r>>,
+    keys: SmallVec<[(KeyId, KeyRef<'r>); 1]>,
 }
 
-impl KeyCache {
+/// A looked-up AES key: borrowed from the read-locked registry, or shared.
+enum KeyRef<'r> {
+    Held(&'r AesKey),
+    Shared(Arc<AesKey>),
+}
+
+impl KeyRef<'_> {
+    fn key(&self) -> &AesKey {
+        match self {
+            KeyRef::Held(key) => key,
+            KeyRef::Shared(key) => key,
+        }
+    }
+}
+
+impl<'r> KeyCache<'r> {
+    /// A cache that borrows its keys from `registry`.
+    pub(crate) fn held(registry: &'r KeysRead<'r>) -> Self {
+        KeyCache {
+            registry: Some(registry),
+            keys: SmallVec::new(),
+        }
+    }
+
     /// Where the AES key `id` is in the cache, looked up (as `prepare` would, with the same
     /// errors) if it is not there yet.
     fn aes(&mut self, shared: &Shared, id: KeyId) -> Result<usize, SubmitError> {
         if let Some(at) = self.keys.iter().rposition(|(cached, _)| *cached == id) {
             return Ok(at);
         }
-        match shared.keys.lookup(id)? {
-            KeyMaterial::Aes(key) => {
-                self.keys.push((id, key));
-                Ok(self.keys.len() - 1)
-            }
-            other => Err(wrong_kind(id, "an AES key", &other)),
-        }
+        let key = match self.registry {
+            Some(registry) => match registry.get(id) {
+                Some(KeyMaterial::Aes(key)) => KeyRef::Held(key),
+                Some(other) => return Err(wrong_kind(id, "an AES key", other)),
+                None => return Err(SubmitError::UnknownKey(id)),
+            },
+            None => match shared.keys.lookup(id)? {
+                KeyMaterial::Aes(key) => KeyRef::Shared(key),
+                other => return Err(wrong_kind(id, "an AES key", &other)),
+            },
+        };
+        self.keys.push((id, key));
+        Ok(self.keys.len() - 1)
     }
 }
 
@@ -119,7 +155,7 @@ impl SmallJob {
     /// Runs the job: its output, or its error with nothing of the data released.
     pub(crate) fn run(mut self, keys: &KeyCache) -> Finished {
         make_padding_room(self.op, &mut self.data, true);
-        let (key, op, len) = (&keys.keys[self.key].1, self.op, self.len);
+        let (key, op, len) = (keys.keys[self.key].1.key(), self.op, self.len);
         let (state, data) = (&mut self.state, &mut self.data);
         let ran = catch_unwind(AssertUnwindSafe(|| {
             key.process(op, state, data, len, true)

@@ -5,10 +5,11 @@
 //! material is held only in types that zeroize on drop and never print their bytes; the
 //! expanded AES schedule is built once, at registration, and shared read-only by every node.
 
-use std::collections::HashMap;
-
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+
+use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard};
+use rustc_hash::FxHashMap;
 
 use zeroize::Zeroizing;
 
@@ -43,11 +44,24 @@ pub(crate) fn wrong_kind(key: KeyId, expected: &'static str, got: &KeyMaterial) 
     }
 }
 
-/// The registry. Lookups take a read lock; registration and removal a write lock.
+/// The registry read-locked ([`KeyStore::read`]).
+pub(crate) struct KeysRead<'a>(ShardedLockReadGuard<'a, FxHashMap<KeyId, KeyMaterial>>);
+
+impl KeysRead<'_> {
+    /// The key `id`, borrowed.
+    pub(crate) fn get(&self, id: KeyId) -> Option<&KeyMaterial> {
+        self.0.get(&id)
+    }
+}
+
+/// The registry. Lookups take a read lock; registration and removal a write lock. The lock is
+/// sharded (each thread reads through a shard of its own), so submitting threads on different
+/// cores do not pass the lock's cache line between them on every job; ids are counters the
+/// registry hands out, so the map needs no keyed hash.
 #[derive(Debug, Default)]
 pub(crate) struct KeyStore {
     next: AtomicU64,
-    keys: RwLock<HashMap<KeyId, KeyMaterial>>,
+    keys: ShardedLock<FxHashMap<KeyId, KeyMaterial>>,
 }
 
 impl KeyStore {
@@ -85,6 +99,13 @@ impl KeyStore {
             .remove(&id)
             .map(drop)
             .ok_or(KeyError::UnknownKey(id))
+    }
+
+    /// The registry, read-locked: what is looked up in it is borrowed, not shared, so a
+    /// lookup writes no reference count. Hold it only briefly, and look nothing up through the
+    /// store while holding it (a nested read could wait behind a writer).
+    pub(crate) fn read(&self) -> KeysRead<'_> {
+        KeysRead(self.keys.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     pub(crate) fn get(&self, id: KeyId) -> Option<KeyMaterial> {

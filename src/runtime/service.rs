@@ -209,17 +209,22 @@ impl Service {
     /// queue is full.
     pub fn submit(&self, job: Job) -> Result<JobHandle, SubmitError> {
         let submitted = Instant::now();
-        let mut keys = KeyCache::default();
         let task = self.shared.next_task();
-        let job = match inline::check(&self.shared, job, &mut keys, task)? {
-            Ok(small) => {
-                let done = small.run(&keys);
-                self.shared
-                    .counters
-                    .jobs_inline(1, u64::from(done.failed()));
-                return Ok(done.handle(submitted, Instant::now()));
+        let job = {
+            // The registry stays read-locked while an inline job runs, so that the job borrows
+            // its key; it is released before a job for the nodes is prepared.
+            let registry = self.shared.keys.read();
+            let mut keys = KeyCache::held(&registry);
+            match inline::check(&self.shared, job, &mut keys, task)? {
+                Ok(small) => {
+                    let done = small.run(&keys);
+                    self.shared
+                        .counters
+                        .jobs_inline(1, u64::from(done.failed()));
+                    return Ok(done.handle(submitted, Instant::now()));
+                }
+                Err(job) => job,
             }
-            Err(job) => job,
         };
         let p = self.prepare(job, task)?;
         let wait = if worker::on_worker_of(&self.shared) {
