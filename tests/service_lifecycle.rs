@@ -1040,6 +1040,68 @@ fn submit_burst_admits_in_order_all_or_nothing() {
     );
 }
 
+#[test]
+fn task_ids_stay_unique_across_threads_and_services() {
+    let _serial = shared();
+    // Two services, and threads that submit to both by turns, one job at a time (each thread
+    // keeps a block of ids per service), in bursts, and through a node: no id repeats within
+    // a service.
+    let build = || {
+        Service::builder()
+            .packet_size(64)
+            .aes_cluster([NodeSpec::new(), NodeSpec::new()])
+            .build()
+            .unwrap()
+    };
+    let services = [build(), build()];
+    let keys: Vec<KeyId> = services
+        .iter()
+        .map(|s| s.add_aes_key(&[0x31; 16]).unwrap())
+        .collect();
+    let ids: Vec<Vec<u64>> = thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|t| {
+                let (services, keys) = (&services, &keys);
+                scope.spawn(move || {
+                    let mut ids = vec![Vec::new(), Vec::new()];
+                    for i in 0..300 {
+                        let which = (i + t) % 2;
+                        let (s, key) = (&services[which], keys[which]);
+                        // A 16-byte job runs inline; one of 256 bytes (four packets) on a node.
+                        let len = if i % 10 == 0 { 256 } else { 16 };
+                        let job = || Job::encrypt(key, Mode::Ecb, &[], vec![i as u8; len]);
+                        let handles = if i % 25 == 0 {
+                            s.submit_burst((0..3).map(|_| job())).unwrap()
+                        } else {
+                            vec![s.submit(job()).unwrap()]
+                        };
+                        for h in handles {
+                            ids[which].push(h.task().0);
+                            h.wait().unwrap();
+                        }
+                    }
+                    ids
+                })
+            })
+            .collect();
+        let mut all = vec![Vec::new(), Vec::new()];
+        for w in workers {
+            for (which, ids) in w.join().unwrap().into_iter().enumerate() {
+                all[which].extend(ids);
+            }
+        }
+        all
+    });
+    for (which, ids) in ids.iter().enumerate() {
+        let unique: HashSet<u64> = ids.iter().copied().collect();
+        assert_eq!(unique.len(), ids.len(), "service {which}: a task id repeats");
+        assert!(ids.len() > 500, "service {which}: {} jobs", ids.len());
+    }
+    for s in &services {
+        s.shutdown();
+    }
+}
+
 /// A waker that panics when woken.
 struct PanickingWaker;
 

@@ -29,6 +29,7 @@
 //! A worker reports a packet complete only after its result is delivered and its chaining
 //! state is in the store, so whatever the core places next finds the state it needs.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -169,6 +170,18 @@ pub(crate) struct Shared {
     /// The supervisor thread, unparked when the service stops.
     pub(crate) supervisor: OnceLock<Thread>,
     next_task: AtomicU64,
+    /// This service's number among the process's services (for [`THREAD_TASK_IDS`]).
+    serial: u64,
+}
+
+/// Services built so far in the process, to number them.
+static SERVICES: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Task ids this thread took from a service's counter and has not used yet: the service's
+    /// serial number, the next id and the end of the block. Threads submitting one job at a
+    /// time then write the shared counter once per block, not once per job.
+    static THREAD_TASK_IDS: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
 }
 
 /// One cluster's part of the engine.
@@ -351,6 +364,7 @@ impl Shared {
             epoch: Instant::now(),
             supervisor: OnceLock::new(),
             next_task: AtomicU64::new(1),
+            serial: SERVICES.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -368,8 +382,18 @@ impl Shared {
         shard.engine.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A task id of this service's, from the calling thread's block of them. Ids are unique
+    /// but not in submission order across threads (nothing orders jobs by id).
     pub(crate) fn next_task(&self) -> TaskId {
-        TaskId(self.next_task.fetch_add(1, Ordering::Relaxed))
+        THREAD_TASK_IDS.with(|ids| {
+            let (serial, mut next, mut end) = ids.get();
+            if serial != self.serial || next == end {
+                next = self.next_tasks(TaskIds::BLOCK);
+                end = next + TaskIds::BLOCK;
+            }
+            ids.set((self.serial, next + 1, end));
+            TaskId(next)
+        })
     }
 
     /// `n` consecutive task ids, the first returned.
