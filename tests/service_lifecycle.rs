@@ -1094,7 +1094,11 @@ fn task_ids_stay_unique_across_threads_and_services() {
     });
     for (which, ids) in ids.iter().enumerate() {
         let unique: HashSet<u64> = ids.iter().copied().collect();
-        assert_eq!(unique.len(), ids.len(), "service {which}: a task id repeats");
+        assert_eq!(
+            unique.len(),
+            ids.len(),
+            "service {which}: a task id repeats"
+        );
         assert!(ids.len() > 500, "service {which}: {} jobs", ids.len());
     }
     for s in &services {
