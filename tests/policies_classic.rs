@@ -447,6 +447,19 @@ fn an_unknown_jobs_last_packet_is_charged_alone() {
 }
 
 #[test]
+fn a_first_unknown_chain_is_charged_two_packets_before_anything_is_known() {
+    let mut s = mct_sched();
+    // Three packets on the fast node: it completes a fourth at 40, the idle slow node at 30.
+    assert_eq!(place(&mut s, 10, 3), vec![0, 0, 0]);
+    // The cluster's first chain of unknown length: its first packet is not its last, so the
+    // chain brings at least one more. Charged two packets, it completes at 30 + 20 on the
+    // fast node against 60 on the slow one; charged as one packet it would go to the slow
+    // node (40 against 30).
+    assert_eq!(place_one(&mut s, chained(1, 0, 5, false)), Some(0));
+    assert_eq!(committed(&s, 0), P);
+}
+
+#[test]
 fn a_failed_node_releases_its_commitments() {
     let mut s = mct_sched();
     assert_eq!(place_one(&mut s, chained(1, 0, 10, true)), Some(0));

@@ -128,10 +128,14 @@ impl ChainLengths {
     }
 
     /// The expected bytes of a job from its packet `meta` on, this packet included, when its
-    /// length is not known: only the packet's own when it is the job's last.
+    /// length is not known: only the packet's own when it is the job's last; two packets'
+    /// worth (it and at least one more) while nothing is known of any job's length.
     fn ahead_of(&self, meta: &PacketMeta) -> u64 {
         if meta.last {
             return meta.len;
+        }
+        if self.mean().is_none() {
+            return 2 * meta.len;
         }
         self.rest_after(u64::from(meta.seq) * meta.len)
             .max(meta.len)
