@@ -31,7 +31,7 @@ use cryptodispatch::sim::trace::Trace;
 
 use crate::classes::{self, Class};
 use crate::experiments::par_map;
-use crate::optimum::optimal_makespan;
+use crate::optimum::Solver;
 use crate::report::{Csv, Table, f, progress, write_file};
 
 /// The header of `matrix.csv`.
@@ -54,6 +54,8 @@ pub struct MatrixArgs {
     /// A file of small instances' optima, read before solving and written after
     /// ([`OptimumCache`]).
     pub optimum_cache: Option<std::path::PathBuf>,
+    /// How the small instances' optima are found.
+    pub solver: Solver,
 }
 
 /// One cell's result for one policy.
@@ -150,7 +152,7 @@ pub fn run(
     bar.finish_and_clear();
 
     print_cells(&cells, labels, args, &classes);
-    print_small(&small, labels);
+    print_small(&small, labels, args.solver);
     write_files(&cells, &small, labels, args, out)
 }
 
@@ -186,7 +188,7 @@ fn small_instances(
             let key = OptimumCache::key(&nodes, &trace);
             let optimum = match cache.get(&key) {
                 Some(v) => v,
-                None => optimal_makespan(&trace, &nodes, 1)?,
+                None => args.solver.solve(&trace, &nodes, 1)?,
             };
             let spans = |known| {
                 specs
@@ -343,7 +345,7 @@ fn print_cells(cells: &[Cell], labels: &[String], args: &MatrixArgs, classes: &[
     print!("{}", t.render());
 }
 
-fn print_small(small: &[Small], labels: &[String]) {
+fn print_small(small: &[Small], labels: &[String], solver: Solver) {
     if small.is_empty() {
         return;
     }
@@ -352,7 +354,8 @@ fn print_small(small: &[Small], labels: &[String]) {
         .filter(|s| s.bound > s.optimum * (1.0 + 1e-6))
         .count();
     println!(
-        "\nSmall instances against the exact optimum (MILP, good_lp + microlp): {} instances of 2-3 nodes, 6-14 packets;",
+        "\nSmall instances against the exact optimum ({}): {} instances of 2-3 nodes, 6-14 packets;",
+        solver.describe(),
         small.len()
     );
     println!(

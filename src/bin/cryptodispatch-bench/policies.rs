@@ -47,6 +47,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::live::{self, LiveArgs, Workload};
 use crate::matrix::MatrixArgs;
+use crate::optimum::Solver;
 use crate::paper::{CAPS, CLASSES};
 use crate::plot::{Chart, Series};
 use crate::report::{Csv, Table, f, pct, progress, write_file};
@@ -104,11 +105,16 @@ pub struct PoliciesArgs {
     /// optimum (table, matrix.csv, matrix_optimum.csv, matrix.svg).
     #[arg(long)]
     pub matrix: bool,
-    /// With --matrix: small instances compared with the exact optimum (each a mixed-integer
-    /// program: about 15 s each on one core).
-    #[arg(long, default_value_t = 40, requires = "matrix")]
+    /// With --matrix: small instances compared with the exact optimum (milliseconds each with
+    /// the default search).
+    #[arg(long, default_value_t = 90, requires = "matrix")]
     pub small: u32,
-    /// With --matrix: a quick pass, 3 seeds per cell and 10 small instances (a few minutes).
+    /// With --matrix: how the small instances' exact optimum is found: `search` (branch and
+    /// bound over the assignment) or `milp` (the mixed-integer program, slow: seconds to over
+    /// an hour per instance). The two agree; `milp` is the check.
+    #[arg(long, value_enum, default_value_t = Solver::Search, requires = "matrix")]
+    pub optimum: Solver,
+    /// With --matrix: a quick pass, 3 seeds per cell.
     #[arg(long, requires = "matrix")]
     pub quick: bool,
     /// With --matrix: a file keeping the small instances' optima between runs (read if it
@@ -181,17 +187,14 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let specs = parse_policies(args.policies.as_deref())?;
     let labels: Vec<String> = specs.iter().map(label).collect();
     if args.matrix {
-        let (seeds, small) = if args.quick {
-            (3, 10)
-        } else {
-            (args.seeds, args.small)
-        };
+        let seeds = if args.quick { 3 } else { args.seeds };
         let matrix = MatrixArgs {
             seeds,
             base_seed: args.seed,
-            small,
+            small: args.small,
             threads: args.threads.map_or_else(crate::report::cores, |t| t.max(1)),
             optimum_cache: args.optimum_cache.clone(),
+            solver: args.optimum,
         };
         return crate::matrix::run(&matrix, &specs, &labels, &args.out);
     }
