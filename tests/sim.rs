@@ -427,3 +427,55 @@ fn a_generated_trace_replays() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("paper,4,200,"));
 }
+
+#[test]
+fn the_matrix_finds_every_policy_at_or_above_the_exact_optimum_and_the_bound_below_it() {
+    let dir = std::env::temp_dir().join(format!("cryptodispatch-matrix-{}", std::process::id()));
+    let o = bench(&[
+        "policies",
+        "--matrix",
+        "--seeds",
+        "2",
+        "--small",
+        "60",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cells = std::fs::read_to_string(dir.join("matrix.csv")).unwrap();
+    let policies = cryptodispatch::sched::PolicySpec::all().len();
+    // 15 kinds of work, lengths known and unknown, every policy.
+    assert_eq!(cells.lines().count(), 1 + 30 * policies);
+    let small = std::fs::read_to_string(dir.join("matrix_optimum.csv")).unwrap();
+    let mut lines = small.lines();
+    assert_eq!(
+        lines.next(),
+        Some("seed,nodes,packets,lengths,policy,makespan,optimum,bound,ratio")
+    );
+    let mut rows = 0;
+    let mut at_optimum = 0;
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        let (makespan, optimum, bound): (f64, f64, f64) = (
+            f[5].parse().unwrap(),
+            f[6].parse().unwrap(),
+            f[7].parse().unwrap(),
+        );
+        // No schedule beats the optimum, and the simulator's bound never exceeds it (the
+        // file rounds to three decimals).
+        assert!(
+            makespan >= optimum - 1e-3,
+            "a policy below the optimum: {line}"
+        );
+        assert!(
+            bound <= optimum + 1e-3,
+            "the bound above the optimum: {line}"
+        );
+        at_optimum += usize::from(makespan <= optimum + 1e-3);
+        rows += 1;
+    }
+    assert_eq!(rows, 60 * 2 * policies);
+    // The optimum is reached, not only approached: some policy finds it on some instances.
+    assert!(at_optimum > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

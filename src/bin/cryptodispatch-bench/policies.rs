@@ -85,9 +85,9 @@ pub struct PoliciesArgs {
         "Policies to compare, comma-separated, e.g. paper,hhs-acdid,paper-adaptive. \
          Default: every policy."))]
     pub policies: Option<String>,
-    /// Seeds (repetitions) per simulated point.
-    #[arg(long, default_value_t = 10)]
-    pub seeds: u32,
+    /// Seeds (repetitions) per simulated point [default: 10; with --matrix, 100 per cell].
+    #[arg(long)]
+    pub seeds: Option<u32>,
     /// The first seed (paper-adaptive was tuned from seed 1000; keep the report elsewhere).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -107,14 +107,14 @@ pub struct PoliciesArgs {
     pub matrix: bool,
     /// With --matrix: small instances compared with the exact optimum (milliseconds each with
     /// the default search).
-    #[arg(long, default_value_t = 90, requires = "matrix")]
+    #[arg(long, default_value_t = 1000, requires = "matrix")]
     pub small: u32,
     /// With --matrix: how the small instances' exact optimum is found: `search` (branch and
     /// bound over the assignment) or `milp` (the mixed-integer program, slow: seconds to over
     /// an hour per instance). The two agree; `milp` is the check.
     #[arg(long, value_enum, default_value_t = Solver::Search, requires = "matrix")]
     pub optimum: Solver,
-    /// With --matrix: a quick pass, 3 seeds per cell.
+    /// With --matrix: a quick pass, 10 seeds per cell (whatever --seeds says).
     #[arg(long, requires = "matrix")]
     pub quick: bool,
     /// With --matrix: a file keeping the small instances' optima between runs (read if it
@@ -187,7 +187,10 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let specs = parse_policies(args.policies.as_deref())?;
     let labels: Vec<String> = specs.iter().map(label).collect();
     if args.matrix {
-        let seeds = if args.quick { 3 } else { args.seeds };
+        let seeds = match (args.quick, args.seeds) {
+            (true, _) => 10,
+            (false, seeds) => seeds.unwrap_or(100),
+        };
         let matrix = MatrixArgs {
             seeds,
             base_seed: args.seed,
@@ -199,7 +202,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
         return crate::matrix::run(&matrix, &specs, &labels, &args.out);
     }
     let mut settings = Settings {
-        seeds: args.seeds,
+        seeds: args.seeds.unwrap_or(10),
         base_seed: args.seed,
         ..Settings::default()
     };
