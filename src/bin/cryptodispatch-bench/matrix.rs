@@ -9,8 +9,10 @@
 //! worst ratio to a cell's best, and the cells it is within 5% of the best in.
 //!
 //! # Seeds
-//! The report runs from seed 1 (`--seed`). [`TUNING_SEEDS`] are the seeds `mct` was shaped
-//! on (`--seed 1001`); a report that overlaps them says so.
+//! The report runs from seed 1 (`--seed`): cells on seeds 1–100, small instances on seeds
+//! 1–1000. [`TUNING_SEEDS`] are the seeds kept for shaping and trying policies (`--seed
+//! 1001`: cells on 1001–1100, small instances on 1001–2000); a report whose cells or small
+//! instances overlap them says so.
 //!
 //! # Files (in `--out`)
 //! - `matrix.csv` ([`CSV_HEADER`]): one row per cell and policy;
@@ -39,8 +41,9 @@ pub const CSV_HEADER: &str =
     "class,lengths,policy,seeds,base_seed,makespan_mean,bound_mean,ratio_bound,ratio_best";
 /// The header of `matrix_optimum.csv`.
 pub const OPTIMUM_HEADER: &str = "seed,nodes,packets,lengths,policy,makespan,optimum,bound,ratio";
-/// The seeds `mct` was shaped on (first, last); the report runs elsewhere.
-pub const TUNING_SEEDS: (u64, u64) = (1001, 1010);
+/// The seeds kept for tuning (first, last): `mct` was shaped on some of them and variants of
+/// it tried on them; the report runs elsewhere.
+pub const TUNING_SEEDS: (u64, u64) = (1001, 2000);
 /// A policy within this factor of a cell's best counts as holding in the cell.
 const HOLDS: f64 = 1.05;
 
@@ -283,6 +286,7 @@ fn geo_mean(xs: impl Iterator<Item = f64>) -> f64 {
 
 fn print_cells(cells: &[Cell], labels: &[String], args: &MatrixArgs, classes: &[Class]) {
     let last = args.base_seed + u64::from(args.seeds.max(1)) - 1;
+    let last_small = args.base_seed + u64::from(args.small.max(1)) - 1;
     println!(
         "Policy matrix: {} kinds of work x lengths known/unknown, {} seeds per cell (seeds {}-{}).",
         classes.len(),
@@ -290,14 +294,14 @@ fn print_cells(cells: &[Cell], labels: &[String], args: &MatrixArgs, classes: &[
         args.base_seed,
         last
     );
-    if args.base_seed <= TUNING_SEEDS.1 && last >= TUNING_SEEDS.0 {
+    if args.base_seed <= TUNING_SEEDS.1 && last.max(last_small) >= TUNING_SEEDS.0 {
         println!(
-            "NOTE: these seeds overlap seeds {}-{}, on which mct was shaped: this is not a test.",
+            "NOTE: these seeds overlap seeds {}-{}, kept for tuning: this is not a test.",
             TUNING_SEEDS.0, TUNING_SEEDS.1
         );
     } else {
         println!(
-            "mct was shaped on seeds {}-{}, none of which is used here.",
+            "Seeds {}-{} are kept for tuning (mct was shaped there); none is used here.",
             TUNING_SEEDS.0, TUNING_SEEDS.1
         );
     }
