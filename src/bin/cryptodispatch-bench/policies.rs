@@ -118,8 +118,9 @@ pub struct PoliciesArgs {
     #[arg(long, requires = "matrix")]
     pub quick: bool,
     /// With --matrix: a file keeping the small instances' optima between runs (read if it
-    /// exists, written after): the optimum does not depend on the policies, and an instance
-    /// that changed misses the cache (it is keyed by the instance itself).
+    /// exists, written after), worth it with `--optimum milp`: the optimum does not depend on
+    /// the policies, and an instance that changed misses the cache (it is keyed by the
+    /// instance itself).
     #[arg(long, value_name = "FILE", requires = "matrix")]
     pub optimum_cache: Option<PathBuf>,
 }
