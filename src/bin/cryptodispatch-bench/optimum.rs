@@ -45,10 +45,9 @@ use cryptodispatch::sim::model::NodeModel;
 use cryptodispatch::sim::trace::Trace;
 
 /// How the exact optimum is found (`policies --matrix --optimum`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Solver {
     /// Branch and bound over the assignment ([`optimal_makespan`]): milliseconds per instance.
-    #[default]
     Search,
     /// The mixed-integer program ([`milp_makespan`]): seconds to hours per instance.
     Milp,
@@ -88,7 +87,7 @@ pub fn optimal_makespan(trace: &Trace, nodes: &[NodeModel], unit_len: u64) -> Re
     if nodes.is_empty() {
         return Err("the exact optimum: packets and no node".into());
     }
-    Search::new(trace, nodes, unit_len).run()
+    Ok(Search::new(trace, nodes, unit_len).run())
 }
 
 /// The branch and bound of [`optimal_makespan`]. Packets are numbered by their position in
@@ -147,17 +146,20 @@ impl Search {
                 units.push(vec![pos]);
             }
         }
-        let work_of = |unit: &[usize]| -> Vec<f64> {
-            (0..nodes.len())
-                .map(|i| unit.iter().map(|&k| time[k][i]).sum())
-                .collect()
-        };
-        // Largest first: the big decisions are made where the bound is loosest.
-        units.sort_by(|a, b| {
-            let least = |u: &[usize]| work_of(u).into_iter().fold(f64::INFINITY, f64::min);
-            least(b).total_cmp(&least(a)).then(a[0].cmp(&b[0]))
-        });
-        let unit_work = units.iter().map(|u| work_of(u)).collect();
+        let mut placed: Vec<(Vec<usize>, Vec<f64>)> = units
+            .into_iter()
+            .map(|unit| {
+                let work = (0..nodes.len())
+                    .map(|i| unit.iter().map(|&k| time[k][i]).sum())
+                    .collect();
+                (unit, work)
+            })
+            .collect();
+        // Largest first (by its least work on any node): the big decisions are made where the
+        // bound is loosest.
+        let least = |w: &[f64]| w.iter().copied().fold(f64::INFINITY, f64::min);
+        placed.sort_by(|(a, wa), (b, wb)| least(wb).total_cmp(&least(wa)).then(a[0].cmp(&b[0])));
+        let (units, unit_work) = placed.into_iter().unzip();
         Search {
             first: arrival[0],
             node_of: vec![None; arrival.len()],
@@ -188,13 +190,11 @@ impl Search {
         }
     }
 
-    fn run(mut self) -> Result<f64, String> {
+    /// The least makespan. The first descent places every unit (nothing is pruned while no
+    /// schedule is known), so there always is one.
+    fn run(mut self) -> f64 {
         self.descend(0);
-        if self.best.is_finite() {
-            Ok(self.best)
-        } else {
-            Err("the exact optimum: the search found no schedule".into())
-        }
+        self.best
     }
 
     /// Places units `u..` below the present partial assignment.

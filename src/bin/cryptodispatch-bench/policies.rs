@@ -188,9 +188,10 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let specs = parse_policies(args.policies.as_deref())?;
     let labels: Vec<String> = specs.iter().map(label).collect();
     if args.matrix {
-        let seeds = match (args.quick, args.seeds) {
-            (true, _) => 10,
-            (false, seeds) => seeds.unwrap_or(100),
+        let seeds = if args.quick {
+            10
+        } else {
+            args.seeds.unwrap_or(100)
         };
         let matrix = MatrixArgs {
             seeds,
