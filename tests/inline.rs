@@ -296,6 +296,28 @@ fn a_result_taken_once_is_not_given_again() {
 }
 
 #[test]
+fn a_timeout_past_the_clocks_range_waits_for_the_job() {
+    // On the nodes (inline limit 0), so the wait is a real one; on both paths the longest
+    // timeout is no error.
+    for limit in [0, ServiceBuilder::DEFAULT_INLINE_LIMIT] {
+        let s = service(limit);
+        let key = s.add_aes_key(&[1; 16]).unwrap();
+        let mut h = s
+            .submit(Job::encrypt(key, Mode::Ecb, &[], vec![0; 16]))
+            .unwrap();
+        let out = h.wait_timeout(std::time::Duration::MAX);
+        let op = AesOp::new(Direction::Encrypt, Mode::Ecb);
+        let expected = ref_aes(&[1; 16], op, &[], &[0; 16]).unwrap();
+        assert_eq!(
+            out,
+            Some(Ok(JobOutput::Data(expected))),
+            "inline limit {limit}"
+        );
+        assert!(h.latency().is_some());
+    }
+}
+
+#[test]
 fn a_worker_thread_can_wait_for_a_small_job_it_runs_itself() {
     let service = Arc::new(
         Service::builder()

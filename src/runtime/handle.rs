@@ -548,10 +548,16 @@ impl JobHandle {
             HandleState::Nodes(job) => job,
             HandleState::Done { outcome, .. } => return Some(take_done(outcome)),
         };
-        let deadline = Instant::now() + timeout;
         let mut c = job.lock();
+        // The clock is read only when the job is not finished yet. A timeout past the clock's
+        // range waits as long as it takes.
+        let mut deadline = None;
         while matches!(c.outcome, Outcome::Pending) {
-            let left = deadline.checked_duration_since(Instant::now())?;
+            let now = Instant::now();
+            let left = match *deadline.get_or_insert_with(|| now.checked_add(timeout)) {
+                Some(d) => d.checked_duration_since(now)?,
+                None => timeout,
+            };
             c.waiting += 1;
             c = job
                 .done
