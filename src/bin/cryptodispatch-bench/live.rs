@@ -516,7 +516,11 @@ struct Measured {
     ed_busy: Vec<Duration>,
 }
 
-/// The service side: build, register, submit everything from the submitting threads, wait.
+/// A job resolved on its submitting thread: its index, output and latency.
+type Resolved = (usize, JobOutput, Duration);
+
+/// The service side: build, register, submit everything from the submitting threads, each of
+/// which then waits for its own jobs.
 fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
     let cores = cores();
     let aes_nodes: Vec<NodeSpec> = work
@@ -565,19 +569,35 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
         per_thread[i % threads].push((i, job));
     }
 
+    // Each submitting thread waits for its own jobs once it has submitted them all, as an
+    // application's threads would (and as the reference's threads each keep their own outputs),
+    // so resolving the handles is shared between the threads rather than left to one.
     let start = Instant::now();
-    let results: Vec<Result<Vec<(usize, JobHandle)>, String>> = thread::scope(|s| {
+    let results: Vec<Result<Vec<Resolved>, String>> = thread::scope(|s| {
         let handles: Vec<_> = per_thread
             .into_iter()
             .map(|jobs| {
                 let service = &service;
                 s.spawn(move || {
-                    jobs.into_iter()
+                    let mut handles = jobs
+                        .into_iter()
                         .map(|(i, job)| {
                             service
                                 .submit(job)
                                 .map(|h| (i, h))
                                 .map_err(|e| e.to_string())
+                        })
+                        .collect::<Result<Vec<_>, String>>()?;
+                    // The last-submitted first: one sleep until the tail is done, instead of
+                    // a wake-up per job (latencies are stamped where the jobs complete, not by
+                    // this loop).
+                    handles.reverse();
+                    handles
+                        .into_iter()
+                        .map(|(i, h)| {
+                            let (out, latency) =
+                                h.wait_timed().map_err(|e| format!("job {i} failed: {e}"))?;
+                            Ok((i, out, latency))
                         })
                         .collect::<Result<Vec<_>, String>>()
                 })
@@ -591,27 +611,21 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
             })
             .collect()
     });
-    let mut handles = Vec::with_capacity(work.items.len());
-    for r in results {
-        handles.extend(r?);
-    }
-    let mut outputs: Vec<Option<Out>> = vec![None; work.items.len()];
-    let mut latencies = Vec::with_capacity(handles.len());
-    // Collect the last-submitted first: one sleep until the tail is done, instead of a
-    // wake-up per job (latencies are stamped by the nodes, not by this loop).
-    handles.reverse();
-    for (i, h) in handles {
-        let out = h.wait_timed().map_err(|e| format!("job {i} failed: {e}"))?;
-        latencies.push(out.1);
-        outputs[i] = Some(match out.0 {
-            JobOutput::Data(d) => Out::Data(d),
-            JobOutput::Sealed { ciphertext, tag } => Out::Sealed(ciphertext, tag),
-            JobOutput::Signature(s) => Out::Sig(s),
-            JobOutput::Verified(v) => Out::Verified(v),
-            other => return Err(format!("job {i}: unexpected output {other:?}")),
-        });
-    }
     let elapsed = start.elapsed();
+    let mut outputs: Vec<Option<Out>> = vec![None; work.items.len()];
+    let mut latencies = Vec::with_capacity(work.items.len());
+    for r in results {
+        for (i, out, latency) in r? {
+            latencies.push(latency);
+            outputs[i] = Some(match out {
+                JobOutput::Data(d) => Out::Data(d),
+                JobOutput::Sealed { ciphertext, tag } => Out::Sealed(ciphertext, tag),
+                JobOutput::Signature(s) => Out::Sig(s),
+                JobOutput::Verified(v) => Out::Verified(v),
+                other => return Err(format!("job {i}: unexpected output {other:?}")),
+            });
+        }
+    }
     let metrics = service.metrics();
     service.shutdown();
     Ok(Measured {
