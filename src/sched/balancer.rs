@@ -166,6 +166,13 @@ fn max_room(status: &[NodeStatus]) -> u64 {
     status.iter().map(NodeStatus::room).max().unwrap_or(0)
 }
 
+/// Whether some node is up with nothing queued (not even a packet in service).
+fn any_idle(status: &[NodeStatus]) -> bool {
+    status
+        .iter()
+        .any(|n| !n.is_down() && n.queued_packets() == 0)
+}
+
 /// The slices of the scheduler's node tables that belong to one cluster.
 pub(crate) struct ClusterNodes<'a> {
     pub(crate) status: &'a mut [NodeStatus],
@@ -322,7 +329,8 @@ impl Balancer {
     ///
     /// A flow's turn ends when its deficit no longer covers its next packet, or when no node
     /// takes that packet now. The scan stops once every node is full, or a whole round of the
-    /// ring placed nothing.
+    /// ring placed nothing, or the front flow's packet is longer than any node's room while no
+    /// node is idle (that flow keeps its turn).
     pub(crate) fn pump_fair<D: Payload>(
         &mut self,
         flows: &mut Flows<D>,
@@ -340,6 +348,13 @@ impl Balancer {
             let Some((_, meta)) = flows.head() else {
                 break;
             };
+            // No node takes a packet this long now, and none is idle: the nodes with room are
+            // nearly full and busy. Stop here, the flow keeping its turn for when room frees,
+            // rather than give every waiting job a turn that could only top up those queues
+            // (a scan per completion, over every job waiting).
+            if meta.len > room && !any_idle(status) {
+                break;
+            }
             let mut sent = false;
             let mut blocked = false;
             let mut next = Some(meta);
