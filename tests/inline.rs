@@ -176,6 +176,61 @@ fn the_limit_counts_padding_and_jobs_beyond_it_go_to_a_node() {
 }
 
 #[test]
+fn parallel_operations_run_inline_up_to_a_multiple_of_the_limit() {
+    let limit = 256;
+    let reach = limit * ServiceBuilder::PARALLEL_INLINE_FACTOR;
+    let s = service(limit);
+    let raw = [4u8; 16];
+    let key = s.add_aes_key(&raw).unwrap();
+    let iv = [7u8; 16];
+    let ecb = AesOp::new(Direction::Encrypt, Mode::Ecb);
+    let ecb_pad = ecb.with_padding(Padding::Pkcs7);
+    let cbc_dec = AesOp::new(Direction::Decrypt, Mode::Cbc);
+    let cfb_dec = AesOp::new(Direction::Decrypt, Mode::Cfb);
+    let ofb_dec = AesOp::new(Direction::Decrypt, Mode::Ofb);
+    // (op, length, runs inline). OFB is serial both ways: the plain limit.
+    let cases = [
+        (ecb, reach, true),
+        (ecb, reach + 16, false),
+        (ecb_pad, reach - 16, true),
+        (ecb_pad, reach, false),
+        (cbc_dec, reach, true),
+        (cbc_dec, reach + 16, false),
+        (cfb_dec, reach, true),
+        (cfb_dec, reach + 1, false),
+        (ofb_dec, limit, true),
+        (ofb_dec, limit + 1, false),
+    ];
+    for (op, len, inline) in cases {
+        let before = (s.metrics().jobs_inline, node_packets(&s));
+        let data = vec![6u8; len];
+        run_one(&s, (key, &raw), op, &iv, &data);
+        let after = (s.metrics().jobs_inline, node_packets(&s));
+        let want = if inline {
+            (before.0 + 1, before.1)
+        } else {
+            (before.0, before.1 + 1)
+        };
+        assert_eq!(after, want, "{op:?} of {len} bytes: inline {inline}");
+    }
+    // GCM runs inline up to the plain limit, like the serial operations.
+    for (len, inline) in [(limit, true), (limit + 1, false)] {
+        let before = (s.metrics().jobs_inline, node_packets(&s));
+        s.submit(Job::gcm_encrypt(key, &[1; 12], Vec::new(), vec![0; len]))
+            .unwrap()
+            .wait()
+            .unwrap();
+        let after = (s.metrics().jobs_inline, node_packets(&s));
+        let want = if inline {
+            (before.0 + 1, before.1)
+        } else {
+            (before.0, before.1 + 1)
+        };
+        assert_eq!(after, want, "GCM of {len} bytes: inline {inline}");
+    }
+}
+
+#[test]
 fn inline_jobs_give_the_errors_the_node_path_gives() {
     let s = Service::builder()
         .aes_cluster([NodeSpec::new()])
@@ -328,9 +383,10 @@ fn a_worker_thread_can_wait_for_a_small_job_it_runs_itself() {
     let raw = [6u8; 16];
     let key = service.add_aes_key(&raw).unwrap();
     let waker = SubmittingWaker::new(&service, key);
-    // A job big enough to go to the node, whose completion runs the waker there.
+    // A job big enough to go to the node (a serial one: a parallel one of 4 KiB runs inline),
+    // whose completion runs the waker there.
     let mut h = service
-        .submit(Job::encrypt(key, Mode::Ecb, &[], vec![4; 4096]))
+        .submit(Job::encrypt(key, Mode::Cbc, &[0; 16], vec![4; 4096]))
         .unwrap();
     let w = Waker::from(Arc::clone(&waker));
     assert!(

@@ -1209,8 +1209,9 @@ fn stream_calls_on_a_worker_thread_are_refused_instead_of_blocking() {
         rx: Mutex::new(idle_rx),
         outcome: Mutex::new(None),
     });
+    // A serial job too big to run inline, so that it completes on the node, running the waker.
     let mut h = service
-        .submit(Job::encrypt(key, Mode::Ecb, &[], vec![4; 4096]))
+        .submit(Job::encrypt(key, Mode::Cbc, &[0; 16], vec![4; 4096]))
         .unwrap();
     let w = Waker::from(Arc::clone(&waker));
     assert!(

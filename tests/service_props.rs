@@ -294,6 +294,9 @@ struct Planned {
     cluster: ClusterKind,
     packets: u64,
     bytes: u64,
+    /// An AES job of a parallel operation, which runs inline up to
+    /// `ServiceBuilder::PARALLEL_INLINE_FACTOR` times the inline limit.
+    parallel: bool,
 }
 
 fn plan(spec: &JobSpec, keys: &Keys, packet: usize) -> Planned {
@@ -350,6 +353,7 @@ fn plan(spec: &JobSpec, keys: &Keys, packet: usize) -> Planned {
                 cluster: ClusterKind::Aes,
                 packets: input_len.div_ceil(packet).max(1) as u64,
                 bytes: buffer as u64,
+                parallel: !op.is_serial(),
             }
         }
         JobSpec::Sign { key, msg_len, seed } => {
@@ -362,6 +366,7 @@ fn plan(spec: &JobSpec, keys: &Keys, packet: usize) -> Planned {
                 cluster: ClusterKind::Ed25519,
                 packets: 1,
                 bytes: msg_len as u64,
+                parallel: false,
             }
         }
         JobSpec::Verify {
@@ -399,6 +404,7 @@ fn plan(spec: &JobSpec, keys: &Keys, packet: usize) -> Planned {
                 expected: Ok(JobOutput::Verified(valid)),
                 cluster: ClusterKind::Ed25519,
                 packets: 1,
+                parallel: false,
             }
         }
     }
@@ -513,11 +519,18 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
     let mut want_inline = 0u64;
     for p in &planned {
         want_failed += u64::from(p.expected.is_err());
-        // An AES job of one packet within the inline limit runs on the submitting thread.
+        // An AES job of one packet within the inline limit (for a parallel operation, a
+        // multiple of it) runs on the submitting thread.
+        let reach = if p.parallel {
+            cfg.inline_limit
+                .saturating_mul(ServiceBuilder::PARALLEL_INLINE_FACTOR)
+        } else {
+            cfg.inline_limit
+        };
         if p.cluster == ClusterKind::Aes
             && p.packets == 1
             && cfg.inline_limit > 0
-            && p.bytes <= cfg.inline_limit as u64
+            && p.bytes <= reach as u64
         {
             want_inline += 1;
             continue;

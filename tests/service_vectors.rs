@@ -19,8 +19,8 @@ use common::vectors::{
 };
 use cryptodispatch::packet::Mode;
 use cryptodispatch::{
-    Affinity, ClusterKind, Direction, Job, JobHandle, JobOutput, KeyId, NodeSpec, PolicySpec,
-    Service, ServiceBuilder,
+    AesOp, Affinity, ClusterKind, Direction, Job, JobHandle, JobOutput, KeyId, NodeSpec,
+    PolicySpec, Service, ServiceBuilder,
 };
 
 /// Every record of every file, with the per-file counts checked.
@@ -76,8 +76,9 @@ struct Ran {
 }
 
 /// Submits every record (from two threads, all before any wait), then checks every output.
-/// `inline_limit` is the service's: records of one packet up to that many bytes run on the
-/// submitting threads.
+/// `inline_limit` is the service's: records of one packet up to that many bytes (for a parallel
+/// operation, `ServiceBuilder::PARALLEL_INLINE_FACTOR` times as many) run on the submitting
+/// threads.
 fn run_aes_records(service: &Service, records: &[Record], inline_limit: usize) -> Ran {
     // One key per distinct key, registered once.
     let mut keys: HashMap<&[u8], KeyId> = HashMap::new();
@@ -129,7 +130,14 @@ fn run_aes_records(service: &Service, records: &[Record], inline_limit: usize) -
         workers.into_iter().map(|w| w.join().unwrap()).sum()
     });
     let multi = records.iter().filter(|r| r.input.len() > packet).count();
-    let runs_inline = |r: &&Record| r.input.len() <= packet.min(inline_limit);
+    let runs_inline = |r: &&Record| {
+        let reach = if AesOp::new(r.direction, r.mode).is_serial() {
+            inline_limit
+        } else {
+            inline_limit.saturating_mul(ServiceBuilder::PARALLEL_INLINE_FACTOR)
+        };
+        r.input.len() <= packet.min(reach)
+    };
     let on_nodes = || records.iter().filter(|r| !runs_inline(r));
     for id in keys.into_values() {
         service.remove_key(id).unwrap();

@@ -191,6 +191,13 @@ impl ServiceBuilder {
     /// The default [`inline_limit`](Self::inline_limit), in bytes.
     pub const DEFAULT_INLINE_LIMIT: usize = 1024;
 
+    /// How many times [`inline_limit`](Self::inline_limit) a job of a parallel AES operation
+    /// (ECB, CBC and CFB decryption, CTR) may be and still run inline: the cipher's parallel
+    /// path runs eight blocks at once, so such a job costs about what a serial one (CBC and CFB
+    /// encryption, OFB) of an eighth of its length does, and a node runs it no faster than the
+    /// submitting thread would (docs/ALGORITHM.md §15.6).
+    pub const PARALLEL_INLINE_FACTOR: usize = 8;
+
     /// Declares the AES cluster with these nodes.
     pub fn aes_cluster(self, nodes: impl IntoIterator<Item = NodeSpec>) -> Self {
         self.cluster(ClusterKind::Aes, nodes)
@@ -307,12 +314,14 @@ impl ServiceBuilder {
         self
     }
 
-    /// AES jobs (any mode, GCM included) of at most this many bytes, padding included, that
-    /// make one packet, run on the submitting thread instead of a node (default
-    /// [`DEFAULT_INLINE_LIMIT`](Self::DEFAULT_INLINE_LIMIT); 0: every job goes to a node).
-    /// Handing a job to a node and back costs two thread hand-offs, a few microseconds, far
-    /// more than the cipher spends on a few hundred bytes; below the limit the job is done
-    /// by the time `submit` returns (docs/ALGORITHM.md §15.6). Such a job never queues, so it
+    /// AES jobs of a serial operation (CBC and CFB encryption, OFB) or GCM of at most this
+    /// many bytes, padding included, that make one packet, run on the submitting thread instead
+    /// of a node (default [`DEFAULT_INLINE_LIMIT`](Self::DEFAULT_INLINE_LIMIT); 0: every job
+    /// goes to a node). Jobs of a parallel operation (ECB, CBC and CFB decryption, CTR) do up
+    /// to [`PARALLEL_INLINE_FACTOR`](Self::PARALLEL_INLINE_FACTOR) times as many bytes, which
+    /// cost the cipher about as much. Handing a job to a node and back costs two thread
+    /// hand-offs, a few microseconds, more than the cipher spends on such a job; within the
+    /// limit the job is done by the time `submit` returns (docs/ALGORITHM.md §15.6). Such a job never queues, so it
     /// takes no part in admission, backpressure or placement, and no node's slowdown applies
     /// to it. Streams' chunks always go to a node. Jobs run inline are counted in
     /// [`Metrics::jobs_inline`](crate::runtime::Metrics::jobs_inline).

@@ -30,7 +30,7 @@ use crate::runtime::handle::{
 use crate::runtime::job::{Job, JobKind};
 use crate::runtime::keys::{KeyMaterial, KeysRead, wrong_kind};
 use crate::runtime::worker;
-use crate::runtime::{ClusterKind, KeyId};
+use crate::runtime::{ClusterKind, KeyId, ServiceBuilder};
 
 /// The AES keys a submission has looked up, so that a burst of jobs under one key looks it up
 /// once. It lives only as long as the submission, so a removed key is never kept.
@@ -106,12 +106,18 @@ pub(crate) struct SmallJob {
 }
 
 /// Whether the service would run a job of one packet of `bytes` (padding included) of
-/// `cluster` on the submitting thread: within the inline limit, while the service takes jobs
-/// and a node of the cluster is up (otherwise admission refuses the job as it would any). The
-/// callers check that the job is one packet.
-pub(crate) fn allowed(shared: &Shared, cluster: ClusterId, bytes: usize) -> bool {
+/// `cluster` on the submitting thread: within the inline limit (for a `parallel` AES operation,
+/// [`ServiceBuilder::PARALLEL_INLINE_FACTOR`] times it), while the service takes jobs and a node
+/// of the cluster is up (otherwise admission refuses the job as it would any). The callers
+/// check that the job is one packet.
+pub(crate) fn allowed(shared: &Shared, cluster: ClusterId, bytes: usize, parallel: bool) -> bool {
     let limit = shared.layout.inline_limit;
-    limit > 0 && bytes <= limit && !shared.is_closing() && shared.cluster_up(cluster)
+    let reach = if parallel {
+        limit.saturating_mul(ServiceBuilder::PARALLEL_INLINE_FACTOR)
+    } else {
+        limit
+    };
+    limit > 0 && bytes <= reach && !shared.is_closing() && shared.cluster_up(cluster)
 }
 
 /// Checks a job for the inline path: `Ok(Ok(_))` a plain AES job that runs there, `Ok(Err(job))`
@@ -131,7 +137,12 @@ pub(crate) fn check(
         return Ok(Err(job));
     };
     if aes_packet_count(op, len, shared.layout.cutting(), true) != 1
-        || !allowed(shared, cluster, aes_buffer_len(op, len, true))
+        || !allowed(
+            shared,
+            cluster,
+            aes_buffer_len(op, len, true),
+            !op.is_serial(),
+        )
     {
         return Ok(Err(job));
     }
