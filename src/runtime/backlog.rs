@@ -61,6 +61,18 @@ impl Backlog {
                 && self.capped_bytes + bytes <= self.max_bytes)
     }
 
+    /// Whether the backlog has drained to its low-water mark: nothing waits, or each budget is
+    /// at most three quarters used (every job counted for at most half, as [`admits`] counts).
+    /// Submitters blocked for room are woken only then, so that a saturated cluster wakes them
+    /// once per quarter of a budget drained, not once per packet placed.
+    ///
+    /// [`admits`]: Backlog::admits
+    pub(crate) fn at_low_water(&self) -> bool {
+        self.packets == 0
+            || (self.capped_packets <= self.max_packets - self.max_packets / 4
+                && self.capped_bytes <= self.max_bytes - self.max_bytes / 4)
+    }
+
     /// Records `packets` more waiting packets of `task`, of `bytes` bytes.
     pub(crate) fn add(&mut self, task: TaskId, packets: u64, bytes: u64) {
         let (half_p, half_b) = self.halves();
@@ -119,6 +131,30 @@ mod tests {
         }
         assert_eq!(b.packets(), 0);
         assert_eq!((b.capped_packets, b.capped_bytes), (0, 0));
+    }
+
+    #[test]
+    fn low_water_is_three_quarters_of_each_budget() {
+        let mut b = Backlog::new(8, 1 << 20);
+        assert!(b.at_low_water(), "nothing waits");
+        for task in 0..8 {
+            b.add(TaskId(task), 1, 16);
+        }
+        assert!(!b.admits(1, 16));
+        assert!(!b.at_low_water());
+        b.remove(TaskId(0), 16);
+        assert!(b.admits(1, 16), "room for one more");
+        assert!(!b.at_low_water(), "7 of 8 packets");
+        b.remove(TaskId(1), 16);
+        assert!(b.at_low_water(), "6 of 8 packets");
+        // The bytes budget counts too, with a job counted for at most half of it.
+        let mut b = Backlog::new(1024, 1000);
+        b.add(TaskId(1), 1, 400);
+        b.add(TaskId(2), 1, 400);
+        assert!(!b.at_low_water(), "800 of 1000 bytes");
+        b.remove(TaskId(2), 400);
+        b.add(TaskId(3), 1, 350);
+        assert!(b.at_low_water(), "750 of 1000 bytes");
     }
 
     #[test]

@@ -514,10 +514,14 @@ impl Shared {
     /// futures to wake once the lock is released (no user code runs under it).
     ///
     /// `before` is how many packets of the cluster were pending (admitted, not yet on a node)
-    /// before the caller's change. Under first come first served, blocked submitters are woken
-    /// only once that count has fallen to half its bound (or to nothing), not at every packet,
-    /// since each wake-up costs a context switch; under fair admission, whenever it fell and
-    /// someone waits, since a job's share may have freed room for a waiting small job.
+    /// before the caller's change. Blocked submitters are woken only once a drained cluster
+    /// has room for more than one job, not at every packet, since each wake-up costs a context
+    /// switch (and, on a machine with no spare core, preempts a node): under first come first
+    /// served once that count has fallen to half its bound (or to nothing); under fair
+    /// admission once the backlog is at its low-water mark, three quarters of each budget
+    /// ([`Backlog::at_low_water`]). A small job is admitted at once whatever one giant job
+    /// holds, so it rarely blocks at all; when many jobs fill the budgets, it waits for a
+    /// quarter of them to drain.
     #[must_use]
     fn offer(&self, shard: &Shard, e: &mut Engine, before: usize) -> Vec<Waker> {
         while let Some(p) = e.receive.pop_front() {
@@ -543,7 +547,9 @@ impl Shared {
         let mut wakers = Vec::new();
         let wake = match e.sched.admission() {
             Admission::Fifo => after <= self.layout.receive_queue_len / 2,
-            Admission::Fair => e.blocked_submitters > 0 || !e.room_wakers.is_empty(),
+            Admission::Fair => {
+                (e.blocked_submitters > 0 || !e.room_wakers.is_empty()) && e.backlog.at_low_water()
+            }
         };
         if after < before && wake {
             shard.room_cv.notify_all();
