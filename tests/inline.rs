@@ -43,6 +43,19 @@ fn run_one(s: &Service, (key, raw): (KeyId, &[u8]), op: AesOp, iv: &[u8], data: 
     );
 }
 
+/// Runs one job through `run` and says where it ran: on the submitting thread (`true`) or as one
+/// packet on a node (`false`); anything else fails the test.
+fn ran_inline(s: &Service, run: impl FnOnce()) -> bool {
+    let before = (s.metrics().jobs_inline, node_packets(s));
+    run();
+    let after = (s.metrics().jobs_inline, node_packets(s));
+    match (after.0 - before.0, after.1 - before.1) {
+        (1, 0) => true,
+        (0, 1) => false,
+        other => panic!("one job counted as {other:?} (inline, node packets)"),
+    }
+}
+
 /// Every unauthenticated mode, both directions, with and without padding where it applies.
 fn ops() -> Vec<AesOp> {
     let mut ops = Vec::new();
@@ -144,16 +157,9 @@ fn the_limit_counts_padding_and_jobs_beyond_it_go_to_a_node() {
         (pad, limit, false),
     ];
     for (op, len, inline) in cases {
-        let before = (s.metrics().jobs_inline, node_packets(&s));
         let data = vec![5u8; len];
-        run_one(&s, (key, &raw), op, &iv, &data);
-        let after = (s.metrics().jobs_inline, node_packets(&s));
-        let want = if inline {
-            (before.0 + 1, before.1)
-        } else {
-            (before.0, before.1 + 1)
-        };
-        assert_eq!(after, want, "{op:?} of {len} bytes: inline {inline}");
+        let ran = ran_inline(&s, || run_one(&s, (key, &raw), op, &iv, &data));
+        assert_eq!(ran, inline, "{op:?} of {len} bytes");
     }
     // A job of several packets never runs inline, however small the packets.
     let s = Service::builder()
@@ -202,31 +208,17 @@ fn parallel_operations_run_inline_up_to_a_multiple_of_the_limit() {
         (ofb_dec, limit + 1, false),
     ];
     for (op, len, inline) in cases {
-        let before = (s.metrics().jobs_inline, node_packets(&s));
         let data = vec![6u8; len];
-        run_one(&s, (key, &raw), op, &iv, &data);
-        let after = (s.metrics().jobs_inline, node_packets(&s));
-        let want = if inline {
-            (before.0 + 1, before.1)
-        } else {
-            (before.0, before.1 + 1)
-        };
-        assert_eq!(after, want, "{op:?} of {len} bytes: inline {inline}");
+        let ran = ran_inline(&s, || run_one(&s, (key, &raw), op, &iv, &data));
+        assert_eq!(ran, inline, "{op:?} of {len} bytes");
     }
     // GCM runs inline up to the plain limit, like the serial operations.
     for (len, inline) in [(limit, true), (limit + 1, false)] {
-        let before = (s.metrics().jobs_inline, node_packets(&s));
-        s.submit(Job::gcm_encrypt(key, &[1; 12], Vec::new(), vec![0; len]))
-            .unwrap()
-            .wait()
-            .unwrap();
-        let after = (s.metrics().jobs_inline, node_packets(&s));
-        let want = if inline {
-            (before.0 + 1, before.1)
-        } else {
-            (before.0, before.1 + 1)
-        };
-        assert_eq!(after, want, "GCM of {len} bytes: inline {inline}");
+        let job = Job::gcm_encrypt(key, &[1; 12], Vec::new(), vec![0; len]);
+        let ran = ran_inline(&s, || {
+            s.submit(job).unwrap().wait().unwrap();
+        });
+        assert_eq!(ran, inline, "GCM of {len} bytes");
     }
 }
 
