@@ -401,6 +401,75 @@ fn a_stalled_node_is_taken_out_its_late_result_discarded_and_it_comes_back() {
     service.shutdown();
 }
 
+/// A node coming back after a stall takes what waits for a node, up to its room: with a
+/// backlog budget of two packets, all of it. A submitter blocked for room must then be woken.
+/// Before, nothing woke it: the rejoining node emptied the backlog without a wake-up, and every
+/// later completion found nothing left to place, so nothing counted as room freed, and the
+/// submitter slept with both nodes idle.
+#[test]
+fn a_submitter_blocked_for_room_wakes_when_a_rejoining_node_takes_the_backlog() {
+    let service = std::sync::Arc::new(
+        Service::builder()
+            .aes_cluster([
+                // One packet at a time (so that only the one running fails), room for two
+                // (so that, back, it takes the whole backlog at once).
+                NodeSpec::new().lanes(1).slots(2).fault(Fault::Stall {
+                    after: 0,
+                    duration: Duration::from_millis(150),
+                }),
+                // Slow and one packet at a time, so that the backlog stays full while node 0
+                // is out: about 0.3 ms a packet.
+                NodeSpec::new().slowdown(100.0).slots(1),
+            ])
+            .receive_queue_len(2)
+            .stall_timeout(Duration::from_millis(30))
+            .build()
+            .unwrap(),
+    );
+    let raw = [0x3C; 16];
+    let key = service.add_aes_key(&raw).unwrap();
+    // CBC encryption of 4 KiB: a serial operation past the inline limit, so on a node.
+    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let iv = [0x11; 16];
+    const JOBS: u16 = 1000;
+    let data = |i: u16| vec![i as u8; 4096];
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let submitter = {
+        let service = std::sync::Arc::clone(&service);
+        std::thread::spawn(move || {
+            let handles: Vec<_> = (0..JOBS)
+                .map(|i| service.submit(Job::aes(key, op, &iv, data(i))))
+                .collect();
+            let _ = done_tx.send(());
+            handles
+        })
+    };
+    if done_rx.recv_timeout(Duration::from_secs(30)).is_err() {
+        // Free the submitter (shutdown wakes it with an error) before failing.
+        service.shutdown();
+        let _ = submitter.join();
+        panic!("the submitter was still blocked for room after 30 s");
+    }
+    let mut failed = [0; 2];
+    for (i, h) in (0..JOBS).zip(submitter.join().unwrap()) {
+        match h.unwrap().wait() {
+            Ok(out) => assert_eq!(
+                out,
+                JobOutput::Data(ref_aes(&raw, op, &iv, &data(i)).unwrap())
+            ),
+            // The slowed node's emulated wait scales any delay of its thread a hundredfold, so
+            // on a busy machine it may pass for stalled too; either way the job fails so.
+            Err(JobError::NodeFailed(n)) => failed[n.index()] += 1,
+            Err(e) => panic!("job {i}: {e}"),
+        }
+    }
+    // The packet running when node 0 stalled failed (and, on a busy machine, possibly one that
+    // a long preemption made look stalled).
+    assert!(failed[0] >= 1, "node 0's stalled packet");
+    assert!(service.metrics().nodes[0].stalls >= 1);
+    service.shutdown();
+}
+
 #[test]
 fn a_cluster_with_no_node_up_fails_its_waiting_jobs_instead_of_hanging() {
     let service = Service::builder()

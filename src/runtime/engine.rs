@@ -642,11 +642,13 @@ impl Shared {
             wakers = self.offer(shard, &mut e, before);
         }
         if health.is_down() && !e.stopping {
+            // Back, the node takes what waits, up to its room: wake submitters as any drain does
+            // (had it taken the whole backlog, no later completion would free room to wake them).
+            let before = e.pending();
             let _ = e.sched.node_up(local);
             health.down.store(false, Ordering::Release);
             self.publish_cluster_down(node, &e);
-            self.route(shard, &mut e);
-            self.publish(shard, &e);
+            wakers.extend(self.offer(shard, &mut e, before));
         }
         *generation = current;
         if e.in_system == 0 {
