@@ -609,3 +609,33 @@ fn fair_admission_does_not_scan_every_waiting_job_when_nothing_fits() {
         "{calls} calls to the policy for {JOBS} placements"
     );
 }
+
+/// `complete_many` completes as that many `complete` calls do and then places once; on one node
+/// the placements are the same, and completing more than is queued completes what is there.
+#[test]
+fn completing_many_at_once_places_as_completing_one_by_one() {
+    for admission in [Admission::Fifo, Admission::Fair] {
+        let build = || {
+            let mut cfg = config(vec![cluster(vec![node(10.0, 3)], 8)], 8, Affinity::InFlight);
+            cfg.admission = admission;
+            let mut s = Scheduler::<Len>::new(cfg, &PolicySpec::paper_defaults()).unwrap();
+            for task in 0..6 {
+                s.arrive(packet(0, task, 0, true, false)).unwrap();
+            }
+            s
+        };
+        let (mut one, mut many) = (build(), build());
+        assert_eq!(drain(&mut one), drain(&mut many));
+        one.complete(NodeId(0)).unwrap();
+        one.complete(NodeId(0)).unwrap();
+        assert_eq!(many.complete_many(NodeId(0), 2), Ok(2));
+        assert_eq!(drain(&mut one), drain(&mut many), "{admission:?}");
+        // Three queued: asking for five completes three, places for them, and says why.
+        assert_eq!(
+            many.complete_many(NodeId(0), 5),
+            Err(SchedError::NodeIdle(NodeId(0)))
+        );
+        assert_eq!(drain(&mut many).len(), 1, "the last waiting job");
+        assert_eq!(many.complete_many(NodeId(0), 0), Ok(0));
+    }
+}

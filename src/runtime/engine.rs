@@ -631,10 +631,9 @@ impl Shared {
         if finished > 0 {
             let before = e.pending();
             if *generation == current {
-                for _ in 0..finished {
-                    if let Err(err) = e.sched.complete(local) {
-                        debug_assert!(false, "worker out of step with the core: {err}");
-                    }
+                // Reported together, placed for together: one walk for the freed room.
+                if let Err(err) = e.sched.complete_many(local, finished as usize) {
+                    debug_assert!(false, "worker out of step with the core: {err}");
                 }
                 self.publish_node(shard, &e, l);
             }

@@ -336,6 +336,37 @@ impl<D: Payload> Scheduler<D> {
     /// # Errors
     /// [`SchedError::UnknownNode`], or [`SchedError::NodeIdle`] if nothing is queued on `node`.
     pub fn complete(&mut self, node: NodeId) -> Result<PacketMeta, SchedError> {
+        let meta = self.finish(node)?;
+        self.settle(self.node_cluster[node.index()]);
+        Ok(meta)
+    }
+
+    /// Node `node` finished the `count` packets at the head of its queue, reported together:
+    /// as `count` calls of [`complete`](Self::complete), except that what the freed room allows
+    /// is placed once, after the last. Returns how many it completed.
+    ///
+    /// # Errors
+    /// As [`complete`](Self::complete); on [`SchedError::NodeIdle`] the packets before it are
+    /// complete, and placed for.
+    pub fn complete_many(&mut self, node: NodeId, count: usize) -> Result<usize, SchedError> {
+        let mut done = 0;
+        let mut result = Ok(());
+        while done < count {
+            if let Err(e) = self.finish(node) {
+                result = Err(e);
+                break;
+            }
+            done += 1;
+        }
+        if done > 0 {
+            self.settle(self.node_cluster[node.index()]);
+        }
+        result.map(|()| done)
+    }
+
+    /// Takes the packet at the head of `node`'s queue off it, as finished, without placing
+    /// anything.
+    fn finish(&mut self, node: NodeId) -> Result<PacketMeta, SchedError> {
         let n = node.index();
         let queue = self
             .node_queues
@@ -345,7 +376,6 @@ impl<D: Payload> Scheduler<D> {
         let c = self.node_cluster[n];
         let range = self.cluster_nodes[c.index()].clone();
         self.balancers[c.index()].complete(n - range.start, &meta, &mut self.status[range]);
-        self.settle(c);
         Ok(meta)
     }
 
