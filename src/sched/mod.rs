@@ -343,25 +343,18 @@ impl<D: Payload> Scheduler<D> {
 
     /// Node `node` finished the `count` packets at the head of its queue, reported together:
     /// as `count` calls of [`complete`](Self::complete), except that what the freed room allows
-    /// is placed once, after the last. Returns how many it completed.
+    /// is placed once, after the last.
     ///
     /// # Errors
     /// As [`complete`](Self::complete); on [`SchedError::NodeIdle`] the packets before it are
     /// complete, and placed for.
-    pub fn complete_many(&mut self, node: NodeId, count: usize) -> Result<usize, SchedError> {
+    pub fn complete_many(&mut self, node: NodeId, count: usize) -> Result<(), SchedError> {
         let mut done = 0;
-        let mut result = Ok(());
-        while done < count {
-            if let Err(e) = self.finish(node) {
-                result = Err(e);
-                break;
-            }
-            done += 1;
-        }
+        let result = (0..count).try_for_each(|_| self.finish(node).map(|_| done += 1));
         if done > 0 {
             self.settle(self.node_cluster[node.index()]);
         }
-        result.map(|()| done)
+        result
     }
 
     /// Takes the packet at the head of `node`'s queue off it, as finished, without placing
