@@ -551,20 +551,21 @@ impl JobHandle {
         let mut c = job.lock();
         // The clock is read only when the job is not finished yet. A timeout past the clock's
         // range waits as long as it takes.
-        let mut deadline = None;
-        while matches!(c.outcome, Outcome::Pending) {
-            let now = Instant::now();
-            let left = match *deadline.get_or_insert_with(|| now.checked_add(timeout)) {
-                Some(d) => d.checked_duration_since(now)?,
-                None => timeout,
-            };
-            c.waiting += 1;
-            c = job
-                .done
-                .wait_timeout(c, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-            c.waiting -= 1;
+        if matches!(c.outcome, Outcome::Pending) {
+            let deadline = Instant::now().checked_add(timeout);
+            while matches!(c.outcome, Outcome::Pending) {
+                let left = match deadline {
+                    Some(d) => d.checked_duration_since(Instant::now())?,
+                    None => timeout,
+                };
+                c.waiting += 1;
+                c = job
+                    .done
+                    .wait_timeout(c, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                c.waiting -= 1;
+            }
         }
         Some(take(&mut c))
     }
