@@ -230,8 +230,8 @@ fn small_instances(
 /// Small instances' optima kept between runs (`--optimum-cache`): the optimum does not depend
 /// on the policies, and with `--optimum milp` solving is what takes the time. An instance is
 /// keyed by a hash of its nodes and trace as printed (`Debug`), so a changed instance
-/// generator misses the cache instead of reading a stale optimum. The file has one `key,optimum` line per instance, the
-/// optimum written so that it reads back exactly.
+/// generator misses the cache instead of reading a stale optimum. The file has one
+/// `key,optimum` line per instance, the optimum written so that it reads back exactly.
 #[derive(Debug, Default)]
 struct OptimumCache(std::collections::BTreeMap<String, f64>);
 
