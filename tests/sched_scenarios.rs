@@ -8,6 +8,7 @@ use cryptodispatch::sched::policy::Policy;
 use cryptodispatch::sched::{
     Admission, Affinity, ClusterConfig, ClusterView, NodeConfig, PolicySpec, SchedConfig, Scheduler,
 };
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -638,4 +639,116 @@ fn completing_many_at_once_places_as_completing_one_by_one() {
         assert_eq!(drain(&mut many).len(), 1, "the last waiting job");
         assert_eq!(many.complete_many(NodeId(0), 0), Ok(()));
     }
+}
+
+/// `arrive_many` places as single arrivals do: the paper's task set on three small nodes, under
+/// both admissions and both policies, with a cluster and wait queue small enough that the
+/// first come first served queues fill. Single arrivals stop at the first packet refused as
+/// full, as the engine does; `arrive_many` leaves that packet at the front of its queue. The
+/// rest then arrive as the nodes complete, the same way on both sides. Under fair admission
+/// the jobs come whole, one `arrive_many` each, as the engine admits a submitted job (packets
+/// of several jobs arriving together take turns, which single arrivals, each placed before the
+/// next arrives, do not).
+#[test]
+fn arriving_many_at_once_places_as_arriving_one_by_one() {
+    for admission in [Admission::Fifo, Admission::Fair] {
+        for policy in ["paper", "hhs-acdid"] {
+            let build = || {
+                let mut cfg = config(
+                    vec![cluster(
+                        vec![node(10.0, 2), node(20.0, 2), node(30.0, 1)],
+                        2,
+                    )],
+                    1,
+                    Affinity::InFlight,
+                );
+                cfg.admission = admission;
+                Scheduler::<Len>::new(cfg, &policy.parse().unwrap()).unwrap()
+            };
+            let (mut one, mut many) = (build(), build());
+            let mut set = paper_task_set();
+            if admission == Admission::Fair {
+                set.sort_by_key(|p| (p.meta.task, p.meta.seq));
+            }
+            let mut left_one: VecDeque<Packet<Len>> = set.into();
+            let mut left_many = left_one.clone();
+            let mut rounds = 0;
+            while !left_one.is_empty() || !left_many.is_empty() {
+                let mut arrived_one = 0;
+                while let Some(p) = left_one.pop_front() {
+                    match one.arrive(p) {
+                        Ok(()) => arrived_one += 1,
+                        Err(ArriveError::Full(p)) => {
+                            left_one.push_front(p);
+                            break;
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                let mut arrived = 0;
+                while let Some(task) = left_many.front().map(|p| p.meta.task) {
+                    // First come first served: everything that waits at once; fair: one job.
+                    let n = match admission {
+                        Admission::Fifo => left_many.len(),
+                        Admission::Fair => {
+                            left_many.iter().take_while(|p| p.meta.task == task).count()
+                        }
+                    };
+                    let mut job: VecDeque<Packet<Len>> = left_many.drain(..n).collect();
+                    arrived += many.arrive_many(&mut job, |e| panic!("{e}"));
+                    let full = !job.is_empty();
+                    for p in job.into_iter().rev() {
+                        left_many.push_front(p);
+                    }
+                    if full {
+                        break;
+                    }
+                }
+                assert_eq!(arrived, arrived_one, "{admission:?} {policy}");
+                assert_eq!(left_many.len(), left_one.len(), "{admission:?} {policy}");
+                assert_eq!(drain(&mut one), drain(&mut many), "{admission:?} {policy}");
+                // The fastest node busy with something completes one packet.
+                let busy = (0..3)
+                    .map(NodeId)
+                    .find(|&n| one.node(n).queued_packets() > 0)
+                    .expect("packets wait, so some node is busy");
+                one.complete(busy).unwrap();
+                many.complete(busy).unwrap();
+                assert_eq!(drain(&mut one), drain(&mut many), "{admission:?} {policy}");
+                rounds += 1;
+                assert!(rounds < 50, "the task set never all arrived");
+            }
+            if admission == Admission::Fifo {
+                assert!(rounds > 1, "the queues never filled: the test proves less");
+            }
+        }
+    }
+}
+
+/// A packet `arrive_many` cannot take for a reason other than room (no such cluster, larger
+/// than any node) goes to the callback, and the packets after it still arrive.
+#[test]
+fn arriving_many_hands_back_what_no_cluster_takes_and_goes_on() {
+    let cfg = config(vec![cluster(vec![node(10.0, 4)], 8)], 8, Affinity::InFlight);
+    let mut s = Scheduler::<Len>::new(cfg, &PolicySpec::paper_defaults()).unwrap();
+    let mut queue: VecDeque<Packet<Len>> = [
+        packet(0, 1, 0, true, false),
+        packet(7, 2, 0, true, false),
+        Packet::new(
+            PacketMeta::new(TaskId(3), Cmd::Encrypt, ClusterId(0)).at(0, true),
+            Len(100 * P),
+        ),
+        packet(0, 4, 0, true, false),
+    ]
+    .into();
+    let mut refused = Vec::new();
+    let arrived = s.arrive_many(&mut queue, |e| refused.push(e));
+    assert_eq!(arrived, 2);
+    assert!(queue.is_empty());
+    assert!(matches!(
+        refused.as_slice(),
+        [ArriveError::UnknownCluster(a), ArriveError::TooLarge(b)]
+            if a.meta.task == TaskId(2) && b.meta.task == TaskId(3)
+    ));
+    assert_eq!(drain(&mut s), vec![(1, 0, 0), (4, 0, 0)]);
 }

@@ -52,7 +52,6 @@ use crate::runtime::metrics::{
     ServiceCounters,
 };
 use crate::runtime::store::StateStore;
-use crate::sched::ArriveError;
 use crate::sched::{Admission, Scheduler};
 
 /// The cluster, as its own core numbers it (a shard's core holds that one cluster).
@@ -524,22 +523,16 @@ impl Shared {
     /// quarter of them to drain.
     #[must_use]
     fn offer(&self, shard: &Shard, e: &mut Engine, before: usize) -> Vec<Waker> {
-        while let Some(p) = e.receive.pop_front() {
-            match e.sched.arrive(p) {
-                Ok(()) => {}
-                Err(ArriveError::Full(p)) => {
-                    e.receive.push_front(p);
-                    break;
-                }
-                Err(other) => {
-                    // Submission checks cluster and size, so this is a bug: fail the job
-                    // rather than lose the packet.
-                    let msg = other.to_string();
-                    let p = other.into_packet();
-                    e.in_system -= 1;
-                    self.finish_part(p.data, Err(JobError::Internal(msg)));
-                }
-            }
+        // Submission checks cluster and size, so a refusal other than a full cluster is a bug:
+        // fail the job rather than lose the packet.
+        let mut refused = Vec::new();
+        let Engine { sched, receive, .. } = e;
+        sched.arrive_many(receive, |err| refused.push(err));
+        for err in refused {
+            let msg = err.to_string();
+            let p = err.into_packet();
+            e.in_system -= 1;
+            self.finish_part(p.data, Err(JobError::Internal(msg)));
         }
         // Placements first: under fair admission they are what frees room.
         self.route(shard, e);

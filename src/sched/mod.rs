@@ -35,6 +35,7 @@
 //! packets is queued on or served by the node: between bursts the chaining state waits in the
 //! state store and the job may move to a better node. This goes beyond the paper.
 
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::ops::Range;
 
@@ -311,6 +312,56 @@ impl<D: Payload> Scheduler<D> {
     /// are full, [`ArriveError::UnknownCluster`] for a cluster that does not exist, and
     /// [`ArriveError::TooLarge`] when no node of the cluster could ever hold it.
     pub fn arrive(&mut self, packet: Packet<D>) -> Result<(), ArriveError<D>> {
+        let c = self.enter(packet)?;
+        self.settle(c);
+        Ok(())
+    }
+
+    /// Packets arrive together, taken from the front of `queue` in order: as
+    /// [`arrive`](Self::arrive) for each, except that what can be placed is placed after the
+    /// last of them rather than after each (one walk for a whole job's packets, as
+    /// [`complete_many`](Self::complete_many) does for completions). A packet whose cluster is
+    /// full after a walk is left at the front of `queue`, and nothing after it arrives; a
+    /// packet refused for any other reason goes to `refused`. Returns how many arrived.
+    pub fn arrive_many(
+        &mut self,
+        queue: &mut VecDeque<Packet<D>>,
+        mut refused: impl FnMut(ArriveError<D>),
+    ) -> usize {
+        let mut arrived = 0;
+        let mut touched: SmallVec<[ClusterId; 2]> = SmallVec::new();
+        while let Some(packet) = queue.pop_front() {
+            let entered = match self.enter(packet) {
+                // A walk may make room: what single arrivals would have walked already.
+                Err(ArriveError::Full(packet)) => {
+                    self.settle(packet.meta.cluster);
+                    self.enter(packet)
+                }
+                other => other,
+            };
+            match entered {
+                Ok(c) => {
+                    arrived += 1;
+                    if !touched.contains(&c) {
+                        touched.push(c);
+                    }
+                }
+                Err(ArriveError::Full(packet)) => {
+                    queue.push_front(packet);
+                    break;
+                }
+                Err(other) => refused(other),
+            }
+        }
+        for c in touched {
+            self.settle(c);
+        }
+        arrived
+    }
+
+    /// A packet enters its cluster (its cluster queue, or its job's own queue) without being
+    /// placed; returns the cluster.
+    fn enter(&mut self, packet: Packet<D>) -> Result<ClusterId, ArriveError<D>> {
         let c = packet.meta.cluster;
         let Some(range) = self.cluster_nodes.get(c.index()) else {
             return Err(ArriveError::UnknownCluster(packet));
@@ -325,8 +376,7 @@ impl<D: Payload> Scheduler<D> {
             Admission::Fifo => self.router.route(packet)?,
             Admission::Fair => self.flows[c.index()].push(packet),
         }
-        self.settle(c);
-        Ok(())
+        Ok(c)
     }
 
     /// Node `node` finished the packet at the head of its queue (nodes serve first come first
