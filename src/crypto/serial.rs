@@ -8,8 +8,10 @@
 //! register passed on by value, so the compiler keeps the chain in a vector register.
 //! RustCrypto's `cbc`, `ofb` and `cfb-mode` call the backend once per block through memory,
 //! which puts a store and a load on the chain of every block: this loop ran one CBC stream 15 to
-//! 50% faster on the development machine, at `openssl speed -evp aes-128-cbc`'s one-core speed
-//! (docs/RESULTS.md §5). It uses the backend's own block function: no hand-written rounds.
+//! 50% faster on the development machine, within 1 to 4% of `openssl speed -evp aes-128-cbc`'s
+//! one-core speed (docs/RESULTS.md §5). It uses the backend's own block function: no
+//! hand-written rounds. What is left of the gap is that function's first round-key XOR, which
+//! follows the chaining XOR on the chain (OpenSSL XORs the round key into the plaintext off it).
 
 use cipher::{
     Array, BlockCipherEncBackend, BlockCipherEncClosure, BlockCipherEncrypt, BlockSizeUser,
