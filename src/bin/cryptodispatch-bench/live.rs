@@ -67,8 +67,9 @@ pub enum Workload {
     /// PKCS#7 padding's cost: 48 AES-128-CBC encryption jobs of 1 MiB (or --jobs, --size) on
     /// 2 AES nodes (or --nodes), without and with padding, in the same rounds.
     Padded,
-    /// One chained AES-128-CBC encryption job (64 MiB, or --size, in 16 KiB packets; a single
-    /// job, not a `Stream`) on one AES node, against the cipher called directly and `openssl speed -evp aes-128-cbc` on one core.
+    /// One chained AES-128-CBC encryption job (64 MiB, or --size, in 16 KiB packets, or
+    /// --packet; a single job, not a `Stream`) on one AES node, against the cipher called
+    /// directly and `openssl speed -evp aes-128-cbc` on one core.
     Stream,
 }
 
@@ -148,6 +149,10 @@ pub struct LiveArgs {
     /// tiny: jobs per `submit_burst` call.
     #[arg(long, default_value_t = 64)]
     pub burst: usize,
+    /// stream: the service's packet size in bytes (default 16384); openssl encrypts buffers of
+    /// the same size.
+    #[arg(long)]
+    pub packet: Option<usize>,
     /// One CSV header line and a row per run instead of tables.
     #[arg(long)]
     pub csv: bool,
@@ -171,6 +176,7 @@ impl LiveArgs {
             admission: Admission::Fair,
             inline_limit: ServiceBuilder::DEFAULT_INLINE_LIMIT,
             burst: 64,
+            packet: None,
             mode: Mode::Cbc,
             csv: false,
         }
