@@ -1,14 +1,16 @@
 //! Regression benchmark for the scheduler core alone: the cost of one arrive-and-complete in a
-//! saturated cluster (every node full, packets waiting), per policy, cluster size and admission.
-//! No threads, no crypto. This is most of what a cluster's lock is held for per packet (the
+//! saturated cluster (every node full, packets waiting), per policy, cluster size and admission;
+//! and of admitting one large chained job (4096 packets, under fair admission) packet by packet
+//! with `arrive` against all at once with `arrive_many`. No threads, no crypto. This is most of what a cluster's lock is held for per packet (the
 //! engine's contention note in docs/ALGORITHM.md §15.5 reads its figures from here).
 //!
 //! `cargo bench --bench sched`
 
+use std::collections::VecDeque;
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use cryptodispatch::packet::{
     ClusterId, Cmd, Len, Mode, NodeId, Packet, PacketMeta, TaskId, UnitTimes,
 };
@@ -94,5 +96,57 @@ fn arrive_and_complete(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, arrive_and_complete);
+/// One chained job of `JOB_PACKETS` packets admitted on 2 idle nodes: 8 packets go to a node,
+/// the rest wait in the job's own queue. The runtime admits a submitted job this way.
+fn admit_one_job(c: &mut Criterion) {
+    const JOB_PACKETS: u32 = 4096;
+    let job = || -> VecDeque<Packet<Len>> {
+        (0..JOB_PACKETS)
+            .map(|seq| {
+                Packet::new(
+                    PacketMeta::new(TaskId(1), Cmd::Encrypt, ClusterId(0))
+                        .dependent(true)
+                        .at(seq, seq + 1 == JOB_PACKETS),
+                    Len(PACKET),
+                )
+            })
+            .collect()
+    };
+    let fresh = || {
+        (
+            core(&PolicySpec::paper_defaults(), 2, Admission::Fair),
+            job(),
+        )
+    };
+    let mut group = c.benchmark_group("sched/admit-4096-packets");
+    group.throughput(Throughput::Elements(JOB_PACKETS.into()));
+    group.warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(2));
+    group.bench_function("arrive each", |b| {
+        b.iter_batched(
+            fresh,
+            |(mut s, packets)| {
+                for p in packets {
+                    s.arrive(p).expect("fair admission takes every packet");
+                }
+                s
+            },
+            BatchSize::LargeInput,
+        );
+    });
+    group.bench_function("arrive_many", |b| {
+        b.iter_batched(
+            fresh,
+            |(mut s, mut packets)| {
+                let n = s.arrive_many(&mut packets, |e| panic!("{e}"));
+                assert_eq!(n, JOB_PACKETS as usize);
+                s
+            },
+            BatchSize::LargeInput,
+        );
+    });
+    group.finish();
+}
+
+criterion_group!(benches, arrive_and_complete, admit_one_job);
 criterion_main!(benches);
