@@ -234,6 +234,17 @@ fn random_bytes(rng: &mut ChaCha8Rng, n: usize) -> Vec<u8> {
     v
 }
 
+/// `value`, given as `flag`, if it is a positive multiple of the AES block, as the workloads'
+/// job and packet sizes must be; otherwise the error naming both.
+pub fn whole_blocks(flag: &str, value: usize, workload: &str) -> Result<usize, String> {
+    if value == 0 || value % 16 != 0 {
+        return Err(format!(
+            "{flag} {value}: {workload} needs a positive multiple of 16"
+        ));
+    }
+    Ok(value)
+}
+
 /// The shape of a workload of independent one-packet jobs under one AES key.
 struct Independent {
     /// Bytes of all jobs together, unless --jobs says how many.
@@ -256,13 +267,11 @@ fn independent(
     shape: Independent,
     mut spec: impl FnMut(&mut ChaCha8Rng) -> Spec,
 ) -> Result<Work, String> {
-    let size = args.size.unwrap_or(16 * 1024);
-    if size == 0 || size % 16 != 0 {
-        return Err(format!(
-            "--size {size}: {} needs a positive multiple of 16",
-            args.workload.name()
-        ));
-    }
+    let size = whole_blocks(
+        "--size",
+        args.size.unwrap_or(16 * 1024),
+        args.workload.name(),
+    )?;
     let jobs = args.jobs.unwrap_or(shape.total / size).max(shape.min_jobs);
     let items = (0..jobs)
         .map(|_| Item {
@@ -355,8 +364,8 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
         ),
         Workload::Mixed => {
             const SIZES: [usize; 6] = [64, 256, 1024, 4096, 16384, 65536];
-            if let Some(s) = args.size.filter(|s| *s == 0 || s % 16 != 0) {
-                return Err(format!("--size {s}: mixed needs a positive multiple of 16"));
+            if let Some(s) = args.size {
+                whole_blocks("--size", s, "mixed")?;
             }
             let jobs = args.jobs.unwrap_or(match args.size {
                 Some(s) if s <= 1024 => 20_000,
@@ -429,15 +438,12 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
         }
         Workload::Hetero | Workload::HeteroChains => {
             let chains = args.workload == Workload::HeteroChains;
-            let packet = args
-                .size
-                .unwrap_or(if chains { 64 * 1024 } else { 256 * 1024 });
-            if packet == 0 || packet % 16 != 0 {
-                return Err(format!(
-                    "--size {packet}: {} needs a positive multiple of 16 (the packet size)",
-                    args.workload.name()
-                ));
-            }
+            let packet = whole_blocks(
+                "--size",
+                args.size
+                    .unwrap_or(if chains { 64 * 1024 } else { 256 * 1024 }),
+                args.workload.name(),
+            )?;
             let items = if chains {
                 chain_items(&mut rng, packet)
             } else {

@@ -17,7 +17,7 @@ use std::time::Instant;
 use cryptodispatch::crypto::{AesKey, AesOp, Direction};
 use cryptodispatch::{Job, Mode, NodeSpec, Padding, Service};
 
-use crate::live::LiveArgs;
+use crate::live::{LiveArgs, whole_blocks};
 use crate::report::{Csv, Table, cores, f};
 
 /// CSV columns of the padded workload.
@@ -102,12 +102,7 @@ const KEY: [u8; 16] = [0x2b; 16];
 pub fn run(args: &LiveArgs) -> Result<(), String> {
     let nodes = args.nodes.unwrap_or(2).max(1);
     let jobs = args.jobs.unwrap_or(48).max(1);
-    let size = args.size.unwrap_or(1 << 20);
-    if size == 0 || size % 16 != 0 {
-        return Err(format!(
-            "--size {size}: padded needs a positive multiple of 16"
-        ));
-    }
+    let size = whole_blocks("--size", args.size.unwrap_or(1 << 20), "padded")?;
     let data: Vec<u8> = (0..jobs * size)
         .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
         .collect();

@@ -16,7 +16,7 @@ use std::time::Instant;
 use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction};
 use cryptodispatch::{Job, Mode, NodeSpec, Service};
 
-use crate::live::LiveArgs;
+use crate::live::{LiveArgs, whole_blocks};
 use crate::openssl::Speed;
 use crate::report::{Csv, Table, f};
 
@@ -29,18 +29,8 @@ const PACKET: usize = 16 * 1024;
 
 /// Runs the workload and prints a table (or CSV).
 pub fn run(args: &LiveArgs) -> Result<(), String> {
-    let size = args.size.unwrap_or(64 << 20);
-    if size == 0 || size % 16 != 0 {
-        return Err(format!(
-            "--size {size}: stream needs a positive multiple of 16"
-        ));
-    }
-    let packet = args.packet.unwrap_or(PACKET);
-    if packet == 0 || packet % 16 != 0 {
-        return Err(format!(
-            "--packet {packet}: stream needs a positive multiple of 16"
-        ));
-    }
+    let size = whole_blocks("--size", args.size.unwrap_or(64 << 20), "stream")?;
+    let packet = whole_blocks("--packet", args.packet.unwrap_or(PACKET), "stream")?;
     let data: Vec<u8> = (0..size)
         .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
         .collect();
