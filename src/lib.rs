@@ -119,13 +119,25 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! # Layout
-//! - [`runtime`]: the service: pinned workers, keys, jobs, streams, metrics;
-//! - [`sched`]: the scheduler core and its policies;
-//! - [`sim`]: the simulator, workloads and the paper's experiments;
-//! - [`crypto`]: the work a node does;
-//! - [`packet`]: jobs, packets, commands, modes, algorithms;
-//! - [`error`]: the error types.
+//! # Layout: the offload API and the research API
+//!
+//! For offload users, the stable API, re-exported at the crate root:
+//! - [`runtime`]: the [`Service`] and its [`ServiceBuilder`], keys ([`KeyId`]), [`Job`]s and
+//!   their [`JobHandle`]s and [`JobOutput`]s, [`Stream`]s, and the [`Metrics`] snapshot;
+//! - [`error`]: the error types, one per operation;
+//! - the job descriptions they take: [`Mode`], [`AesOp`], [`Direction`], [`Padding`].
+//!
+//! For research on scheduling, an API that may change between minor versions:
+//! - [`sched`]: the scheduler core (a sans-IO state machine) and its policies;
+//! - [`sim`]: the simulator and its workloads (the experiments that use them are the
+//!   benchmark binary's, `cryptodispatch-bench`);
+//! - [`packet`]: packets, commands, modes and lengths as the core sees them;
+//! - [`crypto`]: the work of a node, one packet at a time.
+//!
+//! Where the two meet, their defaults differ on purpose: the core's [`Admission`] and
+//! [`Affinity`] default to the paper's first come first served and strict binding, so the
+//! simulator reproduces the paper; a [`Service`] defaults to fair admission and in-flight
+//! binding ([`ServiceBuilder::admission`], [`ServiceBuilder::affinity`]).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

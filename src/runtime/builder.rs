@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use crate::crypto::BLOCK;
 use crate::packet::{ClusterId, NodeId, UnitTimes};
-use crate::runtime::ClusterKind;
-use crate::runtime::engine::{Layout, NodeInfo, Shared};
+use crate::runtime::engine::Engine;
 use crate::runtime::error::BuildError;
-use crate::runtime::handle::Work;
+use crate::runtime::health::MIN_STALL;
+use crate::runtime::ids::ClusterKind;
+use crate::runtime::layout::{Layout, NodeInfo};
 use crate::runtime::service::Service;
-use crate::runtime::supervisor::{self, Worker};
+use crate::runtime::supervisor::{self, NodeThread};
+use crate::runtime::work::PacketData;
 use crate::runtime::worker::WorkerSpec;
 use crate::sched::{
     Admission, Affinity, ClusterConfig, NodeConfig, Policy, PolicySpec, SchedConfig, Scheduler,
@@ -196,7 +198,7 @@ impl ServiceBuilder {
     /// path runs eight blocks at once, so such a job costs about what a serial one (CBC and CFB
     /// encryption, OFB) of an eighth of its length does, and a node runs it no faster than the
     /// submitting thread would (docs/ALGORITHM.md §15.6).
-    pub const PARALLEL_INLINE_FACTOR: usize = 8;
+    pub const PARALLEL_INLINE_FACTOR: usize = crate::runtime::layout::PARALLEL_INLINE_FACTOR;
 
     /// Declares the AES cluster with these nodes.
     pub fn aes_cluster(self, nodes: impl IntoIterator<Item = NodeSpec>) -> Self {
@@ -478,7 +480,7 @@ impl ServiceBuilder {
         // Checked whole first, so that a configuration error names the service's own cluster
         // and node numbers; then each cluster gets a core of its own, with its policy (it runs
         // under its own lock: see `engine.rs`).
-        Scheduler::<Work>::new(config.clone(), &PolicySpec::default())?;
+        Scheduler::<PacketData>::new(config.clone(), &PolicySpec::default())?;
         let policy = match &self.policy {
             PolicyChoice::Spec(spec) => Ok(spec.clone()),
             PolicyChoice::Name(name) => Ok(name.parse::<PolicySpec>()?),
@@ -496,19 +498,19 @@ impl ServiceBuilder {
             });
         }
 
-        let shared = Arc::new(Shared::new(scheds, layout));
+        let engine = Arc::new(Engine::new(scheds, layout));
         let (ready_tx, ready_rx) = mpsc::channel();
         let count = specs.len();
         let mut workers = Vec::with_capacity(count);
         for spec in specs {
-            match supervisor::spawn_worker(&shared, spec.clone(), Some(ready_tx.clone())) {
-                Ok(t) => workers.push(Worker {
+            match supervisor::spawn_worker(&engine, spec.clone(), Some(ready_tx.clone())) {
+                Ok(t) => workers.push(NodeThread {
                     spec,
                     thread: Some(t),
                 }),
                 Err(e) => {
                     // Nothing was submitted: stop and join the workers already started.
-                    shared.drain_and_stop();
+                    engine.drain_and_stop();
                     for w in workers {
                         if let Some(t) = w.thread {
                             let _ = t.join();
@@ -528,22 +530,22 @@ impl ServiceBuilder {
         // The supervisor looks often enough to catch a stall well within its limit.
         let tick = self
             .stall_timeout
-            .map_or(supervisor::MIN_STALL / 5, |t| t / 5)
+            .map_or(MIN_STALL / 5, |t| t / 5)
             .clamp(Duration::from_millis(1), Duration::from_millis(50));
-        let shared2 = Arc::clone(&shared);
+        let engine2 = Arc::clone(&engine);
         let watcher = match thread::Builder::new()
             .name("cdsupervisor".into())
-            .spawn(move || supervisor::run(shared2, workers, tick))
+            .spawn(move || supervisor::run(engine2, workers, tick))
         {
             Ok(t) => t,
             Err(e) => {
-                shared.drain_and_stop();
+                engine.drain_and_stop();
                 return Err(BuildError::Spawn(e.to_string()));
             }
         };
-        let _ = shared.supervisor.set(watcher.thread().clone());
+        let _ = engine.supervisor.set(watcher.thread().clone());
         let threads = vec![watcher];
-        Ok(Service::start(shared, threads))
+        Ok(Service::start(engine, threads))
     }
 }
 

@@ -1,5 +1,5 @@
-//! The state every thread of a service shares, and the engine: per cluster, the scheduler core
-//! plus the queues around it, behind that cluster's own lock.
+//! The engine: the state every thread of a service shares, and per cluster (a shard) the
+//! scheduler core plus the queues around it, behind that cluster's own lock.
 //!
 //! # Design note
 //!
@@ -22,14 +22,15 @@
 //! placement to its node queue, waking the node if it sleeps. A worker, under its cluster's
 //! lock, reports the packet it finished (the core frees the room and may place more), and takes
 //! its next packets. The lock is held for bookkeeping only: cryptography, result delivery and
-//! the state store are outside it. After each turn the holder publishes the queue depths and
-//! unit times to atomic gauges, which is all [`Shared::metrics`] reads: a metrics scrape takes
+//! the state store are outside it, and so is everything user-supplied: wakers, and the job
+//! resolutions that may run them, wait in an [`AfterUnlock`] until the lock is released. After
+//! each turn the holder publishes the queue depths and
+//! unit times to atomic gauges, which is all [`Engine::metrics`] reads: a metrics scrape takes
 //! no lock a submitter or worker waits on.
 //!
 //! A worker reports a packet complete only after its result is delivered and its chaining
 //! state is in the store, so whatever the core places next finds the state it needs.
 
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -39,19 +40,20 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::packet::{ClusterId, Cmd, NodeId, Packet, TaskId};
-use crate::runtime::ClusterKind;
+use crate::packet::{ClusterId, Cmd, NodeId, Packet, TaskId, UnitTimes};
 use crate::runtime::backlog::Backlog;
-
 use crate::runtime::error::JobError;
-use crate::runtime::handle::{Cutting, JobShared, Packets, Work};
+use crate::runtime::hand::NodeHand;
 use crate::runtime::health::NodeHealth;
+use crate::runtime::ids::{ClusterKind, TaskIds};
 use crate::runtime::keys::KeyStore;
+use crate::runtime::layout::Layout;
 use crate::runtime::metrics::{
     ClusterGauges, ClusterMetrics, Metrics, NodeCounters, NodeGauges, NodeMetrics, NodeState,
     ServiceCounters,
 };
 use crate::runtime::store::StateStore;
+use crate::runtime::work::{JobRecord, PacketData, Packets};
 use crate::sched::{Admission, Scheduler};
 
 /// The cluster, as its own core numbers it (a shard's core holds that one cluster).
@@ -62,85 +64,9 @@ const LOCAL: ClusterId = ClusterId(0);
 /// yielding keeps the spin from starving other threads on the core.
 pub(crate) const SPIN: Duration = Duration::from_micros(50);
 
-/// Facts fixed when the service is built.
+/// The engine: everything the service's threads share.
 #[derive(Debug)]
-pub(crate) struct Layout {
-    /// The cluster serving each kind, if the service has one.
-    pub(crate) aes: Option<ClusterId>,
-    pub(crate) ed25519: Option<ClusterId>,
-    /// Per node: its cluster kind, pinned core and slowdown.
-    pub(crate) nodes: Vec<NodeInfo>,
-    /// Per cluster: its kind and largest node capacity.
-    pub(crate) clusters: Vec<(ClusterKind, u64)>,
-    pub(crate) packet_size: usize,
-    pub(crate) receive_queue_len: usize,
-    /// Under fair admission: the bytes a cluster holds waiting for a node (see `backlog`).
-    pub(crate) receive_queue_bytes: u64,
-    /// How long a packet may run before its node counts as stalled; `None`: derived per
-    /// packet from the node's unit times (see `supervisor.rs`).
-    pub(crate) stall_timeout: Option<Duration>,
-    /// The most outputs a stream holds unreceived.
-    pub(crate) stream_outputs: usize,
-    /// AES jobs of one packet of at most this many bytes run on the submitting thread.
-    pub(crate) inline_limit: usize,
-    /// Whether an encryption's padding block rides in its last packet (every AES node can
-    /// hold a packet and a block; see [`Cutting`]).
-    pub(crate) fold_padding: bool,
-}
-
-impl Layout {
-    /// How AES data is cut into packets.
-    pub(crate) fn cutting(&self) -> Cutting {
-        Cutting {
-            packet: self.packet_size,
-            fold: self.fold_padding,
-        }
-    }
-}
-
-/// Task ids for a burst of jobs, taken from the service's counter a block at a time, so that
-/// threads submitting bursts do not write the counter for every job.
-#[derive(Debug, Default)]
-pub(crate) struct TaskIds {
-    next: u64,
-    end: u64,
-}
-
-impl TaskIds {
-    /// Ids taken from the service's counter at once.
-    const BLOCK: u64 = 64;
-
-    pub(crate) fn take(&mut self, shared: &Shared) -> TaskId {
-        if self.next == self.end {
-            self.next = shared.next_tasks(Self::BLOCK);
-            self.end = self.next + Self::BLOCK;
-        }
-        self.next += 1;
-        TaskId(self.next - 1)
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct NodeInfo {
-    pub(crate) kind: ClusterKind,
-    /// The node's cluster (its index in the service's numbering).
-    pub(crate) cluster: ClusterId,
-    pub(crate) core: Option<usize>,
-    pub(crate) slowdown: f64,
-}
-
-impl Layout {
-    pub(crate) fn cluster(&self, kind: ClusterKind) -> Option<ClusterId> {
-        match kind {
-            ClusterKind::Aes => self.aes,
-            ClusterKind::Ed25519 => self.ed25519,
-        }
-    }
-}
-
-/// Everything the service's threads share.
-#[derive(Debug)]
-pub(crate) struct Shared {
+pub(crate) struct Engine {
     /// One per cluster, in the service's cluster order.
     shards: Box<[CachePadded<Shard>]>,
     /// One per node: the worker sleeps here (with its cluster's lock) when its queue is empty.
@@ -164,29 +90,24 @@ pub(crate) struct Shared {
     pub(crate) node_counters: Box<[NodeCounters]>,
     /// Per node: what the supervisor watches (see `supervisor.rs`).
     pub(crate) health: Box<[NodeHealth]>,
+    /// Per node: what its worker has taken and is running.
+    pub(crate) hands: Box<[NodeHand]>,
     /// Where `NodeHealth::busy_since` counts from.
     epoch: Instant,
     /// The supervisor thread, unparked when the service stops.
     pub(crate) supervisor: OnceLock<Thread>,
     next_task: AtomicU64,
-    /// This service's number among the process's services (for [`THREAD_TASK_IDS`]).
+    /// This service's number among the process's services (see `context.rs`).
     serial: u64,
 }
 
-/// Services built so far in the process, to number them.
+/// Services built so far in the process, to number them (from 1; see `context.rs`).
 static SERVICES: AtomicU64 = AtomicU64::new(1);
-
-thread_local! {
-    /// Task ids this thread took from a service's counter and has not used yet: the service's
-    /// serial number, the next id and the end of the block. Threads submitting one job at a
-    /// time then write the shared counter once per block, not once per job.
-    static THREAD_TASK_IDS: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
-}
 
 /// One cluster's part of the engine.
 #[derive(Debug)]
 struct Shard {
-    engine: Mutex<Engine>,
+    engine: Mutex<ClusterState>,
     /// Submitters sleep here while the cluster is full.
     room_cv: Condvar,
     /// `shutdown` sleeps here until nothing of the cluster is left in the system.
@@ -198,11 +119,11 @@ struct Shard {
 
 /// One cluster's engine, under its shard's lock.
 #[derive(Debug)]
-pub(crate) struct Engine {
-    sched: Scheduler<Work>,
-    receive: VecDeque<Packet<Work>>,
+pub(crate) struct ClusterState {
+    sched: Scheduler<PacketData>,
+    receive: VecDeque<Packet<PacketData>>,
     /// Per node of the cluster, by the core's numbering.
-    node_work: Vec<VecDeque<Packet<Work>>>,
+    node_work: Vec<VecDeque<Packet<PacketData>>>,
     sleeping: Vec<bool>,
     /// Packets of the cluster admitted and not yet reported complete.
     in_system: u64,
@@ -218,7 +139,7 @@ pub(crate) struct Engine {
     stopping: bool,
 }
 
-impl Engine {
+impl ClusterState {
     /// Packets admitted and not yet placed on a node, which the receive bound limits: under
     /// first come first served those the core has not accepted yet (its cluster and wait
     /// queues are bounded on their own); under fair admission, where the core accepts every
@@ -287,32 +208,62 @@ pub(crate) enum Wait<'a> {
     Wake(&'a Waker),
 }
 
-/// Wakes `submit_async` futures; called with no lock held, since a waker is user code.
-fn wake_all(wakers: Vec<Waker>) {
-    for w in wakers {
-        w.wake();
+/// What must happen once a cluster's lock is released, since it runs user code (a
+/// `submit_async` future's waker; a job's waker, which resolving a packet may run): nothing
+/// user-supplied runs under the lock.
+#[derive(Default)]
+#[must_use = "wakers and resolutions wait for the lock to be released"]
+struct AfterUnlock {
+    wakers: Vec<Waker>,
+    /// Packets that failed under the lock, to resolve with their errors.
+    failed: Vec<(Arc<JobRecord>, usize, JobError)>,
+}
+
+impl AfterUnlock {
+    fn extend(&mut self, other: AfterUnlock) {
+        self.wakers.extend(other.wakers);
+        self.failed.extend(other.failed);
+    }
+
+    /// Wakes the wakers and resolves the failed packets; called with no lock held. A failed
+    /// packet may have been its chain's last, so nothing else would take the job's chaining
+    /// state out of the store: it goes first, so whoever the job wakes finds the store clean.
+    fn run(self, engine: &Engine) {
+        for w in self.wakers {
+            w.wake();
+        }
+        for (job, part, err) in self.failed {
+            engine.store.remove(job.task);
+            // A job's waker is user code: a panic there must not take the caller down.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                job.part_done(part, Err(err), &engine.counters)
+            }));
+        }
     }
 }
 
-/// Why admission failed.
-pub(crate) enum Refused {
-    Full(Packets),
+/// Why admission failed; `Full` hands back what was not admitted (packets here, a whole job
+/// at the service).
+pub(crate) enum Refused<T> {
+    /// The cluster has no room now.
+    Full(T),
+    /// The service is shutting down.
     ShutDown,
     /// Every node of the cluster is down.
-    NoNodeUp,
+    NoNodeUp(ClusterKind),
 }
 
-impl Shared {
+impl Engine {
     /// The shared state of a service whose cluster `c` is run by `scheds[c]` (a core built
     /// with that one cluster).
-    pub(crate) fn new(scheds: Vec<Scheduler<Work>>, layout: Layout) -> Self {
+    pub(crate) fn new(scheds: Vec<Scheduler<PacketData>>, layout: Layout) -> Self {
         let mut first = 0;
         let shards: Box<[CachePadded<Shard>]> = scheds
             .into_iter()
             .map(|sched| {
                 let nodes = sched.num_nodes();
                 let shard = Shard {
-                    engine: Mutex::new(Engine {
+                    engine: Mutex::new(ClusterState {
                         sched,
                         receive: VecDeque::new(),
                         node_work: (0..nodes).map(|_| VecDeque::new()).collect(),
@@ -338,7 +289,7 @@ impl Shared {
             .collect();
         let nodes = first;
         debug_assert_eq!(nodes, layout.nodes.len());
-        Shared {
+        Engine {
             shards,
             node_cv: (0..nodes)
                 .map(|_| CachePadded::new(Condvar::new()))
@@ -360,6 +311,7 @@ impl Shared {
             counters: ServiceCounters::default(),
             node_counters: (0..nodes).map(|_| NodeCounters::default()).collect(),
             health: (0..nodes).map(|_| NodeHealth::default()).collect(),
+            hands: (0..nodes).map(|_| NodeHand::default()).collect(),
             epoch: Instant::now(),
             supervisor: OnceLock::new(),
             next_task: AtomicU64::new(1),
@@ -377,27 +329,18 @@ impl Shared {
         (shard, NodeId((node.index() - shard.first) as u32))
     }
 
-    fn lock(shard: &Shard) -> MutexGuard<'_, Engine> {
+    fn lock(shard: &Shard) -> MutexGuard<'_, ClusterState> {
         shard.engine.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A task id of this service's, from the calling thread's block of them. Ids are unique
-    /// but not in submission order across threads (nothing orders jobs by id).
+    /// A task id of this service's, from the calling thread's block of them.
     pub(crate) fn next_task(&self) -> TaskId {
-        THREAD_TASK_IDS.with(|ids| {
-            let (serial, mut next, mut end) = ids.get();
-            if serial != self.serial || next == end {
-                next = self.next_tasks(TaskIds::BLOCK);
-                end = next + TaskIds::BLOCK;
-            }
-            ids.set((self.serial, next + 1, end));
-            TaskId(next)
-        })
+        TaskIds::for_thread(self.serial, &self.next_task)
     }
 
-    /// `n` consecutive task ids, the first returned.
-    pub(crate) fn next_tasks(&self, n: u64) -> u64 {
-        self.next_task.fetch_add(n, Ordering::Relaxed)
+    /// A task id from `ids`, a block of this service's that the caller keeps (a burst).
+    pub(crate) fn next_task_from(&self, ids: &mut TaskIds) -> TaskId {
+        ids.take(&self.next_task)
     }
 
     /// Whether a node of `cluster` is up (read without a lock; it may change at once).
@@ -406,7 +349,7 @@ impl Shared {
     }
 
     /// Publishes whether node `node`'s cluster has a node up (with its lock held).
-    fn publish_cluster_down(&self, node: NodeId, e: &Engine) {
+    fn publish_cluster_down(&self, node: NodeId, e: &ClusterState) {
         let cluster = self.layout.nodes[node.index()].cluster;
         self.cluster_down[cluster.index()].store(e.sched.cluster_down(LOCAL), Ordering::Release);
     }
@@ -426,7 +369,7 @@ impl Shared {
         packets: Packets,
         wait: Wait<'_>,
         force: bool,
-    ) -> Result<(), Refused> {
+    ) -> Result<(), Refused<Packets>> {
         let shard = self.shard(cluster);
         let mut e = Self::lock(shard);
         loop {
@@ -434,7 +377,7 @@ impl Shared {
                 return Err(Refused::ShutDown);
             }
             if e.sched.cluster_down(LOCAL) && !force {
-                return Err(Refused::NoNodeUp);
+                return Err(Refused::NoNodeUp(self.layout.clusters[cluster.index()].0));
             }
             if force || e.has_room(&packets, self.layout.receive_queue_len) {
                 break;
@@ -457,9 +400,9 @@ impl Shared {
         self.counters.packets_admitted(packets.len() as u64);
         let before = e.pending();
         e.take_in(packets);
-        let wakers = self.offer(shard, &mut e, before);
+        let after = self.offer(shard, &mut e, before);
         drop(e);
-        wake_all(wakers);
+        after.run(self);
         Ok(())
     }
 
@@ -473,13 +416,13 @@ impl Shared {
         while let Some((cluster, packets)) = jobs.next() {
             let shard = self.shard(cluster);
             let mut e = Self::lock(shard);
-            let mut wakers = Vec::new();
+            let mut after = AfterUnlock::default();
             let mut next = Some(packets);
             while let Some(packets) = next.take() {
                 loop {
                     if e.stopping || e.closing {
                         drop(e);
-                        wake_all(wakers);
+                        after.run(self);
                         return admitted;
                     }
                     if e.has_room(&packets, self.layout.receive_queue_len) {
@@ -487,7 +430,7 @@ impl Shared {
                     }
                     // Let the core take what it can before waiting for room.
                     let before = e.pending();
-                    wakers.extend(self.offer(shard, &mut e, before));
+                    after.extend(self.offer(shard, &mut e, before));
                     if e.has_room(&packets, self.layout.receive_queue_len) {
                         break;
                     }
@@ -501,16 +444,17 @@ impl Shared {
                 next = jobs.next_if(|(c, _)| *c == cluster).map(|(_, p)| p);
             }
             let before = e.pending();
-            wakers.extend(self.offer(shard, &mut e, before));
+            after.extend(self.offer(shard, &mut e, before));
             drop(e);
-            wake_all(wakers);
+            after.run(self);
         }
         admitted
     }
 
     /// Offers the receive queue's packets to the core, oldest first, until it pushes back;
-    /// then moves the placements to their node queues. Returns the wakers of `submit_async`
-    /// futures to wake once the lock is released (no user code runs under it).
+    /// then moves the placements to their node queues. Returns what to do once the lock is
+    /// released (wake `submit_async` futures; resolve packets the core refused): no user code
+    /// runs under the lock.
     ///
     /// `before` is how many packets of the cluster were pending (admitted, not yet on a node)
     /// before the caller's change. Blocked submitters are woken only once a drained cluster
@@ -521,39 +465,41 @@ impl Shared {
     /// ([`Backlog::at_low_water`]). A small job is admitted at once whatever one giant job
     /// holds, so it rarely blocks at all; when many jobs fill the budgets, it waits for a
     /// quarter of them to drain.
-    #[must_use]
-    fn offer(&self, shard: &Shard, e: &mut Engine, before: usize) -> Vec<Waker> {
+    fn offer(&self, shard: &Shard, e: &mut ClusterState, before: usize) -> AfterUnlock {
         // Submission checks cluster and size, so a refusal other than a full cluster is a bug:
         // fail the job rather than lose the packet.
         let mut refused = Vec::new();
-        let Engine { sched, receive, .. } = e;
+        let ClusterState { sched, receive, .. } = e;
         sched.arrive_many(receive, |err| refused.push(err));
+        let mut after = AfterUnlock::default();
         for err in refused {
             let msg = err.to_string();
             let p = err.into_packet();
             e.in_system -= 1;
-            self.finish_part(p.data, Err(JobError::Internal(msg)));
+            e.backlog_remove(p.meta.task, p.meta.len);
+            after
+                .failed
+                .push((p.data.job, p.data.part, JobError::Internal(msg)));
         }
         // Placements first: under fair admission they are what frees room.
         self.route(shard, e);
-        let after = e.pending();
-        let mut wakers = Vec::new();
+        let pending = e.pending();
         let wake = match e.sched.admission() {
-            Admission::Fifo => after <= self.layout.receive_queue_len / 2,
+            Admission::Fifo => pending <= self.layout.receive_queue_len / 2,
             Admission::Fair => {
                 (e.blocked_submitters > 0 || !e.room_wakers.is_empty()) && e.backlog.at_low_water()
             }
         };
-        if after < before && wake {
+        if pending < before && wake {
             shard.room_cv.notify_all();
-            wakers = std::mem::take(&mut e.room_wakers);
+            after.wakers = std::mem::take(&mut e.room_wakers);
         }
         self.publish(shard, e);
-        wakers
+        after
     }
 
     /// Moves the core's placements to the node queues and wakes sleeping nodes.
-    fn route(&self, shard: &Shard, e: &mut Engine) {
+    fn route(&self, shard: &Shard, e: &mut ClusterState) {
         while let Some(d) = e.sched.next_dispatch() {
             let local = d.node.index();
             let n = shard.first + local;
@@ -570,7 +516,7 @@ impl Shared {
     /// Publishes the cluster's queue lengths to the gauges [`metrics`](Self::metrics) reads.
     /// A node's own gauge is published where its queue changes (a placement, a completion, a
     /// failure), so a turn writes the lines of the nodes it touched, not of every node.
-    fn publish(&self, shard: &Shard, e: &Engine) {
+    fn publish(&self, shard: &Shard, e: &ClusterState) {
         let g = &shard.gauges;
         g.receive_queue.store(e.receive.len(), Ordering::Relaxed);
         g.cluster_queue
@@ -584,7 +530,7 @@ impl Shared {
     }
 
     /// Publishes node `local`'s queue (packets and bytes placed, not complete) to its gauge.
-    fn publish_node(&self, shard: &Shard, e: &Engine, local: usize) {
+    fn publish_node(&self, shard: &Shard, e: &ClusterState, local: usize) {
         let st = e.sched.node(NodeId(local as u32));
         self.node_gauges[shard.first + local].set_queue(st.queued_packets(), st.queued_bytes());
     }
@@ -601,7 +547,7 @@ impl Shared {
     /// core, which forgot those packets when the node went down. A worker calling in while its
     /// node is down survived the failure (a stall) or replaced the failed one: the node
     /// rejoins.
-    pub(crate) fn exchange(
+    pub(crate) fn worker_turn(
         &self,
         node: NodeId,
         generation: &mut u64,
@@ -620,7 +566,7 @@ impl Shared {
         }
         let current = health.generation.load(Ordering::Acquire);
         let finished = health.unreported.swap(0, Ordering::AcqRel);
-        let mut wakers = Vec::new();
+        let mut after = AfterUnlock::default();
         if finished > 0 {
             let before = e.pending();
             if *generation == current {
@@ -631,7 +577,7 @@ impl Shared {
                 self.publish_node(shard, &e, l);
             }
             e.in_system -= finished;
-            wakers = self.offer(shard, &mut e, before);
+            after = self.offer(shard, &mut e, before);
         }
         if health.is_down() && !e.stopping {
             // Back, the node takes what waits, up to its room: wake submitters as any drain does
@@ -640,21 +586,21 @@ impl Shared {
             let _ = e.sched.node_up(local);
             health.down.store(false, Ordering::Release);
             self.publish_cluster_down(node, &e);
-            wakers.extend(self.offer(shard, &mut e, before));
+            after.extend(self.offer(shard, &mut e, before));
         }
         *generation = current;
         if e.in_system == 0 {
             shard.idle_cv.notify_all();
         }
-        if !wakers.is_empty() {
+        if !(after.wakers.is_empty() && after.failed.is_empty()) {
             drop(e);
-            wake_all(wakers);
+            after.run(self);
             e = Self::lock(shard);
         }
         loop {
             if !e.node_work[l].is_empty() {
                 let take = e.node_work[l].len().min(max.max(1));
-                health.hand().extend(e.node_work[l].drain(..take));
+                self.hands[n].waiting().extend(e.node_work[l].drain(..take));
                 self.queued[n].store(e.node_work[l].len(), Ordering::Relaxed);
                 return true;
             }
@@ -682,16 +628,9 @@ impl Shared {
         }
     }
 
-    /// How long, in nanoseconds, a packet expected to take `expected_ns` may run before its
-    /// node counts as stalled (see `supervisor.rs`).
-    pub(crate) fn stall_limit(&self, expected_ns: f64) -> u64 {
-        let limit = match self.layout.stall_timeout {
-            Some(d) => d,
-            None => crate::runtime::supervisor::MIN_STALL.max(Duration::from_secs_f64(
-                (expected_ns * crate::runtime::supervisor::STALL_FACTOR / 1e9).clamp(0.0, 3600.0),
-            )),
-        };
-        u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX)
+    /// This service's number among the process's services (see `context.rs`).
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// Nanoseconds since the service started (for [`NodeHealth::busy_since`]).
@@ -722,7 +661,7 @@ impl Shared {
         let (shard, local) = self.node_shard(node);
         let health = &self.health[n];
         let mut e = Self::lock(shard);
-        let running = std::mem::take(&mut *health.running());
+        let running = std::mem::take(&mut *self.hands[n].running());
         if !dead && running.is_empty() {
             return false;
         }
@@ -736,7 +675,7 @@ impl Shared {
         let _ = e.sched.node_down(local);
         self.publish_cluster_down(node, &e);
         self.publish_node(shard, &e, local.index());
-        let mut back: Vec<Packet<Work>> = health.hand().drain(..).collect();
+        let mut back: Vec<Packet<PacketData>> = self.hands[n].waiting().drain(..).collect();
         back.extend(e.node_work[local.index()].drain(..));
         self.queued[n].store(0, Ordering::Relaxed);
         if dead {
@@ -744,7 +683,7 @@ impl Shared {
             // node; only the count of packets in the system is left to settle.
             e.in_system -= health.unreported.swap(0, Ordering::AcqRel);
         }
-        let mut failed: Vec<(Arc<JobShared>, usize, JobError)> = running
+        let mut failed: Vec<(Arc<JobRecord>, usize, JobError)> = running
             .into_iter()
             .map(|(job, part)| (job, part, JobError::NodeFailed(node)))
             .collect();
@@ -766,40 +705,22 @@ impl Shared {
             e.sched.requeue(back);
             self.route(shard, &mut e);
         }
-        let mut wakers = self.offer(shard, &mut e, before);
+        let mut after = self.offer(shard, &mut e, before);
+        after.failed.append(&mut failed);
         // Every waiting submitter looks again: room may have freed, or the cluster is down and
         // they get `NoNodeUp`.
-        wakers.append(&mut e.room_wakers);
+        after.wakers.append(&mut e.room_wakers);
         if e.in_system == 0 {
             shard.idle_cv.notify_all();
         }
         drop(e);
         shard.room_cv.notify_all();
-        wake_all(wakers);
-        for (job, part, err) in failed {
-            // The failed packet may have been its chain's last: nothing else would take the
-            // job's chaining state out of the store. Before the job resolves, so whoever it
-            // wakes finds the store clean.
-            self.store.remove(job.task);
-            // A job's waker is user code: a panic there must not take the supervisor down.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                job.part_done(part, Err(err), &self.counters)
-            }));
-        }
+        after.run(self);
         true
     }
 
-    /// Delivers one packet's result to its job and counts the job if this finished it.
-    pub(crate) fn finish_part(
-        &self,
-        work: Work,
-        result: Result<crate::runtime::handle::PartOutput, JobError>,
-    ) {
-        work.job.part_done(work.part, result, &self.counters);
-    }
-
     /// Sets a node's unit times (after calibration).
-    pub(crate) fn set_unit_times(&self, node: NodeId, times: crate::packet::UnitTimes) {
+    pub(crate) fn set_unit_times(&self, node: NodeId, times: UnitTimes) {
         let (shard, local) = self.node_shard(node);
         let mut e = Self::lock(shard);
         for cmd in Cmd::ALL {
@@ -814,13 +735,16 @@ impl Shared {
     pub(crate) fn close(&self) {
         self.closing.store(true, Ordering::Release);
         for shard in self.shards.iter() {
-            let wakers = {
-                let mut e = Self::lock(shard);
-                e.closing = true;
-                std::mem::take(&mut e.room_wakers)
+            let after = AfterUnlock {
+                wakers: {
+                    let mut e = Self::lock(shard);
+                    e.closing = true;
+                    std::mem::take(&mut e.room_wakers)
+                },
+                failed: Vec::new(),
             };
             shard.room_cv.notify_all();
-            wake_all(wakers);
+            after.run(self);
         }
     }
 
@@ -849,7 +773,7 @@ impl Shared {
     }
 }
 
-impl Shared {
+impl Engine {
     /// A snapshot of every counter and queue depth. It reads atomics only: no lock a
     /// submitter or a worker waits on.
     pub(crate) fn metrics(&self) -> Metrics {

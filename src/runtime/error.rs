@@ -6,7 +6,8 @@ use thiserror::Error;
 
 use crate::crypto::CryptoError;
 use crate::packet::{NodeId, TaskId};
-use crate::runtime::{ClusterKind, Job, KeyId};
+use crate::runtime::ids::{ClusterKind, KeyId};
+use crate::runtime::job::Job;
 use crate::sched::ConfigError;
 
 /// Why a [`Service`](crate::runtime::Service) could not be built.

@@ -1,13 +1,29 @@
-//! What the supervisor watches of each node, and what a worker publishes for it: whether the
-//! node is up, what it is running and since when, the packets it has taken and not started, and
-//! the completions it has not reported yet. See `supervisor.rs` for the protocol.
+//! What the supervisor judges a node by (see `supervisor.rs` for the protocol): whether it is
+//! up, its failure counts, what its worker has finished and not reported, and since when its
+//! running packets run; and the stall rule, how long they may.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
-use crate::packet::Packet;
-use crate::runtime::handle::{JobShared, Work};
+/// The least stall limit when none is set: a packet running this long is stalled whatever its
+/// size.
+pub(crate) const MIN_STALL: Duration = Duration::from_millis(250);
+
+/// How many times its expected service time a packet may take before its node is stalled.
+pub(crate) const STALL_FACTOR: f64 = 20.0;
+
+/// How long, in nanoseconds, a packet expected to take `expected_ns` may run before its node
+/// counts as stalled: the builder's `timeout` if set, otherwise [`STALL_FACTOR`] times the
+/// expected time and at least [`MIN_STALL`] (a slow node is not a stalled one).
+pub(crate) fn stall_limit(timeout: Option<Duration>, expected_ns: f64) -> u64 {
+    let limit = match timeout {
+        Some(d) => d,
+        None => MIN_STALL.max(Duration::from_secs_f64(
+            (expected_ns * STALL_FACTOR / 1e9).clamp(0.0, 3600.0),
+        )),
+    };
+    u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX)
+}
 
 /// One node's health record, shared by its worker, the engine and the supervisor.
 #[derive(Default)]
@@ -31,23 +47,9 @@ pub(crate) struct NodeHealth {
     pub(crate) busy_limit: AtomicU64,
     /// Packets resolved (delivered) and not yet reported to the scheduler core.
     pub(crate) unreported: AtomicU64,
-    /// The packets running (one, or a lane set): their jobs and parts. Whoever takes them
-    /// resolves the packets: the worker when it finishes, or the supervisor when the node
-    /// fails first (the worker's late results are then discarded).
-    pub(crate) running: Mutex<Vec<(Arc<JobShared>, usize)>>,
-    /// Packets the worker took from its node queue and has not started.
-    pub(crate) hand: Mutex<VecDeque<Packet<Work>>>,
 }
 
 impl NodeHealth {
-    pub(crate) fn running(&self) -> MutexGuard<'_, Vec<(Arc<JobShared>, usize)>> {
-        self.running.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn hand(&self) -> MutexGuard<'_, VecDeque<Packet<Work>>> {
-        self.hand.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     pub(crate) fn is_down(&self) -> bool {
         self.down.load(Ordering::Acquire)
     }
@@ -60,5 +62,19 @@ impl std::fmt::Debug for NodeHealth {
             .field("failures", &self.failures.load(Ordering::Relaxed))
             .field("restarts", &self.restarts.load(Ordering::Relaxed))
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stall_limit_is_the_timeout_or_a_multiple_of_the_expected_time() {
+        let ms = |n: u64| n * 1_000_000;
+        assert_eq!(stall_limit(Some(Duration::from_millis(7)), 1e12), ms(7));
+        assert_eq!(stall_limit(None, 1.0), ms(250), "at least MIN_STALL");
+        assert_eq!(stall_limit(None, 1e9), ms(20_000), "20 times one second");
+        assert_eq!(stall_limit(None, f64::INFINITY), 3_600_000_000_000);
     }
 }

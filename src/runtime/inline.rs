@@ -8,7 +8,7 @@
 //! the service counts it in `Metrics::jobs_inline` (and as one packet admitted and resolved).
 //!
 //! Two entry points. [`check`] takes a plain AES job (not GCM) straight from the [`Job`], so
-//! `submit` and `submit_burst` pay for no packet, shared record or key reference of their own:
+//! `submit` and `submit_burst` pay for no packet, job record or key reference of their own:
 //! a burst looks each run of jobs with the same key up once. [`run_prepared`] runs a job that
 //! was cut into its one packet already (GCM jobs, `try_submit`, `submit_async`).
 
@@ -21,16 +21,16 @@ use zeroize::Zeroize;
 
 use crate::crypto::{AesKey, AesOp, ChainState};
 use crate::packet::{ClusterId, PacketMeta, TaskId};
-use crate::runtime::engine::Shared;
+use crate::runtime::cut::{aes_buffer_len, aes_packet_count, make_padding_room};
+use crate::runtime::engine::Engine;
 use crate::runtime::error::{JobError, SubmitError};
-use crate::runtime::handle::{
-    JobHandle, JobOutput, JobShared, Work, aes_buffer_len, aes_packet_count, assemble_one,
-    make_padding_room,
-};
-use crate::runtime::job::{Job, JobKind};
-use crate::runtime::keys::{KeyMaterial, KeysRead, wrong_kind};
-use crate::runtime::worker;
-use crate::runtime::{ClusterKind, KeyId, ServiceBuilder};
+use crate::runtime::exec;
+use crate::runtime::handle::JobHandle;
+use crate::runtime::ids::{ClusterKind, KeyId};
+use crate::runtime::job::{Job, JobKind, JobOutput};
+use crate::runtime::keys::KeysRead;
+use crate::runtime::layout::PARALLEL_INLINE_FACTOR;
+use crate::runtime::work::{JobRecord, PacketData, assemble_one};
 
 /// The AES keys a submission has looked up, so that a burst of jobs under one key looks it up
 /// once. It lives only as long as the submission, so a removed key is never kept.
@@ -73,20 +73,13 @@ impl<'r> KeyCache<'r> {
 
     /// Where the AES key `id` is in the cache, looked up (as `prepare` would, with the same
     /// errors) if it is not there yet.
-    fn aes(&mut self, shared: &Shared, id: KeyId) -> Result<usize, SubmitError> {
+    fn aes(&mut self, engine: &Engine, id: KeyId) -> Result<usize, SubmitError> {
         if let Some(at) = self.keys.iter().rposition(|(cached, _)| *cached == id) {
             return Ok(at);
         }
         let key = match self.registry {
-            Some(registry) => match registry.get(id) {
-                Some(KeyMaterial::Aes(key)) => KeyRef::Held(key),
-                Some(other) => return Err(wrong_kind(id, "an AES key", other)),
-                None => return Err(SubmitError::UnknownKey(id)),
-            },
-            None => match shared.keys.lookup(id)? {
-                KeyMaterial::Aes(key) => KeyRef::Shared(key),
-                other => return Err(wrong_kind(id, "an AES key", &other)),
-            },
+            Some(registry) => KeyRef::Held(registry.aes(id)?),
+            None => KeyRef::Shared(engine.keys.aes(id)?),
         };
         self.keys.push((id, key));
         Ok(self.keys.len() - 1)
@@ -107,24 +100,24 @@ pub(crate) struct SmallJob {
 
 /// Whether the service would run a job of one packet of `bytes` (padding included) of
 /// `cluster` on the submitting thread: within the inline limit (for a `parallel` AES operation,
-/// [`ServiceBuilder::PARALLEL_INLINE_FACTOR`] times it), while the service takes jobs and a node
+/// [`PARALLEL_INLINE_FACTOR`] times it), while the service takes jobs and a node
 /// of the cluster is up (otherwise admission refuses the job as it would any). The callers
 /// check that the job is one packet.
-pub(crate) fn allowed(shared: &Shared, cluster: ClusterId, bytes: usize, parallel: bool) -> bool {
-    let limit = shared.layout.inline_limit;
+pub(crate) fn allowed(engine: &Engine, cluster: ClusterId, bytes: usize, parallel: bool) -> bool {
+    let limit = engine.layout.inline_limit;
     let reach = if parallel {
-        limit.saturating_mul(ServiceBuilder::PARALLEL_INLINE_FACTOR)
+        limit.saturating_mul(PARALLEL_INLINE_FACTOR)
     } else {
         limit
     };
-    limit > 0 && bytes <= reach && !shared.is_closing() && shared.cluster_up(cluster)
+    limit > 0 && bytes <= reach && !engine.is_closing() && engine.cluster_up(cluster)
 }
 
 /// Checks a job for the inline path: `Ok(Ok(_))` a plain AES job that runs there, `Ok(Err(job))`
 /// a job that goes to a node (given back untouched), `Err(_)` a malformed job, refused with the
 /// error `submit` would give.
 pub(crate) fn check(
-    shared: &Shared,
+    engine: &Engine,
     job: Job,
     keys: &mut KeyCache,
     task: TaskId,
@@ -133,12 +126,12 @@ pub(crate) fn check(
         JobKind::Aes { op, data, .. } => (*op, data.len()),
         _ => return Ok(Err(job)),
     };
-    let Some(cluster) = shared.layout.cluster(ClusterKind::Aes) else {
+    let Some(cluster) = engine.layout.cluster(ClusterKind::Aes) else {
         return Ok(Err(job));
     };
-    if aes_packet_count(op, len, shared.layout.cutting(), true) != 1
+    if aes_packet_count(op, len, engine.layout.cutting(), true) != 1
         || !allowed(
-            shared,
+            engine,
             cluster,
             aes_buffer_len(op, len, true),
             !op.is_serial(),
@@ -149,7 +142,7 @@ pub(crate) fn check(
     let JobKind::Aes { key, iv, data, .. } = job.kind else {
         unreachable!("matched above");
     };
-    let key = keys.aes(shared, key)?;
+    let key = keys.aes(engine, key)?;
     op.check_job_len(len)?;
     let state = ChainState::for_mode(op.mode, &iv)?;
     Ok(Ok(SmallJob {
@@ -208,12 +201,12 @@ impl Finished {
 
 /// Runs a job already cut into its one packet (the caller checked [`allowed`]).
 pub(crate) fn run_prepared(
-    shared: &Shared,
-    job: Arc<JobShared>,
+    engine: &Engine,
+    job: Arc<JobRecord>,
     meta: PacketMeta,
-    work: Work,
+    work: PacketData,
 ) -> Finished {
-    let Work {
+    let PacketData {
         mut data,
         msg_len,
         start,
@@ -221,7 +214,7 @@ pub(crate) fn run_prepared(
     } = work;
     // A single packet is its job's last, so the state store is not involved.
     let ran = catch_unwind(AssertUnwindSafe(|| {
-        worker::execute(&shared.store, &job, &meta, &mut data, msg_len, start)
+        exec::execute(&engine.store, &job, &meta, &mut data, msg_len, start)
     }));
     let outcome = settle(ran, &mut data).map(assemble_one);
     Finished {

@@ -1,16 +1,17 @@
-//! Jobs as the application describes them: what to do, with which key, on which data. A
-//! submitted job becomes a [`JobHandle`](crate::runtime::JobHandle) (see `handle.rs`).
+//! Jobs as the application describes them: what to do, with which key, on which data; and
+//! what a finished job gives back ([`JobOutput`]). A submitted job becomes a
+//! [`JobHandle`](crate::runtime::JobHandle) (see `handle.rs`).
 
 use std::fmt;
 
 use smallvec::SmallVec;
 
 use crate::crypto::{
-    AesOp, CryptoError, Direction, MAX_AAD_LEN, NONCE_LEN, Padding, Tag, check_nonce, check_tag,
-    check_text_len, padded_len,
+    AesOp, CryptoError, Direction, MAX_AAD_LEN, NONCE_LEN, Padding, SIGNATURE_LEN, Tag,
+    check_nonce, check_tag, check_text_len, padded_len,
 };
 use crate::packet::Mode;
-use crate::runtime::KeyId;
+use crate::runtime::ids::KeyId;
 
 /// An IV or a nonce as a job carries it: held inline (no allocation of its own) up to one
 /// block, so that a small job costs one allocation, its data, and its IV is read with the job.
@@ -291,6 +292,70 @@ impl Job {
             JobKind::Aes { data, .. } | JobKind::Gcm(GcmRequest { data, .. }) => data,
             JobKind::Sign { msg, .. } | JobKind::Verify { msg, .. } => msg,
             JobKind::VerifyBatch { items } => items.into_iter().flat_map(|(_, m, _)| m).collect(),
+        }
+    }
+}
+
+/// What a finished job gives back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JobOutput {
+    /// The ciphertext or plaintext of an AES job; the plaintext of a GCM decryption whose tag
+    /// verified.
+    Data(Vec<u8>),
+    /// A GCM encryption: the ciphertext (as long as the plaintext) and the 16-byte tag.
+    Sealed {
+        /// The ciphertext.
+        ciphertext: Vec<u8>,
+        /// The authentication tag.
+        tag: Tag,
+    },
+    /// An Ed25519 signature.
+    Signature([u8; SIGNATURE_LEN]),
+    /// Whether an Ed25519 signature verified.
+    Verified(bool),
+    /// Whether each signature of a batch verified, in order.
+    VerifiedBatch(Vec<bool>),
+}
+
+impl JobOutput {
+    /// The data of an AES job.
+    pub fn into_data(self) -> Option<Vec<u8>> {
+        match self {
+            JobOutput::Data(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The ciphertext and tag of a GCM encryption.
+    pub fn into_sealed(self) -> Option<(Vec<u8>, Tag)> {
+        match self {
+            JobOutput::Sealed { ciphertext, tag } => Some((ciphertext, tag)),
+            _ => None,
+        }
+    }
+
+    /// The signature of a sign job.
+    pub fn signature(&self) -> Option<[u8; SIGNATURE_LEN]> {
+        match self {
+            JobOutput::Signature(s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// The answer of a verify job.
+    pub fn verified(&self) -> Option<bool> {
+        match self {
+            JobOutput::Verified(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The answers of a batch verify job.
+    pub fn verified_batch(self) -> Option<Vec<bool>> {
+        match self {
+            JobOutput::VerifiedBatch(v) => Some(v),
+            _ => None,
         }
     }
 }

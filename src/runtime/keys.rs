@@ -14,19 +14,19 @@ use rustc_hash::FxHashMap;
 use zeroize::Zeroizing;
 
 use crate::crypto::{AesKey, SigningKey, VerifyingKey};
-use crate::runtime::KeyId;
 use crate::runtime::error::{KeyError, SubmitError};
+use crate::runtime::ids::KeyId;
 
 /// What a registered key is. Cloning shares the key, it does not copy its bytes.
 #[derive(Debug, Clone)]
-pub(crate) enum KeyMaterial {
+enum KeyMaterial {
     Aes(Arc<AesKey>),
     Signing(Arc<SigningKey>),
     Verifying(VerifyingKey),
 }
 
 impl KeyMaterial {
-    pub(crate) fn describe(&self) -> &'static str {
+    fn describe(&self) -> &'static str {
         match self {
             KeyMaterial::Aes(_) => "an AES key",
             KeyMaterial::Signing(_) => "an Ed25519 signing key",
@@ -36,7 +36,7 @@ impl KeyMaterial {
 }
 
 /// The error for a job naming a key of the wrong kind.
-pub(crate) fn wrong_kind(key: KeyId, expected: &'static str, got: &KeyMaterial) -> SubmitError {
+fn wrong_kind(key: KeyId, expected: &'static str, got: &KeyMaterial) -> SubmitError {
     SubmitError::WrongKeyKind {
         key,
         expected,
@@ -44,13 +44,45 @@ pub(crate) fn wrong_kind(key: KeyId, expected: &'static str, got: &KeyMaterial) 
     }
 }
 
+/// A job's key, looked up: `Ok` if it is of the kind the job needs, the submission's error
+/// otherwise (unknown, or of another kind). Every submission path looks keys up through these.
+impl KeyMaterial {
+    /// An AES key.
+    fn aes(&self, id: KeyId) -> Result<&Arc<AesKey>, SubmitError> {
+        match self {
+            KeyMaterial::Aes(k) => Ok(k),
+            other => Err(wrong_kind(id, "an AES key", other)),
+        }
+    }
+
+    /// An Ed25519 signing key.
+    fn signing(&self, id: KeyId) -> Result<&Arc<SigningKey>, SubmitError> {
+        match self {
+            KeyMaterial::Signing(k) => Ok(k),
+            other => Err(wrong_kind(id, "an Ed25519 signing key", other)),
+        }
+    }
+
+    /// An Ed25519 public key: a verifying key, or a signing key's public half.
+    fn public(&self, id: KeyId) -> Result<VerifyingKey, SubmitError> {
+        match self {
+            KeyMaterial::Verifying(k) => Ok(*k),
+            KeyMaterial::Signing(k) => Ok(k.verifying_key()),
+            other => Err(wrong_kind(id, "an Ed25519 key", other)),
+        }
+    }
+}
+
 /// The registry read-locked ([`KeyStore::read`]).
 pub(crate) struct KeysRead<'a>(ShardedLockReadGuard<'a, FxHashMap<KeyId, KeyMaterial>>);
 
 impl KeysRead<'_> {
-    /// The key `id`, borrowed.
-    pub(crate) fn get(&self, id: KeyId) -> Option<&KeyMaterial> {
-        self.0.get(&id)
+    /// The AES key `id`, borrowed.
+    pub(crate) fn aes(&self, id: KeyId) -> Result<&AesKey, SubmitError> {
+        match self.0.get(&id) {
+            Some(key) => key.aes(id).map(|k| &**k),
+            None => Err(SubmitError::UnknownKey(id)),
+        }
     }
 }
 
@@ -108,7 +140,7 @@ impl KeyStore {
         KeysRead(self.keys.read().unwrap_or_else(|e| e.into_inner()))
     }
 
-    pub(crate) fn get(&self, id: KeyId) -> Option<KeyMaterial> {
+    fn get(&self, id: KeyId) -> Option<KeyMaterial> {
         self.keys
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -116,8 +148,23 @@ impl KeyStore {
             .cloned()
     }
 
-    pub(crate) fn lookup(&self, id: KeyId) -> Result<KeyMaterial, SubmitError> {
+    fn lookup(&self, id: KeyId) -> Result<KeyMaterial, SubmitError> {
         self.get(id).ok_or(SubmitError::UnknownKey(id))
+    }
+
+    /// The AES key `id`, shared.
+    pub(crate) fn aes(&self, id: KeyId) -> Result<Arc<AesKey>, SubmitError> {
+        self.lookup(id)?.aes(id).cloned()
+    }
+
+    /// The Ed25519 signing key `id`, shared.
+    pub(crate) fn signing(&self, id: KeyId) -> Result<Arc<SigningKey>, SubmitError> {
+        self.lookup(id)?.signing(id).cloned()
+    }
+
+    /// The Ed25519 public key of `id` (a verifying key, or a signing key's public half).
+    pub(crate) fn public(&self, id: KeyId) -> Result<VerifyingKey, SubmitError> {
+        self.lookup(id)?.public(id)
     }
 
     pub(crate) fn verifying_key(&self, id: KeyId) -> Result<VerifyingKey, KeyError> {

@@ -15,7 +15,7 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::packet::{Cmd, NodeId, UnitTimes};
-use crate::runtime::ClusterKind;
+use crate::runtime::ids::ClusterKind;
 
 /// Per-node counters, written by the node's worker only.
 #[derive(Debug, Default)]

@@ -1,71 +1,78 @@
 //! The threaded runtime: a [`Service`] whose nodes are worker threads pinned to cores, driven by
 //! the scheduler core of [`sched`](crate::sched).
 //!
-//! - [`builder`](ServiceBuilder): clusters, nodes (core, capacity, slowdown, unit times),
-//!   policy, queue sizes, packet size;
-//! - keys: registered once, used by [`KeyId`];
-//! - jobs: [`Job`] in, [`JobHandle`] out (blocking `wait`, or `.await`);
-//! - [`Stream`]: a chained job fed chunk by chunk;
-//! - [`Metrics`]: a snapshot of the counters;
-//! - the engine (private): per cluster, its core, receive queue and node queues behind its lock;
-//! - the workers (private): calibration, the packet loop, slowdown emulation;
-//! - the intermediate state store (private): chaining state between packets.
+//! What an offload user needs: the [`Service`] and its [`ServiceBuilder`] (clusters, nodes,
+//! policy, queue sizes, packet size), keys registered once and used by [`KeyId`], [`Job`]s in
+//! and [`JobHandle`]s out (blocking `wait`, or `.await`), [`Stream`]s for chained jobs fed chunk
+//! by chunk, the errors, and a [`Metrics`] snapshot.
+//!
+//! # Layout
+//!
+//! The files stand in one dependency order: each imports only files above it in this list
+//! (`tests/layers.rs` checks it), so following a job from [`Service::submit`] to its output
+//! never doubles back.
+//!
+//! 1. Leaves: `context` (is this thread a worker, and of which service), `ids` (key ids,
+//!    cluster kinds, task ids), `job` (a job and its output), `error`, `keys` (the registry),
+//!    `store` (chaining state between packets), `backlog` (what waits per job under fair
+//!    admission), `metrics`, `fault` (injected faults), `health` (what the supervisor judges a
+//!    node by, and the stall rule).
+//! 2. `work`: the job record every packet points to, and the data a packet carries.
+//! 3. `cut`: cutting a job's data into packets; `layout`: the facts fixed at build time.
+//! 4. `handle`: the handle an application waits on; `hand`: what a node's worker has taken
+//!    and is running.
+//! 5. `exec`: running a packet, a chain run or a lane set, on whatever thread calls (no
+//!    threads of its own).
+//! 6. `engine`: per cluster, the scheduler core and its queues behind one lock; admission,
+//!    a worker's turn, taking a failed node out.
+//! 7. `worker`: a node's thread loop (calibration, slowdown); `supervisor`: the thread that
+//!    watches the nodes and restarts a failed worker.
+//! 8. `inline`: small jobs run on the submitting thread; `stream`: chained jobs fed chunk by
+//!    chunk.
+//! 9. `service`: the public [`Service`]; `builder`: [`ServiceBuilder`], which starts one.
 
-use std::fmt;
+mod context;
+mod ids;
+mod job;
 
 mod backlog;
-mod builder;
-mod engine;
 mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
-mod handle;
 mod health;
-mod inline;
-mod job;
 mod keys;
-mod lanes;
 mod metrics;
-mod service;
 mod store;
-mod stream;
+
+mod work;
+
+mod cut;
+mod layout;
+
+mod hand;
+mod handle;
+
+mod exec;
+
+mod engine;
+
 mod supervisor;
 mod worker;
+
+mod inline;
+mod stream;
+
+mod service;
+
+mod builder;
 
 pub use builder::{NodeSpec, ServiceBuilder};
 pub use error::{BuildError, JobError, KeyError, SubmitError, TrySubmitError};
 #[cfg(feature = "fault-injection")]
 pub use fault::Fault;
-pub use handle::{JobHandle, JobOutput};
-pub use job::Job;
+pub use handle::JobHandle;
+pub use ids::{ClusterKind, KeyId};
+pub use job::{Job, JobOutput};
 pub use metrics::{ClusterMetrics, Metrics, NodeMetrics, NodeState};
 pub use service::{Service, SubmitFuture};
 pub use stream::{Stream, StreamReceiver, StreamSender, TryPushError};
-
-/// The kinds of cluster a service can have: one per algorithm family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ClusterKind {
-    /// AES-128/192/256 in ECB, CBC, OFB, CFB-128 and CTR, and AES-GCM; both directions.
-    Aes,
-    /// Ed25519 signing and verification.
-    Ed25519,
-}
-
-impl fmt::Display for ClusterKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ClusterKind::Aes => "AES",
-            ClusterKind::Ed25519 => "Ed25519",
-        })
-    }
-}
-
-/// A handle to a registered key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct KeyId(pub(crate) u64);
-
-impl fmt::Display for KeyId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "key {}", self.0)
-    }
-}

@@ -10,23 +10,19 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 
-use crate::crypto::CryptoError;
-use crate::crypto::{AesOp, ChainState, Direction, KEY_LEN, Padding, SIGNATURE_LEN};
-use crate::packet::Mode;
-use crate::packet::{ClusterId, Cmd, Packet, PacketMeta, TaskId};
-use crate::runtime::ClusterKind;
-use crate::runtime::KeyId;
-use crate::runtime::engine::{Refused, Shared, TaskIds, Wait};
+use crate::crypto::{AesOp, ChainState, CryptoError, Direction, KEY_LEN, Padding, SIGNATURE_LEN};
+use crate::packet::{ClusterId, Cmd, Mode, Packet, PacketMeta, TaskId};
+use crate::runtime::context;
+use crate::runtime::cut::{aes_packet_count, bytes_mut, cut_aes};
+use crate::runtime::engine::{Engine, Refused, Wait};
 use crate::runtime::error::{KeyError, SubmitError, TrySubmitError};
-use crate::runtime::handle::{
-    JobHandle, JobShared, JobWork, Packets, Work, aes_packet_count, bytes_mut, cut_aes,
-};
+use crate::runtime::handle::JobHandle;
+use crate::runtime::ids::{ClusterKind, KeyId, TaskIds};
 use crate::runtime::inline::{self, KeyCache, SmallJob};
 use crate::runtime::job::{GcmRequest, Iv, Job, JobKind};
-use crate::runtime::keys::{KeyMaterial, wrong_kind};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::stream::Stream;
-use crate::runtime::worker;
+use crate::runtime::work::{JobRecord, Operation, PacketData, Packets};
 
 /// A running crypto offload service: a pool of pinned worker threads ("nodes") in clusters, fed
 /// by the scheduler core.
@@ -36,24 +32,24 @@ use crate::runtime::worker;
 /// already submitted still completes, then the workers stop. See the [crate docs](crate) for a
 /// walk-through.
 pub struct Service {
-    shared: Arc<Shared>,
+    engine: Arc<Engine>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl fmt::Debug for Service {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Service")
-            .field("nodes", &self.shared.layout.nodes.len())
-            .field("packet_size", &self.shared.layout.packet_size)
+            .field("nodes", &self.engine.layout.nodes.len())
+            .field("packet_size", &self.engine.layout.packet_size)
             .finish_non_exhaustive()
     }
 }
 
-/// A job cut into packets, not yet admitted.
-struct Prepared {
+/// A job checked and cut into packets, not yet admitted.
+struct CutJob {
     cluster: ClusterId,
     packets: Packets,
-    job: Arc<JobShared>,
+    job: Arc<JobRecord>,
     origin: Origin,
 }
 
@@ -61,26 +57,19 @@ struct Prepared {
 enum Burst {
     Small(SmallJob),
     /// Boxed: a prepared job is several times the size of a small one.
-    Node(Box<Prepared>),
+    Node(Box<CutJob>),
 }
 
 /// Signatures per packet of a batch verification: about where `ed25519-dalek`'s batch
 /// verification stops gaining per signature.
 const BATCH: usize = 64;
 
-/// Why a prepared job was not admitted.
-enum Refusal {
-    ShutDown,
-    NoNodeUp(ClusterKind),
-    Full(Box<Prepared>),
-}
-
 /// The future [`Service::submit_async`] returns: resolves to the job's handle once the job is
 /// admitted.
 #[must_use = "a future does nothing unless polled"]
 pub struct SubmitFuture<'a> {
     service: &'a Service,
-    pending: Option<Result<Prepared, SubmitError>>,
+    pending: Option<Result<CutJob, SubmitError>>,
 }
 
 impl fmt::Debug for SubmitFuture<'_> {
@@ -102,9 +91,9 @@ impl Future for SubmitFuture<'_> {
         };
         match self.service.admit(prepared, Wait::Wake(cx.waker())) {
             Ok(handle) => Poll::Ready(Ok(handle)),
-            Err(Refusal::ShutDown) => Poll::Ready(Err(SubmitError::ShutDown)),
-            Err(Refusal::NoNodeUp(kind)) => Poll::Ready(Err(SubmitError::NoNodeUp(kind))),
-            Err(Refusal::Full(p)) => {
+            Err(Refused::ShutDown) => Poll::Ready(Err(SubmitError::ShutDown)),
+            Err(Refused::NoNodeUp(kind)) => Poll::Ready(Err(SubmitError::NoNodeUp(kind))),
+            Err(Refused::Full(p)) => {
                 self.pending = Some(Ok(*p));
                 Poll::Pending
             }
@@ -142,9 +131,9 @@ enum Origin {
 }
 
 impl Service {
-    pub(crate) fn start(shared: Arc<Shared>, threads: Vec<JoinHandle<()>>) -> Self {
+    pub(crate) fn start(engine: Arc<Engine>, threads: Vec<JoinHandle<()>>) -> Self {
         Service {
-            shared,
+            engine,
             threads: Mutex::new(threads),
         }
     }
@@ -154,7 +143,7 @@ impl Service {
     /// # Errors
     /// [`KeyError::Crypto`] for any other length.
     pub fn add_aes_key(&self, key: &[u8]) -> Result<KeyId, KeyError> {
-        self.shared.keys.add_aes(key)
+        self.engine.keys.add_aes(key)
     }
 
     /// Registers an Ed25519 signing key from its 32-byte seed.
@@ -162,7 +151,7 @@ impl Service {
     /// # Errors
     /// [`KeyError::Crypto`] unless the seed is 32 bytes.
     pub fn add_signing_key(&self, seed: &[u8]) -> Result<KeyId, KeyError> {
-        self.shared.keys.add_signing(seed)
+        self.engine.keys.add_signing(seed)
     }
 
     /// Generates and registers a new Ed25519 signing key from the operating system's random
@@ -171,7 +160,7 @@ impl Service {
     /// # Errors
     /// [`KeyError::Random`] if the random source fails.
     pub fn generate_signing_key(&self) -> Result<KeyId, KeyError> {
-        self.shared.keys.generate_signing()
+        self.engine.keys.generate_signing()
     }
 
     /// Registers an Ed25519 verifying (public) key of 32 bytes.
@@ -179,7 +168,7 @@ impl Service {
     /// # Errors
     /// [`KeyError::Crypto`] for a wrong length or bytes that are not a curve point.
     pub fn add_verifying_key(&self, public: &[u8]) -> Result<KeyId, KeyError> {
-        self.shared.keys.add_verifying(public)
+        self.engine.keys.add_verifying(public)
     }
 
     /// The 32-byte public key of a registered Ed25519 key.
@@ -187,7 +176,7 @@ impl Service {
     /// # Errors
     /// [`KeyError::UnknownKey`], or [`KeyError::WrongKind`] for an AES key.
     pub fn verifying_key(&self, key: KeyId) -> Result<[u8; KEY_LEN], KeyError> {
-        self.shared.keys.verifying_key(key).map(|k| k.to_bytes())
+        self.engine.keys.verifying_key(key).map(|k| k.to_bytes())
     }
 
     /// Removes a key. Jobs already submitted with it still complete; its bytes are zeroized
@@ -196,7 +185,7 @@ impl Service {
     /// # Errors
     /// [`KeyError::UnknownKey`].
     pub fn remove_key(&self, key: KeyId) -> Result<(), KeyError> {
-        self.shared.keys.remove(key)
+        self.engine.keys.remove(key)
     }
 
     /// Submits a job, blocking while its cluster's receive queue is full (backpressure).
@@ -209,16 +198,16 @@ impl Service {
     /// queue is full.
     pub fn submit(&self, job: Job) -> Result<JobHandle, SubmitError> {
         let submitted = Instant::now();
-        let task = self.shared.next_task();
+        let task = self.engine.next_task();
         let job = {
             // The registry stays read-locked while an inline job runs, so that the job borrows
             // its key; it is released before a job for the nodes is prepared.
-            let registry = self.shared.keys.read();
+            let registry = self.engine.keys.read();
             let mut keys = KeyCache::held(&registry);
-            match inline::check(&self.shared, job, &mut keys, task)? {
+            match inline::check(&self.engine, job, &mut keys, task)? {
                 Ok(small) => {
                     let done = small.run(&keys);
-                    self.shared
+                    self.engine
                         .counters
                         .jobs_inline(1, u64::from(done.failed()));
                     return Ok(done.handle(submitted, Instant::now()));
@@ -227,16 +216,16 @@ impl Service {
             }
         };
         let p = self.prepare(job, task)?;
-        let wait = if worker::on_worker_of(&self.shared) {
+        let wait = if context::on_worker_of(self.engine.serial()) {
             Wait::No
         } else {
             Wait::Block
         };
         match self.admit(p, wait) {
             Ok(h) => Ok(h),
-            Err(Refusal::ShutDown) => Err(SubmitError::ShutDown),
-            Err(Refusal::NoNodeUp(kind)) => Err(SubmitError::NoNodeUp(kind)),
-            Err(Refusal::Full(_)) => Err(SubmitError::OnWorkerThread),
+            Err(Refused::ShutDown) => Err(SubmitError::ShutDown),
+            Err(Refused::NoNodeUp(kind)) => Err(SubmitError::NoNodeUp(kind)),
+            Err(Refused::Full(_)) => Err(SubmitError::OnWorkerThread),
         }
     }
 
@@ -251,7 +240,7 @@ impl Service {
     pub fn submit_async(&self, job: Job) -> SubmitFuture<'_> {
         SubmitFuture {
             service: self,
-            pending: Some(self.prepare(job, self.shared.next_task())),
+            pending: Some(self.prepare(job, self.engine.next_task())),
         }
     }
 
@@ -275,8 +264,8 @@ impl Service {
         let checked = jobs
             .into_iter()
             .map(|job| {
-                let task = ids.take(&self.shared);
-                match inline::check(&self.shared, job, &mut keys, task)? {
+                let task = self.engine.next_task_from(&mut ids);
+                match inline::check(&self.engine, job, &mut keys, task)? {
                     Ok(small) => Ok(Burst::Small(small)),
                     Err(job) => self.prepare(job, task).map(|p| Burst::Node(Box::new(p))),
                 }
@@ -295,25 +284,25 @@ impl Service {
                     slots.push(Ok(done));
                 }
                 Burst::Node(p) => {
-                    self.shared.counters.job_submitted();
+                    self.engine.counters.job_submitted();
                     slots.push(Err((p.job.task, JobHandle::on_nodes(p.job))));
                     batch.push((p.cluster, p.packets));
                 }
             }
         }
         if ran > 0 {
-            self.shared.counters.jobs_inline(ran, failed);
+            self.engine.counters.jobs_inline(ran, failed);
         }
         let queued = batch.len();
         let admitted = if queued > 0 {
-            self.shared.admit_burst(batch)
+            self.engine.admit_burst(batch)
         } else {
             0
         };
         if admitted < queued {
             for (task, _) in slots.iter().filter_map(|s| s.as_ref().err()).skip(admitted) {
-                self.shared.counters.job_withdrawn();
-                self.shared.store.remove(*task);
+                self.engine.counters.job_withdrawn();
+                self.engine.store.remove(*task);
             }
             return Err(SubmitError::ShutDown);
         }
@@ -334,13 +323,13 @@ impl Service {
     /// # Errors
     /// [`TrySubmitError::Full`] with the job, or [`TrySubmitError::Invalid`].
     pub fn try_submit(&self, job: Job) -> Result<JobHandle, TrySubmitError> {
-        let p = self.prepare(job, self.shared.next_task())?;
+        let p = self.prepare(job, self.engine.next_task())?;
         match self.admit(p, Wait::No) {
             Ok(h) => Ok(h),
-            Err(Refusal::ShutDown) => Err(SubmitError::ShutDown.into()),
-            Err(Refusal::NoNodeUp(kind)) => Err(SubmitError::NoNodeUp(kind).into()),
-            Err(Refusal::Full(p)) => {
-                let Prepared {
+            Err(Refused::ShutDown) => Err(SubmitError::ShutDown.into()),
+            Err(Refused::NoNodeUp(kind)) => Err(SubmitError::NoNodeUp(kind).into()),
+            Err(Refused::Full(p)) => {
+                let CutJob {
                     packets, origin, ..
                 } = *p;
                 Err(TrySubmitError::Full(rebuild(packets, origin)))
@@ -360,22 +349,19 @@ impl Service {
         if op.mode.is_authenticated() {
             return Err(CryptoError::AuthenticatedMode.into());
         }
-        let aes = match self.shared.keys.lookup(key)? {
-            KeyMaterial::Aes(k) => k,
-            other => return Err(wrong_kind(key, "an AES key", &other)),
-        };
+        let aes = self.engine.keys.aes(key)?;
         if op.padding == Padding::Pkcs7 && !op.mode.needs_whole_blocks() {
             return Err(CryptoError::PaddingNotApplicable.into());
         }
         let state = ChainState::for_mode(op.mode, iv)?;
         let cluster = self.cluster(ClusterKind::Aes)?;
-        if self.shared.is_closing() {
+        if self.engine.is_closing() {
             return Err(SubmitError::ShutDown);
         }
-        let task = self.shared.next_task();
+        let task = self.engine.next_task();
         let start = op.mode.takes_iv().then_some(state);
         Ok(Stream::new(
-            Arc::clone(&self.shared),
+            Arc::clone(&self.engine),
             task,
             cluster,
             aes,
@@ -386,22 +372,22 @@ impl Service {
 
     /// A snapshot of the counters: per node, per cluster, per service.
     pub fn metrics(&self) -> Metrics {
-        self.shared.metrics()
+        self.engine.metrics()
     }
 
     /// The packet size AES jobs are cut into.
     pub fn packet_size(&self) -> usize {
-        self.shared.layout.packet_size
+        self.engine.layout.packet_size
     }
 
     /// The number of nodes, all clusters together.
     pub fn num_nodes(&self) -> usize {
-        self.shared.layout.nodes.len()
+        self.engine.layout.nodes.len()
     }
 
     /// Whether the service has a cluster of `kind`.
     pub fn has_cluster(&self, kind: ClusterKind) -> bool {
-        self.shared.layout.cluster(kind).is_some()
+        self.engine.layout.cluster(kind).is_some()
     }
 
     /// Shuts the service down: refuses new jobs (they get [`SubmitError::ShutDown`]), lets
@@ -420,54 +406,51 @@ impl Service {
     /// new jobs at once, hands steps 2–4 to a thread of their own, and returns.
     pub fn shutdown(&self) {
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
-        if worker::on_worker_of(&self.shared) {
-            self.shared.close();
-            let shared = Arc::clone(&self.shared);
+        if context::on_worker_of(self.engine.serial()) {
+            self.engine.close();
+            let engine = Arc::clone(&self.engine);
             // If even this thread cannot start, the workers keep serving what was admitted.
             let _ = std::thread::Builder::new()
                 .name("cryptodispatch-shutdown".into())
                 .spawn(move || {
-                    shared.drain_and_stop();
+                    engine.drain_and_stop();
                     for t in threads {
                         let _ = t.join();
                     }
                 });
             return;
         }
-        self.shared.drain_and_stop();
+        self.engine.drain_and_stop();
         for t in threads {
             let _ = t.join();
         }
     }
 
     fn cluster(&self, kind: ClusterKind) -> Result<ClusterId, SubmitError> {
-        self.shared
+        self.engine
             .layout
             .cluster(kind)
             .ok_or(SubmitError::NoCluster(kind))
     }
 
     /// Checks a job and cuts it into packets.
-    fn prepare(&self, job: Job, task: TaskId) -> Result<Prepared, SubmitError> {
+    fn prepare(&self, job: Job, task: TaskId) -> Result<CutJob, SubmitError> {
         match job.kind {
             JobKind::Aes { key, op, iv, data } => {
-                let aes = match self.shared.keys.lookup(key)? {
-                    KeyMaterial::Aes(k) => k,
-                    other => return Err(wrong_kind(key, "an AES key", &other)),
-                };
+                let aes = self.engine.keys.aes(key)?;
                 op.check_job_len(data.len())?;
                 let state = ChainState::for_mode(op.mode, &iv)?;
                 let cluster = self.cluster(ClusterKind::Aes)?;
                 let len = data.len();
-                let job = Arc::new(JobShared::new(
+                let job = Arc::new(JobRecord::new(
                     task,
                     cluster,
-                    JobWork::Aes { key: aes, op },
-                    aes_packet_count(op, len, self.shared.layout.cutting(), true),
+                    Operation::Aes { key: aes, op },
+                    aes_packet_count(op, len, self.engine.layout.cutting(), true),
                 ));
                 let start = op.mode.takes_iv().then_some(state);
-                let packets = cut_aes(&job, op, data, self.shared.layout.cutting(), 0, true, start);
-                Ok(Prepared {
+                let packets = cut_aes(&job, op, data, self.engine.layout.cutting(), 0, true, start);
+                Ok(CutJob {
                     cluster,
                     packets,
                     job,
@@ -476,29 +459,22 @@ impl Service {
             }
             JobKind::Gcm(request) => self.gcm(task, request),
             JobKind::Sign { key, msg } => {
-                let signing = match self.shared.keys.lookup(key)? {
-                    KeyMaterial::Signing(k) => k,
-                    other => return Err(wrong_kind(key, "an Ed25519 signing key", &other)),
-                };
+                let signing = self.engine.keys.signing(key)?;
                 self.one_packet(
                     task,
-                    JobWork::Sign { key: signing },
+                    Operation::Sign { key: signing },
                     Cmd::Sign,
                     msg,
                     Origin::Sign { key },
                 )
             }
             JobKind::Verify { key, msg, sig } => {
-                let public = match self.shared.keys.lookup(key)? {
-                    KeyMaterial::Verifying(k) => k,
-                    KeyMaterial::Signing(k) => k.verifying_key(),
-                    other => return Err(wrong_kind(key, "an Ed25519 key", &other)),
-                };
+                let public = self.engine.keys.public(key)?;
                 let sig_bytes: [u8; SIGNATURE_LEN] = sig
                     .as_slice()
                     .try_into()
                     .map_err(|_| CryptoError::SignatureLength { got: sig.len() })?;
-                let work = JobWork::Verify {
+                let work = Operation::Verify {
                     key: Box::new(public),
                     sig: Box::new(sig_bytes),
                 };
@@ -510,11 +486,8 @@ impl Service {
 
     /// A GCM job (docs/ALGORITHM.md §15.4): checked, then cut into packets like a CBC job, a
     /// dependent chain whose packets hand the GHASH state on.
-    fn gcm(&self, task: TaskId, request: GcmRequest) -> Result<Prepared, SubmitError> {
-        let aes = match self.shared.keys.lookup(request.key)? {
-            KeyMaterial::Aes(k) => k,
-            other => return Err(wrong_kind(request.key, "an AES key", &other)),
-        };
+    fn gcm(&self, task: TaskId, request: GcmRequest) -> Result<CutJob, SubmitError> {
+        let aes = self.engine.keys.aes(request.key)?;
         let (nonce_bytes, expected) = request.check()?;
         let cluster = self.cluster(ClusterKind::Aes)?;
         let GcmRequest {
@@ -527,17 +500,17 @@ impl Service {
         } = request;
         let aad = Arc::new(aad);
         let op = AesOp::new(direction, Mode::Gcm);
-        let work = JobWork::Gcm {
+        let work = Operation::Gcm {
             key: aes,
             direction,
             nonce: nonce_bytes,
             aad: Arc::clone(&aad),
             tag: expected,
         };
-        let parts = aes_packet_count(op, data.len(), self.shared.layout.cutting(), true);
-        let job = Arc::new(JobShared::new(task, cluster, work, parts));
-        let packets = cut_aes(&job, op, data, self.shared.layout.cutting(), 0, true, None);
-        Ok(Prepared {
+        let parts = aes_packet_count(op, data.len(), self.engine.layout.cutting(), true);
+        let job = Arc::new(JobRecord::new(task, cluster, work, parts));
+        let packets = cut_aes(&job, op, data, self.engine.layout.cutting(), 0, true, None);
+        Ok(CutJob {
             cluster,
             packets,
             job,
@@ -557,16 +530,12 @@ impl Service {
         &self,
         task: TaskId,
         items: Vec<(KeyId, Vec<u8>, Vec<u8>)>,
-    ) -> Result<Prepared, SubmitError> {
+    ) -> Result<CutJob, SubmitError> {
         let cluster = self.cluster(ClusterKind::Ed25519)?;
-        let max = self.shared.layout.clusters[cluster.index()].1;
+        let max = self.engine.layout.clusters[cluster.index()].1;
         let mut checked = Vec::with_capacity(items.len());
         for (key, msg, sig) in &items {
-            let public = match self.shared.keys.lookup(*key)? {
-                KeyMaterial::Verifying(k) => k,
-                KeyMaterial::Signing(k) => k.verifying_key(),
-                other => return Err(wrong_kind(*key, "an Ed25519 key", &other)),
-            };
+            let public = self.engine.keys.public(*key)?;
             let sig: [u8; SIGNATURE_LEN] = sig
                 .as_slice()
                 .try_into()
@@ -611,10 +580,10 @@ impl Service {
             sigs.push(sig);
         }
         let parts = starts.len();
-        let job = Arc::new(JobShared::new(
+        let job = Arc::new(JobRecord::new(
             task,
             cluster,
-            JobWork::VerifyBatch {
+            Operation::VerifyBatch {
                 items: checked,
                 starts,
             },
@@ -631,7 +600,7 @@ impl Service {
                 } else {
                     buf.split_to(n)
                 };
-                let work = Work {
+                let work = PacketData {
                     job: Arc::clone(&job),
                     part: p,
                     msg_len: data.len(),
@@ -644,7 +613,7 @@ impl Service {
                 )
             })
             .collect();
-        Ok(Prepared {
+        Ok(CutJob {
             cluster,
             packets,
             job,
@@ -656,22 +625,22 @@ impl Service {
     fn one_packet(
         &self,
         task: TaskId,
-        work: JobWork,
+        work: Operation,
         cmd: Cmd,
         msg: Vec<u8>,
         origin: Origin,
-    ) -> Result<Prepared, SubmitError> {
+    ) -> Result<CutJob, SubmitError> {
         let cluster = self.cluster(ClusterKind::Ed25519)?;
-        let max = self.shared.layout.clusters[cluster.index()].1;
+        let max = self.engine.layout.clusters[cluster.index()].1;
         if msg.len() as u64 > max {
             return Err(SubmitError::TooLarge {
                 len: msg.len(),
                 max,
             });
         }
-        let job = Arc::new(JobShared::new(task, cluster, work, 1));
+        let job = Arc::new(JobRecord::new(task, cluster, work, 1));
         let msg_len = msg.len();
-        let work = Work {
+        let work = PacketData {
             job: Arc::clone(&job),
             part: 0,
             data: bytes_mut(msg),
@@ -679,7 +648,7 @@ impl Service {
             start: None,
         };
         let packet = Packet::new(PacketMeta::new(task, cmd, cluster), work);
-        Ok(Prepared {
+        Ok(CutJob {
             cluster,
             packets: smallvec::smallvec![packet],
             job,
@@ -689,62 +658,60 @@ impl Service {
 
     /// Whether a prepared job is small enough to run on the submitting thread
     /// ([`inline`](crate::runtime::inline)).
-    fn runs_inline(&self, p: &Prepared) -> bool {
+    fn runs_inline(&self, p: &CutJob) -> bool {
         match p.packets.as_slice() {
             [packet] => {
-                let parallel = match &p.job.work {
-                    JobWork::Aes { op, .. } => !op.is_serial(),
+                let parallel = match &p.job.operation {
+                    Operation::Aes { op, .. } => !op.is_serial(),
                     // GCM's hash runs beside the counter mode, at a few times a serial mode's
                     // speed, not at the parallel modes'.
-                    JobWork::Gcm { .. } => false,
+                    Operation::Gcm { .. } => false,
                     _ => return false,
                 };
-                inline::allowed(&self.shared, p.cluster, packet.data.data.len(), parallel)
+                inline::allowed(&self.engine, p.cluster, packet.data.data.len(), parallel)
             }
             _ => false,
         }
     }
 
     /// Runs a prepared job of one packet on the submitting thread; its handle is resolved.
-    fn run_inline(&self, p: Prepared) -> JobHandle {
+    fn run_inline(&self, p: CutJob) -> JobHandle {
         let submitted = p.job.submitted();
-        let Prepared {
+        let CutJob {
             mut packets, job, ..
         } = p;
         let Some(Packet { meta, data: work }) = packets.pop() else {
             unreachable!("one packet, checked above");
         };
         drop(packets);
-        let done = inline::run_prepared(&self.shared, job, meta, work);
-        self.shared
+        let done = inline::run_prepared(&self.engine, job, meta, work);
+        self.engine
             .counters
             .jobs_inline(1, u64::from(done.failed()));
         done.handle(submitted, Instant::now())
     }
 
     /// Admits a prepared job; if the queue is full (and `wait` does not block), hands it back.
-    fn admit(&self, p: Prepared, wait: Wait<'_>) -> Result<JobHandle, Refusal> {
+    fn admit(&self, p: CutJob, wait: Wait<'_>) -> Result<JobHandle, Refused<Box<CutJob>>> {
         if self.runs_inline(&p) {
             return Ok(self.run_inline(p));
         }
-        let Prepared {
+        let CutJob {
             cluster,
             packets,
             job,
             origin,
         } = p;
-        self.shared.counters.job_submitted();
-        match self.shared.admit(cluster, packets, wait, false) {
+        self.engine.counters.job_submitted();
+        match self.engine.admit(cluster, packets, wait, false) {
             Ok(()) => Ok(JobHandle::on_nodes(job)),
             Err(refused) => {
-                self.shared.counters.job_withdrawn();
-                self.shared.store.remove(job.task);
+                self.engine.counters.job_withdrawn();
+                self.engine.store.remove(job.task);
                 match refused {
-                    Refused::ShutDown => Err(Refusal::ShutDown),
-                    Refused::NoNodeUp => Err(Refusal::NoNodeUp(
-                        self.shared.layout.clusters[cluster.index()].0,
-                    )),
-                    Refused::Full(packets) => Err(Refusal::Full(Box::new(Prepared {
+                    Refused::ShutDown => Err(Refused::ShutDown),
+                    Refused::NoNodeUp(kind) => Err(Refused::NoNodeUp(kind)),
+                    Refused::Full(packets) => Err(Refused::Full(Box::new(CutJob {
                         cluster,
                         packets,
                         job,

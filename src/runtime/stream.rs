@@ -7,10 +7,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use crate::crypto::CryptoError;
 use crate::crypto::{AesKey, AesOp, BLOCK, ChainState};
 use crate::packet::{ClusterId, Mode, TaskId};
-use crate::runtime::engine::{Refused, Shared, Wait};
+use crate::runtime::context;
+use crate::runtime::cut::{aes_packet_count, cut_aes};
+use crate::runtime::engine::{Engine, Refused, Wait};
 use crate::runtime::error::{JobError, SubmitError};
-use crate::runtime::handle::{JobHandle, JobShared, JobWork, Packets, aes_packet_count, cut_aes};
-use crate::runtime::worker;
+use crate::runtime::handle::JobHandle;
+use crate::runtime::work::{JobRecord, Operation, Packets};
 
 /// A long-lived AES job (a VPN tunnel, a disk being encrypted) fed chunk by chunk.
 ///
@@ -48,7 +50,7 @@ pub struct Stream {
 /// The pushing half of a [split](Stream::split) stream. Dropping it unfinished closes the
 /// stream, as dropping a [`Stream`] does.
 pub struct StreamSender {
-    shared: Arc<Shared>,
+    engine: Arc<Engine>,
     task: TaskId,
     cluster: ClusterId,
     key: Arc<AesKey>,
@@ -65,7 +67,7 @@ pub struct StreamSender {
 /// yet received, and the sender no longer waits for room.
 #[derive(Debug)]
 pub struct StreamReceiver {
-    shared: Arc<Shared>,
+    engine: Arc<Engine>,
     outputs: Arc<Outputs>,
 }
 
@@ -146,7 +148,7 @@ enum AtBound {
 
 impl Stream {
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        engine: Arc<Engine>,
         task: TaskId,
         cluster: ClusterId,
         key: Arc<AesKey>,
@@ -156,15 +158,15 @@ impl Stream {
         let outputs = Arc::new(Outputs {
             state: Mutex::default(),
             changed: Condvar::new(),
-            max: shared.layout.stream_outputs.max(1),
+            max: engine.layout.stream_outputs.max(1),
         });
         Stream {
             rx: StreamReceiver {
-                shared: Arc::clone(&shared),
+                engine: Arc::clone(&engine),
                 outputs: Arc::clone(&outputs),
             },
             tx: StreamSender {
-                shared,
+                engine,
                 task,
                 cluster,
                 key,
@@ -323,7 +325,7 @@ impl StreamSender {
             if at_bound == AtBound::Refuse {
                 return Err(SubmitError::StreamFull);
             }
-            if worker::on_worker_of(&self.shared) {
+            if context::on_worker_of(self.engine.serial()) {
                 return Err(SubmitError::OnWorkerThread);
             }
             p = out.wait(p);
@@ -344,13 +346,13 @@ impl StreamSender {
         let start = self.start.clone();
         let (packets, handle) = self.packets(data, last);
         let n = packets.len() as u32;
-        self.shared.counters.job_submitted();
-        let wait = if worker::on_worker_of(&self.shared) {
+        self.engine.counters.job_submitted();
+        let wait = if context::on_worker_of(self.engine.serial()) {
             Wait::No
         } else {
             Wait::Block
         };
-        match self.shared.admit(self.cluster, packets, wait, false) {
+        match self.engine.admit(self.cluster, packets, wait, false) {
             Ok(()) => {
                 self.next_seq += n;
                 self.finished = last;
@@ -364,11 +366,9 @@ impl StreamSender {
             }
             Err(refused) => {
                 self.start = start;
-                self.shared.counters.job_withdrawn();
+                self.engine.counters.job_withdrawn();
                 Err(match refused {
-                    Refused::NoNodeUp => {
-                        SubmitError::NoNodeUp(self.shared.layout.clusters[self.cluster.index()].0)
-                    }
+                    Refused::NoNodeUp(kind) => SubmitError::NoNodeUp(kind),
                     Refused::Full(_) => SubmitError::OnWorkerThread,
                     Refused::ShutDown => SubmitError::ShutDown,
                 }
@@ -380,13 +380,13 @@ impl StreamSender {
     /// A chunk's packets (a chunk longer than the packet size is cut like a job) and the
     /// handle its output comes back through.
     fn packets(&mut self, data: Vec<u8>, last: bool) -> (Packets, JobHandle) {
-        let cut = self.shared.layout.cutting();
-        let work = JobWork::Aes {
+        let cut = self.engine.layout.cutting();
+        let work = Operation::Aes {
             key: Arc::clone(&self.key),
             op: self.op,
         };
         let parts = aes_packet_count(self.op, data.len(), cut, last);
-        let job = Arc::new(JobShared::new(self.task, self.cluster, work, parts));
+        let job = Arc::new(JobRecord::new(self.task, self.cluster, work, parts));
         let start = if self.op.mode == Mode::Ctr {
             // The next chunk starts as many blocks on (every chunk but the last is whole blocks).
             let next = self
@@ -413,15 +413,15 @@ impl Drop for StreamSender {
         // job's binding. It carries no data, so it is admitted past the bound, and even while
         // the service drains. Its output (or error, for a padded decryption) is discarded.
         let (packets, _) = self.packets(Vec::new(), true);
-        self.shared.counters.job_submitted();
+        self.engine.counters.job_submitted();
         if self
-            .shared
+            .engine
             .admit(self.cluster, packets, Wait::No, true)
             .is_err()
         {
             // The workers are gone: nothing will run the packet; drop the state here.
-            self.shared.counters.job_withdrawn();
-            self.shared.store.remove(self.task);
+            self.engine.counters.job_withdrawn();
+            self.engine.store.remove(self.task);
         }
     }
 }
@@ -448,7 +448,7 @@ impl StreamReceiver {
             if p.sender_done || !for_push {
                 return None;
             }
-            if worker::on_worker_of(&self.shared) {
+            if context::on_worker_of(self.engine.serial()) {
                 return Some(Err(JobError::OnWorkerThread));
             }
             p = out.wait(p);

@@ -8,7 +8,7 @@
 //! running packet has run past the stall timeout. Every tick the supervisor looks at each node:
 //!
 //! 1. A worker thread that finished while the service is not stopping: the node is taken out
-//!    (`Shared::fail_node`: the running packet's job fails with `JobError::NodeFailed`, the
+//!    (`Engine::fail_node`: the running packet's job fails with `JobError::NodeFailed`, the
 //!    packets the node had not started go to other nodes in order, chained jobs bound to it
 //!    rebind and continue from the state store), and a new worker thread is started for it,
 //!    with the node's current unit times; its first turn at the engine brings the node back.
@@ -26,18 +26,11 @@ use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use crate::packet::{Cmd, NodeId, UnitTimes};
-use crate::runtime::engine::Shared;
+use crate::runtime::engine::Engine;
 use crate::runtime::worker::{self, WorkerSpec};
 
-/// The least stall limit when none is set: a packet running this long is stalled whatever its
-/// size.
-pub(crate) const MIN_STALL: Duration = Duration::from_millis(250);
-
-/// How many times its expected service time a packet may take before its node is stalled.
-pub(crate) const STALL_FACTOR: f64 = 20.0;
-
-/// One node's worker, as the supervisor keeps it.
-pub(crate) struct Worker {
+/// One node's worker thread, as the supervisor keeps it.
+pub(crate) struct NodeThread {
     pub(crate) spec: WorkerSpec,
     pub(crate) thread: Option<JoinHandle<()>>,
 }
@@ -45,38 +38,38 @@ pub(crate) struct Worker {
 /// Starts a worker thread for `spec` (named `cdnode-N`, short enough for the kernel's 15-byte
 /// thread names).
 pub(crate) fn spawn_worker(
-    shared: &Arc<Shared>,
+    engine: &Arc<Engine>,
     spec: WorkerSpec,
     ready: Option<std::sync::mpsc::Sender<()>>,
 ) -> std::io::Result<JoinHandle<()>> {
-    let shared = Arc::clone(shared);
+    let engine = Arc::clone(engine);
     thread::Builder::new()
         .name(format!("cdnode-{}", spec.node.0))
-        .spawn(move || worker::run(shared, spec, ready))
+        .spawn(move || worker::run(engine, spec, ready))
 }
 
 /// The supervisor thread's body: watches until the service stops, then joins the workers.
-pub(crate) fn run(shared: Arc<Shared>, mut workers: Vec<Worker>, tick: Duration) {
-    while !shared.is_stopping() {
+pub(crate) fn run(engine: Arc<Engine>, mut workers: Vec<NodeThread>, tick: Duration) {
+    while !engine.is_stopping() {
         thread::park_timeout(tick);
-        if shared.is_stopping() {
+        if engine.is_stopping() {
             break;
         }
         for w in &mut workers {
             let node = w.spec.node;
-            let health = &shared.health[node.index()];
+            let health = &engine.health[node.index()];
             let dead = w.thread.as_ref().is_none_or(JoinHandle::is_finished);
             if dead {
                 if let Some(t) = w.thread.take() {
                     let _ = t.join();
                 }
-                if shared.is_stopping() {
+                if engine.is_stopping() {
                     continue;
                 }
-                shared.fail_node(node, true);
+                engine.fail_node(node, true);
                 let mut spec = w.spec.clone();
-                spec.declared = Some(current_unit_times(&shared, node));
-                if let Ok(t) = spawn_worker(&shared, spec, None) {
+                spec.declared = Some(current_unit_times(&engine, node));
+                if let Ok(t) = spawn_worker(&engine, spec, None) {
                     health.restarts.fetch_add(1, Ordering::Relaxed);
                     w.thread = Some(t);
                 }
@@ -86,9 +79,9 @@ pub(crate) fn run(shared: Arc<Shared>, mut workers: Vec<Worker>, tick: Duration)
             if since == 0 {
                 continue;
             }
-            let running_for = shared.now_ns().saturating_sub(since - 1);
+            let running_for = engine.now_ns().saturating_sub(since - 1);
             if running_for > health.busy_limit.load(Ordering::Acquire) && !health.is_down() {
-                shared.fail_node(node, false);
+                engine.fail_node(node, false);
             }
         }
     }
@@ -101,8 +94,8 @@ pub(crate) fn run(shared: Arc<Shared>, mut workers: Vec<Worker>, tick: Duration)
 
 /// The node's unit times as the scheduler knows them now (a restarted worker skips
 /// calibration).
-fn current_unit_times(shared: &Shared, node: NodeId) -> UnitTimes {
-    let m = shared.metrics();
+fn current_unit_times(engine: &Engine, node: NodeId) -> UnitTimes {
+    let m = engine.metrics();
     m.nodes
         .get(node.index())
         .map(|n| n.unit_times)

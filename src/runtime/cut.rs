@@ -1,0 +1,216 @@
+//! Cutting a job's data into packets, without copying: one `BytesMut` split into disjoint
+//! chunks, each travelling with its packet.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+
+use crate::crypto::{AesOp, BLOCK, ChainState, padded_len};
+use crate::packet::{Mode, Packet, PacketMeta};
+use crate::runtime::work::{JobRecord, PacketData, Packets};
+
+/// The bytes `len` bytes of AES data take once cut: with an encryption's PKCS#7 padding block
+/// when the data ends the job.
+pub(crate) fn aes_buffer_len(op: AesOp, len: usize, ends_job: bool) -> usize {
+    if ends_job && op.pads_on_encrypt() {
+        padded_len(len)
+    } else {
+        len
+    }
+}
+
+/// Grows `data` to [`aes_buffer_len`], by exactly the padding room: growing by `resize` alone
+/// could double the buffer (and copy the job); a buffer that has the room already (`Job::aes`
+/// makes it) stays put.
+pub(crate) fn make_padding_room(op: AesOp, data: &mut Vec<u8>, ends_job: bool) {
+    let len = data.len();
+    let padded = aes_buffer_len(op, len, ends_job);
+    data.reserve_exact(padded - len);
+    data.resize(padded, 0);
+}
+
+/// How AES data is cut into packets: `packet` bytes each, and whether an encryption's PKCS#7
+/// padding block rides in the last packet (`fold`, which may then hold `packet` + 16 bytes)
+/// rather than making a packet of its own when the data is a whole number of packets. The
+/// builder folds when every node of the AES cluster can hold such a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cutting {
+    pub(crate) packet: usize,
+    pub(crate) fold: bool,
+}
+
+/// The packets `len` bytes of AES data make: at least one, even for empty data. When the data
+/// ends the job, an encryption's PKCS#7 padding counts, unless it folds into the last packet.
+pub(crate) fn aes_packet_count(op: AesOp, len: usize, cut: Cutting, ends_job: bool) -> usize {
+    let bytes = if cut.fold {
+        len
+    } else {
+        aes_buffer_len(op, len, ends_job)
+    };
+    bytes.div_ceil(cut.packet).max(1)
+}
+
+/// Cuts AES data into packets of `cut.packet` bytes without copying: one `BytesMut` split
+/// into disjoint chunks. The packets are numbered from `first_seq`; when the data `ends_job`,
+/// the last packet is the job's last, with room for an encryption's padding (one block more
+/// than a packet when the padding folds into it). `start` (the IV,
+/// for a chained job's first packet) travels with the first packet; in CTR, `start` is the
+/// first packet's counter block and every packet carries its own, `start` plus its offset in
+/// blocks (docs/ALGORITHM.md §15.4).
+pub(crate) fn cut_aes(
+    job: &Arc<JobRecord>,
+    op: AesOp,
+    mut data: Vec<u8>,
+    cut: Cutting,
+    first_seq: u32,
+    ends_job: bool,
+    mut start: Option<ChainState>,
+) -> Packets {
+    let msg_total = data.len();
+    make_padding_room(op, &mut data, ends_job);
+    let n = aes_packet_count(op, msg_total, cut, ends_job);
+    let packet_size = cut.packet;
+    // A job cut whole is known to the policies by its length; a stream's parts are not.
+    let job_bytes = (first_seq == 0 && ends_job).then_some(data.len() as u64);
+    let mut buf = bytes_mut(data);
+    let mut packets = Packets::with_capacity(n);
+    for i in 0..n {
+        let final_part = i + 1 == n;
+        let chunk = if final_part {
+            std::mem::take(&mut buf)
+        } else {
+            buf.split_to(packet_size)
+        };
+        let msg_len = if final_part {
+            msg_total - i * packet_size
+        } else {
+            chunk.len()
+        };
+        let packet_start = if op.mode == Mode::Ctr {
+            let blocks = (i * packet_size / BLOCK) as u64;
+            start.as_ref().map(|first| first.counter_plus(blocks))
+        } else {
+            start.take()
+        };
+        let work = PacketData {
+            job: Arc::clone(job),
+            part: i,
+            data: chunk,
+            msg_len,
+            start: packet_start,
+        };
+        packets.push(Packet::new(
+            PacketMeta::new(job.task, op.direction.cmd(), job.cluster)
+                .dependent(op.mode.is_chained())
+                .at(first_seq + i as u32, final_part && ends_job)
+                .job_bytes(job_bytes),
+            work,
+        ));
+    }
+    packets
+}
+
+/// Takes over a `Vec`'s allocation as a `BytesMut`, without copying.
+pub(crate) fn bytes_mut(data: Vec<u8>) -> BytesMut {
+    BytesMut::from(bytes::Bytes::from(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::{AesKey, Direction, Padding};
+    use crate::packet::{ClusterId, TaskId};
+    use crate::runtime::work::Operation;
+
+    /// Cuts a padded CBC encryption of `data` into packets of 64 bytes, the padding folded
+    /// into the last packet or not.
+    fn cut_padded_with(data: Vec<u8>, fold: bool) -> Packets {
+        let cut = Cutting { packet: 64, fold };
+        let op = AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+        let len = data.len();
+        let key = Arc::new(AesKey::new(&[1; 16]).unwrap());
+        let job = Arc::new(JobRecord::new(
+            TaskId(1),
+            ClusterId(0),
+            Operation::Aes { key, op },
+            aes_packet_count(op, len, cut, true),
+        ));
+        cut_aes(&job, op, data, cut, 0, true, None)
+    }
+
+    fn cut_padded(data: Vec<u8>) -> Packets {
+        cut_padded_with(data, true)
+    }
+
+    /// (message bytes, buffer bytes) of each packet.
+    fn shape(packets: &Packets) -> Vec<(usize, usize)> {
+        packets
+            .iter()
+            .map(|p| (p.data.msg_len, p.data.data.len()))
+            .collect()
+    }
+
+    #[test]
+    fn the_padding_block_folds_into_the_last_packet() {
+        // A whole number of packets: the block rides in the last one, which is one block
+        // longer than a packet, instead of making a packet of its own.
+        assert_eq!(shape(&cut_padded(vec![1; 128])), [(64, 64), (64, 80)]);
+        assert_eq!(
+            shape(&cut_padded_with(vec![1; 128], false)),
+            [(64, 64), (64, 64), (0, 16)]
+        );
+        // Otherwise the last packet has room for it either way.
+        for fold in [true, false] {
+            assert_eq!(
+                shape(&cut_padded_with(vec![1; 100], fold)),
+                [(64, 64), (36, 48)]
+            );
+            assert_eq!(shape(&cut_padded_with(Vec::new(), fold)), [(0, 16)]);
+        }
+        // Only a padded encryption's last packet grows: no padding, no growth.
+        let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let cut = Cutting {
+            packet: 64,
+            fold: true,
+        };
+        assert_eq!(aes_packet_count(op, 128, cut, true), 2);
+        assert_eq!(aes_packet_count(op, 129, cut, true), 3);
+        assert_eq!(
+            aes_packet_count(op.with_padding(Padding::Pkcs7), 129, cut, true),
+            3
+        );
+        assert_eq!(
+            aes_packet_count(op.with_padding(Padding::Pkcs7), 128, cut, false),
+            2
+        );
+    }
+
+    #[test]
+    fn a_padded_job_with_room_is_cut_in_its_own_allocation() {
+        let mut v = Vec::with_capacity(padded_len(100));
+        v.extend_from_slice(&[5u8; 100]);
+        let at = v.as_ptr();
+        let packets = cut_padded(v);
+        assert_eq!(packets[0].data.data.as_ptr(), at, "no copy of the job");
+        let last = &packets[packets.len() - 1].data;
+        assert_eq!(
+            (last.msg_len, last.data.len()),
+            (36, 48),
+            "the padding is in the last packet"
+        );
+    }
+
+    #[test]
+    fn a_padded_job_without_room_grows_by_exactly_the_padding() {
+        for len in [0, 1, 15, 16, 17, 1000] {
+            let packets = cut_padded(vec![3u8; len]);
+            let total: usize = packets.iter().map(|p| p.data.data.len()).sum();
+            assert_eq!(total, padded_len(len), "len {len}");
+            let last = &packets[packets.len() - 1].data;
+            assert!(
+                last.data.capacity() < last.data.len() + BLOCK,
+                "len {len}: grew by doubling"
+            );
+        }
+    }
+}

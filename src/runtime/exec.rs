@@ -1,0 +1,469 @@
+//! Running packets, on whatever thread calls: one packet, a chain run of one job's consecutive
+//! packets, or a lane set of serial packets of different jobs (docs/ALGORITHM.md §15.3). No
+//! threads, no locks but the state store's: a worker runs its sets through here, and so does
+//! a submitting thread running a small job itself.
+//!
+//! A chained packet's starting state is the IV its job's first packet carries, or what the
+//! previous packet left in the state store; a packet that is not its job's last leaves its
+//! state there for the next. A lane set's packets take and hand back their states exactly as
+//! each would alone.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use smallvec::SmallVec;
+
+use crate::crypto::{
+    BatchItem, ChainState, CryptoError, Direction, LaneItem, run_lanes, verify_batch,
+};
+use crate::packet::{Packet, PacketMeta};
+use crate::runtime::error::JobError;
+use crate::runtime::store::{StateStore, StoredState};
+use crate::runtime::work::{JobRecord, Operation, PacketData, PartOutput};
+
+/// A set of packets a worker runs at once.
+pub(crate) type PacketSet = SmallVec<[Packet<PacketData>; 1]>;
+
+/// The next packets to run from the front of the worker's hand: one packet; or a chain run,
+/// when it is of a chained AES job whose next packets follow it in the hand (they run one after
+/// another, the chaining state kept by the worker between them, not passed through the store);
+/// or, when it is of a serial AES operation (CBC or CFB encryption, OFB) and the node has
+/// lanes, the longest prefix of the hand (up to `lanes`) made of such packets of different
+/// jobs: a lane set. A set runs at once, whatever its size: a lane never waits for others to
+/// fill it, so a chained job's next packet is not held back. Taking a prefix keeps the node's
+/// packets in the order the scheduler placed them (docs/ALGORITHM.md §15.3).
+pub(crate) fn take_set(hand: &mut VecDeque<Packet<PacketData>>, lanes: usize) -> PacketSet {
+    let Some(first) = hand.pop_front() else {
+        return SmallVec::new();
+    };
+    let chained =
+        matches!(&first.data.job.operation, Operation::Aes { op, .. } if op.mode.is_chained());
+    let follows = |prev: &PacketMeta, p: &Packet<PacketData>| {
+        p.meta.task == prev.task && p.meta.seq == prev.seq + 1
+    };
+    if chained && hand.front().is_some_and(|p| follows(&first.meta, p)) {
+        let mut run: PacketSet = smallvec::smallvec![first];
+        while hand
+            .front()
+            .is_some_and(|p| follows(&run[run.len() - 1].meta, p))
+        {
+            run.extend(hand.pop_front());
+        }
+        return run;
+    }
+    lane_set(hand, lanes, first)
+}
+
+/// `first` and, if it is serial and the node has lanes, the serial packets of other jobs that
+/// follow it in the hand, up to `lanes` in all.
+fn lane_set(
+    hand: &mut VecDeque<Packet<PacketData>>,
+    lanes: usize,
+    first: Packet<PacketData>,
+) -> PacketSet {
+    let mut set: PacketSet = SmallVec::new();
+    let serial = |p: &Packet<PacketData>| matches!(&p.data.job.operation, Operation::Aes { op, .. } if op.is_serial());
+    let lane_set = lanes > 1 && serial(&first);
+    set.push(first);
+    while lane_set && set.len() < lanes {
+        match hand.front() {
+            Some(p) if serial(p) && set.iter().all(|q| q.meta.task != p.meta.task) => {
+                if let Some(p) = hand.pop_front() {
+                    set.push(p);
+                }
+            }
+            _ => break,
+        }
+    }
+    set
+}
+
+/// Whether a set is a chain run: several packets, all of one job.
+pub(crate) fn is_chain_run(set: &[Packet<PacketData>]) -> bool {
+    set.len() > 1 && set.iter().all(|p| p.meta.task == set[0].meta.task)
+}
+
+/// Runs a set of packets: one through [`execute`], a chain run through [`run_chain`], or a lane
+/// set through [`run_lanes`](crate::crypto::run_lanes). Results come back in the set's order.
+pub(crate) fn run_set(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
+    if is_chain_run(&set) {
+        return run_chain(store, set);
+    }
+    if set.len() == 1 {
+        return set
+            .into_iter()
+            .map(|p| {
+                let Packet { meta, data: work } = p;
+                let PacketData {
+                    job,
+                    mut data,
+                    msg_len,
+                    start,
+                    ..
+                } = work;
+                execute(store, &job, &meta, &mut data, msg_len, start)
+            })
+            .collect();
+    }
+    run_lane_set(store, set)
+}
+
+/// Runs consecutive packets of one chained AES job one after another, as [`execute`] would run
+/// each, but with the chaining state kept here between them: it is taken (from the IV or the
+/// store) before the first and handed to the store after the last, unless that ends the job.
+/// A packet that fails breaks the chain: the packets after it fail with
+/// [`JobError::StateLost`], as they would finding no state in the store.
+fn run_chain(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
+    let job = Arc::clone(&set[0].data.job);
+    let Operation::Aes { key, op } = &job.operation else {
+        // `take_set` forms chain runs of AES jobs only.
+        let e = JobError::Internal(format!("a chain run of {}, not an AES job", job.task));
+        return set.iter().map(|_| Err(e.clone())).collect();
+    };
+    // The state between the run's packets; `Err` once the chain is broken.
+    let mut state: Result<Option<ChainState>, ()> = Ok(None);
+    let mut results = Vec::with_capacity(set.len());
+    for p in set {
+        let Packet { meta, data: work } = p;
+        let PacketData {
+            mut data,
+            msg_len,
+            start,
+            ..
+        } = work;
+        let begun = match state {
+            Ok(Some(s)) => Ok(s),
+            Ok(None) => chain_state(store, &job, start),
+            Err(()) => Err(JobError::StateLost(job.task)),
+        };
+        let mut s = match begun {
+            Ok(s) => s,
+            Err(e) => {
+                state = Err(());
+                results.push(Err(e));
+                continue;
+            }
+        };
+        match key.process(*op, &mut s, &mut data, msg_len, meta.last) {
+            Ok(n) => {
+                data.truncate(n);
+                results.push(Ok(PartOutput::Data(data)));
+                state = Ok((!meta.last).then_some(s));
+            }
+            Err(e) => {
+                state = Err(());
+                results.push(Err(e.into()));
+            }
+        }
+    }
+    if let Ok(Some(s)) = state {
+        store.put(job.task, StoredState::Chain(s));
+    }
+    results
+}
+
+/// A chained packet's starting state: the IV the job's first packet carries, or what the
+/// job's previous packet left in the store. An earlier packet of the job failed (its node,
+/// say): the chain is broken, so the packet does not run on a state that is not its own, and
+/// the job's state leaves the store.
+fn chain_state(
+    store: &StateStore,
+    job: &JobRecord,
+    iv: Option<ChainState>,
+) -> Result<ChainState, JobError> {
+    if job.has_failed() {
+        store.remove(job.task);
+        return Err(JobError::StateLost(job.task));
+    }
+    match iv {
+        Some(iv) => Ok(iv),
+        None => match store.take(job.task) {
+            Some(StoredState::Chain(state)) => Ok(state),
+            _ => Err(JobError::StateLost(job.task)),
+        },
+    }
+}
+
+/// Runs one packet: the cryptography, with the chaining state taken from and returned to the
+/// store.
+pub(crate) fn execute(
+    store: &StateStore,
+    job: &JobRecord,
+    meta: &PacketMeta,
+    data: &mut BytesMut,
+    msg_len: usize,
+    iv: Option<ChainState>,
+) -> Result<PartOutput, JobError> {
+    match &job.operation {
+        Operation::Aes { key, op } => {
+            let chained = op.mode.is_chained();
+            let mut state = match iv {
+                Some(iv) if !chained => iv,
+                None if !chained => ChainState::default(),
+                iv => chain_state(store, job, iv)?,
+            };
+            let n = key.process(*op, &mut state, data, msg_len, meta.last)?;
+            if chained && !meta.last {
+                store.put(job.task, StoredState::Chain(state));
+            }
+            data.truncate(n);
+            Ok(PartOutput::Data(std::mem::take(data)))
+        }
+        // docs/ALGORITHM.md §15.4: the first packet starts the hash, each packet hands it on
+        // through the store, the last one seals or opens.
+        Operation::Gcm {
+            key,
+            direction,
+            nonce,
+            aad,
+            tag,
+        } => {
+            let mut state = if meta.seq == 0 {
+                Box::new(key.gcm_start(nonce, aad)?)
+            } else {
+                match store.take(job.task) {
+                    Some(StoredState::Gcm(state)) => state,
+                    _ => return Err(JobError::StateLost(job.task)),
+                }
+            };
+            let text = &mut data[..msg_len];
+            if !meta.last {
+                key.gcm_update(*direction, &mut state, text)?;
+                store.put(job.task, StoredState::Gcm(state));
+                return Ok(PartOutput::Data(std::mem::take(data)));
+            }
+            match (direction, tag) {
+                (Direction::Encrypt, _) => {
+                    let tag = key.gcm_seal_final(*state, text)?;
+                    Ok(PartOutput::Sealed(std::mem::take(data), tag))
+                }
+                // On a mismatch this packet is left as ciphertext, and the plaintext of the
+                // earlier packets is zeroized by the job record (`handle.rs`).
+                (Direction::Decrypt, Some(tag)) => {
+                    key.gcm_open_final(*state, text, tag)?;
+                    Ok(PartOutput::Data(std::mem::take(data)))
+                }
+                (Direction::Decrypt, None) => Err(CryptoError::TagLength { got: 0 }.into()),
+            }
+        }
+        Operation::Sign { key } => Ok(PartOutput::Signature(key.sign(&data[..msg_len]))),
+        Operation::VerifyBatch { items, starts } => {
+            let part = usize::try_from(meta.seq).unwrap_or(usize::MAX);
+            let first = starts.get(part).copied().unwrap_or(items.len());
+            let end = starts.get(part + 1).copied().unwrap_or(items.len());
+            let mut rest = &data[..msg_len];
+            let mut batch = Vec::with_capacity(end - first);
+            for (key, sig, len) in &items[first..end] {
+                let (msg, tail) = rest.split_at((*len).min(rest.len()));
+                batch.push(BatchItem { key, msg, sig });
+                rest = tail;
+            }
+            Ok(PartOutput::VerifiedBatch(verify_batch(&batch)))
+        }
+        Operation::Verify { key, sig } => Ok(PartOutput::Verified(
+            key.verify(&data[..msg_len], &sig[..])?,
+        )),
+    }
+}
+
+/// One packet of the set, ready to run, or already failed.
+struct LanePacket {
+    meta: PacketMeta,
+    job: Arc<JobRecord>,
+    data: BytesMut,
+    msg_len: usize,
+    state: Result<ChainState, JobError>,
+}
+
+/// Runs `set` (packets of serial AES operations, of different jobs) as one lane set; the
+/// results come back in the set's order. A packet that cannot start (its chain broken) fails
+/// alone; if the lane set as a whole is refused, each packet runs alone, so each gets its own
+/// answer.
+fn run_lane_set(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
+    let mut prepared: Vec<LanePacket> = set
+        .into_iter()
+        .map(|p| {
+            let Packet { meta, data: work } = p;
+            let PacketData {
+                job,
+                data,
+                msg_len,
+                start,
+                ..
+            } = work;
+            let state = chain_state(store, &job, start);
+            LanePacket {
+                meta,
+                job,
+                data,
+                msg_len,
+                state,
+            }
+        })
+        .collect();
+
+    let mut items: Vec<LaneItem<'_>> = Vec::with_capacity(prepared.len());
+    for p in prepared.iter_mut() {
+        let LanePacket {
+            meta,
+            job,
+            data,
+            msg_len,
+            state,
+        } = p;
+        let (Ok(state), Operation::Aes { key, op }) = (state, &job.operation) else {
+            continue;
+        };
+        items.push(LaneItem {
+            key,
+            op: *op,
+            state,
+            buf: &mut data[..],
+            len: *msg_len,
+            last: meta.last,
+        });
+    }
+    let lengths: Vec<usize> = items.iter().map(LaneItem::output_len).collect();
+    let ran = run_lanes(&mut items).is_ok();
+    drop(items);
+
+    let mut lengths = lengths.into_iter();
+    prepared
+        .into_iter()
+        .map(|mut p| {
+            let state = match p.state {
+                Ok(state) => state,
+                Err(e) => return Err(e),
+            };
+            if !ran {
+                // Refused as a set: alone, the packet gets its own answer.
+                return execute(store, &p.job, &p.meta, &mut p.data, p.msg_len, Some(state));
+            }
+            let n = lengths.next().unwrap_or(p.msg_len);
+            if !p.meta.last {
+                store.put(p.job.task, StoredState::Chain(state));
+            }
+            p.data.truncate(n);
+            Ok(PartOutput::Data(p.data))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::{AesKey, AesOp};
+    use crate::packet::{ClusterId, Mode, NodeId, TaskId};
+    use crate::runtime::cut::{Cutting, aes_packet_count, cut_aes};
+
+    const PACKET: Cutting = Cutting {
+        packet: 32,
+        fold: true,
+    };
+
+    /// A job of `op` over `data`, cut into packets of 32 bytes.
+    fn packets(
+        task: u64,
+        key: &Arc<AesKey>,
+        op: AesOp,
+        iv: &[u8],
+        data: &[u8],
+    ) -> Vec<Packet<PacketData>> {
+        let job = Arc::new(JobRecord::new(
+            TaskId(task),
+            ClusterId(0),
+            Operation::Aes {
+                key: Arc::clone(key),
+                op,
+            },
+            aes_packet_count(op, data.len(), PACKET, true),
+        ));
+        let start = op
+            .mode
+            .takes_iv()
+            .then(|| ChainState::for_mode(op.mode, iv).unwrap());
+        cut_aes(&job, op, data.to_vec(), PACKET, 0, true, start)
+            .into_iter()
+            .collect()
+    }
+
+    fn output(results: Vec<Result<PartOutput, JobError>>) -> Vec<u8> {
+        results
+            .into_iter()
+            .flat_map(|r| match r {
+                Ok(PartOutput::Data(d)) => d.to_vec(),
+                _ => panic!("a packet failed"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_chained_jobs_packets_in_a_row_run_as_one_chain_run() {
+        let key = Arc::new(AesKey::new(&[7; 16]).unwrap());
+        let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let ecb = AesOp::new(Direction::Encrypt, Mode::Ecb);
+        let iv = [3u8; 16];
+        let data: Vec<u8> = (0..128u8).collect();
+        let a = packets(1, &key, cbc, &iv, &data);
+        let b = packets(2, &key, cbc, &iv, &data[..32]);
+        let c = packets(3, &key, ecb, &[], &data[..64]);
+        // a's four packets, then b's one, then c's two: a chain run of a's four, then b alone
+        // (c's ECB packets are not serial, so no lane set forms with them), then c's one at
+        // a time (ECB is not chained).
+        let mut hand: VecDeque<Packet<PacketData>> = a.into_iter().chain(b).chain(c).collect();
+        let sizes: Vec<Vec<u64>> = std::iter::from_fn(|| {
+            let set = take_set(&mut hand, 8);
+            (!set.is_empty()).then(|| set.iter().map(|p| p.meta.task.0).collect())
+        })
+        .collect();
+        assert_eq!(sizes, vec![vec![1, 1, 1, 1], vec![2], vec![3], vec![3]]);
+    }
+
+    #[test]
+    fn a_chain_run_gives_the_one_shot_output_and_leaves_the_state_for_the_rest() {
+        let key = Arc::new(AesKey::new(&[9; 16]).unwrap());
+        let iv = [5u8; 16];
+        let data: Vec<u8> = (0..160u8).collect();
+        for op in [
+            AesOp::new(Direction::Encrypt, Mode::Cbc),
+            AesOp::new(Direction::Decrypt, Mode::Cbc),
+            AesOp::new(Direction::Encrypt, Mode::Ofb),
+            AesOp::new(Direction::Decrypt, Mode::Cfb),
+        ] {
+            let want = key.one_shot(op, &iv, &data).unwrap();
+            let store = StateStore::default();
+            let mut all = packets(1, &key, op, &iv, &data);
+            // The first three packets as one run, the last two as another: the state passes
+            // through the store between the runs, and is gone after the job's last packet.
+            let rest = all.split_off(3);
+            let mut out = output(run_set(&store, all.into_iter().collect()));
+            assert_eq!(store.len(), 1, "{op:?}: the state waits for the next run");
+            out.extend(output(run_set(&store, rest.into_iter().collect())));
+            assert_eq!(out, want, "{op:?}");
+            assert_eq!(
+                store.len(),
+                0,
+                "{op:?}: no state after the job's last packet"
+            );
+        }
+    }
+
+    #[test]
+    fn a_chain_run_of_a_failed_job_runs_nothing() {
+        let key = Arc::new(AesKey::new(&[9; 16]).unwrap());
+        let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let store = StateStore::default();
+        let mut all = packets(4, &key, op, &[1; 16], &[0; 96]);
+        let rest = all.split_off(1);
+        // The job's first packet ran elsewhere and failed: its state never reached the store.
+        let job = Arc::clone(&all[0].data.job);
+        let _ = job.part_done(0, Err(JobError::NodeFailed(NodeId(0))), &Default::default());
+        let results = run_set(&store, rest.into_iter().collect());
+        assert_eq!(results.len(), 2);
+        for r in results {
+            assert!(matches!(r, Err(JobError::StateLost(TaskId(4)))));
+        }
+        assert_eq!(store.len(), 0);
+    }
+}

@@ -1,0 +1,39 @@
+//! A node's hand: the packets its worker took from the node queue and has not started, and
+//! the set it is running. The worker fills and empties it; the engine fills it at the worker's
+//! turn and, when the node fails, takes everything in it back (the running set's jobs fail or
+//! retry, the unstarted packets go to other nodes).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::packet::Packet;
+use crate::runtime::work::{JobRecord, PacketData};
+
+/// One node's hand, shared by its worker and the engine.
+#[derive(Default)]
+pub(crate) struct NodeHand {
+    /// The packets running (one, or a lane set): their jobs and parts. Whoever takes them
+    /// resolves the packets: the worker when it finishes, or the engine when the node fails
+    /// first (the worker's late results are then discarded).
+    running: Mutex<Vec<(Arc<JobRecord>, usize)>>,
+    /// Packets the worker took from its node queue and has not started.
+    waiting: Mutex<VecDeque<Packet<PacketData>>>,
+}
+
+impl NodeHand {
+    /// The running set.
+    pub(crate) fn running(&self) -> MutexGuard<'_, Vec<(Arc<JobRecord>, usize)>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The packets taken and not started.
+    pub(crate) fn waiting(&self) -> MutexGuard<'_, VecDeque<Packet<PacketData>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl std::fmt::Debug for NodeHand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeHand").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,67 @@
+//! The facts fixed when a service is built: which cluster serves which kind, each node's
+//! place, and the limits and sizes every part of the runtime reads.
+
+use std::time::Duration;
+
+use crate::packet::ClusterId;
+use crate::runtime::cut::Cutting;
+use crate::runtime::ids::ClusterKind;
+
+/// How many times the inline limit a job of a parallel AES operation (ECB, CBC and CFB
+/// decryption, CTR) may be and still run on the submitting thread: the cipher's parallel path
+/// runs eight blocks at once, so such a job costs about what a serial one at the limit costs.
+pub(crate) const PARALLEL_INLINE_FACTOR: usize = 8;
+
+/// Facts fixed when the service is built.
+#[derive(Debug)]
+pub(crate) struct Layout {
+    /// The cluster serving each kind, if the service has one.
+    pub(crate) aes: Option<ClusterId>,
+    pub(crate) ed25519: Option<ClusterId>,
+    /// Per node: its cluster kind, pinned core and slowdown.
+    pub(crate) nodes: Vec<NodeInfo>,
+    /// Per cluster: its kind and largest node capacity.
+    pub(crate) clusters: Vec<(ClusterKind, u64)>,
+    pub(crate) packet_size: usize,
+    pub(crate) receive_queue_len: usize,
+    /// Under fair admission: the bytes a cluster holds waiting for a node (see `backlog`).
+    pub(crate) receive_queue_bytes: u64,
+    /// How long a packet may run before its node counts as stalled; `None`: derived per
+    /// packet from the node's unit times (see `health.rs`).
+    pub(crate) stall_timeout: Option<Duration>,
+    /// The most outputs a stream holds unreceived.
+    pub(crate) stream_outputs: usize,
+    /// AES jobs of one packet of at most this many bytes run on the submitting thread.
+    pub(crate) inline_limit: usize,
+    /// Whether an encryption's padding block rides in its last packet (every AES node can
+    /// hold a packet and a block; see [`Cutting`]).
+    pub(crate) fold_padding: bool,
+}
+
+impl Layout {
+    /// How AES data is cut into packets.
+    pub(crate) fn cutting(&self) -> Cutting {
+        Cutting {
+            packet: self.packet_size,
+            fold: self.fold_padding,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NodeInfo {
+    pub(crate) kind: ClusterKind,
+    /// The node's cluster (its index in the service's numbering).
+    pub(crate) cluster: ClusterId,
+    pub(crate) core: Option<usize>,
+    pub(crate) slowdown: f64,
+}
+
+impl Layout {
+    pub(crate) fn cluster(&self, kind: ClusterKind) -> Option<ClusterId> {
+        match kind {
+            ClusterKind::Aes => self.aes,
+            ClusterKind::Ed25519 => self.ed25519,
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! The job record and the packet data: what every packet of a job points to (what to do, and
+//! the results collected so far), and what travels with each packet (its bytes and where its
+//! result goes).
+//!
+//! A job's data is cut into packets without copying (`cut.rs`): the buffer is one `BytesMut`
+//! split into disjoint chunks, each chunk travels with its packet, the node works on it in
+//! place, and the chunks are joined back in order when the last packet is done — giving the
+//! caller back the very allocation it handed in.
+//!
+//! A job that fails releases nothing: the chunks its packets finished are zeroized when the
+//! last packet reports, so the plaintext of a GCM decryption whose tag does not verify (or of a
+//! CBC decryption with bad padding) never leaves the record (docs/ALGORITHM.md §15.4).
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use smallvec::SmallVec;
+use zeroize::Zeroize;
+
+use crate::crypto::{
+    AesKey, AesOp, ChainState, Direction, NONCE_LEN, SIGNATURE_LEN, SigningKey, Tag, VerifyingKey,
+};
+use crate::packet::{ClusterId, Packet, Payload, TaskId};
+use crate::runtime::context;
+use crate::runtime::error::JobError;
+use crate::runtime::job::JobOutput;
+use crate::runtime::metrics::ServiceCounters;
+
+/// What a node does for a job's packets, with the key already looked up.
+pub(crate) enum Operation {
+    Aes {
+        key: Arc<AesKey>,
+        op: AesOp,
+    },
+    /// The first packet starts the GHASH state from the nonce and the associated data; the
+    /// last one seals (makes the tag) or opens (checks `tag`).
+    Gcm {
+        key: Arc<AesKey>,
+        direction: Direction,
+        nonce: [u8; NONCE_LEN],
+        aad: Arc<Vec<u8>>,
+        tag: Option<Tag>,
+    },
+    Sign {
+        key: Arc<SigningKey>,
+    },
+    Verify {
+        key: Box<VerifyingKey>,
+        sig: Box<[u8; SIGNATURE_LEN]>,
+    },
+    /// Per item: key, signature, message length. Packet `p` holds items
+    /// `p * per_packet ..`, its data their messages one after another.
+    VerifyBatch {
+        items: Vec<(VerifyingKey, [u8; SIGNATURE_LEN], usize)>,
+        starts: Vec<usize>,
+    },
+}
+
+/// One packet's result.
+pub(crate) enum PartOutput {
+    Data(BytesMut),
+    /// A GCM encryption's last packet: its ciphertext and the job's tag.
+    Sealed(BytesMut, Tag),
+    Signature([u8; SIGNATURE_LEN]),
+    Verified(bool),
+    VerifiedBatch(Vec<bool>),
+}
+
+/// The record every packet of a job points to: what to do, and the results collected so far.
+pub(crate) struct JobRecord {
+    pub(crate) task: TaskId,
+    pub(crate) cluster: ClusterId,
+    pub(crate) operation: Operation,
+    submitted: Instant,
+    /// Set once one of the job's packets failed: its later chained packets need not run.
+    failed: AtomicBool,
+    collect: Mutex<Collect>,
+    done: Condvar,
+}
+
+struct Collect {
+    parts: SmallVec<[Option<PartOutput>; 1]>,
+    remaining: usize,
+    error: Option<JobError>,
+    outcome: Outcome,
+    finished: Option<Instant>,
+    waker: Option<Waker>,
+    /// Threads blocked in `wait`/`wait_timeout` (notifying a condvar nobody waits on still
+    /// costs a system call, once per job).
+    waiting: usize,
+}
+
+enum Outcome {
+    Pending,
+    Ready(Result<JobOutput, JobError>),
+    Taken,
+}
+
+impl JobRecord {
+    pub(crate) fn new(
+        task: TaskId,
+        cluster: ClusterId,
+        operation: Operation,
+        parts: usize,
+    ) -> Self {
+        JobRecord {
+            task,
+            cluster,
+            operation,
+            submitted: Instant::now(),
+            failed: AtomicBool::new(false),
+            collect: Mutex::new(Collect {
+                parts: (0..parts).map(|_| None).collect(),
+                remaining: parts,
+                error: None,
+                outcome: Outcome::Pending,
+                finished: None,
+                waker: None,
+                waiting: 0,
+            }),
+            done: Condvar::new(),
+        }
+    }
+
+    /// When the job was submitted.
+    pub(crate) fn submitted(&self) -> Instant {
+        self.submitted
+    }
+
+    /// Whether one of the job's packets has failed already.
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Collect> {
+        self.collect.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records packet `part`'s result. When this completes the job, counts it in `counters`
+    /// before publishing the outcome (so whoever the outcome wakes sees the count), and returns
+    /// whether it succeeded.
+    pub(crate) fn part_done(
+        &self,
+        part: usize,
+        result: Result<PartOutput, JobError>,
+        counters: &ServiceCounters,
+    ) -> Option<bool> {
+        counters.packet_resolved(result.is_ok());
+        if result.is_err() {
+            self.failed.store(true, Ordering::Release);
+        }
+        let mut c = self.lock();
+        match result {
+            Ok(out) => c.parts[part] = Some(out),
+            // The first error is the job's, but for a chained job whose packet was running on
+            // a node that failed: its later packets, placed elsewhere, may find the chaining
+            // state missing before the failed packet is resolved, and the node's failure is
+            // the cause to report.
+            Err(e @ (JobError::NodeFailed(_) | JobError::NoNodeUp(_)))
+                if matches!(c.error, Some(JobError::StateLost(_))) =>
+            {
+                c.error = Some(e);
+            }
+            Err(e) => {
+                c.error.get_or_insert(e);
+            }
+        }
+        c.remaining -= 1;
+        if c.remaining > 0 {
+            return None;
+        }
+        let outcome = match c.error.take() {
+            Some(e) => {
+                discard(&mut c.parts);
+                Err(e)
+            }
+            None => Ok(assemble(&mut c.parts)),
+        };
+        let ok = outcome.is_ok();
+        counters.job_finished(ok);
+        c.outcome = Outcome::Ready(outcome);
+        c.finished = Some(Instant::now());
+        let waker = c.waker.take();
+        let waiting = c.waiting > 0;
+        drop(c);
+        if waiting {
+            self.done.notify_all();
+        }
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Some(ok)
+    }
+}
+
+impl JobRecord {
+    /// Whether the job has finished (successfully or not).
+    pub(crate) fn is_finished(&self) -> bool {
+        !matches!(self.lock().outcome, Outcome::Pending)
+    }
+
+    /// Time from submission to the last packet's completion, once finished.
+    pub(crate) fn latency(&self) -> Option<Duration> {
+        self.lock()
+            .finished
+            .map(|t| t.duration_since(self.submitted))
+    }
+
+    /// Blocks until the job finishes and takes its outcome. Refuses, with
+    /// [`JobError::OnWorkerThread`], to wait on a worker thread for a job not finished yet.
+    pub(crate) fn wait(&self) -> Result<JobOutput, JobError> {
+        let mut c = self.lock();
+        if matches!(c.outcome, Outcome::Pending) && context::on_any_worker() {
+            return Err(JobError::OnWorkerThread);
+        }
+        while matches!(c.outcome, Outcome::Pending) {
+            c.waiting += 1;
+            c = self.done.wait(c).unwrap_or_else(|e| e.into_inner());
+            c.waiting -= 1;
+        }
+        take(&mut c)
+    }
+
+    /// Blocks for at most `timeout`; `None` if the job has not finished by then.
+    pub(crate) fn wait_timeout(&self, timeout: Duration) -> Option<Result<JobOutput, JobError>> {
+        let mut c = self.lock();
+        // The clock is read only when the job is not finished yet. A timeout past the clock's
+        // range waits as long as it takes.
+        if matches!(c.outcome, Outcome::Pending) {
+            let deadline = Instant::now().checked_add(timeout);
+            while matches!(c.outcome, Outcome::Pending) {
+                let left = match deadline {
+                    Some(d) => d.checked_duration_since(Instant::now())?,
+                    None => timeout,
+                };
+                c.waiting += 1;
+                c = self
+                    .done
+                    .wait_timeout(c, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+                c.waiting -= 1;
+            }
+        }
+        Some(take(&mut c))
+    }
+
+    /// The outcome if the job has finished; otherwise registers `cx`'s waker, woken when it
+    /// does.
+    pub(crate) fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Result<JobOutput, JobError>> {
+        let mut c = self.lock();
+        if matches!(c.outcome, Outcome::Pending) {
+            match &c.waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => c.waker = Some(cx.waker().clone()),
+            }
+            return Poll::Pending;
+        }
+        Poll::Ready(take(&mut c))
+    }
+}
+
+fn take(c: &mut Collect) -> Result<JobOutput, JobError> {
+    match std::mem::replace(&mut c.outcome, Outcome::Taken) {
+        Outcome::Ready(r) => r,
+        Outcome::Taken => Err(JobError::ResultTaken),
+        Outcome::Pending => unreachable!("callers wait for the outcome first"),
+    }
+}
+
+/// Zeroizes and drops the parts of a failed job: nothing of it is released.
+fn discard(parts: &mut [Option<PartOutput>]) {
+    for part in parts.iter_mut() {
+        if let Some(PartOutput::Data(mut chunk) | PartOutput::Sealed(mut chunk, _)) = part.take() {
+            chunk.as_mut().zeroize();
+        }
+    }
+}
+
+/// Joins the parts in order; the chunks of one buffer rejoin without copying.
+fn assemble(parts: &mut [Option<PartOutput>]) -> JobOutput {
+    let mut data: Option<BytesMut> = None;
+    let mut answers: Option<Vec<bool>> = None;
+    let mut sealed: Option<Tag> = None;
+    for part in parts.iter_mut() {
+        match part.take() {
+            Some(PartOutput::Data(chunk)) => match &mut data {
+                Some(d) => d.unsplit(chunk),
+                None => data = Some(chunk),
+            },
+            Some(PartOutput::Sealed(chunk, tag)) => {
+                sealed = Some(tag);
+                match &mut data {
+                    Some(d) => d.unsplit(chunk),
+                    None => data = Some(chunk),
+                }
+            }
+            Some(PartOutput::VerifiedBatch(v)) => answers.get_or_insert_with(Vec::new).extend(v),
+            Some(PartOutput::Signature(s)) => return JobOutput::Signature(s),
+            Some(PartOutput::Verified(v)) => return JobOutput::Verified(v),
+            None => {}
+        }
+    }
+    let data = || data.map(Vec::from).unwrap_or_default();
+    match (answers, sealed) {
+        (Some(v), _) => JobOutput::VerifiedBatch(v),
+        (None, Some(tag)) => JobOutput::Sealed {
+            ciphertext: data(),
+            tag,
+        },
+        (None, None) => JobOutput::Data(data()),
+    }
+}
+
+/// The output of a job of one packet.
+pub(crate) fn assemble_one(part: PartOutput) -> JobOutput {
+    assemble(&mut [Some(part)])
+}
+
+/// A job's packets: most jobs are one packet, kept inline without an allocation.
+pub(crate) type Packets = SmallVec<[Packet<PacketData>; 1]>;
+
+/// A packet's data, and where its result goes: the payload the scheduler core carries.
+pub(crate) struct PacketData {
+    pub(crate) job: Arc<JobRecord>,
+    pub(crate) part: usize,
+    pub(crate) data: BytesMut,
+    /// Bytes of input at the front of `data` (the rest is room for padding).
+    pub(crate) msg_len: usize,
+    /// A chained job's first packet carries the IV itself; only the state between packets
+    /// goes through the state store. Every CTR packet carries its own first counter block.
+    pub(crate) start: Option<ChainState>,
+}
+
+impl fmt::Debug for PacketData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PacketData")
+            .field("task", &self.job.task)
+            .field("part", &self.part)
+            .field("len", &self.data.len())
+            .finish()
+    }
+}
+
+impl Payload for PacketData {
+    fn byte_len(&self) -> u64 {
+        self.data.len() as u64
+    }
+}
