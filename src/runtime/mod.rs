@@ -9,7 +9,7 @@
 //! # Layout
 //!
 //! The files stand in one dependency order: each imports only files above it in this list
-//! (`tests/layers.rs` checks it), so following a job from [`Service::submit`] to its output
+//! (`tests/service/layers.rs` checks it), so following a job from [`Service::submit`] to its output
 //! never doubles back.
 //!
 //! 1. Leaves: `context` (is this thread a worker, and of which service), `ids` (key ids,
@@ -76,3 +76,4 @@ pub use job::{Job, JobOutput};
 pub use metrics::{ClusterMetrics, Metrics, NodeMetrics, NodeState};
 pub use service::{Service, SubmitFuture};
 pub use stream::{Stream, StreamReceiver, StreamSender, TryPushError};
+pub use worker::emulate_slowdown;

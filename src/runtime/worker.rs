@@ -181,9 +181,11 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
     }
 }
 
-/// Waits `extra`, as a node with a slowdown factor does after its real work: sleeps for all but
-/// the last 60 µs (leaving the core to other threads), then spins to the deadline.
-pub(crate) fn emulate_slowdown(extra: Duration) {
+/// Waits `extra`, as a node with a slowdown factor does after its real work
+/// ([`NodeSpec::slowdown`](crate::runtime::NodeSpec::slowdown)): sleeps for all but the last
+/// 60 µs (leaving the core to other threads), then spins to the deadline. A reference that runs
+/// the same work directly can call it per packet to be slowed exactly as the nodes are.
+pub fn emulate_slowdown(extra: Duration) {
     const SPIN: Duration = Duration::from_micros(60);
     let deadline = Instant::now() + extra;
     if extra > SPIN {

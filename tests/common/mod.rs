@@ -3,7 +3,7 @@
 //! `ed25519-dalek` (never through `cryptodispatch`), a small deterministic
 //! byte generator, a tiny executor for the `Future` impl of `JobHandle`, and (in [`vectors`])
 //! the parsers for the known-answer files under `tests/vectors`, shared with
-//! `tests/crypto_vectors.rs`. Each test binary uses only part of this, hence `dead_code`.
+//! the crypto tests. Each test binary uses only part of this, hence `dead_code`.
 #![allow(dead_code)]
 
 pub mod vectors;

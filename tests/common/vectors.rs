@@ -1,5 +1,5 @@
-//! Parsers for the known-answer files under `tests/vectors`, shared by `tests/crypto_vectors.rs`,
-//! `tests/service_vectors.rs` and `tests/service_gcm.rs`: the NIST CAVP AES `.rsp` files, the
+//! Parsers for the known-answer files under `tests/vectors`, shared by `tests/crypto/vectors.rs`,
+//! `tests/service/vectors.rs` and `tests/service/gcm.rs`: the NIST CAVP AES `.rsp` files, the
 //! NIST CAVP GCM `.rsp` files (filtered to 96-bit IVs and 128-bit tags by
 //! `tests/vectors/aes-gcm/filter.py`), the CTR files of RFC 3686's vectors, and the Ed25519
 //! `sign.input` list. They panic, naming the file and line or record, on anything they do not expect; the

@@ -10,7 +10,8 @@ use std::time::Instant;
 use cryptodispatch::{Admission, Job, Mode, NodeSpec, Service};
 
 use crate::live::LiveArgs;
-use crate::report::{Csv, Table, cores, f};
+use crate::report::{Csv, Table, f};
+use crate::support::cores;
 
 /// The big job's size unless `--size` says otherwise.
 const BIG: usize = 64 << 20;

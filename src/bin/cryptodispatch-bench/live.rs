@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction, SigningKey, VerifyingKey};
-use cryptodispatch::runtime::NodeMetrics;
+use cryptodispatch::runtime::{NodeMetrics, emulate_slowdown};
 use cryptodispatch::{
     Admission, ClusterKind, Job, JobHandle, JobOutput, Metrics, Mode, NodeSpec, PolicySpec,
     Service, ServiceBuilder,
@@ -30,8 +30,9 @@ use rand::rngs::ChaCha8Rng;
 use rand::seq::SliceRandom;
 use rand::{Rng, RngExt, SeedableRng};
 
-use crate::openssl::Speed;
-use crate::report::{Csv, Table, cores, f, pct};
+use crate::openssl::{Baseline, Speed};
+use crate::report::{Csv, Table, f, pct};
+use crate::support::{cores, percentile, pin};
 
 /// The live workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -73,7 +74,29 @@ pub enum Workload {
     Stream,
 }
 
+/// A workload's runner: runs it with the `live` options and prints its report.
+pub type Runner = fn(&LiveArgs) -> Result<(), String>;
+
 impl Workload {
+    /// The runner of this workload: the policy comparison of this file for the workloads of
+    /// independent jobs (`cbc16k`, `mixed`, `hetero`, `hetero-chains`, `manycbc`, `gcm`), a
+    /// file of its own for each of the others.
+    pub fn runner(self) -> Runner {
+        match self {
+            Workload::Verify => crate::verify::run,
+            Workload::Hol => crate::hol::run,
+            Workload::Tiny => crate::tiny::run,
+            Workload::Padded => crate::padded::run,
+            Workload::Stream => crate::stream::run,
+            Workload::Cbc16k
+            | Workload::Mixed
+            | Workload::Hetero
+            | Workload::HeteroChains
+            | Workload::Manycbc
+            | Workload::Gcm => run,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Workload::Cbc16k => "cbc16k",
@@ -823,24 +846,10 @@ fn run_reference(work: &Work, dynamic: bool) -> Result<Measured, String> {
     })
 }
 
-fn pin(core: usize) {
-    if let Some(id) = core_affinity::get_core_ids().and_then(|c| c.get(core).copied()) {
-        let _ = core_affinity::set_for_current(id);
-    }
-}
-
 fn keep_fastest(slot: &mut Option<Measured>, m: Measured) {
     if slot.as_ref().is_none_or(|b| m.elapsed < b.elapsed) {
         *slot = Some(m);
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
 }
 
 /// One row of the live results.
@@ -852,8 +861,13 @@ pub struct LiveRow {
     pub throughput: f64,
     pub reference: f64,
     /// `openssl speed`'s MB/s for the same cipher and size on as many processes as nodes (the
-    /// gcm workload, with openssl on PATH).
+    /// gcm and manycbc workloads, with openssl on PATH): the median of the runs interleaved
+    /// with the rounds.
     pub openssl: Option<f64>,
+    /// The slowest and the fastest of those runs.
+    pub openssl_range: Option<(f64, f64)>,
+    /// The baseline in one line, for the report.
+    pub openssl_note: Option<String>,
     pub ed_ops: f64,
     pub mean_latency_us: f64,
     pub p99_latency_us: f64,
@@ -878,31 +892,25 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
         (Workload::Manycbc, _) => Some("aes-128-cbc"),
         _ => None,
     };
-    let openssl = cipher.map(|cipher| Speed {
-        cipher,
-        processes: work.slowdowns.len(),
-        bytes: work.packet_size,
-        seconds: 1,
+    let mut openssl = cipher.map(|cipher| {
+        Baseline::new(Speed {
+            cipher,
+            processes: work.slowdowns.len(),
+            bytes: work.packet_size,
+            seconds: 1,
+        })
     });
     // Rounds of (reference, openssl, each policy), so every side meets the same machine
     // conditions; each side keeps its fastest run, and every round's makespan for the paired
     // comparison. The policies take turns going first, so none always runs right after the
     // reference.
     let mut reference: Option<Measured> = None;
-    let mut openssl_mb_s: Option<f64> = None;
-    let mut openssl_missing = false;
     let mut runs: Vec<Option<Measured>> = policies.iter().map(|_| None).collect();
     let mut rounds: Vec<Vec<Duration>> = policies.iter().map(|_| Vec::new()).collect();
     for round in 0..args.reps.max(1) {
         keep_fastest(&mut reference, run_reference(&work, dynamic)?);
-        if let Some(speed) = openssl.as_ref().filter(|_| !openssl_missing) {
-            match speed.run()? {
-                Some(mb_s) => openssl_mb_s = Some(openssl_mb_s.map_or(mb_s, |b| b.max(mb_s))),
-                None => {
-                    eprintln!("note: `openssl` is not on PATH: the openssl column is skipped");
-                    openssl_missing = true;
-                }
-            }
+        if let Some(baseline) = openssl.as_mut() {
+            baseline.sample()?;
         }
         for k in 0..policies.len() {
             let i = (round + k) % policies.len();
@@ -911,6 +919,13 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
             keep_fastest(&mut runs[i], m);
         }
     }
+    // At least three openssl runs, whatever the rounds: the column is their median.
+    if let Some(baseline) = openssl.as_mut() {
+        baseline.finish()?;
+    }
+    let openssl_mb_s = openssl.as_ref().and_then(Baseline::median);
+    let openssl_range = openssl.as_ref().and_then(Baseline::range);
+    let openssl_note = openssl.as_ref().and_then(Baseline::describe);
     let reference = reference.ok_or("no reference run")?;
     let bytes = work.bytes() as f64;
     let ref_mb_s = bytes / reference.elapsed.as_secs_f64() / 1e6;
@@ -933,6 +948,8 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
             throughput: bytes / m.elapsed.as_secs_f64() / 1e6,
             reference: ref_mb_s,
             openssl: openssl_mb_s,
+            openssl_range,
+            openssl_note: openssl_note.clone(),
             ed_ops: work.ed_ops() as f64 / m.elapsed.as_secs_f64(),
             mean_latency_us: lat.iter().map(|d| d.as_secs_f64()).sum::<f64>()
                 / lat.len().max(1) as f64
@@ -954,9 +971,10 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
     Ok(rows)
 }
 
-/// The live CSV header; `openssl_mb_s` is empty except for the gcm workload with openssl on
-/// PATH.
-pub const CSV_HEADER: &str = "workload,policy,nodes,size,throughput_mb_s,reference_mb_s,ratio,mean_latency_us,p99_latency_us,openssl_mb_s";
+/// The live CSV header; the openssl columns are empty except for the gcm and manycbc workloads
+/// with openssl on PATH: `openssl_mb_s` is the median of at least three runs interleaved with
+/// the rounds, `openssl_min_mb_s` and `openssl_max_mb_s` their spread.
+pub const CSV_HEADER: &str = "workload,policy,nodes,size,throughput_mb_s,reference_mb_s,ratio,mean_latency_us,p99_latency_us,openssl_mb_s,openssl_min_mb_s,openssl_max_mb_s";
 
 /// Prints the rows: a table (or CSV), and with several policies the makespan differences.
 pub fn print(rows: &[LiveRow], csv: bool) {
@@ -974,6 +992,8 @@ pub fn print(rows: &[LiveRow], csv: bool) {
                 f(r.mean_latency_us, 1),
                 f(r.p99_latency_us, 1),
                 r.openssl.map_or(String::new(), |o| f(o, 1)),
+                r.openssl_range.map_or(String::new(), |(lo, _)| f(lo, 1)),
+                r.openssl_range.map_or(String::new(), |(_, hi)| f(hi, 1)),
             ]);
         }
         print!("{}", c.as_str());
@@ -1030,6 +1050,9 @@ pub fn print(rows: &[LiveRow], csv: bool) {
         ]);
     }
     print!("{}", t.render());
+    if let Some(note) = rows.first().and_then(|r| r.openssl_note.as_ref()) {
+        println!("{note}");
+    }
     if let Some(first) = rows.first() {
         for r in &rows[1..] {
             let d = 1.0 - first.makespan.as_secs_f64() / r.makespan.as_secs_f64();
@@ -1116,20 +1139,6 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let rows = measure(args, &policies)?;
     print(&rows, args.csv);
     Ok(())
-}
-
-/// Waits `extra`, as a node with a slowdown factor does after its real work (the service's
-/// workers do the same): sleeps for all but the last 60 µs, then spins to the deadline. The
-/// references apply it per packet, so they are slowed exactly as the nodes are.
-pub fn emulate_slowdown(extra: Duration) {
-    const SPIN: Duration = Duration::from_micros(60);
-    let deadline = Instant::now() + extra;
-    if extra > SPIN {
-        std::thread::sleep(extra - SPIN);
-    }
-    while Instant::now() < deadline {
-        std::hint::spin_loop();
-    }
 }
 
 #[cfg(test)]

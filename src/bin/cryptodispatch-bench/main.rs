@@ -8,8 +8,12 @@
 //! - `gen`: write a generated trace in the CSV format `sim --trace` reads;
 //! - `policies`: every policy on the same work (the paper's settings, bursty arrivals, a
 //!   heterogeneous cluster, live), and `paper-adaptive` against the best fixed α;
-//! - `scaleout` (with the `daemon` feature): `cryptodispatchd` daemons behind HAProxy, one to
-//!   four, equal or slowed 1:3, with static or agent-check weights.
+//! - `live --workload W`: real jobs through the service against the primitives called
+//!   directly (and, for the speed workloads, `openssl speed`), one runner per workload;
+//! - `soak`: the default service under sustained overload, second by second.
+//!
+//! The scale-out experiment (daemons behind HAProxy) is `cryptodispatch-scaleout`, in the
+//! workspace's `cli/` crate with the daemon it starts.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,16 +33,11 @@ mod padded;
 mod paper;
 mod plot;
 mod policies;
-#[cfg(feature = "daemon")]
-#[allow(dead_code)]
-#[path = "../remote/mod.rs"]
-mod remote;
 mod replay;
 mod report;
-#[cfg(feature = "daemon")]
-mod scaleout;
 mod soak;
 mod stream;
+mod support;
 mod tiny;
 mod verify;
 
@@ -54,8 +53,9 @@ mod verify;
         cryptodispatch-bench gen --packets 1000 --out trace.csv\n  \
         cryptodispatch-bench sim --trace trace.csv --policy paper,hhs-acdid --unit-times 16,20,28,36\n  \
         cryptodispatch-bench sim --packets 600 --nodes 10 --csv\n  \
-        cryptodispatch-bench policies --no-live --policies paper,hhs-acdid,paper-adaptive\n  \
-        cryptodispatch-bench scaleout             daemons behind HAProxy (needs haproxy)"
+        cryptodispatch-bench policies --no-live --policies paper,hhs-acdid,paper-adaptive\n\n\
+        The scale-out experiment (daemons behind HAProxy) is cryptodispatch-scaleout, in the\n\
+        workspace's cli crate: cargo run --release -p cryptodispatch-cli --bin cryptodispatch-scaleout"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -79,11 +79,6 @@ enum Command {
     /// The default service under sustained overload: offered, completed, failed and lost jobs,
     /// peak RSS and p99 latency, second by second.
     Soak(soak::SoakArgs),
-    /// cryptodispatchd daemons behind HAProxy on this machine: one, two and four equal
-    /// daemons, and two slowed 1:3 with static or agent-check weights (needs haproxy on PATH
-    /// and cryptodispatchd built beside this program).
-    #[cfg(feature = "daemon")]
-    Scaleout(scaleout::ScaleoutArgs),
 }
 
 #[derive(Debug, Args)]
@@ -198,16 +193,9 @@ fn main() -> ExitCode {
             .and_then(|s| paper::run(a.exp, &s, &a.settings.out)),
         Some(Command::Sim(a)) => replay::sim(a),
         Some(Command::Gen(a)) => replay::generate(a),
-        Some(Command::Live(a)) if a.workload == live::Workload::Verify => verify::run(a),
-        Some(Command::Live(a)) if a.workload == live::Workload::Hol => hol::run(a),
-        Some(Command::Live(a)) if a.workload == live::Workload::Tiny => tiny::run(a),
-        Some(Command::Live(a)) if a.workload == live::Workload::Padded => padded::run(a),
-        Some(Command::Live(a)) if a.workload == live::Workload::Stream => stream::run(a),
-        Some(Command::Live(a)) => live::run(a),
+        Some(Command::Live(a)) => (a.workload.runner())(a),
         Some(Command::Policies(a)) => policies::run(a),
         Some(Command::Soak(a)) => soak::run(a),
-        #[cfg(feature = "daemon")]
-        Some(Command::Scaleout(a)) => scaleout::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -34,7 +34,8 @@ use cryptodispatch::sim::trace::Trace;
 use crate::classes::{self, Class};
 use crate::experiments::par_map;
 use crate::optimum::Solver;
-use crate::report::{Csv, Table, f, progress, write_file};
+use crate::report::{Csv, Table, f, write_file};
+use crate::support::progress;
 
 /// The header of `matrix.csv`.
 pub const CSV_HEADER: &str =

@@ -61,6 +61,94 @@ impl Speed {
     }
 }
 
+/// The fewest `openssl speed` runs a baseline is taken from: one run varies by tens of percent
+/// from the next on a shared machine, so no ratio is reported against a single one.
+pub const MIN_RUNS: usize = 3;
+
+/// `openssl speed` runs interleaved with the rounds they are compared to: every figure printed
+/// against openssl is against the median of at least [`MIN_RUNS`] runs, and their spread is
+/// printed beside it.
+#[derive(Debug)]
+pub struct Baseline {
+    speed: Speed,
+    runs: Vec<f64>,
+    missing: bool,
+}
+
+impl Baseline {
+    /// A baseline of `speed` runs, none taken yet.
+    pub fn new(speed: Speed) -> Self {
+        Baseline {
+            speed,
+            runs: Vec::new(),
+            missing: false,
+        }
+    }
+
+    /// One run, in its place among the rounds; without `openssl` on PATH, a note (once) and
+    /// nothing more.
+    ///
+    /// # Errors
+    /// When openssl runs but fails (see [`Speed::run`]).
+    pub fn sample(&mut self) -> Result<(), String> {
+        if self.missing {
+            return Ok(());
+        }
+        match self.speed.run()? {
+            Some(mb_s) => self.runs.push(mb_s),
+            None => {
+                eprintln!("note: `openssl` is not on PATH: the openssl column is skipped");
+                self.missing = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Tops the runs up to [`MIN_RUNS`] (when there were fewer rounds than that).
+    ///
+    /// # Errors
+    /// As [`sample`](Self::sample).
+    pub fn finish(&mut self) -> Result<(), String> {
+        while !self.missing && self.runs.len() < MIN_RUNS {
+            self.sample()?;
+        }
+        Ok(())
+    }
+
+    /// The median run in MB/s; `None` without openssl.
+    pub fn median(&self) -> Option<f64> {
+        let mut runs = self.runs.clone();
+        runs.sort_by(f64::total_cmp);
+        let n = runs.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(runs[n / 2]),
+            _ => Some((runs[n / 2 - 1] + runs[n / 2]) / 2.0),
+        }
+    }
+
+    /// The slowest and the fastest run in MB/s.
+    pub fn range(&self) -> Option<(f64, f64)> {
+        let min = self.runs.iter().copied().reduce(f64::min)?;
+        let max = self.runs.iter().copied().reduce(f64::max)?;
+        Some((min, max))
+    }
+
+    /// One line for the report: the median, the number of runs and their spread.
+    pub fn describe(&self) -> Option<String> {
+        let (median, (min, max)) = (self.median()?, self.range()?);
+        Some(format!(
+            "openssl speed {} -multi {} -bytes {}: median {median:.1} MB/s of {} runs interleaved \
+             with the rounds, {min:.1}-{max:.1} (spread {:.1}% of the median)",
+            self.speed.cipher,
+            self.speed.processes,
+            self.speed.bytes,
+            self.runs.len(),
+            100.0 * (max - min) / median,
+        ))
+    }
+}
+
 /// The summary figure for `cipher` (in thousands of bytes per second): the last line whose
 /// first word is the cipher's name (any case) and whose next word is a number ending in `k`.
 pub fn parse_summary(text: &str, cipher: &str) -> Option<f64> {
@@ -77,6 +165,26 @@ pub fn parse_summary(text: &str, cipher: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_baseline_is_the_median_with_its_spread() {
+        let speed = Speed {
+            cipher: "aes-128-cbc",
+            processes: 2,
+            bytes: 16384,
+            seconds: 1,
+        };
+        let mut b = Baseline::new(speed);
+        assert_eq!((b.median(), b.range(), b.describe()), (None, None, None));
+        b.runs = vec![1500.0, 900.0, 1400.0];
+        assert_eq!(b.median(), Some(1400.0));
+        assert_eq!(b.range(), Some((900.0, 1500.0)));
+        b.runs.push(1600.0);
+        assert_eq!(b.median(), Some(1450.0));
+        let line = b.describe().unwrap();
+        assert!(line.contains("median 1450.0 MB/s of 4 runs"), "{line}");
+        assert!(line.contains("900.0-1600.0"), "{line}");
+    }
 
     #[test]
     fn the_summary_line_is_read() {

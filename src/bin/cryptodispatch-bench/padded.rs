@@ -18,7 +18,8 @@ use cryptodispatch::crypto::{AesKey, AesOp, Direction};
 use cryptodispatch::{Job, Mode, NodeSpec, Padding, Service};
 
 use crate::live::{LiveArgs, whole_blocks};
-use crate::report::{Csv, Table, cores, f};
+use crate::report::{Csv, Table, f};
+use crate::support::cores;
 
 /// CSV columns of the padded workload.
 pub const CSV_HEADER: &str = "workload,data,nodes,jobs,size,run,unpadded_mb_s,padded_mb_s,ratio";

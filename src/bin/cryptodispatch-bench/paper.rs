@@ -7,7 +7,8 @@ use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::NodeSet;
 
 use crate::plot::{Chart, Series};
-use crate::report::{Csv, Table, f, pct, progress, write_file};
+use crate::report::{Csv, Table, f, pct, write_file};
+use crate::support::progress;
 
 /// The capacities experiment 1 sweeps.
 pub const CAPS: [u64; 8] = [4, 8, 16, 32, 64, 100, 150, 200];

@@ -50,7 +50,8 @@ use crate::matrix::MatrixArgs;
 use crate::optimum::Solver;
 use crate::paper::{CAPS, CLASSES};
 use crate::plot::{Chart, Series};
-use crate::report::{Csv, Table, f, pct, progress, write_file};
+use crate::report::{Csv, Table, f, pct, write_file};
+use crate::support::progress;
 
 /// The header of `policies.csv`.
 pub const CSV_HEADER: &str =
@@ -197,7 +198,9 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
             seeds,
             base_seed: args.seed,
             small: args.small,
-            threads: args.threads.map_or_else(crate::report::cores, |t| t.max(1)),
+            threads: args
+                .threads
+                .map_or_else(crate::support::cores, |t| t.max(1)),
             optimum_cache: args.optimum_cache.clone(),
             solver: args.optimum,
         };

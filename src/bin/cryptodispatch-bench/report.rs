@@ -1,10 +1,9 @@
-//! Output helpers: aligned tables, CSV files, progress bars.
+//! Output helpers: aligned tables, CSV text and files, numbers. Standard library only, so the
+//! scale-out benchmark (`cli/`) shares this file.
 
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
-
-use indicatif::{ProgressBar, ProgressStyle};
 
 /// A text table with a header row, printed with aligned columns.
 pub struct Table {
@@ -80,17 +79,6 @@ pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<PathBuf, Str
     Ok(path)
 }
 
-/// A progress bar for `total` runs (drawn on stderr when it is a terminal, hidden otherwise).
-pub fn progress(total: u64, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(total);
-    if let Ok(style) = ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} runs ({eta})")
-    {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.set_message(what.to_owned());
-    bar
-}
-
 /// A number with `d` decimals.
 pub fn f(x: f64, d: usize) -> String {
     format!("{x:.d$}")
@@ -99,9 +87,4 @@ pub fn f(x: f64, d: usize) -> String {
 /// A share as a percentage with one decimal.
 pub fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
-}
-
-/// The cores this process may run on (at least 1).
-pub fn cores() -> usize {
-    core_affinity::get_core_ids().map_or(1, |c| c.len().max(1))
 }

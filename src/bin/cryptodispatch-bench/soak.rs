@@ -25,6 +25,7 @@ use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
 use crate::report::{Csv, Table, f};
+use crate::support::percentile;
 
 /// Options of `soak`.
 #[derive(Debug, Args)]
@@ -217,12 +218,8 @@ fn row(seconds: u64, counts: &Counts, latencies: &Mutex<Vec<u64>>, drained: bool
     let completed = counts.completed.load(Ordering::Relaxed);
     let failed = counts.failed.load(Ordering::Relaxed);
     let mut l = latencies.lock().unwrap_or_else(|e| e.into_inner());
-    let p99 = if l.is_empty() {
-        0
-    } else {
-        l.sort_unstable();
-        l[(l.len() * 99 / 100).min(l.len() - 1)]
-    };
+    l.sort_unstable();
+    let p99 = percentile(&l, 0.99);
     // Keep the sample bounded: the latest second's worth is enough for a p99.
     if l.len() > 200_000 {
         let cut = l.len() - 100_000;

@@ -17,7 +17,7 @@ use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction};
 use cryptodispatch::{Job, Mode, NodeSpec, Service};
 
 use crate::live::{LiveArgs, whole_blocks};
-use crate::openssl::Speed;
+use crate::openssl::{Baseline, Speed};
 use crate::report::{Csv, Table, f};
 
 /// CSV columns of the stream workload.
@@ -43,15 +43,13 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     let id = service.add_aes_key(&key_bytes).map_err(|e| e.to_string())?;
-    let openssl = Speed {
+    let mut openssl = Baseline::new(Speed {
         cipher: "aes-128-cbc",
         processes: 1,
         bytes: packet,
         seconds: 1,
-    };
-    if let Some(core) = core_affinity::get_core_ids().and_then(|c| c.first().copied()) {
-        let _ = core_affinity::set_for_current(core);
-    }
+    });
+    crate::support::pin(0);
     let mut rows = Vec::new();
     for run in 0..args.reps.max(1) {
         let mut expected = data.clone();
@@ -72,16 +70,16 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         if out.into_data().as_deref() != Some(&expected[..]) {
             return Err("the service's output differs from the reference".into());
         }
-        let ossl = openssl.run()?;
-        if ossl.is_none() && run == 0 {
-            eprintln!("note: `openssl` is not on PATH: the openssl column is skipped");
-        }
-        rows.push((run, through, reference, ossl));
+        openssl.sample()?;
+        rows.push((run, through, reference));
     }
+    // Every round is compared with the median of the openssl runs interleaved with them.
+    openssl.finish()?;
+    let ossl = openssl.median();
     let opt = |x: Option<f64>, d| x.map_or(String::new(), |x| f(x, d));
     if args.csv {
         let mut c = Csv::new(CSV_HEADER);
-        for (run, through, reference, ossl) in &rows {
+        for (run, through, reference) in &rows {
             c.row(&[
                 "stream".into(),
                 run.to_string(),
@@ -89,12 +87,15 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
                 packet.to_string(),
                 f(*through, 1),
                 f(*reference, 1),
-                opt(*ossl, 1),
+                opt(ossl, 1),
                 f(through / reference, 3),
                 opt(ossl.map(|o| through / o), 3),
             ]);
         }
         print!("{}", c.as_str());
+        if let Some(line) = openssl.describe() {
+            eprintln!("{line}");
+        }
         return Ok(());
     }
     println!(
@@ -108,16 +109,19 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         "vs direct",
         "vs openssl",
     ]);
-    for (run, through, reference, ossl) in &rows {
+    for (run, through, reference) in &rows {
         t.row(vec![
             run.to_string(),
             f(*through, 1),
             f(*reference, 1),
-            opt(*ossl, 1),
+            opt(ossl, 1),
             f(through / reference, 3),
             opt(ossl.map(|o| through / o), 3),
         ]);
     }
     print!("{}", t.render());
+    if let Some(line) = openssl.describe() {
+        println!("{line}");
+    }
     Ok(())
 }

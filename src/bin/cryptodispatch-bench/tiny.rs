@@ -12,7 +12,8 @@ use std::time::Instant;
 use cryptodispatch::{Job, Mode, NodeSpec, Service, ServiceBuilder};
 
 use crate::live::LiveArgs;
-use crate::report::{Csv, Table, cores, f};
+use crate::report::{Csv, Table, f};
+use crate::support::cores;
 
 /// CSV columns of the tiny workload.
 pub const CSV_HEADER: &str = "workload,path,how,threads,nodes,jobs,run,ns_per_job";

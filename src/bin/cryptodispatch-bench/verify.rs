@@ -14,7 +14,8 @@ use rand::rngs::ChaCha8Rng;
 use rand::{Rng, RngExt, SeedableRng};
 
 use crate::live::LiveArgs;
-use crate::report::{Csv, Table, cores, f};
+use crate::report::{Csv, Table, f};
+use crate::support::{cores, pin};
 
 /// Signatures per packet of the service's batch verification (its packets hold up to 64); the
 /// direct reference verifies batches of the same size.
@@ -24,12 +25,6 @@ struct Sig {
     key: usize,
     msg: Vec<u8>,
     sig: [u8; 64],
-}
-
-fn pin(core: usize) {
-    if let Some(id) = core_affinity::get_core_ids().and_then(|c| c.get(core).copied()) {
-        let _ = core_affinity::set_for_current(id);
-    }
 }
 
 /// Runs `f` on `threads` pinned threads, each over its share of `0..n`; returns the time.

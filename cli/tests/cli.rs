@@ -1584,3 +1584,27 @@ fn gcm_failures_write_nothing() {
         fails(&cli(&args, b"data"), 2, &[needle], what);
     }
 }
+
+#[test]
+fn enc_help_lists_every_policy_with_its_parameters() {
+    use cryptodispatch::sched::policy::registry;
+    let out = Command::new(BIN).args(["enc", "--help"]).output().unwrap();
+    assert!(out.status.success(), "{}", out.status);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for entry in registry() {
+        assert!(
+            text.contains(&format!("{entry}")),
+            "lacks {}: {text}",
+            entry.name()
+        );
+        for param in entry.params() {
+            let line = format!(
+                "{}={}: {}",
+                param.name(),
+                param.default_value(),
+                param.meaning()
+            );
+            assert!(text.contains(&line), "lacks {line}");
+        }
+    }
+}

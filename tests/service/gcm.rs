@@ -13,7 +13,7 @@
 //! - Properties: random GCM and CTR jobs (lengths, associated data, packet sizes, node counts,
 //!   tampering) against the one-shot `aes-gcm` and `ctr` references.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

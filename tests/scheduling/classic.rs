@@ -2,7 +2,7 @@
 //! work it reads) driven through the scheduler core, each checked against its rule as its
 //! source states it, with exact placements; and a property test that each of the six classic
 //! ones only ever names a node with room (`mct` may decline a packet instead, waiting for a
-//! faster full node; `tests/sim.rs` runs it against the lower bound).
+//! faster full node; `tests/scheduling/sim.rs` runs it against the lower bound).
 
 use std::collections::VecDeque;
 

@@ -1,14 +1,56 @@
-//! `cryptodispatch-bench live --workload stream`: the packet size is the caller's to set, the
-//! service's output is checked against the direct call's inside the bench (a mismatch fails
-//! the run), and a packet size the service cannot cut by is refused by name.
+//! `cryptodispatch-bench live`: every workload runs, small, and checks every output of the
+//! service against the primitives called directly (a mismatch fails the run); the stream
+//! workload's packet size is the caller's to set, and a packet size the service cannot cut by
+//! is refused by name. `openssl` is kept off the bench's PATH, so no baseline runs here.
 
 use std::process::{Command, Output};
 
 fn bench(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cryptodispatch-bench"))
         .args(args)
+        .env("PATH", "")
         .output()
         .expect("run cryptodispatch-bench")
+}
+
+#[test]
+fn every_live_workload_runs_and_checks_its_outputs() {
+    let small: &[&[&str]] = &[
+        &["--workload", "cbc16k", "--jobs", "16"],
+        &["--workload", "mixed", "--jobs", "300", "--compare"],
+        &["--workload", "hetero", "--jobs", "12", "--size", "16384"],
+        &["--workload", "hetero-chains", "--size", "1024"],
+        &["--workload", "gcm", "--jobs", "16", "--size", "4096"],
+        &[
+            "--workload",
+            "manycbc",
+            "--jobs",
+            "64",
+            "--size",
+            "4096",
+            "--mode",
+            "ofb",
+        ],
+        &["--workload", "verify", "--jobs", "64", "--bad-share", "0.1"],
+        &["--workload", "tiny", "--jobs", "256"],
+        &["--workload", "padded", "--jobs", "4", "--size", "65536"],
+        &["--workload", "hol", "--size", "1048576"],
+    ];
+    for args in small {
+        let mut all = vec!["live", "--reps", "1", "--csv"];
+        all.extend_from_slice(args);
+        let out = bench(&all);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.lines().count() >= 2,
+            "{args:?}: a header and rows: {text}"
+        );
+    }
 }
 
 #[test]

@@ -10,8 +10,8 @@ fn main() {
 
 #[cfg(feature = "daemon")]
 fn generate() {
-    println!("cargo:rerun-if-changed=proto/cryptodispatch.proto");
-    let descriptors = match protox::compile(["cryptodispatch.proto"], ["proto"]) {
+    println!("cargo:rerun-if-changed=../proto/cryptodispatch.proto");
+    let descriptors = match protox::compile(["cryptodispatch.proto"], ["../proto"]) {
         Ok(d) => d,
         Err(e) => panic!("proto/cryptodispatch.proto: {e}"),
     };

@@ -10,7 +10,7 @@
 //! counters must add up: jobs, packets and bytes per node, no stored chaining state, empty
 //! queues and choose lists.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

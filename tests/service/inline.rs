@@ -3,11 +3,11 @@
 //! the call returns; counted; typed errors as on the node path; the limit's edges; and a
 //! waker on a worker thread that can now wait for a small job.
 //!
-//! The known answers through the inline path are in `tests/service_vectors.rs`
-//! (`aes_cavp_records_run_inline`) and `tests/service_gcm.rs`; the property tests
-//! (`tests/service_props.rs`, `tests/failover.rs`) draw the limit.
+//! The known answers through the inline path are in `tests/service/vectors.rs`
+//! (`aes_cavp_records_run_inline`) and `tests/service/gcm.rs`; the property tests
+//! (`tests/service/props.rs`, `tests/failover.rs`) draw the limit.
 
-mod common;
+use crate::common;
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -38,7 +38,7 @@
 //! service of two nodes per cluster; AES packets are 16 bytes, so a multi-block case is cut into
 //! packets whose chaining state crosses from node to node.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

@@ -1,4 +1,4 @@
-//! `scaleout`: daemons behind HAProxy on this machine.
+//! The scale-out experiment: daemons behind HAProxy on this machine.
 //!
 //! Each daemon (`cryptodispatchd --insecure-loopback --nodes 1`) has one AES node slowed so
 //! that a packet costs a few milliseconds: the node then mostly sleeps, as an IP core that is

@@ -8,7 +8,7 @@
 //! shutdown (submit, try_submit, streams), `TrySubmitError::Full` handing the job back, and
 //! `Debug` output never showing key bytes.
 
-mod common;
+use crate::common;
 
 use common::{Gen, cores, ed_public, ed_sign, ref_aes};
 use cryptodispatch::crypto::{AesKey, SigningKey};

@@ -8,7 +8,7 @@
 //! jobs' packets and may place on different nodes. Every count is asserted, so a parser that
 //! silently reads nothing cannot make a test pass.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::fs;

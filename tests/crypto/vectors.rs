@@ -4,7 +4,7 @@
 //!
 //! Every count is asserted, so a parser that silently reads nothing cannot make a test pass.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

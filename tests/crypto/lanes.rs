@@ -5,7 +5,7 @@
 //! [`AesKey::one_shot`] for the whole job. Refused lane sets are refused whole, with the packet
 //! named.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::fs;

@@ -7,7 +7,7 @@
 //! racing ahead of a slowed one take an exclusive lock, so other tests of this file do not run
 //! beside them; the rest share it.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::fs;
@@ -1244,7 +1244,7 @@ fn metrics_add_up_after_a_known_workload() {
         .aes_cluster([pinned(0), pinned(1), NodeSpec::new().slowdown(1.5)])
         .ed25519_cluster([pinned(0), NodeSpec::new()])
         // The nodes' counters: every job goes to a node (jobs run on the submitting thread are
-        // counted in the property tests and tests/inline.rs).
+        // counted in the property tests and tests/service/inline.rs).
         .inline_limit(0)
         .build()
         .unwrap();

@@ -1,0 +1,42 @@
+//! `cryptodispatch-scaleout`: `cryptodispatchd` daemons behind HAProxy on this machine, one to
+//! four, equal or slowed 1:3, with static or agent-check weights (see `scaleout.rs`). It needs
+//! `haproxy` on PATH and `cryptodispatchd` built beside it (`cargo build --release --bins`).
+
+// tonic's `Status` is the error of every call; it is returned as it is, not boxed.
+#![allow(clippy::result_large_err)]
+
+#[allow(dead_code)]
+#[path = "../remote/mod.rs"]
+mod remote;
+// The benchmark binary's table and CSV helpers (standard library only), shared by path.
+#[allow(dead_code)]
+#[path = "../../../../src/bin/cryptodispatch-bench/report.rs"]
+mod report;
+mod scaleout;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cryptodispatch-scaleout",
+    version,
+    about = "cryptodispatchd daemons behind HAProxy on this machine: one, two and four equal \
+             daemons, and two slowed 1:3 with static or agent-check weights"
+)]
+struct Cli {
+    #[command(flatten)]
+    args: scaleout::ScaleoutArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match scaleout::run(&cli.args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cryptodispatch-scaleout: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

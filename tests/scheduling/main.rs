@@ -1,0 +1,14 @@
+//! The scheduler core, its policies and the simulator: exact scenarios, property tests, the
+//! policy registry, and the benchmark binary's policy experiments. One test binary for the
+//! area, its files one concern each.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod adaptive;
+mod classic;
+mod props;
+mod registry;
+mod scenarios;
+mod seeds;
+mod sim;
