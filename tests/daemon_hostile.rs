@@ -250,6 +250,15 @@ async fn malformed_messages_and_streams_are_invalid_arguments() {
                 assert_eq!(e.code(), Code::Unauthenticated, "{method}");
             }
         }
+        // A call that carries no payload has a small limit of its own.
+        let big = GetPublicKeyRequest {
+            key: "k".repeat(5000),
+        };
+        let e = raw
+            .unary("GetPublicKey", big.encode_to_vec(), Some(&all))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::OutOfRange, "{e:?}");
         let e = raw
             .stream(vec![vec![0xff, 0xff]], Some(&all))
             .await
@@ -583,6 +592,27 @@ fn start_up_refuses_public_plaintext_and_unsafe_key_files() {
     for addr in ["0.0.0.0:0", "[::]:0", "10.1.2.3:9100"] {
         refused(args_with(&f, &["--metrics", addr]), &["--metrics-public"]);
     }
+
+    // The agent check on a TLS daemon listening off loopback: refused before anything is bound
+    // (the TLS files are not parsed before this check).
+    let cert = f.dir.write("cert.pem", b"not parsed", 0o644);
+    let tls_key = f.dir.write("tls.key", b"not parsed", 0o600);
+    let mut a: Vec<String> = f
+        .args()
+        .into_iter()
+        .filter(|a| a != "--insecure-loopback")
+        .map(|a| {
+            if a == "127.0.0.1:0" {
+                "0.0.0.0:0".into()
+            } else {
+                a
+            }
+        })
+        .collect();
+    a.extend(["--tls-cert".into(), cert.display().to_string()]);
+    a.extend(["--tls-key".into(), tls_key.display().to_string()]);
+    a.extend(["--agent-port".into(), "0".into()]);
+    refused(a, &["--agent-public"]);
 
     // A key file that is a symbolic link, to a file outside the folder or inside it.
     let outside = f.dir.write("outside.aes", &K128, 0o600);

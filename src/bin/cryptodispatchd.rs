@@ -186,7 +186,11 @@ async fn serve(daemon: Arc<Daemon>, settings: &Settings) -> Result<(), StartErro
                 .await
                 .map_err(|e| bind_error("agent check", addr, &e))?;
             let bound = listener.local_addr().ok();
-            tokio::spawn(agent::serve(listener, Arc::clone(&daemon)));
+            tokio::spawn(agent::serve(
+                listener,
+                Arc::clone(&daemon),
+                settings.conn.linger,
+            ));
             bound
         }
         None => None,

@@ -43,7 +43,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::conn::AcceptBackoff;
+use crate::conn::{AcceptBackoff, linger_close};
 use crate::daemon::Daemon;
 
 /// Connections answered at once; more wait in the kernel's backlog.
@@ -194,7 +194,9 @@ pub fn reply(clusters: &[ClusterLoad], draining: bool, config: &WeightConfig) ->
 ///
 /// At most [`MAX_CONNECTIONS`] are answered at once; the others wait to be accepted. A failed
 /// `accept` (out of descriptors) is logged and backed off (`conn::AcceptBackoff`).
-pub async fn serve(listener: TcpListener, daemon: Arc<Daemon>) {
+/// Each connection gets its line and is closed lingeringly (`linger`: HAProxy's `agent-send`
+/// string is read and discarded rather than reset).
+pub async fn serve(listener: TcpListener, daemon: Arc<Daemon>, linger: Duration) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut backoff = AcceptBackoff::new("agent check");
     loop {
@@ -211,12 +213,9 @@ pub async fn serve(listener: TcpListener, daemon: Arc<Daemon>) {
         backoff.succeeded();
         let line = format!("{}\n", daemon.agent_reply());
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(WRITE_TIMEOUT, async {
-                let _ = socket.write_all(line.as_bytes()).await;
-                let _ = socket.shutdown().await;
-            })
-            .await;
+            let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.write_all(line.as_bytes())).await;
             drop(permit);
+            linger_close(socket, linger).await;
         });
     }
 }
