@@ -3,7 +3,7 @@
 //! refused here costs at most what the HTTP/2 transport has buffered of its body (its flow
 //! control windows), whatever the size of the message it announces; its body is never read.
 //!
-//! A call let through carries its [`Grant`] and a [`CallGuard`] (the connection is busy) as
+//! A call let through carries its [`Grant`](crate::tokens::Grant) and a [`CallGuard`] (the connection is busy) as
 //! request extensions; the handlers take them from there.
 
 use std::convert::Infallible;
