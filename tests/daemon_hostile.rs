@@ -820,3 +820,94 @@ async fn random_calls_get_statuses_and_memory_stays_bounded() {
     })
     .await;
 }
+
+#[test]
+fn a_stalled_tls_handshake_is_closed() {
+    use rcgen::{CertificateParams, KeyPair};
+    let f = Fixture::new("tls-stall");
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".into()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let cert_path = f.dir.write("server.pem", cert.pem().as_bytes(), 0o644);
+    let key_path = f
+        .dir
+        .write("server.key", key.serialize_pem().as_bytes(), 0o600);
+    let mut args: Vec<String> = f
+        .args()
+        .into_iter()
+        .filter(|a| a != "--insecure-loopback")
+        .collect();
+    args.extend([
+        "--tls-cert".into(),
+        cert_path.display().to_string(),
+        "--tls-key".into(),
+        key_path.display().to_string(),
+        "--handshake-timeout-s".into(),
+        "1".into(),
+    ]);
+    let d = Daemon::start(&args);
+    assert!(d.tls);
+    // A connection that sends nothing, and one that sends half a ClientHello record header.
+    let mut silent = TcpStream::connect(d.grpc).unwrap();
+    let mut partial = TcpStream::connect(d.grpc).unwrap();
+    partial.write_all(&[0x16, 0x03, 0x01, 0x02]).unwrap();
+    let start = Instant::now();
+    assert!(closed_within(&mut silent, Duration::from_secs(5)));
+    assert!(closed_within(&mut partial, Duration::from_secs(5)));
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_takes_no_response_frees_its_stream_slot() {
+    let f = Fixture::new("unread");
+    let d = Daemon::start(&args_with(
+        &f,
+        &["--stream-idle-ms", "500", "--max-streams", "1"],
+    ));
+    bounded("an unread stream", LIMIT, async {
+        let c = d.client(Some(ALL)).await;
+        let start = |chunk: Vec<u8>| StreamRequest {
+            start: Some(stream_start(proto::Direction::Encrypt, proto::Mode::Ctr, 0)),
+            chunk,
+            last: false,
+        };
+        // 8 MiB in, and no response taken: flow control stops the daemon's writes.
+        let mut messages = vec![start(vec![0; 64 << 10])];
+        messages.extend((0..127).map(|_| StreamRequest {
+            start: None,
+            chunk: vec![0; 64 << 10],
+            last: false,
+        }));
+        let unread = c.stream(tokio_stream::iter(messages)).await.unwrap();
+        // Within a few idle bounds, the slot is free again for another stream.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let result = async {
+                let mut r = c
+                    .stream(tokio_stream::iter(vec![start(vec![1; 10])]))
+                    .await?;
+                let mut n = 0;
+                while let Some(m) = r.message().await? {
+                    n += m.chunk.len();
+                }
+                Ok::<_, tonic::Status>(n)
+            }
+            .await;
+            match result {
+                Ok(n) => {
+                    assert_eq!(n, 10);
+                    break;
+                }
+                Err(e) if e.code() == Code::ResourceExhausted => {
+                    assert!(Instant::now() < deadline, "the slot was never freed");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        drop(unread);
+    })
+    .await;
+}
