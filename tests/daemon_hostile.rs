@@ -250,6 +250,24 @@ async fn malformed_messages_and_streams_are_invalid_arguments() {
                 assert_eq!(e.code(), Code::Unauthenticated, "{method}");
             }
         }
+        // Malformed gRPC framing: a compressed flag without an encoding, an unknown flag, a
+        // body that ends inside a message. INVALID_ARGUMENT (3), never INTERNAL (13).
+        for method in ["Encrypt", "GetPublicKey", "Stream"] {
+            for body in [
+                "\u{1}\0\0\0\u{3}abc",
+                "\u{2}\0\0\0\u{3}abc",
+                "\0\0\0\0\u{9}abc",
+                "\0\0",
+                "",
+            ] {
+                let code = raw.framed(method, body, &all).await;
+                assert_eq!(
+                    code,
+                    Some(Code::InvalidArgument as i32),
+                    "{method} {body:?}"
+                );
+            }
+        }
         // A call that carries no payload has a small limit of its own.
         let big = GetPublicKeyRequest {
             key: "k".repeat(5000),
@@ -782,6 +800,25 @@ async fn random_calls_get_statuses_and_memory_stays_bounded() {
                 2 => Some(format!("bearer {LIMITED}")),
                 _ => Some(bearer(ALL)),
             };
+            if i % 10 == 5 {
+                // Raw bytes as the whole request body, gRPC framing included.
+                let len = rng.below(40) as usize;
+                let body: String = rng
+                    .bytes(len)
+                    .iter()
+                    .map(|b| char::from(b & 0x7f))
+                    .collect();
+                let code = raw
+                    .framed(method, &body, auth.as_deref().unwrap_or(""))
+                    .await
+                    .unwrap_or_else(|| panic!("call {i} ({method}): no status"));
+                assert!(
+                    ![Code::Internal as i32, Code::Unknown as i32].contains(&code),
+                    "call {i} ({method}, framed {body:?}): code {code}"
+                );
+                *codes.entry(format!("framed {code}")).or_insert(0) += 1;
+                continue;
+            }
             let result = if method == "Stream" {
                 let n = 1 + rng.below(4) as usize;
                 let messages = (0..n).map(|_| random_message(&mut rng, "Stream")).collect();

@@ -138,6 +138,46 @@ impl Raw {
     }
 }
 
+impl Raw {
+    /// A call of `method` whose request body is `body` as it is, gRPC framing included (ASCII
+    /// bytes only); the status code of the answer, from its headers or trailers.
+    pub async fn framed(&self, method: &str, body: &str, authorization: &str) -> Option<i32> {
+        use tonic::codegen::{Body as _, Service as _};
+        let mut channel = self.channel.clone();
+        std::future::poll_fn(|cx| channel.poll_ready(cx))
+            .await
+            .ok()?;
+        let request = tonic::codegen::http::Request::builder()
+            .method("POST")
+            .uri(format!(
+                "http://127.0.0.1/cryptodispatch.v1.CryptoDispatch/{method}"
+            ))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("authorization", authorization)
+            .body(tonic::body::Body::new(body.to_owned()))
+            .unwrap();
+        let response = channel.call(request).await.ok()?;
+        let code = |headers: &tonic::codegen::http::HeaderMap| {
+            headers
+                .get("grpc-status")
+                .and_then(|v| v.to_str().ok()?.parse::<i32>().ok())
+        };
+        if let Some(c) = code(response.headers()) {
+            return Some(c);
+        }
+        let mut body = response.into_body();
+        while let Some(frame) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+        {
+            if let Ok(trailers) = frame.ok()?.into_trailers() {
+                return code(&trailers);
+            }
+        }
+        None
+    }
+}
+
 /// A field of `/proc/PID/status` in KiB (`VmRSS`, `VmHWM`).
 pub fn proc_kib(pid: u32, field: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

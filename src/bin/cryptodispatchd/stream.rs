@@ -99,6 +99,23 @@ impl tokio_stream::Stream for ResponseStream {
     }
 }
 
+/// The status for an error reading the request stream: a malformed framing (tonic says
+/// `INTERNAL`) is the client's fault, `INVALID_ARGUMENT`; the rest as they are.
+fn inbound_status(status: Status) -> Status {
+    let framing = status
+        .message()
+        .starts_with("protocol error: received message with")
+        || status
+            .message()
+            .starts_with("Unexpected EOF decoding stream")
+        || status.message().starts_with("Error decompressing");
+    if status.code() == tonic::Code::Internal && framing {
+        Status::invalid_argument(status.message().to_owned())
+    } else {
+        status
+    }
+}
+
 /// The status of a stream without a message for `gap`.
 fn idle_status(gap: Duration) -> Status {
     Status::deadline_exceeded(format!(
@@ -130,7 +147,8 @@ pub async fn open(
     let mut inbound = request.into_inner();
     let first = tokio::time::timeout(gap, inbound.message())
         .await
-        .map_err(|_| idle_status(gap))??
+        .map_err(|_| idle_status(gap))?
+        .map_err(inbound_status)?
         .ok_or_else(|| Status::invalid_argument("the stream sent no message"))?;
     let start = first
         .start
@@ -207,6 +225,7 @@ impl Reader {
         tokio::time::timeout(self.gap, self.inbound.message())
             .await
             .map_err(|_| idle_status(self.gap))?
+            .map_err(inbound_status)
     }
 
     async fn fail(&mut self, status: Status) {
