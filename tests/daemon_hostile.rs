@@ -16,7 +16,8 @@
 //! - start-up refuses plaintext metrics off loopback, symbolic links and FIFOs as key files;
 //! - a fuzz-style run: random bytes and random valid-but-extreme messages to every method;
 //!   each call gets a status (never `INTERNAL` or `UNKNOWN`), the daemon stays up, and its
-//!   RSS stays bounded. `CRYPTODISPATCHD_FUZZ_CALLS` sets the number of calls (default 300).
+//!   RSS stays bounded. `CRYPTODISPATCHD_FUZZ_CALLS` sets the number of calls (default 300),
+//!   `CRYPTODISPATCHD_FUZZ_SEED` the seed.
 #![cfg(feature = "daemon")]
 
 mod daemon_support;
@@ -786,7 +787,11 @@ async fn random_calls_get_statuses_and_memory_stays_bounded() {
         .await
         .unwrap();
         let base = proc_kib(d.pid(), "VmRSS");
-        let mut rng = Rng::new(0x5eed);
+        let seed = std::env::var("CRYPTODISPATCHD_FUZZ_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0x5eed);
+        let mut rng = Rng::new(seed);
         let mut codes = std::collections::BTreeMap::new();
         for i in 0..calls {
             let method = if i % 9 == 8 {
@@ -853,7 +858,7 @@ async fn random_calls_get_statuses_and_memory_stays_bounded() {
         );
         // The run exercised more than refusals.
         assert!(codes.len() >= 4, "{codes:?}");
-        eprintln!("{calls} random calls: {codes:?}, RSS +{grown} MiB");
+        eprintln!("{calls} random calls (seed {seed}): {codes:?}, RSS +{grown} MiB");
     })
     .await;
 }
