@@ -33,7 +33,8 @@ const ABOUT: &str = "The cryptodispatch service over gRPC: AES and Ed25519 with 
 
 const AFTER_HELP: &str = "\
 Key folder: one file per key, NAME.aes (16, 24 or 32 raw bytes) or NAME.ed25519 (a 32-byte
-seed), readable by its owner only (chmod 600). Tokens file: a line per token, `TOKEN key1,key2`
+seed), a regular file (not a link) readable by its owner only (chmod 600); NAME is 1 to 128
+letters, digits, '.', '_' and '-'. Tokens file: a line per token, `TOKEN key1,key2`
 or `TOKEN *`; # starts a comment; also private to its owner.
 
 Examples:

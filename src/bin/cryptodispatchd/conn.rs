@@ -31,6 +31,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Sleep;
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::codegen::http;
 use tonic::transport::server::{Connected, TlsConnectInfo};
 
 /// How the gRPC connections are bounded.
@@ -82,8 +83,6 @@ impl ConnInfo {
         })
     }
 }
-
-use tonic::codegen::http;
 
 /// A call in progress on a connection: the connection is not idle while one exists.
 pub struct Busy(Arc<ConnState>);
