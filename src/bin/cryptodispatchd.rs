@@ -223,6 +223,12 @@ async fn serve(daemon: Arc<Daemon>, settings: &Settings) -> Result<(), StartErro
     let api = Gate::new(api, Arc::clone(&daemon));
     let (keepalive_interval, keepalive_timeout) = settings.keepalive;
     let mut builder = Server::builder()
+        // What a call may make the daemon buffer before its headers are authenticated and its
+        // body read: a header list of 16 KiB; of its body, the HTTP/2 flow-control windows,
+        // 1 MiB a stream and 1 MiB a connection (hyper's defaults, fixed here).
+        .http2_max_header_list_size(16 * 1024)
+        .initial_stream_window_size(1 << 20)
+        .initial_connection_window_size(1 << 20)
         .http2_keepalive_interval(Some(keepalive_interval))
         .http2_keepalive_timeout(Some(keepalive_timeout))
         .max_concurrent_streams(settings.max_calls_per_connection)
