@@ -188,6 +188,12 @@ pub struct Args {
     #[arg(long, value_name = "BYTES")]
     pub packet_size: Option<usize>,
 
+    /// Make the first AES node's worker panic after completing this many packets (only in
+    /// builds with the `fault-injection` feature, for tests of how a failed node is answered)
+    #[cfg(feature = "fault-injection")]
+    #[arg(long, value_name = "N")]
+    pub fault_aes_panic_after: Option<u64>,
+
     /// After SIGTERM, how long to keep answering UNAVAILABLE before closing the listener
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub drain_grace_ms: u64,
@@ -407,6 +413,15 @@ impl Args {
             };
             spec.capacity(capacity).slowdown(self.slowdown)
         };
+        #[cfg(feature = "fault-injection")]
+        let aes_node = |i: usize, capacity: u64| match self.fault_aes_panic_after {
+            Some(after) if i == 0 => {
+                node(i, capacity).fault(cryptodispatch::Fault::Panic { after })
+            }
+            _ => node(i, capacity),
+        };
+        #[cfg(not(feature = "fault-injection"))]
+        let aes_node = node;
         let aes_capacity = NODE_PACKETS * packet_size as u64;
         // An Ed25519 message is one packet: every node can hold the largest allowed.
         let ed_capacity = aes_capacity.max(self.max_request_bytes as u64);
@@ -414,7 +429,10 @@ impl Args {
             .packet_size(packet_size)
             // A stream call keeps as many outputs unreceived as the library's stream holds.
             .stream_outputs(crate::stream::MAX_PENDING)
-            .cluster(ClusterKind::Aes, (0..nodes).map(|i| node(i, aes_capacity)))
+            .cluster(
+                ClusterKind::Aes,
+                (0..nodes).map(|i| aes_node(i, aes_capacity)),
+            )
             .cluster(
                 ClusterKind::Ed25519,
                 (0..nodes).map(|i| node(i, ed_capacity)),
