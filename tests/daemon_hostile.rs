@@ -460,6 +460,33 @@ async fn idle_connections_and_streams_are_closed() {
             n += r.chunk.len();
         }
         assert_eq!(n, 10);
+
+        // A call in progress keeps its connection open past the idle timeout: a stream fed a
+        // chunk every 300 ms for 3 s (idle timeout 2 s, stream gap 500 ms) completes.
+        let (tx, rx) = tokio::sync::mpsc::channel::<StreamRequest>(1);
+        let feed = tokio::spawn(async move {
+            for i in 0..10 {
+                let start =
+                    (i == 0).then(|| stream_start(proto::Direction::Encrypt, proto::Mode::Ctr, 0));
+                let chunk = StreamRequest {
+                    start,
+                    chunk: vec![3; 100],
+                    last: false,
+                };
+                tx.send(chunk).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        });
+        let mut responses = c
+            .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap();
+        let mut n = 0;
+        while let Some(r) = responses.message().await.unwrap() {
+            n += r.chunk.len();
+        }
+        assert_eq!(n, 1000);
+        feed.await.unwrap();
     })
     .await;
 }

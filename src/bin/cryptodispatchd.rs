@@ -103,6 +103,9 @@ use crate::daemon::Daemon;
 use crate::gate::Gate;
 use crate::remote::proto::crypto_dispatch_server::CryptoDispatchServer;
 
+/// The largest `grpc.health.v1` request decoded.
+const HEALTH_MESSAGE_LIMIT: usize = 4096;
+
 /// Why the daemon did not start or stopped: the message and the exit status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartError {
@@ -212,6 +215,9 @@ async fn serve(daemon: Arc<Daemon>, settings: &Settings) -> Result<(), StartErro
     };
 
     let (reporter, health) = tonic_health::server::health_reporter();
+    // The health service is open to all (load balancers ask it without a token): its request
+    // is a service name, so a small limit bounds what an unauthenticated caller may send.
+    let health = health.max_decoding_message_size(HEALTH_MESSAGE_LIMIT);
     reporter.set_serving::<CryptoDispatchServer<Api>>().await;
     let limit = settings
         .max_request_bytes

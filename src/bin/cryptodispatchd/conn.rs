@@ -7,7 +7,9 @@
 //!   ENFILE, or memory) is logged, at most once a second with a count of the others, and
 //!   followed by a pause that doubles from 10 ms to 1 s: the loop never spins on it.
 //! - **Idle**: a connection with no call in progress for `--idle-timeout-s` is closed, whether
-//!   or not it sends anything (HTTP/2 keepalive pings do not keep it open). A new connection
+//!   or not it sends anything (HTTP/2 keepalive pings do not keep it open; neither do health
+//!   checks, which need no token: a `Watch` is cut with its connection, and the watcher
+//!   reconnects). A new connection
 //!   must begin its first call within `--handshake-timeout-s` (TLS handshake and HTTP/2 set-up
 //!   included): a TCP connection that sends nothing, or a TLS handshake that stalls, is closed
 //!   then.
