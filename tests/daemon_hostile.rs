@@ -319,6 +319,28 @@ async fn malformed_messages_and_streams_are_invalid_arguments() {
             .sum();
         assert_eq!(total, 112);
 
+        // A client that sends `last` and keeps its side open gets its status at once, not
+        // after the stream's idle bound (60 s by default).
+        let c = d.client(Some(ALL)).await;
+        let (tx, rx) = tokio::sync::mpsc::channel::<StreamRequest>(1);
+        tx.send(first.clone()).await.unwrap();
+        let started = Instant::now();
+        let mut responses = c
+            .stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .unwrap();
+        let mut total = 0;
+        while let Some(r) = responses.message().await.unwrap() {
+            total += r.chunk.len();
+        }
+        assert_eq!(total, 112);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(tx);
+
         // A length error names the whole input: 40 bytes in chunks of 16 and 24.
         let start = StreamRequest {
             start: Some(stream_start(

@@ -25,7 +25,7 @@ use crate::daemon::Daemon;
 use crate::metrics::Rpc;
 
 /// The connection is busy while the call's request lives (headers, body, decoding); the
-/// handler keeps it for as long as the call runs.
+/// handler keeps it for as long as the call runs. Held for its drop, never read.
 #[derive(Debug, Clone)]
 pub struct CallGuard(#[allow(dead_code)] pub Arc<Busy>);
 

@@ -22,9 +22,9 @@
 //! - A stream that goes `--stream-idle-ms` without a request message (the first included) ends
 //!   with `DEADLINE_EXCEEDED`, and so does one whose client takes no response for as long
 //!   while the daemon has one to send: an idle stream does not hold its slot for ever.
-//! - Nothing may follow a message marked `last`: the call's status is given once the client
-//!   has closed its side (or has sent nothing more for `--stream-idle-ms`), and a message
-//!   after `last` fails the call with `INVALID_ARGUMENT`.
+//! - Nothing may follow a message marked `last`: a message after it that arrives before the
+//!   call's status is sent (the status waits, after the last output, up to [`LAST_GRACE`] for
+//!   the client to close its side) fails the call with `INVALID_ARGUMENT`.
 //! - A length error names the stream's whole input length, not the last piece's.
 
 use std::future::Future;
@@ -52,6 +52,9 @@ pub(crate) const MAX_PENDING: usize = 64;
 const INPUT_BUFFER: usize = 4;
 /// Responses ready and not yet taken by the connection.
 const OUTPUT_BUFFER: usize = 4;
+/// After a stream's last output, how long its status waits for the client to close its side
+/// (a message sent after `last` fails the call rather than being ignored).
+pub const LAST_GRACE: Duration = Duration::from_millis(250);
 
 /// What the call answers: the outputs, then the final message or an error; after the
 /// runner's last output, the reader's verdict on what followed `last` (an error ends the call
@@ -61,6 +64,8 @@ pub struct ResponseStream {
     outputs: mpsc::Receiver<Result<StreamResponse, Status>>,
     cut: Cut,
     verdict: Option<oneshot::Receiver<Status>>,
+    /// Bounds the wait for the verdict, from the last output.
+    grace: Option<Pin<Box<tokio::time::Sleep>>>,
     done: bool,
 }
 
@@ -89,7 +94,16 @@ impl tokio_stream::Stream for ResponseStream {
             return Poll::Ready(None);
         };
         match Pin::new(verdict).poll(cx) {
-            Poll::Pending => Poll::Pending,
+            Poll::Pending => {
+                let grace = this
+                    .grace
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(LAST_GRACE)));
+                if grace.as_mut().poll(cx).is_ready() {
+                    this.done = true;
+                    return Poll::Ready(None);
+                }
+                Poll::Pending
+            }
             Poll::Ready(failed) => {
                 this.done = true;
                 // A dropped sender is no complaint: the input ended cleanly.
@@ -207,6 +221,7 @@ pub async fn open(
         outputs: out_rx,
         cut,
         verdict: Some(verdict_rx),
+        grace: None,
         done: false,
     }))
 }
@@ -267,8 +282,13 @@ impl Reader {
             }
             if last {
                 let _ = self.tx.send(Input::End).await;
-                // Nothing may follow `last`.
-                if let Ok(Some(_)) = self.next().await {
+                // Nothing may follow `last`: watch for a message until the call has ended.
+                let mut verdict = verdict;
+                let next = tokio::select! {
+                    next = self.next() => next,
+                    () = verdict.closed() => return,
+                };
+                if let Ok(Some(_)) = next {
                     let _ = verdict.send(Status::invalid_argument(
                         "a message followed the one marked `last`; nothing may follow it",
                     ));
