@@ -518,7 +518,14 @@ fn idle_sockets_delay_a_metrics_scrape_without_shutting_it_out() {
     let f = Fixture::new("metrics-idle");
     let d = Daemon::start(&args_with(
         &f,
-        &["--metrics", "127.0.0.1:0", "--metrics-timeout-ms", "500"],
+        &[
+            "--metrics",
+            "127.0.0.1:0",
+            "--metrics-timeout-ms",
+            "500",
+            "--metrics-max-connections",
+            "16",
+        ],
     ));
     let addr = d.metrics.unwrap();
     let idle: Vec<TcpStream> = (0..50).map(|_| TcpStream::connect(addr).unwrap()).collect();

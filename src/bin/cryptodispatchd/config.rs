@@ -93,7 +93,7 @@ pub struct Args {
     pub metrics_public: bool,
 
     /// At most this many metrics connections at once; others wait to be accepted
-    #[arg(long, value_name = "N", default_value_t = 16)]
+    #[arg(long, value_name = "N", default_value_t = 64)]
     pub metrics_max_connections: usize,
 
     /// A metrics connection has this long to send its request and take the answer

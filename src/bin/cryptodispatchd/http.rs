@@ -8,7 +8,7 @@
 //! It shows counters and queue depths, never keys or tokens. It listens on a loopback address
 //! unless `--metrics-public` says otherwise. Each connection has `--metrics-timeout-ms`
 //! (default 2 s) to send its request head (at most 8 KiB) and take the answer, and at most
-//! `--metrics-max-connections` (default 16) are served at once; the others wait in the kernel's
+//! `--metrics-max-connections` (default 64) are served at once; the others wait in the kernel's
 //! backlog until one ends, so idle connections delay a scrape by at most the timeout per
 //! round of them rather than shutting it out. A failed `accept` is logged and backed off.
 //! Connections close lingeringly (`conn::linger_close`).
