@@ -18,6 +18,8 @@ fn generate() {
     if let Err(e) = tonic_build::configure()
         .build_server(true)
         .build_client(true)
+        // Bounded decoding (`src/bin/remote/codec.rs`), as seen from the generated modules.
+        .codec_path("super::super::codec::BoundedCodec")
         .compile_fds(descriptors)
     {
         panic!("generating the gRPC code: {e}");

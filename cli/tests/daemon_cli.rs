@@ -148,7 +148,8 @@ fn remote_commands_give_the_local_bytes() {
         "Signature Verification Failure\n"
     );
 
-    // Refusals: an unknown key, a token without the key, no token: usage errors (2).
+    // Refusals: an unknown key is a usage error (2); a token without the key, or no token, is
+    // an authentication or permission failure (1), without the usage hint.
     let plain = f.dir.write("small", b"hello", 0o600).display().to_string();
     let out = run(remote(
         "enc",
@@ -181,7 +182,12 @@ fn remote_commands_give_the_local_bytes() {
         "-in",
         &plain,
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("may not use") && !stderr.contains("--help"),
+        "{stderr}"
+    );
     let out = cli(&[
         "enc",
         "--remote",
@@ -195,7 +201,38 @@ fn remote_commands_give_the_local_bytes() {
         "-in",
         &plain,
     ]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("authorization") && !stderr.contains("--help"),
+        "{stderr}"
+    );
+    // A token file that others may read is refused before any call (exit 1), naming its mode.
+    for mode in [0o644, 0o640, 0o604] {
+        let open = f
+            .dir
+            .write("open-token", format!("{ALL}\n").as_bytes(), mode);
+        let open = open.display().to_string();
+        let out = cli(&[
+            "enc",
+            "--remote",
+            &url,
+            "-keyname",
+            "k128",
+            "--token-file",
+            &open,
+            "-alg",
+            "aes-128-cbc",
+            "-iv",
+            IV_HEX,
+            "-in",
+            &plain,
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{mode:o}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(&format!("{mode:04o}")), "{stderr}");
+        assert!(!stderr.contains(ALL), "{stderr}");
+    }
     // Bad padding on a remote decryption is the local run's failure (1), with no output file.
     let junk = f.dir.write("junk", &[7; 32], 0o600).display().to_string();
     let never = path("never");

@@ -21,7 +21,9 @@
 //!    `cryptodispatchd ready grpc=ADDR agent=ADDR|- metrics=ADDR|-`.
 //!
 //! # Calls
-//! Every call is refused with `UNAVAILABLE` while draining, then authenticated, then checked
+//! Every call is refused with `UNAVAILABLE` while draining, then authenticated, both from its
+//! headers before its body is read (`gate` module); then decoded (bounded: `remote::codec`),
+//! then checked
 //! (sizes against `--max-request-bytes`, the key and its kind, mode, IV, padding), then
 //! admitted with [`Service::submit_async`](cryptodispatch::Service::submit_async) within
 //! `--queue-wait-ms` (else `RESOURCE_EXHAUSTED`), and its result awaited on the
@@ -33,9 +35,16 @@
 //! 1. New calls get `UNAVAILABLE`, health goes `NOT_SERVING` (the whole server and the
 //!    CryptoDispatch service), the agent check answers `drain`;
 //! 2. after `--drain-grace-ms` (time for load balancers to notice), the listener closes and
-//!    HTTP/2 connections get GOAWAY; calls in flight finish;
+//!    HTTP/2 connections get GOAWAY; calls in flight finish; each connection then closes
+//!    lingeringly (stop writing, read what the client still sends until it closes or
+//!    `--linger-ms` passes, then close), so that no client's last response is reset;
 //! 3. once every connection is closed, the service shuts down (every admitted job completes)
 //!    and the daemon exits 0. If step 2–3 takes longer than `--drain-timeout-s`, it exits 1.
+//!
+//! # Connections
+//! At most `--max-connections` at once, `--max-calls-per-connection` calls on each; closed
+//! after `--idle-timeout-s` without a call, or `--handshake-timeout-s` without a first call;
+//! HTTP/2 keepalive pings; `accept` failures logged and backed off (`conn` module).
 //!
 //! Exit status: 0 after a drain; 1 for a failure (a port in use, a drain that timed out); 2
 //! when it refuses to start (bad options, unsafe files, bad keys or tokens).
@@ -50,8 +59,12 @@ mod agent;
 mod api;
 #[path = "cryptodispatchd/config.rs"]
 mod config;
+#[path = "cryptodispatchd/conn.rs"]
+mod conn;
 #[path = "cryptodispatchd/daemon.rs"]
 mod daemon;
+#[path = "cryptodispatchd/gate.rs"]
+mod gate;
 #[path = "cryptodispatchd/http.rs"]
 mod http;
 #[path = "cryptodispatchd/keys.rs"]
@@ -82,13 +95,16 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Notify;
 use tonic::transport::Server;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::api::Api;
 use crate::config::{Args, Settings};
 use crate::daemon::Daemon;
+use crate::gate::Gate;
 use crate::remote::proto::crypto_dispatch_server::CryptoDispatchServer;
+
+/// The largest `grpc.health.v1` request decoded.
+const HEALTH_MESSAGE_LIMIT: usize = 4096;
 
 /// Why the daemon did not start or stopped: the message and the exit status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,12 +173,14 @@ async fn serve(daemon: Arc<Daemon>, settings: &Settings) -> Result<(), StartErro
     let bind_error = |what: &str, addr: SocketAddr, e: &dyn fmt::Display| {
         StartError::failure(format!("cannot listen on {addr} ({what}): {e}"))
     };
-    let incoming = TcpIncoming::bind(settings.listen)
-        .map_err(|e| bind_error("gRPC", settings.listen, &e))?
-        .with_nodelay(Some(true));
-    let grpc = incoming
+    let listener = TcpListener::bind(settings.listen)
+        .await
+        .map_err(|e| bind_error("gRPC", settings.listen, &e))?;
+    let grpc = listener
         .local_addr()
         .map_err(|e| bind_error("gRPC", settings.listen, &e))?;
+    let lingering = conn::Lingering::default();
+    let incoming = conn::incoming(listener, settings.conn, lingering.clone());
 
     let agent = match settings.agent_port {
         Some(port) => {
@@ -171,7 +189,11 @@ async fn serve(daemon: Arc<Daemon>, settings: &Settings) -> Result<(), StartErro
                 .await
                 .map_err(|e| bind_error("agent check", addr, &e))?;
             let bound = listener.local_addr().ok();
-            tokio::spawn(agent::serve(listener, Arc::clone(&daemon)));
+            tokio::spawn(agent::serve(
+                listener,
+                Arc::clone(&daemon),
+                settings.conn.linger,
+            ));
             bound
         }
         None => None,
@@ -182,13 +204,20 @@ async fn serve(daemon: Arc<Daemon>, settings: &Settings) -> Result<(), StartErro
                 .await
                 .map_err(|e| bind_error("metrics", addr, &e))?;
             let bound = listener.local_addr().ok();
-            tokio::spawn(http::serve(listener, Arc::clone(&daemon)));
+            tokio::spawn(http::serve(
+                listener,
+                Arc::clone(&daemon),
+                settings.metrics_limits,
+            ));
             bound
         }
         None => None,
     };
 
     let (reporter, health) = tonic_health::server::health_reporter();
+    // The health service is open to all (load balancers ask it without a token): its request
+    // is a service name, so a small limit bounds what an unauthenticated caller may send.
+    let health = health.max_decoding_message_size(HEALTH_MESSAGE_LIMIT);
     reporter.set_serving::<CryptoDispatchServer<Api>>().await;
     let limit = settings
         .max_request_bytes
@@ -196,7 +225,20 @@ async fn serve(daemon: Arc<Daemon>, settings: &Settings) -> Result<(), StartErro
     let api = CryptoDispatchServer::new(Api(Arc::clone(&daemon)))
         .max_decoding_message_size(limit)
         .max_encoding_message_size(limit);
-    let mut builder = Server::builder();
+    // Calls are refused or authenticated from their headers before their bodies are read.
+    let api = Gate::new(api, Arc::clone(&daemon));
+    let (keepalive_interval, keepalive_timeout) = settings.keepalive;
+    let mut builder = Server::builder()
+        // What a call may make the daemon buffer before its headers are authenticated and its
+        // body read: a header list of 16 KiB; of its body, the HTTP/2 flow-control windows,
+        // 1 MiB a stream and 1 MiB a connection (hyper's defaults, fixed here).
+        .http2_max_header_list_size(16 * 1024)
+        .initial_stream_window_size(1 << 20)
+        .initial_connection_window_size(1 << 20)
+        .http2_keepalive_interval(Some(keepalive_interval))
+        .http2_keepalive_timeout(Some(keepalive_timeout))
+        .max_concurrent_streams(settings.max_calls_per_connection)
+        .concurrency_limit_per_connection(settings.max_calls_per_connection as usize);
     if let Some(tls) = &settings.tls {
         builder = builder
             .tls_config(tls.server_config())
@@ -259,6 +301,10 @@ async fn serve(daemon: Arc<Daemon>, settings: &Settings) -> Result<(), StartErro
             )));
         }
     }
+    // Connections closed by the drain finish their lingering close.
+    lingering
+        .wait(settings.conn.linger + Duration::from_millis(100))
+        .await;
     eprintln!("cryptodispatchd: drained; every call has ended");
     Ok(())
 }

@@ -10,6 +10,8 @@
 #[path = "../../src/bin/remote/mod.rs"]
 pub mod remote;
 
+pub mod raw;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -151,9 +153,23 @@ impl Daemon {
         }
     }
 
+    /// Starts the daemon through `program` (a shell that sets limits, then execs the daemon
+    /// with `args`); waits for its ready line as [`Daemon::start`].
+    pub fn start_with<S: AsRef<str>>(program: &str, args: &[S]) -> Daemon {
+        match Daemon::try_start_with(program, args) {
+            Ok(d) => d,
+            Err(r) => panic!("the daemon did not start ({}): {}", r.status, r.stderr),
+        }
+    }
+
     /// Starts the daemon; `Err` with its status and messages if it exits instead.
     pub fn try_start<S: AsRef<str>>(args: &[S]) -> Result<Daemon, Refused> {
-        let mut child = Command::new(BIN)
+        Daemon::try_start_with(BIN, args)
+    }
+
+    /// Starts `program` with `args`; `Err` with its status and messages if it exits instead.
+    pub fn try_start_with<S: AsRef<str>>(program: &str, args: &[S]) -> Result<Daemon, Refused> {
+        let mut child = Command::new(program)
             .args(args.iter().map(AsRef::as_ref))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -9,12 +9,13 @@
 //! - `sign`: the daemon's Ed25519 key signs; `verify`: checks with the daemon's key (its
 //!   public half is the daemon's `GetPublicKey`).
 //! - `--token-file F`: the bearer token (the first word of the first line that is not a
-//!   comment); `--cacert F`: the CA of the daemon's certificate, for `https://`;
+//!   comment), from a file private to its owner (chmod 600); `--cacert F`: the CA of the daemon's certificate, for `https://`;
 //!   `--client-cert`/`--client-key`: this client's certificate for a daemon with `--client-ca`.
 //!
-//! Exit status as for local runs: the daemon refusing a key name, token or argument is a usage
-//! error (2); a failure while processing (bad padding, the daemon unreachable or overloaded)
-//! is 1.
+//! Exit status as for local runs: an unknown key name is a usage error (2); a token the daemon
+//! refuses (UNAUTHENTICATED, PERMISSION_DENIED), a token file that group or others may read
+//! (refused before it is used), and a failure while processing (bad padding, the daemon
+//! unreachable or overloaded) are 1.
 
 use std::path::PathBuf;
 
@@ -104,7 +105,7 @@ mod with_daemon {
     use crate::ed25519::{NOT_VERIFIED, VERIFIED};
     use crate::input::{open_input, read_exact_file, read_full};
     use crate::output::Output;
-    use crate::remote::client::{Client, ClientConfig, read_token_file};
+    use crate::remote::client::{Client, ClientConfig, TokenFileError, read_token_file};
     use crate::remote::proto::{self, AesRequest, StreamRequest, StreamStart};
     use crate::service::{CliError, EXIT_FAILURE, read_error, write_error};
 
@@ -130,9 +131,11 @@ mod with_daemon {
     async fn connect(args: &RemoteArgs) -> Result<Client, CliError> {
         let url = args.remote.clone().unwrap_or_default();
         let token = match &args.token_file {
-            Some(path) => Some(
-                read_token_file(path).map_err(|e| CliError::usage(format!("--token-file {e}")))?,
-            ),
+            Some(path) => Some(read_token_file(path).map_err(|e| match e {
+                // Not a mistake in the command line: the file must be fixed.
+                TokenFileError::NotPrivate(m) => CliError::failure(format!("--token-file {m}")),
+                TokenFileError::Unreadable(m) => CliError::usage(format!("--token-file {m}")),
+            })?),
             None => None,
         };
         let ca_pem = match &args.cacert {
@@ -159,8 +162,8 @@ mod with_daemon {
             .map_err(|e| CliError::failure(format!("--remote: {e}")))
     }
 
-    /// The daemon's status as the CLI's error: a refused name, token or argument is a usage
-    /// error, anything else a failure.
+    /// The daemon's status as the CLI's error: an unknown key name is a usage error; a token
+    /// refused (authentication, permission) or anything else a failure (exit 1).
     fn status_error(what: &str, s: Status) -> CliError {
         let message = s.message();
         match s.code() {
@@ -168,8 +171,9 @@ mod with_daemon {
                 CliError::failure(message.to_owned())
             }
             Code::InvalidArgument => CliError::failure(format!("{what} failed: {message}")),
-            Code::NotFound | Code::PermissionDenied | Code::Unauthenticated => {
-                CliError::usage(format!("--remote: {message}"))
+            Code::NotFound => CliError::usage(format!("--remote: {message}")),
+            Code::PermissionDenied | Code::Unauthenticated => {
+                CliError::failure(format!("--remote: the daemon refused the token: {message}"))
             }
             code => CliError::failure(format!("{what} failed on the daemon ({code:?}): {message}")),
         }

@@ -43,10 +43,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::conn::{AcceptBackoff, linger_close};
 use crate::daemon::Daemon;
 
-/// Connections answered at once; more are closed unanswered (HAProxy retries at its next
-/// interval).
+/// Connections answered at once; more wait in the kernel's backlog.
 const MAX_CONNECTIONS: usize = 32;
 /// How long writing the line may take.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -191,23 +191,31 @@ pub fn reply(clusters: &[ClusterLoad], draining: bool, config: &WeightConfig) ->
 }
 
 /// Answers agent checks on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, daemon: Arc<Daemon>) {
+///
+/// At most [`MAX_CONNECTIONS`] are answered at once; the others wait to be accepted. A failed
+/// `accept` (out of descriptors) is logged and backed off (`conn::AcceptBackoff`).
+/// Each connection gets its line and is closed lingeringly (`linger`: HAProxy's `agent-send`
+/// string is read and discarded rather than reset).
+pub async fn serve(listener: TcpListener, daemon: Arc<Daemon>, linger: Duration) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = AcceptBackoff::new("agent check");
     loop {
-        let Ok((mut socket, _)) = listener.accept().await else {
-            continue;
+        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+            return;
         };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            continue;
+        let mut socket = match listener.accept().await {
+            Ok((socket, _)) => socket,
+            Err(e) => {
+                backoff.failed(&e).await;
+                continue;
+            }
         };
+        backoff.succeeded();
         let line = format!("{}\n", daemon.agent_reply());
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(WRITE_TIMEOUT, async {
-                let _ = socket.write_all(line.as_bytes()).await;
-                let _ = socket.shutdown().await;
-            })
-            .await;
+            let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.write_all(line.as_bytes())).await;
             drop(permit);
+            linger_close(socket, linger).await;
         });
     }
 }

@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::daemon::Daemon;
 use crate::keys::KeyKind;
 use crate::metrics::Rpc;
+use crate::remote::codec::MAX_BATCH_ITEMS;
 use crate::remote::proto::crypto_dispatch_server::CryptoDispatch;
 use crate::remote::proto::{
     self, AesRequest, AesResponse, GcmDecryptRequest, GcmDecryptResponse, GcmEncryptRequest,
@@ -82,7 +83,7 @@ impl Api {
         request: Request<AesRequest>,
     ) -> Result<Response<AesResponse>, Status> {
         let d = &self.0;
-        let grant = d.admit_call(request.metadata())?;
+        let (grant, _busy) = d.admitted(&request)?;
         let r = request.into_inner();
         d.check_size(r.data.len())?;
         let key = d.key(&grant, &r.key, KeyKind::Aes)?;
@@ -104,7 +105,7 @@ impl Api {
         request: Request<GcmEncryptRequest>,
     ) -> Result<Response<GcmEncryptResponse>, Status> {
         let d = &self.0;
-        let grant = d.admit_call(request.metadata())?;
+        let (grant, _busy) = d.admitted(&request)?;
         let r = request.into_inner();
         d.check_size(r.aad.len().saturating_add(r.plaintext.len()))?;
         let key = d.key(&grant, &r.key, KeyKind::Aes)?;
@@ -128,7 +129,7 @@ impl Api {
         request: Request<GcmDecryptRequest>,
     ) -> Result<Response<GcmDecryptResponse>, Status> {
         let d = &self.0;
-        let grant = d.admit_call(request.metadata())?;
+        let (grant, _busy) = d.admitted(&request)?;
         let r = request.into_inner();
         d.check_size(r.aad.len().saturating_add(r.ciphertext.len()))?;
         let key = d.key(&grant, &r.key, KeyKind::Aes)?;
@@ -178,7 +179,7 @@ impl CryptoDispatch for Api {
         let d = &self.0;
         d.rpc
             .observe(Rpc::Sign, async {
-                let grant = d.admit_call(request.metadata())?;
+                let (grant, _busy) = d.admitted(&request)?;
                 let r = request.into_inner();
                 d.check_size(r.message.len())?;
                 let key = d.key(&grant, &r.key, KeyKind::Ed25519)?;
@@ -200,7 +201,7 @@ impl CryptoDispatch for Api {
         let d = &self.0;
         d.rpc
             .observe(Rpc::Verify, async {
-                let grant = d.admit_call(request.metadata())?;
+                let (grant, _busy) = d.admitted(&request)?;
                 let r = request.into_inner();
                 d.check_size(r.message.len())?;
                 let key = d.key(&grant, &r.key, KeyKind::Ed25519)?;
@@ -220,8 +221,16 @@ impl CryptoDispatch for Api {
         let d = &self.0;
         d.rpc
             .observe(Rpc::VerifyBatch, async {
-                let grant = d.admit_call(request.metadata())?;
+                let (grant, _busy) = d.admitted(&request)?;
                 let r = request.into_inner();
+                // The codec refuses more on the wire, before decoding; this keeps the bound
+                // whatever the codec.
+                if r.items.len() > MAX_BATCH_ITEMS {
+                    return Err(Status::invalid_argument(format!(
+                        "a batch holds at most {MAX_BATCH_ITEMS} items, not {}",
+                        r.items.len()
+                    )));
+                }
                 d.check_size(r.items.iter().map(|i| i.message.len()).sum())?;
                 if r.items.is_empty() {
                     return Ok(Response::new(VerifyBatchResponse { valid: Vec::new() }));
@@ -249,7 +258,7 @@ impl CryptoDispatch for Api {
         let d = &self.0;
         d.rpc
             .observe(Rpc::GetPublicKey, async {
-                let grant = d.admit_call(request.metadata())?;
+                let (grant, _busy) = d.admitted(&request)?;
                 let r = request.into_inner();
                 let key = d.key(&grant, &r.key, KeyKind::Ed25519)?;
                 let public = d

@@ -13,9 +13,11 @@ use zeroize::Zeroizing;
 
 use crate::StartError;
 use crate::agent::WeightConfig;
+use crate::conn::ConnLimits;
 use crate::daemon::{Daemon, Limits};
+use crate::http::HttpLimits;
 use crate::keys::KeyRing;
-use crate::secret_file::read_secret;
+use crate::secret_file::{Links, read_secret};
 use crate::tokens::Auth;
 
 /// Bytes a message may carry beyond `--max-request-bytes` (key name, IV, framing) before tonic
@@ -31,12 +33,13 @@ const ABOUT: &str = "The cryptodispatch service over gRPC: AES and Ed25519 with 
 
 const AFTER_HELP: &str = "\
 Key folder: one file per key, NAME.aes (16, 24 or 32 raw bytes) or NAME.ed25519 (a 32-byte
-seed), readable by its owner only (chmod 600). Tokens file: a line per token, `TOKEN key1,key2`
+seed), a regular file (not a link) readable by its owner only (chmod 600); NAME is 1 to 128
+letters, digits, '.', '_' and '-'. Tokens file: a line per token, `TOKEN key1,key2`
 or `TOKEN *`; # starts a comment; also private to its owner.
 
 Examples:
   cryptodispatchd --keys keys/ --tokens tokens --tls-cert cert.pem --tls-key key.pem \\
-      --listen 0.0.0.0:50051 --metrics 127.0.0.1:9100 --agent-port 50052
+      --listen 0.0.0.0:50051 --metrics 127.0.0.1:9100 --agent-port 50052 --agent-public
   cryptodispatchd --keys keys/ --tokens tokens --insecure-loopback --listen 127.0.0.1:50051
 
 SIGTERM drains: new calls get UNAVAILABLE, health goes NOT_SERVING, the agent check says
@@ -79,13 +82,33 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["tls_cert", "tls_key", "client_ca"])]
     pub insecure_loopback: bool,
 
-    /// Serve Prometheus metrics (and /health) over HTTP/1 on this address
+    /// Serve Prometheus metrics (and /health) over plaintext HTTP/1 on this address (a
+    /// loopback one unless --metrics-public)
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
 
-    /// Answer HAProxy's agent check on this port of the listen address (0: any free port)
+    /// Allow --metrics on an address other than loopback (it is plaintext and
+    /// unauthenticated: counters and queue depths, never keys or tokens)
+    #[arg(long, requires = "metrics")]
+    pub metrics_public: bool,
+
+    /// At most this many metrics connections at once; others wait to be accepted
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub metrics_max_connections: usize,
+
+    /// A metrics connection has this long to send its request and take the answer
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub metrics_timeout_ms: u64,
+
+    /// Answer HAProxy's agent check on this port of the listen address (0: any free port);
+    /// plaintext, so the listen address must be a loopback one unless --agent-public
     #[arg(long, value_name = "PORT")]
     pub agent_port: Option<u16>,
+
+    /// Allow the agent check on a listen address other than loopback (it is plaintext and
+    /// unauthenticated: it tells a weight, drain or down)
+    #[arg(long, requires = "agent_port")]
+    pub agent_public: bool,
 
     /// AES speed in MiB/s that the agent check reports as 100% [default: this daemon's nodes
     /// without their emulated slowdown]
@@ -104,6 +127,44 @@ pub struct Args {
     /// Streams open at once, at most (each holds a thread while open)
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_streams: usize,
+
+    /// A stream call that goes this long without a request message, or whose client takes no
+    /// response for as long, ends with DEADLINE_EXCEEDED
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    pub stream_idle_ms: u64,
+
+    /// gRPC connections open at once, at most; more wait in the kernel's backlog
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_connections: usize,
+
+    /// Calls in progress on one connection, at most (HTTP/2 concurrent streams; the calls
+    /// being read and decoded are bounded by it, so a connection holds at most this many times
+    /// --max-request-bytes)
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_calls_per_connection: u32,
+
+    /// Close a gRPC connection with no call in progress for this long (HTTP/2 pings do not
+    /// count)
+    #[arg(long, value_name = "S", default_value_t = 300)]
+    pub idle_timeout_s: u64,
+
+    /// A new gRPC connection must finish its TLS handshake and HTTP/2 set-up and begin its
+    /// first call within this time, or it is closed
+    #[arg(long, value_name = "S", default_value_t = 10)]
+    pub handshake_timeout_s: u64,
+
+    /// Send an HTTP/2 ping on a gRPC connection after this long without traffic
+    #[arg(long, value_name = "S", default_value_t = 60)]
+    pub keepalive_interval_s: u64,
+
+    /// Close the connection when a ping gets no answer within this time
+    #[arg(long, value_name = "S", default_value_t = 20)]
+    pub keepalive_timeout_s: u64,
+
+    /// When a connection closes (drain, idle), read what the client still sends for at most
+    /// this long before closing the socket, so that no client's last response is reset
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub linger_ms: u64,
 
     /// Nodes per cluster (AES and Ed25519) [default: the number of cores]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -126,6 +187,12 @@ pub struct Args {
     /// Packet size in bytes, a positive multiple of 16 [default: 16384]
     #[arg(long, value_name = "BYTES")]
     pub packet_size: Option<usize>,
+
+    /// Make the first AES node's worker panic after completing this many packets (only in
+    /// builds with the `fault-injection` feature, for tests of how a failed node is answered)
+    #[cfg(feature = "fault-injection")]
+    #[arg(long, value_name = "N")]
+    pub fault_aes_panic_after: Option<u64>,
 
     /// After SIGTERM, how long to keep answering UNAVAILABLE before closing the listener
     #[arg(long, value_name = "MS", default_value_t = 1000)]
@@ -182,6 +249,16 @@ pub struct Settings {
     pub drain_grace: Duration,
     /// Drain: time for calls in flight after the grace.
     pub drain_timeout: Duration,
+    /// The gRPC connections' bounds.
+    pub conn: ConnLimits,
+    /// Calls in progress on one connection, at most.
+    pub max_calls_per_connection: u32,
+    /// HTTP/2 keepalive: interval and timeout.
+    pub keepalive: (Duration, Duration),
+    /// A stream's longest gap between messages.
+    pub stream_idle: Duration,
+    /// The metrics server's bounds.
+    pub metrics_limits: HttpLimits,
 }
 
 /// Whether `ip` is a loopback address (127.0.0.0/8, ::1, or ::ffff:127.x.y.z).
@@ -205,7 +282,7 @@ impl Args {
             (Some(cert), Some(key)) => {
                 let cert_pem = std::fs::read(cert)
                     .map_err(|e| StartError::new(format!("--tls-cert {}: {e}", cert.display())))?;
-                let key_pem = read_secret(key, "the TLS private key", MAX_PEM)?;
+                let key_pem = read_secret(key, "the TLS private key", MAX_PEM, Links::Follow)?;
                 let client_ca = match &self.client_ca {
                     Some(ca) => Some(std::fs::read(ca).map_err(|e| {
                         StartError::new(format!("--client-ca {}: {e}", ca.display()))
@@ -256,6 +333,45 @@ impl Args {
         if self.max_streams == 0 || self.max_streams > 4096 {
             return Err(StartError::new("--max-streams: must be between 1 and 4096"));
         }
+        if let Some(addr) = self.metrics {
+            if !self.metrics_public && !is_loopback(addr.ip()) {
+                return Err(StartError::new(format!(
+                    "--metrics {addr}: the metrics are served in plaintext without \
+                     authentication; listen on a loopback address (127.0.0.1:PORT), or add \
+                     --metrics-public to serve them on {} anyway",
+                    addr.ip()
+                )));
+            }
+        }
+        if self.agent_port.is_some() && !self.agent_public && !is_loopback(self.listen.ip()) {
+            return Err(StartError::new(format!(
+                "--agent-port: the agent check listens in plaintext on the --listen address, {}, \
+                 which is not a loopback one; add --agent-public to serve it there anyway",
+                self.listen.ip()
+            )));
+        }
+        let positive = |name: &str, value: u64| {
+            if value == 0 {
+                Err(StartError::new(format!("--{name}: must be at least 1")))
+            } else {
+                Ok(())
+            }
+        };
+        positive("max-connections", self.max_connections as u64)?;
+        positive(
+            "max-calls-per-connection",
+            u64::from(self.max_calls_per_connection),
+        )?;
+        positive("idle-timeout-s", self.idle_timeout_s)?;
+        positive("handshake-timeout-s", self.handshake_timeout_s)?;
+        positive("keepalive-interval-s", self.keepalive_interval_s)?;
+        positive("keepalive-timeout-s", self.keepalive_timeout_s)?;
+        positive("stream-idle-ms", self.stream_idle_ms)?;
+        positive(
+            "metrics-max-connections",
+            self.metrics_max_connections as u64,
+        )?;
+        positive("metrics-timeout-ms", self.metrics_timeout_ms)?;
         Ok(Settings {
             listen: self.listen,
             tls,
@@ -265,6 +381,23 @@ impl Args {
             max_streams: self.max_streams,
             drain_grace: Duration::from_millis(self.drain_grace_ms),
             drain_timeout: Duration::from_secs(self.drain_timeout_s),
+            conn: ConnLimits {
+                max_connections: self.max_connections,
+                idle: Duration::from_secs(self.idle_timeout_s),
+                handshake: Duration::from_secs(self.handshake_timeout_s),
+                linger: Duration::from_millis(self.linger_ms),
+            },
+            max_calls_per_connection: self.max_calls_per_connection,
+            keepalive: (
+                Duration::from_secs(self.keepalive_interval_s),
+                Duration::from_secs(self.keepalive_timeout_s),
+            ),
+            stream_idle: Duration::from_millis(self.stream_idle_ms),
+            metrics_limits: HttpLimits {
+                max_connections: self.metrics_max_connections,
+                timeout: Duration::from_millis(self.metrics_timeout_ms),
+                linger: Duration::from_millis(self.linger_ms),
+            },
         })
     }
 
@@ -280,6 +413,15 @@ impl Args {
             };
             spec.capacity(capacity).slowdown(self.slowdown)
         };
+        #[cfg(feature = "fault-injection")]
+        let aes_node = |i: usize, capacity: u64| match self.fault_aes_panic_after {
+            Some(after) if i == 0 => {
+                node(i, capacity).fault(cryptodispatch::Fault::Panic { after })
+            }
+            _ => node(i, capacity),
+        };
+        #[cfg(not(feature = "fault-injection"))]
+        let aes_node = node;
         let aes_capacity = NODE_PACKETS * packet_size as u64;
         // An Ed25519 message is one packet: every node can hold the largest allowed.
         let ed_capacity = aes_capacity.max(self.max_request_bytes as u64);
@@ -287,7 +429,10 @@ impl Args {
             .packet_size(packet_size)
             // A stream call keeps as many outputs unreceived as the library's stream holds.
             .stream_outputs(crate::stream::MAX_PENDING)
-            .cluster(ClusterKind::Aes, (0..nodes).map(|i| node(i, aes_capacity)))
+            .cluster(
+                ClusterKind::Aes,
+                (0..nodes).map(|i| aes_node(i, aes_capacity)),
+            )
             .cluster(
                 ClusterKind::Ed25519,
                 (0..nodes).map(|i| node(i, ed_capacity)),
@@ -330,6 +475,7 @@ pub fn build(args: &Args, settings: &Settings) -> Result<Daemon, StartError> {
     let limits = Limits {
         max_request_bytes: settings.max_request_bytes,
         queue_wait: Duration::from_millis(args.queue_wait_ms),
+        stream_idle: settings.stream_idle,
     };
     let weight = WeightConfig {
         packet_size: service.packet_size(),

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use cryptodispatch::{Job, JobOutput, Service};
 use tokio::sync::Semaphore;
-use tonic::Status;
-use tonic::metadata::MetadataMap;
+use tonic::{Request, Status};
 
 use crate::agent::{self, Reply, WeightConfig};
-use crate::keys::{KeyKind, KeyRing, NamedKey};
+use crate::gate::CallGuard;
+use crate::keys::{KeyKind, KeyRing, MAX_KEY_NAME, NamedKey, valid_name};
 use crate::metrics::RpcMetrics;
 use crate::status::{job_status, submit_status};
 use crate::tokens::{Auth, Grant};
@@ -26,6 +26,8 @@ pub struct Limits {
     /// How long a call waits for room in the service's queues before `RESOURCE_EXHAUSTED`
     /// (0: admitted only if there is room at once).
     pub queue_wait: Duration,
+    /// A stream's longest wait for a request message, or for its client to take a response.
+    pub stream_idle: Duration,
 }
 
 /// The daemon's shared state.
@@ -80,17 +82,33 @@ impl Daemon {
         self.draining.load(Ordering::SeqCst)
     }
 
-    /// The first step of every call: refused while draining, then authenticated.
+    /// The first step of every call, taken by the gate (`gate` module) on the request's
+    /// headers before its body is read: refused while draining, then authenticated from the
+    /// value of its `authorization` header.
     ///
     /// # Errors
     /// `UNAVAILABLE` while draining; `UNAUTHENTICATED` without a valid token.
-    pub fn admit_call(&self, metadata: &MetadataMap) -> Result<Grant, Status> {
+    pub fn admit_call(&self, authorization: Option<&[u8]>) -> Result<Grant, Status> {
         if self.is_draining() {
             return Err(Status::unavailable(
                 "the daemon is draining (shutting down); send the call to another one",
             ));
         }
-        self.auth.authenticate(metadata)
+        self.auth.authenticate(authorization)
+    }
+
+    /// What the gate let through with a call: its grant, and the guard that keeps its
+    /// connection busy (none when the call did not come through an accepted connection).
+    ///
+    /// # Errors
+    /// `UNAUTHENTICATED` if the call did not pass the gate (never expected: fail closed).
+    pub fn admitted<T>(&self, request: &Request<T>) -> Result<(Grant, Option<CallGuard>), Status> {
+        let grant = request
+            .extensions()
+            .get::<Grant>()
+            .cloned()
+            .ok_or_else(|| Status::unauthenticated("the call was not authenticated"))?;
+        Ok((grant, request.extensions().get::<CallGuard>().cloned()))
     }
 
     /// Refuses a payload over the limit.
@@ -111,20 +129,21 @@ impl Daemon {
     /// The key `name` of kind `kind`, if the grant covers it.
     ///
     /// # Errors
-    /// `INVALID_ARGUMENT` for an empty name or a key of another kind; `PERMISSION_DENIED` when
-    /// the token may not use it (whether or not it exists); `NOT_FOUND` for an unknown name.
+    /// `INVALID_ARGUMENT` for a name that is empty, longer than [`MAX_KEY_NAME`] bytes or not
+    /// of the key names' characters (checked before any lookup), or a key of another kind;
+    /// `PERMISSION_DENIED` when the token may not use it (whether or not it exists);
+    /// `NOT_FOUND` for an unknown name. Messages show at most a short, escaped prefix of it.
     pub fn key(&self, grant: &Grant, name: &str, kind: KeyKind) -> Result<NamedKey, Status> {
-        if name.is_empty() {
-            return Err(Status::invalid_argument("no key name given"));
-        }
+        check_key_name(name)?;
         grant.check(name)?;
         let key = self
             .keys
             .get(name)
-            .ok_or_else(|| Status::not_found(format!("no key is named {name:?}")))?;
+            .ok_or_else(|| Status::not_found(format!("no key is named {}", shown(name))))?;
         if key.kind != kind {
             return Err(Status::invalid_argument(format!(
-                "the key {name:?} is {}, but this call needs {kind}",
+                "the key {} is {}, but this call needs {kind}",
+                shown(name),
                 key.kind
             )));
         }
@@ -157,5 +176,75 @@ impl Daemon {
     pub fn agent_reply(&self) -> Reply {
         let clusters = agent::clusters(&self.service.metrics());
         agent::reply(&clusters, self.is_draining(), &self.weight)
+    }
+}
+
+/// The longest prefix of client input an error message shows.
+const SHOWN: usize = 32;
+
+/// Client input as an error message shows it: quoted, escaped, at most [`SHOWN`] characters,
+/// and `...` with the full length when it was longer.
+pub fn shown(input: &str) -> String {
+    let count = input.chars().count();
+    if count <= SHOWN {
+        return format!("{input:?}");
+    }
+    let prefix: String = input.chars().take(SHOWN).collect();
+    format!("{prefix:?}... ({} bytes)", input.len())
+}
+
+/// Refuses a key name that is empty, too long, or not of the key names' characters.
+///
+/// # Errors
+/// `INVALID_ARGUMENT`, showing at most a short prefix of the name.
+pub fn check_key_name(name: &str) -> Result<(), Status> {
+    if name.is_empty() {
+        return Err(Status::invalid_argument("no key name given"));
+    }
+    if name.len() > MAX_KEY_NAME {
+        return Err(Status::invalid_argument(format!(
+            "a key name is at most {MAX_KEY_NAME} bytes; this one has {}",
+            name.len()
+        )));
+    }
+    if !valid_name(name) {
+        return Err(Status::invalid_argument(format!(
+            "the key name {} has characters other than letters, digits, '.', '_' and '-'",
+            shown(name)
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_and_shown_short() {
+        for ok in ["a", "db.v1", "A-b_c.9", &"k".repeat(MAX_KEY_NAME)] {
+            assert!(check_key_name(ok).is_ok(), "{ok}");
+        }
+        let long = "x".repeat(4 << 20);
+        for bad in [
+            "",
+            "a b",
+            "a/b",
+            "é",
+            "a\n",
+            &"k".repeat(MAX_KEY_NAME + 1),
+            &long,
+        ] {
+            let e = check_key_name(bad).unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad:.40}");
+            assert!(e.message().len() < 200, "{}", e.message());
+        }
+        assert_eq!(shown("ab"), "\"ab\"");
+        let s = shown(&format!("{}\n\u{7}", "y".repeat(100)));
+        assert!(
+            s.starts_with("\"yyyy") && s.ends_with("... (102 bytes)"),
+            "{s}"
+        );
+        assert!(!shown("a\r\nb").contains('\n'));
     }
 }

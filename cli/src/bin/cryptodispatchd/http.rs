@@ -5,9 +5,13 @@
 //!   check over HTTP/1; gRPC clients use `grpc.health.v1` on the main port);
 //! - anything else: `404`, or `405` for another method.
 //!
-//! It shows counters and queue depths, never keys or tokens. Each connection has 5 seconds to
-//! send its request head (at most 8 KiB), and at most 16 are served at once; the others are
-//! closed unanswered.
+//! It shows counters and queue depths, never keys or tokens. It listens on a loopback address
+//! unless `--metrics-public` says otherwise. Each connection has `--metrics-timeout-ms`
+//! (default 2 s) to send its request head (at most 8 KiB) and take the answer, and at most
+//! `--metrics-max-connections` (default 64) are served at once; the others wait in the kernel's
+//! backlog until one ends, so idle connections delay a scrape by at most the timeout per
+//! round of them rather than shutting it out. A failed `accept` is logged and backed off.
+//! Connections close lingeringly (`conn::linger_close`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,35 +21,53 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
+use crate::conn::{AcceptBackoff, linger_close};
 use crate::daemon::Daemon;
 use crate::metrics;
 
 const MAX_HEAD: usize = 8 * 1024;
-const MAX_CONNECTIONS: usize = 16;
-const TIMEOUT: Duration = Duration::from_secs(5);
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// The metrics server's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// Time for a connection's request and answer.
+    pub timeout: Duration,
+    /// Lingering close.
+    pub linger: Duration,
+}
+
 /// Serves `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, daemon: Arc<Daemon>) {
+pub async fn serve(listener: TcpListener, daemon: Arc<Daemon>, limits: HttpLimits) {
     let registry = Arc::new(metrics::registry(Arc::clone(&daemon)));
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mut backoff = AcceptBackoff::new("metrics");
     loop {
-        let Ok((socket, _)) = listener.accept().await else {
-            continue;
+        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+            return;
         };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            continue;
+        let mut socket = match listener.accept().await {
+            Ok((socket, _)) => socket,
+            Err(e) => {
+                backoff.failed(&e).await;
+                continue;
+            }
         };
+        backoff.succeeded();
         let (daemon, registry) = (Arc::clone(&daemon), Arc::clone(&registry));
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(TIMEOUT, answer(socket, &daemon, &registry)).await;
+            let _ =
+                tokio::time::timeout(limits.timeout, answer(&mut socket, &daemon, &registry)).await;
             drop(permit);
+            linger_close(socket, limits.linger).await;
         });
     }
 }
 
 async fn answer(
-    mut socket: TcpStream,
+    socket: &mut TcpStream,
     daemon: &Daemon,
     registry: &Registry,
 ) -> std::io::Result<()> {
@@ -92,5 +114,5 @@ async fn answer(
         body.len()
     );
     socket.write_all(response.as_bytes()).await?;
-    socket.shutdown().await
+    socket.flush().await
 }

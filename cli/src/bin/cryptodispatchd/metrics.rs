@@ -62,6 +62,23 @@ pub enum Rpc {
 }
 
 impl Rpc {
+    /// The RPC of a request path (`/cryptodispatch.v1.CryptoDispatch/Encrypt`).
+    pub fn from_path(path: &str) -> Option<Rpc> {
+        let method = path.strip_prefix("/cryptodispatch.v1.CryptoDispatch/")?;
+        Some(match method {
+            "Encrypt" => Rpc::Encrypt,
+            "Decrypt" => Rpc::Decrypt,
+            "GcmEncrypt" => Rpc::GcmEncrypt,
+            "GcmDecrypt" => Rpc::GcmDecrypt,
+            "Sign" => Rpc::Sign,
+            "Verify" => Rpc::Verify,
+            "VerifyBatch" => Rpc::VerifyBatch,
+            "GetPublicKey" => Rpc::GetPublicKey,
+            "Stream" => Rpc::Stream,
+            _ => return None,
+        })
+    }
+
     fn name(self) -> &'static str {
         match self {
             Rpc::Encrypt => "Encrypt",
@@ -147,6 +164,18 @@ impl RpcMetrics {
             Err(status) => status.code(),
         };
         result
+    }
+}
+
+impl RpcMetrics {
+    /// Counts a call refused before it was read (draining, or not authenticated).
+    pub fn refused(&self, rpc: Rpc, code: Code) {
+        self.requests
+            .get_or_create(&[("rpc", rpc.name()), ("code", code_name(code))])
+            .inc();
+        self.duration
+            .get_or_create(&[("rpc", rpc.name())])
+            .observe(0.0);
     }
 }
 

@@ -1,28 +1,59 @@
 //! Reading a secret file (a key, the token list, the TLS private key): it must be a regular file
-//! that only its owner can access, and of a bounded size. The check is made on the opened file
-//! (`fstat`), so the file read is the file checked.
+//! that only its owner can access, and of a bounded size. The file is opened without blocking
+//! (`O_NONBLOCK`: a FIFO or a device cannot hang the start) and, for key files, without
+//! following a symbolic link (`O_NOFOLLOW`); the checks are made on the opened file (`fstat`),
+//! so the file read is the file checked.
 
-use std::fs::File;
+use std::fs::OpenOptions;
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use zeroize::Zeroizing;
 
 use crate::StartError;
 
+/// Whether a symbolic link is followed to the secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// Followed (the tokens file and the TLS key may be links, as mounted secrets often are).
+    Follow,
+    /// Refused: the path itself must be the regular file (key files).
+    Refuse,
+}
+
 /// Reads `path`, a secret of kind `what` ("an AES key"), of at most `max_len` bytes.
 ///
 /// # Errors
-/// [`StartError`] naming the file: it cannot be opened, is not a regular file, grants any
-/// access to group or others (the message gives its mode), or is larger than `max_len`.
+/// [`StartError`] naming the file: it cannot be opened, is a symbolic link and `links` is
+/// [`Links::Refuse`], is not a regular file, grants any access to group or others (the message
+/// gives its mode), or is larger than `max_len`.
 pub fn read_secret(
     path: &Path,
     what: &str,
     max_len: u64,
+    links: Links,
 ) -> Result<Zeroizing<Vec<u8>>, StartError> {
     let fail = |e: std::io::Error| StartError::new(format!("{}: {e}", path.display()));
-    let file = File::open(path).map_err(fail)?;
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if links == Links::Refuse {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| {
+            if links == Links::Refuse && e.raw_os_error() == Some(libc::ELOOP) {
+                StartError::new(format!(
+                    "{}: {what} must not be a symbolic link; put the key file itself in the \
+                     folder",
+                    path.display()
+                ))
+            } else {
+                fail(e)
+            }
+        })?;
     let meta = file.metadata().map_err(fail)?;
     if !meta.is_file() {
         return Err(StartError::new(format!(

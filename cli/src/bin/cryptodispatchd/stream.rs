@@ -17,14 +17,27 @@
 //! in flight, and sends each output as soon as it is ready, without waiting for more input.
 //! A failure ends the call with its status; a client that goes away drops the stream, which
 //! closes the job.
+//!
+//! # Bounds
+//! - A stream that goes `--stream-idle-ms` without a request message (the first included) ends
+//!   with `DEADLINE_EXCEEDED`, and so does one whose client takes no response for as long
+//!   while the daemon has one to send: an idle stream does not hold its slot for ever.
+//! - Nothing may follow a message marked `last`: a message after it that arrives before the
+//!   call's status is sent (the status waits, after the last output, up to [`LAST_GRACE`] for
+//!   the client to close its side) fails the call with `INVALID_ARGUMENT`.
+//! - A length error names the stream's whole input length, not the last piece's.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use cryptodispatch::crypto::BLOCK;
-use cryptodispatch::{AesOp, Direction, JobError, Stream};
-use tokio::sync::mpsc;
+use cryptodispatch::error::CryptoError;
+use cryptodispatch::{AesOp, Direction, JobError, Stream, SubmitError};
 use tokio::sync::mpsc::error::TryRecvError;
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::{mpsc, oneshot};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::api::{check_iv, mode, padding};
@@ -39,9 +52,91 @@ pub(crate) const MAX_PENDING: usize = 64;
 const INPUT_BUFFER: usize = 4;
 /// Responses ready and not yet taken by the connection.
 const OUTPUT_BUFFER: usize = 4;
+/// After a stream's last output, how long its status waits for the client to close its side
+/// (a message sent after `last` fails the call rather than being ignored).
+pub const LAST_GRACE: Duration = Duration::from_millis(250);
 
-/// What the call answers: the outputs, then the final message or an error.
-pub type ResponseStream = ReceiverStream<Result<StreamResponse, Status>>;
+/// What the call answers: the outputs, then the final message or an error; after the
+/// runner's last output, the reader's verdict on what followed `last` (an error ends the call
+/// with it).
+#[derive(Debug)]
+pub struct ResponseStream {
+    outputs: mpsc::Receiver<Result<StreamResponse, Status>>,
+    cut: Cut,
+    verdict: Option<oneshot::Receiver<Status>>,
+    /// Bounds the wait for the verdict, from the last output.
+    grace: Option<Pin<Box<tokio::time::Sleep>>>,
+    done: bool,
+}
+
+impl tokio_stream::Stream for ResponseStream {
+    type Item = Result<StreamResponse, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.done {
+            return Poll::Ready(None);
+        }
+        match this.outputs.poll_recv(cx) {
+            Poll::Ready(Some(item)) => {
+                this.done = item.is_err();
+                return Poll::Ready(Some(item));
+            }
+            Poll::Ready(None) => {}
+            Poll::Pending => return Poll::Pending,
+        }
+        if let Some(status) = this.cut.lock().ok().and_then(|mut c| c.take()) {
+            this.done = true;
+            return Poll::Ready(Some(Err(status)));
+        }
+        let Some(verdict) = this.verdict.as_mut() else {
+            this.done = true;
+            return Poll::Ready(None);
+        };
+        match Pin::new(verdict).poll(cx) {
+            Poll::Pending => {
+                let grace = this
+                    .grace
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(LAST_GRACE)));
+                if grace.as_mut().poll(cx).is_ready() {
+                    this.done = true;
+                    return Poll::Ready(None);
+                }
+                Poll::Pending
+            }
+            Poll::Ready(failed) => {
+                this.done = true;
+                // A dropped sender is no complaint: the input ended cleanly.
+                Poll::Ready(failed.ok().map(Err))
+            }
+        }
+    }
+}
+
+/// The status for an error reading the request stream: a malformed framing (tonic says
+/// `INTERNAL`) is the client's fault, `INVALID_ARGUMENT`; the rest as they are.
+fn inbound_status(status: Status) -> Status {
+    let framing = status
+        .message()
+        .starts_with("protocol error: received message with")
+        || status
+            .message()
+            .starts_with("Unexpected EOF decoding stream")
+        || status.message().starts_with("Error decompressing");
+    if status.code() == tonic::Code::Internal && framing {
+        Status::invalid_argument(status.message().to_owned())
+    } else {
+        status
+    }
+}
+
+/// The status of a stream without a message for `gap`.
+fn idle_status(gap: Duration) -> Status {
+    Status::deadline_exceeded(format!(
+        "the stream went {} ms without a message (--stream-idle-ms)",
+        gap.as_millis()
+    ))
+}
 
 /// What the reader hands the runner.
 #[derive(Debug)]
@@ -61,11 +156,13 @@ pub async fn open(
     d: Arc<Daemon>,
     request: Request<Streaming<StreamRequest>>,
 ) -> Result<Response<ResponseStream>, Status> {
-    let grant = d.admit_call(request.metadata())?;
+    let (grant, busy) = d.admitted(&request)?;
+    let gap = d.limits.stream_idle;
     let mut inbound = request.into_inner();
-    let first = inbound
-        .message()
-        .await?
+    let first = tokio::time::timeout(gap, inbound.message())
+        .await
+        .map_err(|_| idle_status(gap))?
+        .map_err(inbound_status)?
         .ok_or_else(|| Status::invalid_argument("the stream sent no message"))?;
     let start = first
         .start
@@ -95,71 +192,132 @@ pub async fn open(
 
     let (in_tx, in_rx) = mpsc::channel(INPUT_BUFFER);
     let (out_tx, out_rx) = mpsc::channel(OUTPUT_BUFFER);
-    let max = d.limits.max_request_bytes;
-    tokio::spawn(read(inbound, first.chunk, first.last, in_tx, max));
+    let (verdict_tx, verdict_rx) = oneshot::channel();
+    let reader = Reader {
+        inbound,
+        tx: in_tx,
+        max: d.limits.max_request_bytes,
+        gap,
+    };
+    tokio::spawn(reader.read(first.chunk, first.last, verdict_tx));
     let packet = d.service.packet_size();
+    let handle = tokio::runtime::Handle::current();
+    let cut = Cut::default();
+    let runner_cut = Arc::clone(&cut);
     tokio::task::spawn_blocking(move || {
         Runner {
             job,
             packet,
             out: out_tx,
+            handle,
+            gap,
+            total: 0,
+            cut: runner_cut,
         }
         .run(in_rx);
-        drop(permit);
+        drop((permit, busy));
     });
-    Ok(Response::new(ReceiverStream::new(out_rx)))
+    Ok(Response::new(ResponseStream {
+        outputs: out_rx,
+        cut,
+        verdict: Some(verdict_rx),
+        grace: None,
+        done: false,
+    }))
 }
 
-/// Reads the request stream into `tx` until its end, a message marked `last`, or an error.
-async fn read(
-    mut inbound: Streaming<StreamRequest>,
-    first_chunk: Vec<u8>,
-    first_is_last: bool,
+/// The async side: reads the request stream for the runner.
+struct Reader {
+    inbound: Streaming<StreamRequest>,
     tx: mpsc::Sender<Input>,
     max: usize,
-) {
-    let mut pending = Some((first_chunk, first_is_last));
-    loop {
-        let (chunk, last) = match pending.take() {
-            Some(first) => first,
-            None => match inbound.message().await {
-                Ok(Some(m)) if m.start.is_some() => {
-                    let e = Status::invalid_argument("only the first message may carry `start`");
-                    let _ = tx.send(Input::Failed(e)).await;
-                    return;
-                }
-                Ok(Some(m)) if m.chunk.len() > max => {
-                    let e = Status::invalid_argument(format!(
-                        "a chunk of {} bytes is over this daemon's limit of {max} bytes",
-                        m.chunk.len()
+    gap: Duration,
+}
+
+impl Reader {
+    /// The next request message, within the stream's idle bound.
+    async fn next(&mut self) -> Result<Option<StreamRequest>, Status> {
+        tokio::time::timeout(self.gap, self.inbound.message())
+            .await
+            .map_err(|_| idle_status(self.gap))?
+            .map_err(inbound_status)
+    }
+
+    async fn fail(&mut self, status: Status) {
+        let _ = self.tx.send(Input::Failed(status)).await;
+    }
+
+    /// Reads the request stream into the runner's channel until its end, a message marked
+    /// `last`, or an error; after `last`, waits for the client to close its side and reports a
+    /// message sent after it through `verdict`.
+    async fn read(mut self, first_chunk: Vec<u8>, first_is_last: bool, verdict: Verdict) {
+        let mut pending = Some((first_chunk, first_is_last));
+        loop {
+            let (chunk, last) = match pending.take() {
+                Some(first) => first,
+                None => match self.next().await {
+                    Ok(Some(m)) if m.start.is_some() => {
+                        let e =
+                            Status::invalid_argument("only the first message may carry `start`");
+                        return self.fail(e).await;
+                    }
+                    Ok(Some(m)) if m.chunk.len() > self.max => {
+                        let e = Status::invalid_argument(format!(
+                            "a chunk of {} bytes is over this daemon's limit of {} bytes",
+                            m.chunk.len(),
+                            self.max
+                        ));
+                        return self.fail(e).await;
+                    }
+                    Ok(Some(m)) => (m.chunk, m.last),
+                    Ok(None) => {
+                        let _ = self.tx.send(Input::End).await;
+                        return;
+                    }
+                    Err(status) => return self.fail(status).await,
+                },
+            };
+            if !chunk.is_empty() && self.tx.send(Input::Chunk(chunk)).await.is_err() {
+                return;
+            }
+            if last {
+                let _ = self.tx.send(Input::End).await;
+                // Nothing may follow `last`: watch for a message until the call has ended.
+                let mut verdict = verdict;
+                let next = tokio::select! {
+                    next = self.next() => next,
+                    () = verdict.closed() => return,
+                };
+                if let Ok(Some(_)) = next {
+                    let _ = verdict.send(Status::invalid_argument(
+                        "a message followed the one marked `last`; nothing may follow it",
                     ));
-                    let _ = tx.send(Input::Failed(e)).await;
-                    return;
                 }
-                Ok(Some(m)) => (m.chunk, m.last),
-                Ok(None) => (Vec::new(), true),
-                Err(status) => {
-                    let _ = tx.send(Input::Failed(status)).await;
-                    return;
-                }
-            },
-        };
-        if !chunk.is_empty() && tx.send(Input::Chunk(chunk)).await.is_err() {
-            return;
-        }
-        if last {
-            let _ = tx.send(Input::End).await;
-            return;
+                return;
+            }
         }
     }
 }
+
+/// Where the reader reports a message after `last`.
+type Verdict = oneshot::Sender<Status>;
 
 /// The blocking side: the library's stream and where its outputs go.
 struct Runner {
     job: Stream,
     packet: usize,
     out: mpsc::Sender<Result<StreamResponse, Status>>,
+    /// The runtime, to wait for room in `out` within `gap`.
+    handle: tokio::runtime::Handle,
+    gap: Duration,
+    /// Input bytes so far.
+    total: usize,
+    /// The status that ends a call cut short (its queue full for `gap`).
+    cut: Cut,
 }
+
+/// The status of a call the runner cut short, given after the responses already queued.
+type Cut = Arc<Mutex<Option<Status>>>;
 
 impl Runner {
     /// Feeds the job from `input` and sends its outputs, until the job ends or fails or the
@@ -184,6 +342,7 @@ impl Runner {
             };
             match next {
                 Input::Chunk(chunk) => {
+                    self.total = self.total.saturating_add(chunk.len());
                     if held.is_empty() {
                         held = chunk;
                     } else {
@@ -205,7 +364,16 @@ impl Runner {
                         return;
                     }
                     if let Err(e) = self.job.finish(std::mem::take(&mut held)) {
-                        let _ = self.out.blocking_send(Err(submit_status(e)));
+                        let status = match e {
+                            // The job saw only the final piece: name the whole input.
+                            SubmitError::Crypto(CryptoError::NotBlockAligned { .. }) => {
+                                submit_status(SubmitError::Crypto(CryptoError::NotBlockAligned {
+                                    len: self.total,
+                                }))
+                            }
+                            other => submit_status(other),
+                        };
+                        self.deliver(Err(status));
                         return;
                     }
                     while self.job.pending() > 0 {
@@ -217,11 +385,11 @@ impl Runner {
                         chunk: Vec::new(),
                         last: true,
                     };
-                    let _ = self.out.blocking_send(Ok(end));
+                    self.deliver(Ok(end));
                     return;
                 }
                 Input::Failed(status) => {
-                    let _ = self.out.blocking_send(Err(status));
+                    self.deliver(Err(status));
                     return;
                 }
             }
@@ -246,7 +414,7 @@ impl Runner {
                 return false;
             }
             if let Err(e) = self.job.push(piece) {
-                let _ = self.out.blocking_send(Err(submit_status(e)));
+                self.deliver(Err(submit_status(e)));
                 return false;
             }
             while let Some(output) = self.job.try_recv() {
@@ -270,12 +438,33 @@ impl Runner {
     fn send(&self, output: Result<Vec<u8>, JobError>) -> bool {
         match output {
             Ok(chunk) if chunk.is_empty() => true,
-            Ok(chunk) => self
-                .out
-                .blocking_send(Ok(StreamResponse { chunk, last: false }))
-                .is_ok(),
+            Ok(chunk) => self.deliver(Ok(StreamResponse { chunk, last: false })),
             Err(e) => {
-                let _ = self.out.blocking_send(Err(job_status(e)));
+                self.deliver(Err(job_status(e)));
+                false
+            }
+        }
+    }
+
+    /// Puts a response in the call's queue, waiting at most the stream's idle bound for room
+    /// (a client that takes no response); `false` when the call is over. When the client
+    /// takes nothing for that long, the call ends with `DEADLINE_EXCEEDED`, queued after the
+    /// responses it has not taken.
+    fn deliver(&self, item: Result<StreamResponse, Status>) -> bool {
+        let out = &self.out;
+        let sent = self
+            .handle
+            .block_on(async { tokio::time::timeout(self.gap, out.send(item)).await });
+        match sent {
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => false,
+            Err(_) => {
+                if let Ok(mut cut) = self.cut.lock() {
+                    *cut = Some(Status::deadline_exceeded(format!(
+                        "the client took no response for {} ms (--stream-idle-ms)",
+                        self.gap.as_millis()
+                    )));
+                }
                 false
             }
         }

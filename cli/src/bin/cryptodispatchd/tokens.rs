@@ -5,7 +5,9 @@
 //! ASCII characters without spaces. The file must be private to its owner, like a key file;
 //! errors name its line, never the token. Every key a line names must exist.
 //!
-//! A call carries `authorization: Bearer TOKEN`. The token is compared with every token of the
+//! A call carries `authorization: Bearer TOKEN` (the scheme in any case, as HTTP has it:
+//! `Bearer`, `bearer`, `BEARER`), checked from the request's headers before its body is read
+//! (`gate` module). The token is compared with every token of the
 //! file in constant time (`subtle`), without stopping at a match, so the time taken says
 //! nothing about which token matched or how much of one did (only whether the lengths were
 //! equal, as with any comparison of byte strings of different lengths).
@@ -14,12 +16,11 @@ use std::path::Path;
 
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 use tonic::Status;
-use tonic::metadata::MetadataMap;
 use zeroize::Zeroizing;
 
 use crate::StartError;
 use crate::keys::{KeyRing, valid_name};
-use crate::secret_file::read_secret;
+use crate::secret_file::{Links, read_secret};
 
 /// The shortest token accepted.
 const MIN_TOKEN_LEN: usize = 16;
@@ -53,7 +54,8 @@ impl Grant {
             Ok(())
         } else {
             Err(Status::permission_denied(format!(
-                "this token may not use the key {name:?}"
+                "this token may not use the key {}",
+                crate::daemon::shown(name)
             )))
         }
     }
@@ -89,7 +91,7 @@ impl Auth {
     /// [`StartError`] for a file that is not private or cannot be read, and for a malformed
     /// line (its number is given, never its token).
     pub fn load(path: &Path, keys: &KeyRing) -> Result<Auth, StartError> {
-        let bytes = read_secret(path, "the token list", MAX_FILE_LEN)?;
+        let bytes = read_secret(path, "the token list", MAX_FILE_LEN, Links::Follow)?;
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| StartError::new(format!("{}: not UTF-8 text", path.display())))?;
         Auth::parse(text, |name| keys.contains(name))
@@ -152,25 +154,21 @@ impl Auth {
         Ok(Auth::Tokens(entries))
     }
 
-    /// The grant of the call's bearer token.
+    /// The grant of the bearer token in `authorization`, the value of the call's
+    /// `authorization` header (`None` without one).
     ///
     /// # Errors
     /// `UNAUTHENTICATED` for a missing or malformed `authorization` header or an unknown token.
-    pub fn authenticate(&self, metadata: &MetadataMap) -> Result<Grant, Status> {
+    pub fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Grant, Status> {
         let entries = match self {
             Auth::Open => return Ok(Grant::All),
             Auth::Tokens(entries) => entries,
         };
-        let header = metadata
-            .get("authorization")
+        let header = authorization
             .ok_or_else(|| Status::unauthenticated("missing `authorization: Bearer TOKEN`"))?;
-        let presented = header
-            .as_bytes()
-            .strip_prefix(b"Bearer ")
-            .or_else(|| header.as_bytes().strip_prefix(b"bearer "))
-            .ok_or_else(|| {
-                Status::unauthenticated("the `authorization` header must be `Bearer TOKEN`")
-            })?;
+        let presented = bearer_token(header).ok_or_else(|| {
+            Status::unauthenticated("the `authorization` header must be `Bearer TOKEN`")
+        })?;
         let mut found = u64::MAX;
         for (i, entry) in entries.iter().enumerate() {
             let equal = entry.token.as_slice().ct_eq(presented);
@@ -184,6 +182,15 @@ impl Auth {
     }
 }
 
+/// The token of `Bearer TOKEN`, the scheme matched without regard to case (RFC 9110 §11.1).
+fn bearer_token(header: &[u8]) -> Option<&[u8]> {
+    const SCHEME: &[u8] = b"bearer ";
+    if header.len() <= SCHEME.len() || !header[..SCHEME.len()].eq_ignore_ascii_case(SCHEME) {
+        return None;
+    }
+    Some(&header[SCHEME.len()..])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,42 +202,45 @@ mod tests {
         Auth::parse(text, |n| ["db", "sig"].contains(&n))
     }
 
-    fn call(header: Option<&str>) -> MetadataMap {
-        let mut m = MetadataMap::new();
-        if let Some(h) = header {
-            m.insert("authorization", h.parse().unwrap());
-        }
-        m
+    fn call(header: Option<&str>) -> Option<&[u8]> {
+        header.map(str::as_bytes)
     }
 
     #[test]
     fn grants_by_token() {
         let a = auth(&format!("# comment\n\n{A} db\n  {B} *  \n")).unwrap();
-        let g = a.authenticate(&call(Some(&format!("Bearer {A}")))).unwrap();
+        let g = a.authenticate(call(Some(&format!("Bearer {A}")))).unwrap();
         assert_eq!(g, Grant::Keys(vec!["db".into()]));
         assert!(g.check("db").is_ok());
         assert_eq!(
             g.check("sig").unwrap_err().code(),
             tonic::Code::PermissionDenied
         );
-        let g = a.authenticate(&call(Some(&format!("bearer {B}")))).unwrap();
-        assert_eq!(g, Grant::All);
+        for scheme in ["bearer", "BEARER", "BeArEr"] {
+            let g = a
+                .authenticate(call(Some(&format!("{scheme} {B}"))))
+                .unwrap();
+            assert_eq!(g, Grant::All);
+        }
         for bad in [
             None,
             Some("Basic xyz"),
             Some("Bearer nope-nope-nope-nope"),
             Some(A),
+            Some("Bearer"),
+            Some("Bearer "),
+            Some("Bearertoken-token-token-token"),
         ] {
-            let e = a.authenticate(&call(bad)).unwrap_err();
+            let e = a.authenticate(call(bad)).unwrap_err();
             assert_eq!(e.code(), tonic::Code::Unauthenticated, "{bad:?}");
             assert!(!e.message().contains(A));
         }
         // A prefix or an extension of a token is not the token.
         for near in [&A[..A.len() - 1], &format!("{A}x")] {
-            let e = a.authenticate(&call(Some(&format!("Bearer {near}"))));
+            let e = a.authenticate(call(Some(&format!("Bearer {near}"))));
             assert!(e.is_err());
         }
-        assert_eq!(Auth::Open.authenticate(&call(None)).unwrap(), Grant::All);
+        assert_eq!(Auth::Open.authenticate(call(None)).unwrap(), Grant::All);
     }
 
     #[test]

@@ -418,19 +418,66 @@ pub fn source_chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// Why a token file was not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenFileError {
+    /// It cannot be read, or holds no token.
+    Unreadable(String),
+    /// Group or others may access it: the token may already be known to others.
+    NotPrivate(String),
+}
+
+impl fmt::Display for TokenFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenFileError::Unreadable(m) | TokenFileError::NotPrivate(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The largest token file read.
+const MAX_TOKEN_FILE: u64 = 1 << 20;
+
 /// Reads a client's token file: the first word of its first line that is neither empty nor a
-/// comment (`#`). A daemon's `--tokens` file works too: its first token is taken.
+/// comment (`#`). A daemon's `--tokens` file works too: its first token is taken. The file
+/// must be a regular file private to its owner (no access for group or others, as
+/// `chmod 600`), checked on the opened file.
 ///
 /// # Errors
-/// A file that cannot be read or holds no token.
-pub fn read_token_file(path: &Path) -> Result<Zeroizing<String>, String> {
-    let text = Zeroizing::new(
-        std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?,
-    );
+/// [`TokenFileError::NotPrivate`] for a file group or others may access;
+/// [`TokenFileError::Unreadable`] for one that cannot be read, is not a regular file, is
+/// larger than 1 MiB or holds no token.
+pub fn read_token_file(path: &Path) -> Result<Zeroizing<String>, TokenFileError> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let unreadable =
+        |e: &dyn fmt::Display| TokenFileError::Unreadable(format!("{}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| unreadable(&e))?;
+    let meta = file.metadata().map_err(|e| unreadable(&e))?;
+    if !meta.is_file() {
+        return Err(unreadable(&"not a regular file"));
+    }
+    let mode = meta.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(TokenFileError::NotPrivate(format!(
+            "{}: mode {:04o} lets group or others read the token; refusing to use it (make it \
+             private: chmod 600 {})",
+            path.display(),
+            mode & 0o7777,
+            path.display()
+        )));
+    }
+    if meta.len() > MAX_TOKEN_FILE {
+        return Err(unreadable(&"larger than 1 MiB"));
+    }
+    let mut text = Zeroizing::new(String::new());
+    file.take(MAX_TOKEN_FILE)
+        .read_to_string(&mut text)
+        .map_err(|e| unreadable(&e))?;
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .find_map(|l| l.split_whitespace().next())
         .map(|t| Zeroizing::new(t.to_owned()))
-        .ok_or_else(|| format!("{}: no token in the file", path.display()))
+        .ok_or_else(|| unreadable(&"no token in the file"))
 }
