@@ -658,7 +658,7 @@ fn ecb_ignores_an_iv_with_a_warning_and_stream_modes_ignore_nopad() {
 
 /// Line `index` of sign.input: (seed, public key, message, signature).
 fn sign_vector(index: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/ed25519/sign.input");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors/ed25519/sign.input");
     let text = std::fs::read_to_string(path).unwrap();
     let line = text.lines().nth(index).unwrap();
     let f: Vec<&str> = line.split(':').collect();

@@ -59,8 +59,8 @@ use router::Router;
 /// How packets wait for a node (docs/ALGORITHM.md §3 and §15.1).
 ///
 /// The default here is the paper's, [`Admission::Fifo`], since the scheduler core and the
-/// simulator reproduce the paper; a [`Service`](crate::Service) defaults to
-/// [`Admission::Fair`] ([`ServiceBuilder::admission`](crate::ServiceBuilder::admission)).
+/// simulator reproduce the paper; the threaded service defaults to [`Admission::Fair`] (its
+/// builder's `admission`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Admission {
     /// The paper's: first come first served through a bounded cluster queue and the shared
@@ -106,8 +106,8 @@ impl std::str::FromStr for Admission {
 /// How long a dependent job stays bound to its node (strategy 2).
 ///
 /// The default here is the paper's, [`Affinity::Strict`], since the scheduler core and the
-/// simulator reproduce the paper; a [`Service`](crate::Service) defaults to
-/// [`Affinity::InFlight`] ([`ServiceBuilder::affinity`](crate::ServiceBuilder::affinity)).
+/// simulator reproduce the paper; the threaded service defaults to [`Affinity::InFlight`]
+/// (its builder's `affinity`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Affinity {
     /// The paper's rule: from the job's first placement until its last packet completes.

@@ -16,7 +16,7 @@
 //!   token files readable by others, bad key files, no tokens.
 #![cfg(feature = "daemon")]
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::time::{Duration, Instant};
 

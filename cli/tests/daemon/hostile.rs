@@ -20,7 +20,7 @@
 //!   `CRYPTODISPATCHD_FUZZ_SEED` the seed.
 #![cfg(feature = "daemon")]
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -4,7 +4,7 @@
 //! refusals become the CLI's usage errors.
 #![cfg(feature = "daemon")]
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -11,7 +11,7 @@
 //! loopback), which a unit test below keeps in step with the deploy file.
 #![cfg(feature = "daemon")]
 
-mod daemon_support;
+use crate::daemon_support;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -240,7 +240,7 @@ async fn a_drained_daemon_leaves_the_rotation() {
 #[test]
 fn the_deploy_configuration_has_the_same_health_check() {
     let deploy =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/haproxy.cfg"))
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/haproxy.cfg"))
             .unwrap();
     assert!(
         deploy.contains(&haproxy::health_check_hex()),
