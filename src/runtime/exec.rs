@@ -239,7 +239,7 @@ pub(crate) fn execute(
                     Ok(PartOutput::Sealed(std::mem::take(data), tag))
                 }
                 // On a mismatch this packet is left as ciphertext, and the plaintext of the
-                // earlier packets is zeroized by the job record (`handle.rs`).
+                // earlier packets is zeroized by the job record (`work.rs`).
                 (Direction::Decrypt, Some(tag)) => {
                     key.gcm_open_final(*state, text, tag)?;
                     Ok(PartOutput::Data(std::mem::take(data)))
