@@ -35,6 +35,7 @@ mod policies;
 mod remote;
 mod replay;
 mod report;
+mod sample;
 #[cfg(feature = "daemon")]
 mod scaleout;
 mod soak;

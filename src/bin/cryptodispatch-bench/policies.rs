@@ -105,14 +105,15 @@ pub struct PoliciesArgs {
     /// optimum (table, matrix.csv, matrix_optimum.csv, matrix.svg).
     #[arg(long)]
     pub matrix: bool,
-    /// With --matrix: small instances compared with the exact optimum (milliseconds each with
-    /// the default search).
-    #[arg(long, default_value_t = 1000, requires = "matrix")]
-    pub small: u32,
+    /// With --matrix or --sample: small instances compared with the exact optimum
+    /// (milliseconds each with the default search) [default: 1000 with --matrix, 200 with
+    /// --sample].
+    #[arg(long)]
+    pub small: Option<u32>,
     /// With --matrix: how the small instances' exact optimum is found: `search` (branch and
     /// bound over the assignment) or `milp` (the mixed-integer program, slow: seconds to over
     /// an hour per instance). The two agree; `milp` is the check.
-    #[arg(long, value_enum, default_value_t = Solver::Search, requires = "matrix")]
+    #[arg(long, value_enum, default_value_t = Solver::Search)]
     pub optimum: Solver,
     /// With --matrix: a quick pass, 10 seeds per cell (whatever --seeds says).
     #[arg(long, requires = "matrix")]
@@ -123,6 +124,12 @@ pub struct PoliciesArgs {
     /// instance itself).
     #[arg(long, value_name = "FILE", requires = "matrix")]
     pub optimum_cache: Option<PathBuf>,
+    /// Instead of the settings above, N configurations drawn from the workload space
+    /// (`cryptodispatch::sim::space`) from `--seed` (1: the tuning sample; the held-out sample
+    /// is the space's HELD_OUT_SEED), every policy ÷ the best per configuration (table,
+    /// sample.csv, sample.svg), and `--small` small instances against the exact optimum.
+    #[arg(long, value_name = "N", conflicts_with = "matrix")]
+    pub sample: Option<usize>,
 }
 
 /// One setting's rows, as printed and written.
@@ -196,12 +203,22 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
         let matrix = MatrixArgs {
             seeds,
             base_seed: args.seed,
-            small: args.small,
+            small: args.small.unwrap_or(1000),
             threads: args.threads.map_or_else(crate::report::cores, |t| t.max(1)),
             optimum_cache: args.optimum_cache.clone(),
             solver: args.optimum,
         };
         return crate::matrix::run(&matrix, &specs, &labels, &args.out);
+    }
+    if let Some(n) = args.sample {
+        let sample = crate::sample::SampleArgs {
+            n,
+            seed: args.seed,
+            small: args.small.unwrap_or(200),
+            solver: args.optimum,
+            threads: args.threads.map_or_else(crate::report::cores, |t| t.max(1)),
+        };
+        return crate::sample::run(&sample, &specs, &labels, &args.out);
     }
     let mut settings = Settings {
         seeds: args.seeds.unwrap_or(10),
