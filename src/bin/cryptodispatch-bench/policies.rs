@@ -46,7 +46,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::live::{self, LiveArgs, Workload};
-use crate::matrix::MatrixArgs;
+use crate::matrix::{MatrixArgs, TUNING_SEEDS};
 use crate::optimum::Solver;
 use crate::paper::{CAPS, CLASSES};
 use crate::plot::{Chart, Series};
@@ -67,10 +67,7 @@ pub const BURST_DUTY: f64 = 0.25;
 pub const BURST_LOAD: f64 = 0.8;
 
 /// The heterogeneous cluster's unit times (1 : 1.5 : 2 : 3).
-const HETERO: [f64; 4] = [16.0, 24.0, 32.0, 48.0];
-
-/// The seeds paper-adaptive's rule was tuned on (first, last).
-const TUNING_SEEDS: (u64, u64) = (1000, 1039);
+const HETERO: [f64; 4] = crate::classes::SPREAD;
 
 /// Packets per run in the comparison with the best fixed α (experiment 1's default).
 const EXP1_PACKETS: usize = 600;
@@ -461,12 +458,12 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
     let last = settings.base_seed + u64::from(settings.seeds.max(1)) - 1;
     if settings.base_seed <= TUNING_SEEDS.1 && last >= TUNING_SEEDS.0 {
         println!(
-            "NOTE: these seeds overlap seeds {}-{}, on which paper-adaptive's rule was tuned: this is not a test.\n",
+            "NOTE: these seeds overlap seeds {}-{}, kept for tuning (paper-adaptive's rule was tuned on some): this is not a test.\n",
             TUNING_SEEDS.0, TUNING_SEEDS.1
         );
     } else {
         println!(
-            "paper-adaptive's rule was tuned on seeds {}-{}, none of which is used here.\n",
+            "Seeds {}-{} are kept for tuning (paper-adaptive's rule was tuned on some); none is used here.\n",
             TUNING_SEEDS.0, TUNING_SEEDS.1
         );
     }
