@@ -46,7 +46,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::live::{self, LiveArgs, Workload};
-use crate::matrix::{MatrixArgs, TUNING_SEEDS};
+use crate::matrix::{ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS, MatrixArgs};
 use crate::optimum::Solver;
 use crate::paper::{CAPS, CLASSES};
 use crate::plot::{Chart, Series};
@@ -458,12 +458,12 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
     let last = settings.base_seed + u64::from(settings.seeds.max(1)) - 1;
     if settings.base_seed <= TUNING_SEEDS.1 && last >= TUNING_SEEDS.0 {
         println!(
-            "NOTE: these seeds overlap seeds {}-{}, kept for tuning (paper-adaptive's rule was tuned on some): this is not a test.\n",
+            "NOTE: these seeds overlap seeds {}-{}, on which paper-adaptive's rule was tuned: this is not a test.\n",
             TUNING_SEEDS.0, TUNING_SEEDS.1
         );
     } else {
         println!(
-            "Seeds {}-{} are kept for tuning (paper-adaptive's rule was tuned on some); none is used here.\n",
+            "paper-adaptive's rule was tuned on seeds {}-{}, none of which is used here.\n",
             TUNING_SEEDS.0, TUNING_SEEDS.1
         );
     }
