@@ -107,7 +107,7 @@ pub struct PoliciesArgs {
     /// --sample].
     #[arg(long)]
     pub small: Option<u32>,
-    /// With --matrix: how the small instances' exact optimum is found: `search` (branch and
+    /// With --matrix or --sample: how the small instances' exact optimum is found: `search` (branch and
     /// bound over the assignment) or `milp` (the mixed-integer program, slow: seconds to over
     /// an hour per instance). The two agree; `milp` is the check.
     #[arg(long, value_enum, default_value_t = Solver::Search)]
