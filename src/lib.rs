@@ -15,7 +15,7 @@
 //! use cryptodispatch::{Job, Mode, Padding, Service};
 //!
 //! // The default service: an AES cluster and an Ed25519 cluster, a node on every core, the
-//! // paper's policy.
+//! // default policy (`mct-wait`, `sched::policy::DEFAULT`).
 //! let service = Service::new()?;
 //!
 //! // Keys are registered once and used by handle; their bytes never leave the service.

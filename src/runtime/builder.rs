@@ -216,7 +216,7 @@ impl ServiceBuilder {
         self
     }
 
-    /// The node-selection policy, by value (default: `mct`, [`PolicySpec::default`]).
+    /// The node-selection policy, by value (default: `mct-wait`, [`PolicySpec::default`]).
     pub fn policy(mut self, policy: PolicySpec) -> Self {
         self.policy = PolicyChoice::Spec(policy);
         self
@@ -556,7 +556,7 @@ impl Service {
     }
 
     /// A service with the defaults: an AES cluster and an Ed25519 cluster, each with a node
-    /// pinned to every core, and the default policy (`mct`, docs/ALGORITHM.md §11.14).
+    /// pinned to every core, and the default policy (`mct-wait`, docs/ALGORITHM.md §11.15).
     ///
     /// # Errors
     /// [`BuildError::Spawn`] if the worker threads cannot be started.

@@ -17,7 +17,8 @@
 //! - [`trace`]: the CSV trace format ([`Trace`]);
 //! - [`workload`]: the generator that follows the paper ([`WorkloadSpec`]);
 //! - [`model`]: nodes and node sets ([`NodeModel`], [`NodeSet`]);
-//! - [`bound`]: the lower bound on makespan ([`lower_bound`]).
+//! - [`bound`]: the lower bound on makespan ([`lower_bound`]);
+//! - [`space`]: a sampled space of workloads for comparing policies ([`space::sample`]).
 //!
 //! The paper's experiments, which drive this simulator over grids of settings, live in the
 //! benchmark binary (`cryptodispatch-bench paper`).
@@ -26,6 +27,7 @@ pub mod bound;
 pub mod engine;
 mod error;
 pub mod model;
+pub mod space;
 pub mod trace;
 pub mod workload;
 

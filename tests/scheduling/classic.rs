@@ -469,13 +469,15 @@ fn a_failed_node_releases_its_commitments() {
 }
 
 #[test]
-fn default_is_mct_and_paper_stays_by_name() {
-    assert_eq!(PolicySpec::default(), PolicySpec::mct());
-    assert_eq!("default".parse::<PolicySpec>().unwrap(), PolicySpec::mct());
+fn default_is_mct_wait_and_paper_stays_by_name() {
+    let mct_wait: PolicySpec = "mct-wait".parse().unwrap();
+    assert_eq!(PolicySpec::default(), mct_wait);
+    assert_eq!("default".parse::<PolicySpec>().unwrap(), mct_wait);
+    assert_ne!(PolicySpec::default(), PolicySpec::mct());
     assert_eq!(
         "paper".parse::<PolicySpec>().unwrap(),
         PolicySpec::paper_defaults()
     );
     let s = sched("default", vec![node(10.0, 8), node(30.0, 8)]);
-    assert_eq!(s.policy(ClusterId(0)).name(), "mct");
+    assert_eq!(s.policy(ClusterId(0)).name(), "mct-wait");
 }

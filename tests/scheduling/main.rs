@@ -7,8 +7,10 @@ mod common;
 
 mod adaptive;
 mod classic;
+mod mct_wait;
 mod props;
 mod registry;
 mod scenarios;
 mod seeds;
 mod sim;
+mod space;

@@ -105,8 +105,11 @@ fn every_entry_is_in_the_readme_table() {
 #[test]
 fn the_defaults_are_the_documented_ones() {
     let spec = PolicySpec::default();
-    assert_eq!(spec, PolicySpec::mct());
-    assert_eq!(spec.to_string(), "mct");
+    assert_eq!(
+        spec.entry().name(),
+        cryptodispatch::sched::policy::DEFAULT.name()
+    );
+    assert_eq!(spec.to_string(), "mct-wait");
     assert_eq!("default".parse::<PolicySpec>().unwrap(), spec);
     let paper = PolicySpec::paper_defaults();
     assert_eq!(paper, PolicySpec::paper(0.05, 0.95));

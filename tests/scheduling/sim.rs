@@ -253,8 +253,10 @@ fn policy() -> impl Strategy<Value = PolicySpec> {
     prop_oneof![
         Just(PolicySpec::paper_defaults()),
         Just(PolicySpec::hhs_acdid()),
-        // The default: the one policy that may decline a packet with room free.
+        // `mct` and the default, `mct-wait`: the policies that may decline a packet with room
+        // free.
         Just(PolicySpec::mct()),
+        Just(PolicySpec::default()),
         (0.0..=1.0f64).prop_map(|a| PolicySpec::paper(a, 1.0 - a)),
     ]
 }

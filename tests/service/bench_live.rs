@@ -20,6 +20,7 @@ fn every_live_workload_runs_and_checks_its_outputs() {
         &["--workload", "mixed", "--jobs", "300", "--compare"],
         &["--workload", "hetero", "--jobs", "12", "--size", "16384"],
         &["--workload", "hetero-chains", "--size", "1024"],
+        &["--workload", "many-chains", "--size", "1024"],
         &["--workload", "gcm", "--jobs", "16", "--size", "4096"],
         &[
             "--workload",

@@ -95,8 +95,9 @@ fn paper(packets: usize, load: f64) -> WorkloadSpec {
     }
 }
 
-/// Unit times 16, 24, 32, 48: speeds 1 : 1.5 : 2 : 3 (fastest first).
-const SPREAD: [f64; 4] = [16.0, 24.0, 32.0, 48.0];
+/// Unit times 16, 24, 32, 48: speeds 1 : 1.5 : 2 : 3 (fastest first); also the `hetero`
+/// setting of `policies`.
+pub const SPREAD: [f64; 4] = [16.0, 24.0, 32.0, 48.0];
 /// Unit times 16, 16, 64, 64: two fast nodes and two four times slower.
 const SPLIT: [f64; 4] = [16.0, 16.0, 64.0, 64.0];
 

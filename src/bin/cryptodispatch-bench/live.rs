@@ -31,6 +31,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, RngExt, SeedableRng};
 
 use crate::openssl::{Baseline, Speed};
+#[path = "chains.rs"]
+mod chains;
 use crate::report::{Csv, Table, f, pct};
 use crate::support::{cores, percentile, pin};
 
@@ -49,6 +51,9 @@ pub enum Workload {
     /// packets (dependent, bound to their node to the end) among 80 ECB jobs of 1-2 packets,
     /// in random order; packets of 64 KiB (or --size).
     HeteroChains,
+    /// Overload of many chains: 4 nodes slowed 1x, 1x, 4x, 4x and 160 CBC chains of 4-16
+    /// packets of 16 KiB (or --size), all submitted at once (chains.rs).
+    ManyChains,
     /// Ed25519 verification: one job per signature against batch jobs (Job::verify_batch).
     Verify,
     /// Head-of-line blocking: a 16-byte ECB job submitted right after a 64 MiB CBC job; its
@@ -79,8 +84,9 @@ pub type Runner = fn(&LiveArgs) -> Result<(), String>;
 
 impl Workload {
     /// The runner of this workload: the policy comparison of this file for the workloads of
-    /// independent jobs (`cbc16k`, `mixed`, `hetero`, `hetero-chains`, `manycbc`, `gcm`), a
-    /// file of its own for each of the others.
+    /// jobs against the primitives called directly (`cbc16k`, `mixed`, `hetero`,
+    /// `hetero-chains`, `many-chains`, `manycbc`, `gcm`), a file of its own for each of the
+    /// others.
     pub fn runner(self) -> Runner {
         match self {
             Workload::Verify => crate::verify::run,
@@ -92,6 +98,7 @@ impl Workload {
             | Workload::Mixed
             | Workload::Hetero
             | Workload::HeteroChains
+            | Workload::ManyChains
             | Workload::Manycbc
             | Workload::Gcm => run,
         }
@@ -103,6 +110,7 @@ impl Workload {
             Workload::Mixed => "mixed",
             Workload::Hetero => "hetero",
             Workload::HeteroChains => "hetero-chains",
+            Workload::ManyChains => "many-chains",
             Workload::Verify => "verify",
             Workload::Hol => "hol",
             Workload::Tiny => "tiny",
@@ -459,15 +467,25 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                 submitters: args.threads.unwrap_or(2),
             })
         }
-        Workload::Hetero | Workload::HeteroChains => {
-            let chains = args.workload == Workload::HeteroChains;
+        Workload::Hetero | Workload::HeteroChains | Workload::ManyChains => {
+            let (chains, many) = (
+                args.workload != Workload::Hetero,
+                args.workload == Workload::ManyChains,
+            );
             let packet = whole_blocks(
                 "--size",
-                args.size
-                    .unwrap_or(if chains { 64 * 1024 } else { 256 * 1024 }),
+                args.size.unwrap_or(if many {
+                    chains::PACKET_BYTES
+                } else if chains {
+                    64 * 1024
+                } else {
+                    256 * 1024
+                }),
                 args.workload.name(),
             )?;
-            let items = if chains {
+            let items = if many {
+                chains::items(&mut rng, packet)
+            } else if chains {
                 chain_items(&mut rng, packet)
             } else {
                 hetero_items(&mut rng, packet, args.jobs.unwrap_or(120))
@@ -476,7 +494,11 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
                 aes_keys: vec![random_bytes(&mut rng, 16)],
                 seeds: Vec::new(),
                 items,
-                slowdowns: vec![1.0, 1.5, 2.0, 3.0],
+                slowdowns: if many {
+                    chains::SLOWDOWNS.to_vec()
+                } else {
+                    vec![1.0, 1.5, 2.0, 3.0]
+                },
                 ed_nodes: 0,
                 packet_size: packet,
                 admission: args.admission,
@@ -884,7 +906,10 @@ pub struct LiveRow {
 /// Runs the workload under each policy and the reference; checks every output.
 pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>, String> {
     let work = generate(args)?;
-    let dynamic = matches!(args.workload, Workload::Hetero | Workload::HeteroChains);
+    let dynamic = matches!(
+        args.workload,
+        Workload::Hetero | Workload::HeteroChains | Workload::ManyChains
+    );
     let cipher = match (args.workload, args.mode) {
         (Workload::Gcm, _) => Some("aes-128-gcm"),
         (Workload::Manycbc, Mode::Ofb) => Some("aes-128-ofb"),

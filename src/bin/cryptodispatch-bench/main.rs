@@ -35,6 +35,7 @@ mod plot;
 mod policies;
 mod replay;
 mod report;
+mod sample;
 mod soak;
 mod stream;
 mod support;

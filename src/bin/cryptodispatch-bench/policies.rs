@@ -46,7 +46,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::live::{self, LiveArgs, Workload};
-use crate::matrix::MatrixArgs;
+use crate::matrix::{ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS, MatrixArgs};
 use crate::optimum::Solver;
 use crate::paper::{CAPS, CLASSES};
 use crate::plot::{Chart, Series};
@@ -68,10 +68,7 @@ pub const BURST_DUTY: f64 = 0.25;
 pub const BURST_LOAD: f64 = 0.8;
 
 /// The heterogeneous cluster's unit times (1 : 1.5 : 2 : 3).
-const HETERO: [f64; 4] = [16.0, 24.0, 32.0, 48.0];
-
-/// The seeds paper-adaptive's rule was tuned on (first, last).
-const TUNING_SEEDS: (u64, u64) = (1000, 1039);
+const HETERO: [f64; 4] = crate::classes::SPREAD;
 
 /// Packets per run in the comparison with the best fixed α (experiment 1's default).
 const EXP1_PACKETS: usize = 600;
@@ -106,14 +103,15 @@ pub struct PoliciesArgs {
     /// optimum (table, matrix.csv, matrix_optimum.csv, matrix.svg).
     #[arg(long)]
     pub matrix: bool,
-    /// With --matrix: small instances compared with the exact optimum (milliseconds each with
-    /// the default search).
-    #[arg(long, default_value_t = 1000, requires = "matrix")]
-    pub small: u32,
-    /// With --matrix: how the small instances' exact optimum is found: `search` (branch and
+    /// With --matrix or --sample: small instances compared with the exact optimum
+    /// (milliseconds each with the default search) [default: 1000 with --matrix, 200 with
+    /// --sample].
+    #[arg(long)]
+    pub small: Option<u32>,
+    /// With --matrix or --sample: how the small instances' exact optimum is found: `search` (branch and
     /// bound over the assignment) or `milp` (the mixed-integer program, slow: seconds to over
     /// an hour per instance). The two agree; `milp` is the check.
-    #[arg(long, value_enum, default_value_t = Solver::Search, requires = "matrix")]
+    #[arg(long, value_enum, default_value_t = Solver::Search)]
     pub optimum: Solver,
     /// With --matrix: a quick pass, 10 seeds per cell (whatever --seeds says).
     #[arg(long, requires = "matrix")]
@@ -124,6 +122,12 @@ pub struct PoliciesArgs {
     /// instance itself).
     #[arg(long, value_name = "FILE", requires = "matrix")]
     pub optimum_cache: Option<PathBuf>,
+    /// Instead of the settings above, N configurations drawn from the workload space
+    /// (`cryptodispatch::sim::space`) from `--seed` (1: the tuning sample; the held-out sample
+    /// is the space's HELD_OUT_SEED), every policy ÷ the best per configuration (table,
+    /// sample.csv, sample.svg), and `--small` small instances against the exact optimum.
+    #[arg(long, value_name = "N", conflicts_with = "matrix")]
+    pub sample: Option<usize>,
 }
 
 /// One setting's rows, as printed and written.
@@ -197,7 +201,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
         let matrix = MatrixArgs {
             seeds,
             base_seed: args.seed,
-            small: args.small,
+            small: args.small.unwrap_or(1000),
             threads: args
                 .threads
                 .map_or_else(crate::support::cores, |t| t.max(1)),
@@ -205,6 +209,18 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
             solver: args.optimum,
         };
         return crate::matrix::run(&matrix, &specs, &labels, &args.out);
+    }
+    if let Some(n) = args.sample {
+        let sample = crate::sample::SampleArgs {
+            n,
+            seed: args.seed,
+            small: args.small.unwrap_or(200),
+            solver: args.optimum,
+            threads: args
+                .threads
+                .map_or_else(crate::support::cores, |t| t.max(1)),
+        };
+        return crate::sample::run(&sample, &specs, &labels, &args.out);
     }
     let mut settings = Settings {
         seeds: args.seeds.unwrap_or(10),

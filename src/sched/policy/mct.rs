@@ -1,5 +1,6 @@
 //! `mct`: minimum completion time, counting the work each node is committed to
-//! (docs/ALGORITHM.md §11.14). The service's default policy.
+//! (docs/ALGORITHM.md §11.14). The service's default until `mct-wait` (§11.15), which keeps
+//! this rule and waits for a full node where this one takes a node with room.
 //!
 //! # Source
 //!
@@ -77,7 +78,7 @@ impl MinCompletionTime {
     /// The registry entry (docs/ALGORITHM.md §11.14).
     pub(super) const ENTRY: Entry = Entry {
         name: "mct",
-        aliases: &["default"],
+        aliases: &[],
         description: "the node where the packet's job would complete first, counting queued and committed bytes (minimum completion time)",
         params: &[],
         build: |_| Ok(Box::new(MinCompletionTime::new())),

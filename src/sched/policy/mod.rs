@@ -34,6 +34,7 @@ mod hhs_acdid;
 mod least_conn;
 mod load_formula;
 mod mct;
+mod mct_wait;
 mod p2c;
 mod paper;
 mod paper_adaptive;
@@ -49,6 +50,7 @@ pub use hhs_acdid::HhsAcdid;
 pub use least_conn::{LeastConnections, WeightedLeastConnections};
 pub use load_formula::LoadFormula;
 pub use mct::MinCompletionTime;
+pub use mct_wait::MctWait;
 pub use p2c::PowerOfTwo;
 pub use paper::Paper;
 pub use paper_adaptive::PaperAdaptive;
@@ -74,7 +76,13 @@ static REGISTRY: &[Entry] = &[
     PowerOfTwo::ENTRY,
     PaperAdaptive::ENTRY,
     MinCompletionTime::ENTRY,
+    MctWait::ENTRY,
 ];
+
+/// The service's default policy: `mct-wait` ([`MctWait`], docs/ALGORITHM.md §11.15). The one
+/// place the default is named: [`PolicySpec::default`] builds it, and the name `default`
+/// parses to it.
+pub const DEFAULT: &Entry = &MctWait::ENTRY;
 
 /// Every built-in policy: name, aliases, description, parameters with their defaults
 /// (docs/ALGORITHM.md §11). [`PolicySpec`] parses exactly these names and aliases.
@@ -88,8 +96,12 @@ pub fn registry() -> &'static [Entry] {
     REGISTRY
 }
 
-/// The entry called `name` (in lower case), by its name or an alias.
+/// The entry called `name` (in lower case), by its name or an alias; `default` is
+/// [`DEFAULT`].
 fn lookup(name: &str) -> Option<&'static Entry> {
+    if name == "default" {
+        return Some(DEFAULT);
+    }
     REGISTRY.iter().find(|e| e.is_called(name))
 }
 

@@ -59,7 +59,7 @@ pub struct ServiceArgs {
     pub nodes: Option<u32>,
 
     /// Node-selection policy, parsed by the library: NAME or NAME:KEY=VALUE,... (--help lists
-    /// them) [default: mct]
+    /// them) [default: mct-wait]
     #[arg(long, value_name = "NAME", long_help = policy_help())]
     pub policy: Option<String>,
 
@@ -131,8 +131,9 @@ fn policy_help() -> String {
         .map(|entry| format!("  {entry:#}"))
         .collect();
     format!(
-        "Node-selection policy, parsed by the library [default: mct]\n\n\
+        "Node-selection policy, parsed by the library [default: {}]\n\n\
          A policy is written NAME or NAME:KEY=VALUE,...; the policies:\n{}",
+        cryptodispatch::sched::policy::DEFAULT.name(),
         policies.join("\n")
     )
 }

@@ -180,7 +180,7 @@ pub struct Args {
     #[arg(long)]
     pub pin: bool,
 
-    /// Node-selection policy (`mct`, `paper`, `sed`, `paper-adaptive`, ...) [default: mct]
+    /// Node-selection policy (`mct-wait`, `mct`, `paper`, `sed`, ...) [default: mct-wait]
     #[arg(long, value_name = "NAME")]
     pub policy: Option<String>,
 

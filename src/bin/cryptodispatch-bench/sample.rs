@@ -1,0 +1,404 @@
+//! `policies --sample N`: every policy on N configurations drawn from the library's second
+//! workload space ([`cryptodispatch::sim::space`]), each policy's makespan divided by the best
+//! policy's on the same configuration; and small instances against the exact optimum.
+//!
+//! # Samples
+//! The space's [`TUNING_SEED`] names the sample rules may be shaped on; [`HELD_OUT_SEED`] the
+//! sample drawn after the default's rule was fixed, from which the reported figures come. A
+//! run says which one it is. The small instances are the matrix's generator
+//! (`classes::small`) on seeds `S × 100000 + k`, apart from the matrix's seeds.
+//!
+//! # Files (in `--out`)
+//! - `sample.csv` ([`CSV_HEADER`]): one row per configuration and policy;
+//! - `sample_optimum.csv` ([`OPTIMUM_HEADER`]): one row per small instance and policy;
+//! - `sample.svg`: per policy, the share of configurations within each ratio of the best.
+
+use std::path::Path;
+
+use cryptodispatch::sched::PolicySpec;
+use cryptodispatch::sim::bound::lower_bound;
+use cryptodispatch::sim::engine::{SimConfig, simulate};
+use cryptodispatch::sim::space::{self, HELD_OUT_SEED, SpaceConfig, TUNING_SEED, affinity_name};
+use cryptodispatch::sim::trace::Trace;
+
+use crate::classes;
+use crate::experiments::par_map;
+use crate::optimum::Solver;
+use crate::plot::{Chart, Series};
+use crate::report::{Csv, Table, f, write_file};
+use crate::support::progress;
+
+/// The header of `sample.csv`.
+pub const CSV_HEADER: &str = "sample_seed,index,seed,nodes,speeds,capacity,load,chains,chain_min,chain_max,starts,short_jobs,lengths,bursts,affinity,known,packets,policy,makespan,bound,ratio_best";
+/// The header of `sample_optimum.csv`.
+pub const OPTIMUM_HEADER: &str = "seed,nodes,packets,lengths,policy,makespan,optimum,ratio";
+/// Within this factor of a configuration's best, a policy holds there.
+const WITHIN_5: f64 = 1.05;
+/// The looser line every configuration should meet.
+const WITHIN_10: f64 = 1.10;
+/// The small instances' seeds start at the sample's seed times this.
+const SMALL_SEED_STRIDE: u64 = 100_000;
+
+/// What a sample run does.
+#[derive(Debug, Clone)]
+pub struct SampleArgs {
+    /// Configurations drawn.
+    pub n: usize,
+    /// The sample's seed.
+    pub seed: u64,
+    /// Small instances against the exact optimum.
+    pub small: u32,
+    /// How their optimum is found.
+    pub solver: Solver,
+    /// Threads.
+    pub threads: usize,
+}
+
+/// One configuration's outcome.
+struct Outcome {
+    config: SpaceConfig,
+    packets: usize,
+    bound: f64,
+    makespan: Vec<f64>,
+}
+
+impl Outcome {
+    fn best(&self) -> f64 {
+        self.makespan.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+}
+
+fn run_one(trace: &Trace, config: &SimConfig, spec: &PolicySpec) -> Result<f64, String> {
+    let r = simulate(trace, config, spec).map_err(|e| format!("{spec}: {e}"))?;
+    if r.placements.len() != trace.len() {
+        return Err(format!("{spec} left packets unserved"));
+    }
+    Ok(r.makespan)
+}
+
+/// Which sample `seed` is.
+pub fn sample_name(seed: u64) -> &'static str {
+    match seed {
+        TUNING_SEED => "the tuning sample",
+        HELD_OUT_SEED => "the held-out sample",
+        _ => "a sample that is neither the tuning nor the held-out one",
+    }
+}
+
+/// Runs the sample and the small instances, prints the tables and writes the files.
+///
+/// # Errors
+/// A policy that fails or leaves packets unserved, a file that cannot be written.
+pub fn run(
+    args: &SampleArgs,
+    specs: &[PolicySpec],
+    labels: &[String],
+    out: &Path,
+) -> Result<(), String> {
+    let configs = space::sample(args.n, args.seed);
+    let bar = progress(configs.len() as u64 + u64::from(args.small), "sample");
+    let tick = || bar.inc(1);
+    let outcomes: Vec<Result<Outcome, String>> = par_map(
+        &configs,
+        args.threads,
+        |c| {
+            let trace = c.trace();
+            let sim = c.sim_config();
+            let bound = lower_bound(&trace, &sim.nodes, sim.unit_len).value();
+            let makespan = specs
+                .iter()
+                .map(|s| run_one(&trace, &sim, s))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("configuration {}: {e}", c.describe()))?;
+            Ok(Outcome {
+                config: c.clone(),
+                packets: trace.len(),
+                bound,
+                makespan,
+            })
+        },
+        &tick,
+    );
+    let outcomes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let small = small_instances(args, specs, &tick)?;
+    bar.finish_and_clear();
+
+    println!(
+        "Policies on {} configurations drawn from the workload space (seed {}: {}).",
+        outcomes.len(),
+        args.seed,
+        sample_name(args.seed)
+    );
+    println!("Makespan / the best policy's on the same configuration (1.000 = best).\n");
+    summary(&outcomes, labels, |_| true, "every configuration");
+    for affinity in ["strict", "in-flight"] {
+        for known in [true, false] {
+            let name = format!(
+                "{affinity} affinity, lengths {}",
+                if known { "known" } else { "unknown" }
+            );
+            summary(
+                &outcomes,
+                labels,
+                |o| affinity_name(o.config.affinity) == affinity && o.config.known_lengths == known,
+                &name,
+            );
+        }
+    }
+    worst_cases(&outcomes, labels);
+    print_small(&small, labels, args);
+    write_files(&outcomes, &small, labels, args, out)
+}
+
+fn geo_mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x.ln(), n + 1));
+    (sum / n.max(1) as f64).exp()
+}
+
+fn summary(outcomes: &[Outcome], labels: &[String], keep: impl Fn(&Outcome) -> bool, name: &str) {
+    let mine: Vec<&Outcome> = outcomes.iter().filter(|o| keep(o)).collect();
+    if mine.is_empty() {
+        return;
+    }
+    println!("{name} ({} configurations):\n", mine.len());
+    let mut t = Table::new(&[
+        "policy",
+        "geo mean /best",
+        "worst /best",
+        "within 5%",
+        "within 10%",
+        "best",
+        "geo mean /bound",
+    ]);
+    let mut rows: Vec<(f64, Vec<String>)> = labels
+        .iter()
+        .enumerate()
+        .map(|(p, l)| {
+            let ratio = || mine.iter().map(|o| o.makespan[p] / o.best());
+            let geo = geo_mean(ratio());
+            (
+                geo,
+                vec![
+                    l.clone(),
+                    f(geo, 3),
+                    f(ratio().fold(0.0, f64::max), 3),
+                    format!("{}", ratio().filter(|&r| r <= WITHIN_5).count()),
+                    format!("{}", ratio().filter(|&r| r <= WITHIN_10).count()),
+                    format!("{}", ratio().filter(|&r| r <= 1.0 + 1e-9).count()),
+                    f(geo_mean(mine.iter().map(|o| o.makespan[p] / o.bound)), 3),
+                ],
+            )
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (_, r) in rows {
+        t.row(r);
+    }
+    print!("{}", t.render());
+    println!();
+}
+
+/// The default policy's (or, without it, the first policy's) five worst configurations, with
+/// the policy that was best there.
+fn worst_cases(outcomes: &[Outcome], labels: &[String]) {
+    let default = cryptodispatch::sched::policy::DEFAULT.name();
+    let p = labels.iter().position(|l| l == default).unwrap_or(0);
+    let Some(name) = labels.get(p) else { return };
+    let ratio = |o: &Outcome| o.makespan[p] / o.best();
+    let mut worst: Vec<&Outcome> = outcomes.iter().collect();
+    worst.sort_by(|a, b| ratio(b).total_cmp(&ratio(a)));
+    println!("{name}'s five worst configurations:\n");
+    let mut t = Table::new(&["index", "ratio", "best policy", "configuration"]);
+    for o in worst.iter().take(5) {
+        let best = o
+            .makespan
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .map_or(0, |(p, _)| p);
+        let index = outcomes
+            .iter()
+            .position(|x| std::ptr::eq(x, *o))
+            .unwrap_or(0);
+        t.row(vec![
+            index.to_string(),
+            f(ratio(o), 3),
+            labels[best].clone(),
+            o.config.describe(),
+        ]);
+    }
+    print!("{}", t.render());
+    println!();
+}
+
+/// One small instance: its optimum and each policy's makespan (strict affinity, lengths
+/// unknown, then known).
+struct Small {
+    seed: u64,
+    nodes: usize,
+    packets: usize,
+    optimum: f64,
+    known: Vec<f64>,
+    unknown: Vec<f64>,
+}
+
+fn small_instances(
+    args: &SampleArgs,
+    specs: &[PolicySpec],
+    tick: &(dyn Fn() + Sync),
+) -> Result<Vec<Small>, String> {
+    let seeds: Vec<u64> = (0..u64::from(args.small))
+        .map(|k| {
+            args.seed
+                .saturating_mul(SMALL_SEED_STRIDE)
+                .saturating_add(k)
+        })
+        .collect();
+    par_map(
+        &seeds,
+        args.threads,
+        |&seed| {
+            let (nodes, trace) = classes::small(seed);
+            let optimum = args.solver.solve(&trace, &nodes, 1)?;
+            let spans = |known| {
+                let config = SimConfig::new(nodes.clone()).with_known_lengths(known);
+                specs
+                    .iter()
+                    .map(|s| run_one(&trace, &config, s))
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            Ok(Small {
+                seed,
+                nodes: nodes.len(),
+                packets: trace.len(),
+                optimum,
+                known: spans(true)?,
+                unknown: spans(false)?,
+            })
+        },
+        tick,
+    )
+    .into_iter()
+    .collect()
+}
+
+fn print_small(small: &[Small], labels: &[String], args: &SampleArgs) {
+    if small.is_empty() {
+        return;
+    }
+    let first = args.seed.saturating_mul(SMALL_SEED_STRIDE);
+    println!(
+        "Small instances against the exact optimum ({}): {} instances (seeds {first}-{}) of 2-3 nodes, 6-14 packets, CAP 32, strict affinity:\n",
+        args.solver.describe(),
+        small.len(),
+        first + small.len() as u64 - 1
+    );
+    let mut t = Table::new(&[
+        "policy",
+        "mean /optimum (known)",
+        "worst (known)",
+        "mean /optimum (unknown)",
+        "worst (unknown)",
+    ]);
+    let n = small.len() as f64;
+    for (p, l) in labels.iter().enumerate() {
+        let known = || small.iter().map(|s| s.known[p] / s.optimum);
+        let unknown = || small.iter().map(|s| s.unknown[p] / s.optimum);
+        t.row(vec![
+            l.clone(),
+            f(known().sum::<f64>() / n, 3),
+            f(known().fold(0.0, f64::max), 3),
+            f(unknown().sum::<f64>() / n, 3),
+            f(unknown().fold(0.0, f64::max), 3),
+        ]);
+    }
+    print!("{}", t.render());
+}
+
+fn write_files(
+    outcomes: &[Outcome],
+    small: &[Small],
+    labels: &[String],
+    args: &SampleArgs,
+    out: &Path,
+) -> Result<(), String> {
+    let mut csv = Csv::new(CSV_HEADER);
+    for (i, o) in outcomes.iter().enumerate() {
+        let c = &o.config;
+        for (p, l) in labels.iter().enumerate() {
+            csv.row(&[
+                args.seed.to_string(),
+                i.to_string(),
+                c.seed.to_string(),
+                c.nodes.to_string(),
+                c.speeds.name().to_owned(),
+                c.capacity.to_string(),
+                f(c.load, 3),
+                c.chains.to_string(),
+                c.chain_packets.0.to_string(),
+                c.chain_packets.1.to_string(),
+                if c.together { "together" } else { "spread" }.to_owned(),
+                c.short_jobs.to_string(),
+                c.lengths.name(),
+                c.bursts.to_string(),
+                affinity_name(c.affinity).to_owned(),
+                c.known_lengths.to_string(),
+                o.packets.to_string(),
+                l.clone(),
+                f(o.makespan[p], 3),
+                f(o.bound, 3),
+                f(o.makespan[p] / o.best(), 4),
+            ]);
+        }
+    }
+    write_file(out, "sample.csv", csv.as_str())?;
+    let mut csv = Csv::new(OPTIMUM_HEADER);
+    for s in small {
+        for (known, spans) in [("known", &s.known), ("unknown", &s.unknown)] {
+            for (p, l) in labels.iter().enumerate() {
+                csv.row(&[
+                    s.seed.to_string(),
+                    s.nodes.to_string(),
+                    s.packets.to_string(),
+                    known.to_owned(),
+                    l.clone(),
+                    f(spans[p], 3),
+                    f(s.optimum, 3),
+                    f(spans[p] / s.optimum, 4),
+                ]);
+            }
+        }
+    }
+    write_file(out, "sample_optimum.csv", csv.as_str())?;
+    // Per policy, the share of configurations within x of the best, for x from 1 to 1.5.
+    let grid: Vec<f64> = (0..=50).map(|k| 1.0 + f64::from(k) * 0.01).collect();
+    let n = outcomes.len().max(1) as f64;
+    Chart {
+        title: "Share of configurations within x of the best policy",
+        x: "makespan / the configuration's best",
+        y: "share of configurations",
+        series: labels
+            .iter()
+            .enumerate()
+            .map(|(p, l)| Series {
+                label: l.clone(),
+                points: grid
+                    .iter()
+                    .map(|&x| {
+                        let within = outcomes
+                            .iter()
+                            .filter(|o| o.makespan[p] / o.best() <= x + 1e-9)
+                            .count();
+                        (x, within as f64 / n)
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+    .write(out, "sample.svg")?;
+    println!(
+        "\nwrote {0}/sample.csv, {0}/sample_optimum.csv, {0}/sample.svg",
+        out.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! `mct-wait` (docs/ALGORITHM.md §11.15) in deterministic scenarios on the simulator: where
+//! `mct` binds a chain to whichever node has room, `mct-wait` waits for the node on which the
+//! chain completes first.
+
+use cryptodispatch::packet::{Cmd, UnitTimes};
+use cryptodispatch::sched::{Affinity, PolicySpec};
+use cryptodispatch::sim::{NodeModel, SimConfig, SimResult, Trace, TraceRecord, simulate};
+
+fn node(t: f64, cap: u64) -> NodeModel {
+    NodeModel::new(UnitTimes::uniform(t), cap)
+}
+
+/// `chains` chains of `packets` unit packets each, interleaved: packet k of every chain
+/// arrives at time k × `gap`, chain by chain.
+fn chains(chains: u64, packets: u32, gap: f64) -> Trace {
+    let mut records = Vec::new();
+    for k in 0..packets {
+        for c in 0..chains {
+            records.push(TraceRecord {
+                task: c + 1,
+                seq: k,
+                dependent: true,
+                arrival: f64::from(k) * gap,
+                length: 1,
+                cmd: Cmd::Encrypt,
+                last: false,
+            });
+        }
+    }
+    Trace::from_records(records).unwrap()
+}
+
+fn run(trace: &Trace, nodes: &[NodeModel], known: bool, policy: &str) -> SimResult {
+    let config = SimConfig::new(nodes.to_vec()).with_known_lengths(known);
+    let r = simulate(trace, &config, &policy.parse::<PolicySpec>().unwrap()).unwrap();
+    assert_eq!(
+        r.placements.len(),
+        trace.len(),
+        "{policy} left packets unserved"
+    );
+    r
+}
+
+/// Chains bound per node: the node of each chain's first packet.
+fn chains_per_node(r: &SimResult, nodes: usize) -> Vec<usize> {
+    let mut per = vec![0; nodes];
+    for p in r.placements.iter().filter(|p| p.seq == 0) {
+        per[p.node] += 1;
+    }
+    per
+}
+
+#[test]
+fn overloaded_chains_are_not_bound_to_a_slow_node_for_its_room() {
+    // Two nodes, speeds 1:10, each holding 4 unit packets; 12 chains of 20 packets, all
+    // started at once and arriving faster than the nodes serve. Chains are alike, so the
+    // best split is by speed: the fast node should take about ten times the slow node's
+    // chains. When the fast node is full, `mct` binds the next chains to the slow node because
+    // it has room; `mct-wait` waits for the fast node while the chain completes sooner there.
+    let nodes = [node(16.0, 4), node(160.0, 4)];
+    let trace = chains(12, 20, 1.0);
+    for known in [true, false] {
+        let wait = run(&trace, &nodes, known, "mct-wait");
+        let mct = run(&trace, &nodes, known, "mct");
+        let on_slow = chains_per_node(&wait, 2)[1];
+        assert!(
+            on_slow <= 1,
+            "lengths known {known}: mct-wait bound {on_slow} of 12 chains to the slow node"
+        );
+        assert!(
+            chains_per_node(&mct, 2)[1] > on_slow,
+            "lengths known {known}: mct bound no more chains to the slow node"
+        );
+        assert!(
+            wait.makespan < 0.8 * mct.makespan,
+            "lengths known {known}: mct-wait {} against mct {}",
+            wait.makespan,
+            mct.makespan
+        );
+    }
+}
+
+#[test]
+fn an_idle_slow_node_still_takes_what_it_finishes_sooner() {
+    // Speeds 1:2, room for 4 packets each: the slow node completes a chain of 3 unit packets
+    // at 60 when idle, the fast node (full, 4 queued) at 10·(4 + 3) = 70, so the third chain
+    // goes to the slow node at once. mct-wait is not "always the fast node".
+    let nodes = [node(10.0, 4), node(20.0, 4)];
+    let trace = chains(3, 3, 0.0);
+    let r = run(&trace, &nodes, true, "mct-wait");
+    assert!(
+        chains_per_node(&r, 2)[1] >= 1,
+        "{:?}",
+        chains_per_node(&r, 2)
+    );
+}
+
+#[test]
+fn under_in_flight_affinity_every_packet_is_served_and_no_slower_than_mct_here() {
+    let nodes = [node(16.0, 4), node(160.0, 4)];
+    let trace = chains(12, 20, 1.0);
+    let config = SimConfig {
+        affinity: Affinity::InFlight,
+        ..SimConfig::new(nodes.to_vec())
+    };
+    let wait = simulate(&trace, &config, &"mct-wait".parse().unwrap()).unwrap();
+    let mct = simulate(&trace, &config, &PolicySpec::mct()).unwrap();
+    assert_eq!(wait.placements.len(), trace.len());
+    assert!(
+        wait.makespan <= mct.makespan,
+        "{} > {}",
+        wait.makespan,
+        mct.makespan
+    );
+}
+
+#[test]
+fn the_default_is_mct_wait() {
+    assert_eq!(PolicySpec::default().name(), "mct-wait");
+    assert_eq!(
+        cryptodispatch::sched::policy::DEFAULT.name(),
+        PolicySpec::default().name()
+    );
+}
