@@ -1,7 +1,8 @@
 //! AES through AWS-LC (`aws-lc-rs`, the `aws-lc` feature): GCM sealed or opened in one call,
 //! and the five plain modes through its cipher API, each packet starting from and handing back
-//! a [`ChainState`] exactly as [`AesKey::process`] does, so that a job cut into packets gives the
-//! one-shot bytes whichever implementation ran each packet.
+//! a [`ChainState`] exactly as [`AesKey::process`](crate::crypto::AesKey::process) does, so
+//! that a job cut into packets gives the one-shot bytes whichever implementation ran each
+//! packet.
 //!
 //! AWS-LC's cipher API takes an IV and returns nothing of the chain, so the state handed on is
 //! computed from the packet's own bytes, as the modes define it: CBC and CFB the last ciphertext
@@ -12,8 +13,8 @@
 //! does. Padding is applied and checked here, around AWS-LC's unpadded calls, with the same
 //! code the RustCrypto path uses.
 //!
-//! The keys (one per mode and direction, and the AEAD key) are expanded once per [`AesKey`] and
-//! zeroized by `aws-lc-rs` on drop.
+//! The keys (one per mode and direction, and the AEAD key) are expanded once per
+//! [`AesKey`](crate::crypto::AesKey); `aws-lc-rs` zeroizes its cipher keys on drop.
 
 use std::fmt;
 
