@@ -538,3 +538,47 @@ impl<'k> Bench<'k> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without the `aws-lc` feature AWS-LC is neither offered nor run: every entry point says
+    /// so with a typed error and touches nothing.
+    #[cfg(not(feature = "aws-lc"))]
+    #[test]
+    fn aws_lc_is_refused_without_its_feature() {
+        let key = AesKey::new(&[1; 16]).unwrap();
+        assert!(!AesImpl::AwsLc.is_built());
+        assert!(!AesImpl::all().contains(&AesImpl::AwsLc));
+        let op = AesOp::new(Direction::Encrypt, Mode::Ctr);
+        assert_eq!(AesImpl::candidates(op), vec![AesImpl::RustCrypto]);
+        let mut buf = [3u8; 16];
+        let mut state = ChainState::default();
+        let err = key.process_with(AesImpl::AwsLc, op, &mut state, &mut buf, 16, true);
+        assert!(matches!(
+            err,
+            Err(CryptoError::ImplementationUnavailable { .. })
+        ));
+        let err = key.gcm_seal_in_place_with(AesImpl::AwsLc, &[0; 12], b"", &mut buf);
+        assert!(matches!(
+            err,
+            Err(CryptoError::ImplementationUnavailable { .. })
+        ));
+        assert_eq!(buf, [3u8; 16]);
+        let measured = measure_rounds(&key, op, 64, 1).unwrap();
+        assert_eq!(measured.len(), 1);
+    }
+
+    /// With the feature, AWS-LC is a candidate for every operation, GCM included.
+    #[cfg(feature = "aws-lc")]
+    #[test]
+    fn aws_lc_is_a_candidate_for_every_operation() {
+        for mode in Mode::ALL {
+            for direction in [Direction::Encrypt, Direction::Decrypt] {
+                let op = AesOp::new(direction, mode);
+                assert!(AesImpl::candidates(op).contains(&AesImpl::AwsLc), "{op:?}");
+            }
+        }
+    }
+}
