@@ -1,9 +1,10 @@
-//! Regression benchmark for AES-128-GCM's cost per packet (docs/ALGORITHM.md §15.4), at 1 KiB
-//! and 16 KiB: the packet path a node runs (`AesKey::gcm_start` + `gcm_seal_final`, RustCrypto's
-//! `ctr` and `ghash`), RustCrypto's `aes-gcm` sealing the same buffer in one call (what the
-//! packet path must not be slower than), CTR alone on the same buffer (the cipher's share; the
-//! rest is the hash), and 64 single-packet GCM jobs through a service of two AES nodes (what
-//! the service adds per packet).
+//! Regression benchmark for AES-128-GCM's cost per packet (docs/ALGORITHM.md §15.4), at 1 KiB,
+//! 16 KiB and 1 MiB: the packet path a node runs (`AesKey::gcm_start` + `gcm_seal_final`,
+//! RustCrypto's `ctr` and `ghash`), RustCrypto's `aes-gcm` sealing the same buffer in one call
+//! (what the packet path must not be slower than), AWS-LC (`AesImpl::AwsLc`, the `aws-lc`
+//! feature) and `ring` sealing it in one call, CTR alone on the same buffer (the cipher's share;
+//! the rest is the hash), and, at 1 KiB and 16 KiB, 64 single-packet GCM jobs through a service
+//! of two AES nodes (what the service adds per packet).
 //!
 //! `cargo bench --bench gcm`
 
@@ -12,7 +13,7 @@ use std::hint::black_box;
 use aes_gcm::aead::consts::U12;
 use aes_gcm::aead::{AeadInOut, KeyInit};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction};
+use cryptodispatch::crypto::{AesImpl, AesKey, AesOp, ChainState, Direction};
 use cryptodispatch::{Job, Mode, NodeSpec, Service};
 
 const JOBS: usize = 64;
@@ -22,7 +23,10 @@ fn per_packet(c: &mut Criterion) {
     let nonce = [9u8; 12];
     let key = AesKey::new(&key_bytes).expect("key");
     let one_shot = aes_gcm::AesGcm::<aes::Aes128, U12>::new_from_slice(&key_bytes).expect("key");
-    for size in [1024usize, 16 * 1024] {
+    let ring_key = ring::aead::LessSafeKey::new(
+        ring::aead::UnboundKey::new(&ring::aead::AES_128_GCM, &key_bytes).expect("key"),
+    );
+    for size in [1024usize, 16 * 1024, 1024 * 1024] {
         let mut group = c.benchmark_group(format!("gcm/seal-{size}B"));
         group.throughput(Throughput::Bytes(size as u64));
         let mut buf = vec![0u8; size];
@@ -41,6 +45,26 @@ fn per_packet(c: &mut Criterion) {
                 )
             });
         });
+        if AesImpl::AwsLc.is_built() {
+            group.bench_function("aws-lc one call", |b| {
+                b.iter(|| {
+                    black_box(
+                        key.gcm_seal_in_place_with(AesImpl::AwsLc, &nonce, &[], &mut buf)
+                            .expect("seal"),
+                    )
+                });
+            });
+        }
+        group.bench_function("ring one call", |b| {
+            b.iter(|| {
+                let n = ring::aead::Nonce::assume_unique_for_key(nonce);
+                black_box(
+                    ring_key
+                        .seal_in_place_separate_tag(n, ring::aead::Aad::empty(), &mut buf)
+                        .expect("seal"),
+                )
+            });
+        });
         let ctr = AesOp::new(Direction::Encrypt, Mode::Ctr);
         group.bench_function("ctr only", |b| {
             b.iter(|| {
@@ -52,6 +76,9 @@ fn per_packet(c: &mut Criterion) {
             });
         });
         group.finish();
+        if size > 16 * 1024 {
+            continue;
+        }
 
         let mut group = c.benchmark_group(format!("gcm/service-{size}B"));
         group.throughput(Throughput::Bytes((JOBS * size) as u64));

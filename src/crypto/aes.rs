@@ -44,6 +44,9 @@ pub struct AesKey {
     pub(super) schedule: Schedule,
     /// GHASH keyed with H, cloned as the start of every GCM job's hash.
     pub(super) ghash: GHash,
+    /// The same key expanded by AWS-LC for every mode (`AesImpl::AwsLc`), shared by clones.
+    #[cfg(feature = "aws-lc")]
+    pub(super) aws_lc: std::sync::Arc<crate::crypto::awslc::AwsLcKeys>,
 }
 
 #[derive(Clone)]
@@ -89,7 +92,12 @@ impl AesKey {
         }
         let ghash = GHash::new(&h);
         h.zeroize();
-        Ok(AesKey { schedule, ghash })
+        Ok(AesKey {
+            schedule,
+            ghash,
+            #[cfg(feature = "aws-lc")]
+            aws_lc: std::sync::Arc::new(crate::crypto::awslc::AwsLcKeys::new(key)?),
+        })
     }
 
     /// Which AES this key is for.
@@ -456,15 +464,25 @@ where
     }
 
     if pad_here && op.direction == Direction::Decrypt {
-        if run_len == 0 {
-            return Err(CryptoError::BadPadding);
-        }
-        let unpadded = Pkcs7::raw_unpad(&data[run_len - BLOCK..])
-            .map_err(|_| CryptoError::BadPadding)?
-            .len();
-        return Ok(run_len - BLOCK + unpadded);
+        return unpad_len(data);
     }
     Ok(run_len)
+}
+
+/// The length of a decrypted, PKCS#7-padded final packet once its padding is stripped.
+///
+/// # Errors
+/// [`CryptoError::BadPadding`] when the last block does not carry valid padding (or there is
+/// no block).
+pub(super) fn unpad_len(data: &[u8]) -> Result<usize, CryptoError> {
+    let run_len = data.len();
+    if run_len < BLOCK {
+        return Err(CryptoError::BadPadding);
+    }
+    let unpadded = Pkcs7::raw_unpad(&data[run_len - BLOCK..])
+        .map_err(|_| CryptoError::BadPadding)?
+        .len();
+    Ok(run_len - BLOCK + unpadded)
 }
 
 /// Applies the next keystream block of `core` to a final partial block, as the `cipher` crate's

@@ -98,6 +98,37 @@ pub enum CryptoError {
         /// Its direction.
         direction: Direction,
     },
+    /// A lane set holds 1 to `max` packets.
+    #[error("lane-set width {width} is out of range; expected 1 to {max}")]
+    LaneWidth {
+        /// The width given.
+        width: usize,
+        /// The widest set.
+        max: usize,
+    },
+    /// The implementation asked for is not built into this library (its cargo feature is off)
+    /// or cannot run this operation.
+    #[error("implementation {implementation} cannot run {what}")]
+    ImplementationUnavailable {
+        /// The implementation asked for.
+        implementation: &'static str,
+        /// What it was asked to run.
+        what: &'static str,
+    },
+    /// No implementation of AES has this name (`rustcrypto`, `lanes-<width>`, `aws-lc`).
+    #[error("unknown AES implementation {name:?}; expected rustcrypto, lanes-<1..=64> or aws-lc")]
+    UnknownImplementation {
+        /// The name given.
+        name: String,
+    },
+    /// A measurement needs a packet of at least one whole block, and whole blocks only.
+    #[error(
+        "cannot measure packets of {len} bytes: a whole, non-zero number of 16-byte blocks is needed"
+    )]
+    MeasurePacket {
+        /// The packet size given.
+        len: usize,
+    },
     /// An Ed25519 signature is 64 bytes.
     #[error("invalid signature length {got} bytes; expected 64")]
     SignatureLength {

@@ -1,18 +1,26 @@
 //! The work a node does: AES in five plain modes with the chaining state passed in and out,
 //! AES-GCM with its GHASH state passed in and out, and Ed25519 signing and verification. All
-//! primitives are RustCrypto's (`aes`, `cbc`, `ofb`, `cfb-mode`, `ctr`, `ghash`) and
-//! `ed25519-dalek`'s; this module only cuts jobs into packets correctly and keeps keys safe.
+//! primitives are RustCrypto's (`aes`, `cbc`, `ofb`, `cfb-mode`, `ctr`, `ghash`),
+//! `ed25519-dalek`'s and, with the `aws-lc` feature, AWS-LC's (`aws-lc-rs`); this module only
+//! cuts jobs into packets correctly and keeps keys safe.
 //!
 //! Nothing here knows about scheduling: a node takes a packet, the key, and the chaining state
 //! its predecessor left, and hands back the output and the new state. For the serial modes
 //! (CBC and CFB encryption, OFB) it can take packets of several jobs at once and interleave
 //! them block by block in lanes ([`run_lanes`]), which keeps the AES unit busy where one
 //! stream would wait on it.
+//!
+//! Which code runs a packet is a choice ([`AesImpl`]): RustCrypto, the lanes at a width, or
+//! AWS-LC (the `aws-lc` feature); all give the same bytes, and [`measure`] times them on the
+//! machine so that the fastest can be picked per operation and packet size.
 
 mod aes;
+#[cfg(feature = "aws-lc")]
+mod awslc;
 mod ed25519;
 mod error;
 mod gcm;
+mod impls;
 mod lanes;
 mod serial;
 
@@ -25,4 +33,9 @@ pub use self::gcm::{
     GcmState, MAX_AAD_LEN, MAX_TEXT_LEN, NONCE_LEN, TAG_LEN, Tag, check_nonce, check_tag,
     check_text_len,
 };
-pub use self::lanes::{DEFAULT_LANES, LaneError, LaneItem, run_lanes};
+pub use self::impls::{
+    AesImpl, MEASURE_ROUNDS, Measured, measure, measure_rounds, run_packets_with,
+};
+pub use self::lanes::{
+    DEFAULT_LANES, LANE_WIDTHS, LaneError, LaneItem, MAX_LANES, run_lanes, run_lanes_width,
+};

@@ -3,6 +3,11 @@
 //! exactly the one-shot result of the RustCrypto modes (`cbc`, `ofb`, `cfb-mode`, `ctr`, and
 //! `aes` block by block for ECB), and of [`AesKey::one_shot`]. The same for GCM, whose packets
 //! hand on a [`GcmState`], against `aes-gcm` in one shot.
+//!
+//! Every implementation ([`AesImpl::candidates`]: RustCrypto, the lanes, AWS-LC with the
+//! `aws-lc` feature) runs every plan, and one more run of each plan takes the implementations
+//! in turn packet by packet, so a job whose packets land on nodes that chose differently still
+//! gives the one-shot bytes.
 
 use aes::{Aes128, Aes192, Aes256};
 use cipher::block_padding::Pkcs7;
@@ -12,7 +17,7 @@ use cipher::{
     BlockSizeUser, KeyInit, KeyIvInit, StreamCipher,
 };
 use cryptodispatch::crypto::{
-    AesKey, AesOp, BLOCK, ChainState, Direction, GcmState, Padding, padded_len,
+    AesImpl, AesKey, AesOp, BLOCK, ChainState, Direction, GcmState, Padding, padded_len,
 };
 use cryptodispatch::error::CryptoError;
 use cryptodispatch::packet::Mode;
@@ -127,13 +132,15 @@ fn reference(op: AesOp, key: &[u8], iv: &[u8], input: &[u8]) -> Vec<u8> {
 
 /// Runs `input` as packets of the given lengths (which sum to `input.len()`; the last one is the
 /// job's last packet). Every packet gets a freshly expanded key and a state rebuilt from the 16
-/// bytes the previous packet handed on, as a different node would.
+/// bytes the previous packet handed on, as a different node would, and runs on `impls[i %
+/// impls.len()]`.
 fn run_packets(
     op: AesOp,
     key: &[u8],
     iv: &[u8],
     input: &[u8],
     sizes: &[usize],
+    impls: &[AesImpl],
 ) -> Result<Vec<u8>, CryptoError> {
     assert_eq!(sizes.iter().sum::<usize>(), input.len(), "packet plan");
     let mut handed_on = *ChainState::for_mode(op.mode, iv)?.as_bytes();
@@ -150,7 +157,8 @@ fn run_packets(
         };
         let mut buf = vec![0; room];
         buf[..len].copy_from_slice(&input[start..start + len]);
-        let n = node_key.process(op, &mut state, &mut buf, len, last)?;
+        let n =
+            node_key.process_with(impls[i % impls.len()], op, &mut state, &mut buf, len, last)?;
         out.extend_from_slice(&buf[..n]);
         handed_on = *state.as_bytes();
         start += len;
@@ -190,17 +198,48 @@ fn every(len: usize, size: usize) -> Vec<usize> {
     sizes
 }
 
-/// Checks every plan for one job against the RustCrypto reference and against `one_shot`.
-/// Returns the number of packet runs checked.
+/// Checks every plan for one job against the RustCrypto reference and against `one_shot`, on
+/// every implementation and on all of them in turn. Returns the number of plans checked.
 fn check_job(op: AesOp, key: &[u8], iv: &[u8], input: &[u8], expected: &[u8], what: &str) -> usize {
     let one_shot = AesKey::new(key).unwrap().one_shot(op, iv, input);
     assert_eq!(one_shot.as_deref(), Ok(expected), "{what}: one_shot");
+    let impls = AesImpl::candidates(op);
+    let lanes = if op.is_serial() { 4 } else { 0 };
+    let aws_lc = usize::from(AesImpl::AwsLc.is_built());
+    assert_eq!(
+        impls.len(),
+        1 + lanes + aws_lc,
+        "{what}: implementations {impls:?}"
+    );
+    for &imp in &impls {
+        let got = AesKey::new(key).unwrap().one_shot_with(imp, op, iv, input);
+        assert_eq!(got.as_deref(), Ok(expected), "{what}: one_shot on {imp}");
+    }
 
     let last_nonempty = op.padding == Padding::Pkcs7 && op.direction == Direction::Decrypt;
     let plans = plans(input.len(), last_nonempty);
     for (label, sizes) in &plans {
-        let got = run_packets(op, key, iv, input, sizes);
-        assert_eq!(got.as_deref(), Ok(expected), "{what}: {label} {sizes:?}");
+        for &imp in &impls {
+            let got = run_packets(op, key, iv, input, sizes, &[imp]);
+            assert_eq!(
+                got.as_deref(),
+                Ok(expected),
+                "{what}: {label} {sizes:?} on {imp}"
+            );
+        }
+        let got = run_packets(op, key, iv, input, sizes, &impls);
+        assert_eq!(
+            got.as_deref(),
+            Ok(expected),
+            "{what}: {label} {sizes:?}, mixed"
+        );
+        let reversed: Vec<AesImpl> = impls.iter().rev().copied().collect();
+        let got = run_packets(op, key, iv, input, sizes, &reversed);
+        assert_eq!(
+            got.as_deref(),
+            Ok(expected),
+            "{what}: {label} {sizes:?}, mixed back"
+        );
     }
     plans.len()
 }
@@ -379,6 +418,26 @@ fn gcm_packets_resume_from_the_handed_on_state() {
                     );
                     runs += 1;
                 }
+                // A job of one packet runs as one call on every GCM implementation.
+                for imp in AesImpl::candidates(AesOp::new(Direction::Encrypt, Mode::Gcm)) {
+                    let k = AesKey::new(&key).unwrap();
+                    let sealed = k.gcm_seal_with(imp, &nonce, &aad, &pt).unwrap();
+                    assert_eq!((&sealed.0, &sealed.1[..]), (&ct, &tag[..]), "{what}: {imp}");
+                    let opened = k.gcm_open_with(imp, &nonce, &aad, &ct, &tag);
+                    assert_eq!(opened, Ok(pt.clone()), "{what}: open on {imp}");
+                    let mut bad = tag.clone();
+                    bad[15] ^= 0x80;
+                    let mut buf = ct.clone();
+                    assert_eq!(
+                        k.gcm_open_in_place_with(imp, &nonce, &aad, &mut buf, &bad),
+                        Err(CryptoError::AuthenticationFailed),
+                        "{what}: forged on {imp}"
+                    );
+                    assert!(
+                        buf == ct || buf.iter().all(|&b| b == 0),
+                        "{what}: {imp} released bytes"
+                    );
+                }
             }
         }
     }
@@ -419,7 +478,10 @@ proptest! {
             (msg, out)
         };
         let sizes = every(input.len(), packet_blocks * BLOCK);
-        let got = run_packets(op, key, &iv, &input, &sizes);
+        let got = run_packets(op, key, &iv, &input, &sizes, &[AesImpl::RustCrypto]);
         prop_assert_eq!(got.as_deref(), Ok(&expected[..]), "packets {:?}", sizes);
+        let impls = AesImpl::candidates(op);
+        let got = run_packets(op, key, &iv, &input, &sizes, &impls);
+        prop_assert_eq!(got.as_deref(), Ok(&expected[..]), "packets {:?} on {:?}", sizes, impls);
     }
 }

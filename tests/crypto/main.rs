@@ -7,6 +7,7 @@ mod common;
 
 mod batch;
 mod chaining;
+mod impls;
 mod lanes;
 mod vectors;
 mod wycheproof;

@@ -33,6 +33,10 @@
 //!   and change only with a new release, to be reviewed then); the rule is there for the day
 //!   they do. Every `valid` and `invalid` answer is checked against that reference too.
 //!
+//! The AES sets also run directly through every implementation of the crypto layer
+//! ([`AesImpl::candidates`]: RustCrypto, the lanes, AWS-LC with the `aws-lc` feature), judged
+//! the same way, so that whichever implementation a node picks gives the same answers.
+//!
 //! Each test counts the cases it ran, per result, and checks the total against the set's
 //! declared `number_of_tests`. Jobs are submitted pipelined (all before any is waited on) to a
 //! service of two nodes per cluster; AES packets are 16 bytes, so a multi-block case is cut into
@@ -42,6 +46,7 @@ use crate::common;
 
 use std::collections::HashMap;
 
+use cryptodispatch::crypto::{AesImpl, AesKey};
 use cryptodispatch::error::CryptoError;
 use cryptodispatch::packet::Mode;
 use cryptodispatch::{
@@ -634,4 +639,122 @@ fn aes_gcm_cases_through_the_service() {
     assert_eq!(m.jobs_completed, 2 * n - forged);
     assert_eq!(m.jobs_failed, forged);
     assert_eq!(m.stored_states, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The AES sets through every implementation, without the service
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn aes_cbc_pkcs5_cases_on_every_implementation() {
+    let cases = aes_cbc_pkcs5_cases();
+    let enc = AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+    let dec = AesOp::new(Direction::Decrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+    let mut checked = 0;
+    let impls = AesImpl::candidates(enc);
+    assert_eq!(
+        impls,
+        AesImpl::candidates(AesOp::new(Direction::Encrypt, Mode::Cbc))
+    );
+    let dec_impls = AesImpl::candidates(dec);
+    for c in &cases {
+        let key = AesKey::new(&c.key).unwrap_or_else(|e| panic!("{}: {e}", c.at));
+        for &imp in &impls {
+            let ct = key.one_shot_with(imp, enc, &c.iv, &c.pt);
+            let ct = ct.unwrap_or_else(|e| panic!("{}: encrypt on {imp}: {e}", c.at));
+            match c.result {
+                TestResult::Valid => assert_eq!(ct, c.ct, "{}: encrypt on {imp}", c.at),
+                TestResult::Invalid => assert_ne!(ct, c.ct, "{}: encrypt on {imp}", c.at),
+                TestResult::Acceptable => {}
+            }
+        }
+        for &imp in &dec_impls {
+            let pt = key.one_shot_with(imp, dec, &c.iv, &c.ct);
+            match c.result {
+                TestResult::Valid => assert_eq!(pt, Ok(c.pt.clone()), "{}: decrypt on {imp}", c.at),
+                TestResult::Invalid => {
+                    assert_eq!(
+                        pt,
+                        Err(CryptoError::BadPadding),
+                        "{}: decrypt on {imp}",
+                        c.at
+                    );
+                }
+                TestResult::Acceptable => {}
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, cases.len() * dec_impls.len(), "cases checked");
+    assert_eq!(
+        dec_impls.len(),
+        1 + usize::from(AesImpl::AwsLc.is_built()),
+        "CBC decryption implementations"
+    );
+    assert_eq!(
+        impls.len(),
+        dec_impls.len() + 4,
+        "CBC encryption: the lanes too"
+    );
+}
+
+#[test]
+fn aes_gcm_cases_on_every_implementation() {
+    let cases = aes_gcm_cases();
+    let impls = AesImpl::candidates(AesOp::new(Direction::Encrypt, Mode::Gcm));
+    assert_eq!(
+        impls.len(),
+        1 + usize::from(AesImpl::AwsLc.is_built()),
+        "GCM implementations: {impls:?}"
+    );
+    let (mut sealed, mut forged, mut refused) = (0, 0, 0);
+    for c in &cases {
+        let key = AesKey::new(&c.key).unwrap_or_else(|e| panic!("{}: {e}", c.at));
+        for &imp in &impls {
+            let seal = key.gcm_seal_with(imp, &c.nonce, &c.aad, &c.pt);
+            let open = key.gcm_open_with(imp, &c.nonce, &c.aad, &c.ct, &c.tag);
+            if c.nonce.len() != 12 {
+                let want = Err(CryptoError::NonceLength { got: c.nonce.len() });
+                assert_eq!(seal.map(|_| ()), want.clone(), "{}: seal on {imp}", c.at);
+                assert_eq!(open.map(|_| ()), want, "{}: open on {imp}", c.at);
+                refused += 1;
+                continue;
+            }
+            let (ct, tag) = seal.unwrap_or_else(|e| panic!("{}: seal on {imp}: {e}", c.at));
+            match c.result {
+                TestResult::Valid => {
+                    assert_eq!(
+                        (&ct, &tag[..]),
+                        (&c.ct, &c.tag[..]),
+                        "{}: seal on {imp}",
+                        c.at
+                    );
+                    assert_eq!(open, Ok(c.pt.clone()), "{}: open on {imp}", c.at);
+                    sealed += 1;
+                }
+                TestResult::Invalid => {
+                    assert_ne!(tag[..], c.tag[..], "{}: seal on {imp}", c.at);
+                    assert_eq!(
+                        open,
+                        Err(CryptoError::AuthenticationFailed),
+                        "{}: open on {imp}",
+                        c.at
+                    );
+                    forged += 1;
+                }
+                TestResult::Acceptable => {}
+            }
+        }
+    }
+    let n = impls.len();
+    assert_eq!(
+        (sealed, forged),
+        (116 * n, 81 * n),
+        "supported cases checked"
+    );
+    assert_eq!(
+        refused,
+        (cases.len() - 197) * n,
+        "other nonce sizes refused"
+    );
 }

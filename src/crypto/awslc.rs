@@ -1,0 +1,218 @@
+//! AES through AWS-LC (`aws-lc-rs`, the `aws-lc` feature): GCM sealed or opened in one call,
+//! and the five plain modes through its cipher API, each packet starting from and handing back
+//! a [`ChainState`] exactly as [`AesKey::process`](crate::crypto::AesKey::process) does, so
+//! that a job cut into packets gives the one-shot bytes whichever implementation ran each
+//! packet.
+//!
+//! AWS-LC's cipher API takes an IV and returns nothing of the chain, so the state handed on is
+//! computed from the packet's own bytes, as the modes define it: CBC and CFB the last ciphertext
+//! block (taken from the input before a decryption overwrites it, from the output after an
+//! encryption), OFB the last keystream block (the last output block XOR the last input block),
+//! CTR the counter block after the packet's whole blocks ([`ChainState::counter_plus`]). A packet
+//! that ends mid-block is a job's last and leaves the state as it came, as the RustCrypto path
+//! does. Padding is applied and checked here, around AWS-LC's unpadded calls, with the same
+//! code the RustCrypto path uses.
+//!
+//! The keys (one per mode and direction, and the AEAD key) are expanded once per
+//! [`AesKey`](crate::crypto::AesKey); `aws-lc-rs` zeroizes its cipher keys on drop.
+
+use std::fmt;
+
+use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
+use aws_lc_rs::cipher::{
+    self, DecryptingKey, DecryptionContext, EncryptingKey, EncryptionContext, UnboundCipherKey,
+};
+use aws_lc_rs::iv::FixedLength;
+use zeroize::Zeroize;
+
+use crate::crypto::aes::{
+    AesOp, BLOCK, ChainState, Direction, Padding, checked_run_len, pad_in_place, unpad_len,
+};
+use crate::crypto::error::CryptoError;
+use crate::crypto::gcm::{NONCE_LEN, TAG_LEN, Tag, check_nonce, check_tag, check_text_len};
+use crate::packet::Mode;
+
+/// One AES key's AWS-LC keys: a cipher key per mode and direction, and the GCM key.
+pub(super) struct AwsLcKeys {
+    ecb_enc: EncryptingKey,
+    ecb_dec: DecryptingKey,
+    cbc_enc: EncryptingKey,
+    cbc_dec: DecryptingKey,
+    cfb_enc: EncryptingKey,
+    cfb_dec: DecryptingKey,
+    /// OFB and CTR are their own inverses: one key each serves both directions.
+    ofb: EncryptingKey,
+    ctr: EncryptingKey,
+    gcm: LessSafeKey,
+}
+
+impl fmt::Debug for AwsLcKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AwsLcKeys(..)")
+    }
+}
+
+/// What AWS-LC refused; it happens only on a key length `AesKey::new` has already checked.
+fn refused(key: &[u8]) -> CryptoError {
+    CryptoError::KeyLength {
+        algorithm: "AES (AWS-LC)",
+        got: key.len(),
+        expected: "16, 24 or 32",
+    }
+}
+
+impl AwsLcKeys {
+    /// Expands `key` (16, 24 or 32 bytes) for every mode.
+    pub(super) fn new(key: &[u8]) -> Result<Self, CryptoError> {
+        let (algorithm, aead_algorithm) = match key.len() {
+            16 => (&cipher::AES_128, &aead::AES_128_GCM),
+            24 => (&cipher::AES_192, &aead::AES_192_GCM),
+            32 => (&cipher::AES_256, &aead::AES_256_GCM),
+            _ => return Err(refused(key)),
+        };
+        let unbound = || UnboundCipherKey::new(algorithm, key).map_err(|_| refused(key));
+        let err = |_| refused(key);
+        Ok(AwsLcKeys {
+            ecb_enc: EncryptingKey::ecb(unbound()?).map_err(err)?,
+            ecb_dec: DecryptingKey::ecb(unbound()?).map_err(err)?,
+            cbc_enc: EncryptingKey::cbc(unbound()?).map_err(err)?,
+            cbc_dec: DecryptingKey::cbc(unbound()?).map_err(err)?,
+            cfb_enc: EncryptingKey::cfb128(unbound()?).map_err(err)?,
+            cfb_dec: DecryptingKey::cfb128(unbound()?).map_err(err)?,
+            ofb: EncryptingKey::ofb(unbound()?).map_err(err)?,
+            ctr: EncryptingKey::ctr(unbound()?).map_err(err)?,
+            gcm: LessSafeKey::new(UnboundKey::new(aead_algorithm, key).map_err(err)?),
+        })
+    }
+
+    /// Runs one packet in place, as [`AesKey::process`](crate::crypto::AesKey::process) does
+    /// (same checks, same output, same state handed on).
+    pub(super) fn process(
+        &self,
+        op: AesOp,
+        state: &mut ChainState,
+        buf: &mut [u8],
+        len: usize,
+        last: bool,
+    ) -> Result<usize, CryptoError> {
+        let run_len = checked_run_len(op, buf.len(), len, last)?;
+        pad_in_place(buf, len, run_len);
+        let data = &mut buf[..run_len];
+        let whole = run_len - run_len % BLOCK;
+        // The last whole input block, kept before a decryption or OFB overwrites it.
+        let mut last_in = [0u8; BLOCK];
+        if whole > 0 {
+            last_in.copy_from_slice(&data[whole - BLOCK..whole]);
+        }
+        let iv = || EncryptionContext::Iv128(FixedLength::from(state.0));
+        let div = || DecryptionContext::Iv128(FixedLength::from(state.0));
+        let failed = |_| CryptoError::NotBlockAligned { len: run_len };
+        if !data.is_empty() {
+            match (op.mode, op.direction) {
+                (Mode::Ecb, Direction::Encrypt) => {
+                    self.ecb_enc
+                        .less_safe_encrypt(data, EncryptionContext::None)
+                        .map_err(failed)?;
+                }
+                (Mode::Ecb, Direction::Decrypt) => {
+                    self.ecb_dec
+                        .decrypt(data, DecryptionContext::None)
+                        .map_err(failed)?;
+                }
+                (Mode::Cbc, Direction::Encrypt) => {
+                    self.cbc_enc.less_safe_encrypt(data, iv()).map_err(failed)?;
+                }
+                (Mode::Cbc, Direction::Decrypt) => {
+                    self.cbc_dec.decrypt(data, div()).map_err(failed)?;
+                }
+                (Mode::Cfb, Direction::Encrypt) => {
+                    self.cfb_enc.less_safe_encrypt(data, iv()).map_err(failed)?;
+                }
+                (Mode::Cfb, Direction::Decrypt) => {
+                    self.cfb_dec.decrypt(data, div()).map_err(failed)?;
+                }
+                (Mode::Ofb, _) => {
+                    self.ofb.less_safe_encrypt(data, iv()).map_err(failed)?;
+                }
+                (Mode::Ctr, _) => {
+                    self.ctr.less_safe_encrypt(data, iv()).map_err(failed)?;
+                }
+                (Mode::Gcm, _) => return Err(CryptoError::AuthenticatedMode),
+            }
+        }
+        // The state for the next packet; a packet ending mid-block (a job's last) leaves it.
+        if run_len % BLOCK == 0 && whole > 0 {
+            let last_out = &data[whole - BLOCK..whole];
+            match (op.mode, op.direction) {
+                (Mode::Ecb, _) | (Mode::Gcm, _) => {}
+                (Mode::Cbc | Mode::Cfb, Direction::Encrypt) => state.0.copy_from_slice(last_out),
+                (Mode::Cbc | Mode::Cfb, Direction::Decrypt) => state.0 = last_in,
+                (Mode::Ofb, _) => {
+                    for ((s, o), i) in state.0.iter_mut().zip(last_out).zip(&last_in) {
+                        *s = o ^ i;
+                    }
+                }
+                (Mode::Ctr, _) => *state = state.counter_plus((whole / BLOCK) as u64),
+            }
+        } else if op.mode == Mode::Ctr && whole > 0 {
+            // CTR hands on the counter after the whole blocks even when a tail follows, as
+            // RustCrypto's `ctr` reports it.
+            *state = state.counter_plus((whole / BLOCK) as u64);
+        }
+        last_in.zeroize();
+
+        if last && op.padding == Padding::Pkcs7 && op.direction == Direction::Decrypt {
+            return unpad_len(data);
+        }
+        Ok(run_len)
+    }
+
+    /// Seals a whole GCM message in place in one call and returns its tag.
+    pub(super) fn gcm_seal_in_place(
+        &self,
+        nonce: &[u8],
+        aad: &[u8],
+        buf: &mut [u8],
+    ) -> Result<Tag, CryptoError> {
+        let nonce = aws_nonce(nonce)?;
+        check_text_len(buf.len())?;
+        let tag = self
+            .gcm
+            .seal_in_place_separate_tag(nonce, Aad::from(aad), buf)
+            .map_err(|_| CryptoError::MessageTooLong {
+                len: buf.len() as u64,
+                max: crate::crypto::gcm::MAX_TEXT_LEN,
+            })?;
+        let mut out = [0u8; TAG_LEN];
+        out.copy_from_slice(tag.as_ref());
+        Ok(out)
+    }
+
+    /// Opens a whole GCM message in place in one call. On a tag mismatch `buf` is zeroed: AWS-LC
+    /// may have written plaintext into it before it compared the tags, and none is released.
+    pub(super) fn gcm_open_in_place(
+        &self,
+        nonce: &[u8],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), CryptoError> {
+        let nonce = aws_nonce(nonce)?;
+        let tag = check_tag(tag)?;
+        check_text_len(buf.len())?;
+        if self
+            .gcm
+            .open_in_place_separate_tag(nonce, Aad::from(aad), tag, buf)
+            .is_err()
+        {
+            buf.zeroize();
+            return Err(CryptoError::AuthenticationFailed);
+        }
+        Ok(())
+    }
+}
+
+fn aws_nonce(nonce: &[u8]) -> Result<Nonce, CryptoError> {
+    let bytes: [u8; NONCE_LEN] = *check_nonce(nonce)?;
+    Ok(Nonce::assume_unique_for_key(bytes))
+}

@@ -1,0 +1,584 @@
+//! Which code runs a packet: the implementations of AES a node can choose between, the entry
+//! points that run a packet with a chosen one, and a measurement that times them.
+//!
+//! Every implementation gives the same bytes and hands on the same [`ChainState`] as
+//! [`AesKey::process`]: a job may be cut into packets and each packet run by a different one
+//! (the tests run the CAVP, Wycheproof and OpenSSL-format vectors, and the chaining splits,
+//! through every implementation). They differ only in speed, which depends on the CPU, the
+//! operation and the packet size, so [`measure`] times them on the machine itself.
+//!
+//! - [`AesImpl::RustCrypto`]: RustCrypto's `aes` (it picks AES-NI, VAES with AVX2, or VAES with
+//!   AVX-512 at run time), its mode crates for the parallel operations, the single-stream loop
+//!   (`serial.rs`) for the serial ones, and `ctr` + `ghash` for GCM.
+//! - [`AesImpl::Lanes`]: the serial operations of `width` packets sharing a key, interleaved
+//!   block by block ([`run_lanes_width`]); serial operations only.
+//! - [`AesImpl::AwsLc`] (the `aws-lc` feature): AWS-LC's assembly through `aws-lc-rs`; GCM
+//!   seals or opens a whole message in one call, so it runs GCM jobs of one packet only (a job
+//!   cut into packets keeps its GHASH state on the RustCrypto path).
+
+use std::fmt;
+use std::hint::black_box;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use crate::crypto::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, padded_len};
+use crate::crypto::error::CryptoError;
+use crate::crypto::gcm::{NONCE_LEN, Tag, check_text_len};
+use crate::crypto::lanes::{LANE_WIDTHS, LaneError, LaneItem, check_width, run_lanes_width};
+use crate::packet::Mode;
+
+/// An implementation of AES a packet can run on. All give byte-identical results; see the
+/// module notes for what each is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AesImpl {
+    /// RustCrypto's `aes` with its run-time choice of AES-NI or VAES backend: the mode crates,
+    /// the single-stream loop for serial operations, `ctr` + `ghash` for GCM. Always built.
+    RustCrypto,
+    /// Lane sets of up to `width` packets of a serial operation (CBC and CFB encryption, OFB)
+    /// sharing a key, interleaved block by block ([`run_lanes_width`]). Widths 1 to
+    /// [`MAX_LANES`](crate::crypto::MAX_LANES); the measurement tries
+    /// [`LANE_WIDTHS`](crate::crypto::LANE_WIDTHS).
+    Lanes {
+        /// The most packets interleaved in one set.
+        width: usize,
+    },
+    /// AWS-LC through `aws-lc-rs` (the `aws-lc` cargo feature): every plain mode through its
+    /// cipher API, and GCM jobs of one packet sealed or opened in one call.
+    AwsLc,
+}
+
+impl fmt::Display for AesImpl {
+    /// `rustcrypto`, `lanes-<width>` or `aws-lc`, as [`FromStr`] reads them.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AesImpl::RustCrypto => f.write_str("rustcrypto"),
+            AesImpl::Lanes { width } => write!(f, "lanes-{width}"),
+            AesImpl::AwsLc => f.write_str("aws-lc"),
+        }
+    }
+}
+
+impl FromStr for AesImpl {
+    type Err = CryptoError;
+
+    /// Reads `rustcrypto`, `lanes-<width>` (1 to 64) or `aws-lc`.
+    ///
+    /// # Errors
+    /// [`CryptoError::UnknownImplementation`] for anything else, [`CryptoError::LaneWidth`]
+    /// for a width out of range.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "rustcrypto" => Ok(AesImpl::RustCrypto),
+            "aws-lc" => Ok(AesImpl::AwsLc),
+            _ => {
+                let width = s
+                    .strip_prefix("lanes-")
+                    .and_then(|w| w.parse::<usize>().ok())
+                    .ok_or_else(|| CryptoError::UnknownImplementation { name: s.to_owned() })?;
+                check_width(width)?;
+                Ok(AesImpl::Lanes { width })
+            }
+        }
+    }
+}
+
+impl AesImpl {
+    /// Every implementation built into this library: RustCrypto, the lanes at each of
+    /// [`LANE_WIDTHS`](crate::crypto::LANE_WIDTHS), and AWS-LC with the `aws-lc` feature.
+    pub fn all() -> Vec<AesImpl> {
+        let mut all = vec![AesImpl::RustCrypto];
+        all.extend(LANE_WIDTHS.iter().map(|&width| AesImpl::Lanes { width }));
+        if cfg!(feature = "aws-lc") {
+            all.push(AesImpl::AwsLc);
+        }
+        all
+    }
+
+    /// Whether this implementation is built into this library (AWS-LC only with the `aws-lc`
+    /// feature) and, for the lanes, has a width in range.
+    pub fn is_built(&self) -> bool {
+        match self {
+            AesImpl::RustCrypto => true,
+            AesImpl::Lanes { width } => check_width(*width).is_ok(),
+            AesImpl::AwsLc => cfg!(feature = "aws-lc"),
+        }
+    }
+
+    /// Whether this implementation can run `op`: the lanes run only serial operations (a GCM
+    /// operation, [`Mode::Gcm`], is a whole one-packet job, which RustCrypto and AWS-LC run).
+    pub fn runs(&self, op: AesOp) -> bool {
+        self.is_built()
+            && match self {
+                AesImpl::Lanes { .. } => op.is_serial(),
+                AesImpl::RustCrypto | AesImpl::AwsLc => true,
+            }
+    }
+
+    /// The implementations of [`all`](Self::all) that run `op`: what [`measure`] times.
+    pub fn candidates(op: AesOp) -> Vec<AesImpl> {
+        AesImpl::all().into_iter().filter(|i| i.runs(op)).collect()
+    }
+
+    fn unavailable(self, what: &'static str) -> CryptoError {
+        CryptoError::ImplementationUnavailable {
+            implementation: match self {
+                AesImpl::RustCrypto => "rustcrypto",
+                AesImpl::Lanes { .. } => "lanes",
+                AesImpl::AwsLc => "aws-lc",
+            },
+            what,
+        }
+    }
+}
+
+impl AesKey {
+    /// Runs one packet in place on `implementation`: the same contract, checks, output and
+    /// state handed on as [`AesKey::process`], which is [`AesImpl::RustCrypto`]. A packet alone
+    /// on [`AesImpl::Lanes`] runs on the single-stream loop, as [`run_lanes`] runs a packet
+    /// alone with its key; lane sets are run by [`run_packets_with`].
+    ///
+    /// [`run_lanes`]: crate::crypto::run_lanes
+    ///
+    /// # Errors
+    /// As [`AesKey::process`]; [`CryptoError::NotSerial`] for a parallel operation on the
+    /// lanes, [`CryptoError::LaneWidth`] for a width out of range,
+    /// [`CryptoError::ImplementationUnavailable`] for AWS-LC without the `aws-lc` feature.
+    pub fn process_with(
+        &self,
+        implementation: AesImpl,
+        op: AesOp,
+        state: &mut ChainState,
+        buf: &mut [u8],
+        len: usize,
+        last: bool,
+    ) -> Result<usize, CryptoError> {
+        match implementation {
+            AesImpl::RustCrypto => self.process(op, state, buf, len, last),
+            AesImpl::Lanes { width } => {
+                check_width(width)?;
+                if !op.is_serial() && !op.mode.is_authenticated() {
+                    return Err(CryptoError::NotSerial {
+                        mode: op.mode,
+                        direction: op.direction,
+                    });
+                }
+                self.process(op, state, buf, len, last)
+            }
+            AesImpl::AwsLc => {
+                #[cfg(feature = "aws-lc")]
+                {
+                    self.aws_lc.process(op, state, buf, len, last)
+                }
+                #[cfg(not(feature = "aws-lc"))]
+                {
+                    let _ = (op, state, buf, len, last);
+                    Err(implementation.unavailable("a packet (the aws-lc feature is off)"))
+                }
+            }
+        }
+    }
+
+    /// [`AesKey::one_shot`] on `implementation`: a whole job as one packet.
+    ///
+    /// # Errors
+    /// As [`AesKey::one_shot`] and [`AesKey::process_with`].
+    pub fn one_shot_with(
+        &self,
+        implementation: AesImpl,
+        op: AesOp,
+        iv: &[u8],
+        data: &[u8],
+    ) -> Result<Vec<u8>, CryptoError> {
+        let mut state = ChainState::for_mode(op.mode, iv)?;
+        let mut buf = data.to_vec();
+        if op.pads_on_encrypt() {
+            buf.resize(padded_len(data.len()), 0);
+        }
+        let n = self.process_with(implementation, op, &mut state, &mut buf, data.len(), true)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// Seals a whole GCM message (a job of one packet) in place on `implementation` and
+    /// returns its tag: AWS-LC in one call, RustCrypto through the packet path
+    /// ([`gcm_start`](Self::gcm_start) + [`gcm_seal_final`](Self::gcm_seal_final)).
+    ///
+    /// # Errors
+    /// [`CryptoError::NonceLength`], [`CryptoError::MessageTooLong`];
+    /// [`CryptoError::ImplementationUnavailable`] on the lanes, or on AWS-LC without the
+    /// `aws-lc` feature.
+    pub fn gcm_seal_in_place_with(
+        &self,
+        implementation: AesImpl,
+        nonce: &[u8],
+        aad: &[u8],
+        buf: &mut [u8],
+    ) -> Result<Tag, CryptoError> {
+        match implementation {
+            AesImpl::RustCrypto => {
+                check_text_len(buf.len())?;
+                let state = self.gcm_start(nonce, aad)?;
+                self.gcm_seal_final(state, buf)
+            }
+            AesImpl::Lanes { .. } => Err(implementation.unavailable("GCM")),
+            AesImpl::AwsLc => {
+                #[cfg(feature = "aws-lc")]
+                {
+                    self.aws_lc.gcm_seal_in_place(nonce, aad, buf)
+                }
+                #[cfg(not(feature = "aws-lc"))]
+                {
+                    let _ = (nonce, aad, buf);
+                    Err(implementation.unavailable("GCM (the aws-lc feature is off)"))
+                }
+            }
+        }
+    }
+
+    /// Opens a whole GCM message (a job of one packet) in place on `implementation`; no
+    /// plaintext unless the tag matches. On a mismatch RustCrypto leaves `buf` as the
+    /// ciphertext; AWS-LC zeroes it (it may have decrypted before comparing).
+    ///
+    /// # Errors
+    /// [`CryptoError::NonceLength`], [`CryptoError::TagLength`],
+    /// [`CryptoError::MessageTooLong`], [`CryptoError::AuthenticationFailed`];
+    /// [`CryptoError::ImplementationUnavailable`] as for
+    /// [`gcm_seal_in_place_with`](Self::gcm_seal_in_place_with).
+    pub fn gcm_open_in_place_with(
+        &self,
+        implementation: AesImpl,
+        nonce: &[u8],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), CryptoError> {
+        match implementation {
+            AesImpl::RustCrypto => {
+                check_text_len(buf.len())?;
+                let state = self.gcm_start(nonce, aad)?;
+                self.gcm_open_final(state, buf, tag)
+            }
+            AesImpl::Lanes { .. } => Err(implementation.unavailable("GCM")),
+            AesImpl::AwsLc => {
+                #[cfg(feature = "aws-lc")]
+                {
+                    self.aws_lc.gcm_open_in_place(nonce, aad, buf, tag)
+                }
+                #[cfg(not(feature = "aws-lc"))]
+                {
+                    let _ = (nonce, aad, buf, tag);
+                    Err(implementation.unavailable("GCM (the aws-lc feature is off)"))
+                }
+            }
+        }
+    }
+
+    /// [`gcm_seal_in_place_with`](Self::gcm_seal_in_place_with) on a copy: the ciphertext and
+    /// the tag.
+    ///
+    /// # Errors
+    /// As [`gcm_seal_in_place_with`](Self::gcm_seal_in_place_with).
+    pub fn gcm_seal_with(
+        &self,
+        implementation: AesImpl,
+        nonce: &[u8],
+        aad: &[u8],
+        plaintext: &[u8],
+    ) -> Result<(Vec<u8>, Tag), CryptoError> {
+        let mut buf = plaintext.to_vec();
+        let tag = self.gcm_seal_in_place_with(implementation, nonce, aad, &mut buf)?;
+        Ok((buf, tag))
+    }
+
+    /// [`gcm_open_in_place_with`](Self::gcm_open_in_place_with) on a copy: the plaintext.
+    ///
+    /// # Errors
+    /// As [`gcm_open_in_place_with`](Self::gcm_open_in_place_with).
+    pub fn gcm_open_with(
+        &self,
+        implementation: AesImpl,
+        nonce: &[u8],
+        aad: &[u8],
+        ciphertext: &[u8],
+        tag: &[u8],
+    ) -> Result<Vec<u8>, CryptoError> {
+        let mut buf = ciphertext.to_vec();
+        self.gcm_open_in_place_with(implementation, nonce, aad, &mut buf, tag)?;
+        Ok(buf)
+    }
+}
+
+/// Runs a set of packets of different jobs on `implementation`, each as
+/// [`AesKey::process`] would: on [`AesImpl::Lanes`] the serial ones in lane sets of its width
+/// ([`run_lanes_width`]), otherwise one after another. Every packet is checked before any runs.
+///
+/// # Errors
+/// A [`LaneError`] naming the first packet refused, as [`run_lanes_width`] (on the lanes) or
+/// [`AesKey::process_with`] (otherwise) would refuse it; nothing has been written then.
+pub fn run_packets_with(
+    implementation: AesImpl,
+    items: &mut [LaneItem<'_>],
+) -> Result<(), LaneError> {
+    if let AesImpl::Lanes { width } = implementation {
+        return run_lanes_width(items, width);
+    }
+    if !implementation.is_built() {
+        return Err(LaneError {
+            index: 0,
+            error: implementation.unavailable("a packet (the aws-lc feature is off)"),
+        });
+    }
+    for (index, item) in items.iter().enumerate() {
+        crate::crypto::aes::checked_run_len(item.op, item.buf.len(), item.len, item.last)
+            .map_err(|error| LaneError { index, error })?;
+    }
+    for (index, item) in items.iter_mut().enumerate() {
+        item.key
+            .process_with(
+                implementation,
+                item.op,
+                item.state,
+                item.buf,
+                item.len,
+                item.last,
+            )
+            .map_err(|error| LaneError { index, error })?;
+    }
+    Ok(())
+}
+
+/// One implementation's measured speed for one operation and packet size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    /// The implementation timed.
+    pub implementation: AesImpl,
+    /// Its best time per byte of packet data, in nanoseconds: for the lanes, per byte of all
+    /// `width` packets of a full set.
+    pub ns_per_byte: f64,
+}
+
+impl Measured {
+    /// The same speed in bytes per second.
+    pub fn bytes_per_sec(&self) -> f64 {
+        if self.ns_per_byte > 0.0 {
+            1e9 / self.ns_per_byte
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
+/// How many rounds [`measure`] runs.
+pub const MEASURE_ROUNDS: usize = 5;
+
+/// The least data one timed sample runs, so that the clock's own cost stays negligible.
+const MIN_SAMPLE_BYTES: usize = 64 * 1024;
+
+/// Times every implementation that runs `op` ([`AesImpl::candidates`]) on packets of `packet`
+/// bytes with `key`, on the calling thread, and returns each one's time per byte, fastest
+/// first: [`measure_rounds`] with [`MEASURE_ROUNDS`] rounds.
+///
+/// # Errors
+/// As [`measure_rounds`].
+pub fn measure(key: &AesKey, op: AesOp, packet: usize) -> Result<Vec<Measured>, CryptoError> {
+    measure_rounds(key, op, packet, MEASURE_ROUNDS)
+}
+
+/// [`measure`] with `rounds` rounds. Nothing but the time it takes has an effect: it runs on
+/// the calling thread, on buffers of its own, and starts no thread.
+///
+/// What is timed is a packet that is not a job's last (whole blocks, no padding), from a
+/// running chaining state: for the lanes a full set of `width` such packets sharing the key
+/// (so `width × packet` bytes of buffers); for a GCM operation ([`Mode::Gcm`]) a whole
+/// one-packet job, sealed, or opened from a fresh copy of valid ciphertext (the copy is timed
+/// for every implementation alike). Each round times every implementation once, in turn, over
+/// at least 64 KiB of data; each implementation's figure is its best round, the least
+/// disturbed by other work on the machine.
+///
+/// # Errors
+/// [`CryptoError::MeasurePacket`] unless `packet` is a non-zero multiple of 16 bytes;
+/// [`CryptoError::PaddingNotApplicable`] for a padded stream mode.
+pub fn measure_rounds(
+    key: &AesKey,
+    op: AesOp,
+    packet: usize,
+    rounds: usize,
+) -> Result<Vec<Measured>, CryptoError> {
+    if packet == 0 || packet % BLOCK != 0 {
+        return Err(CryptoError::MeasurePacket { len: packet });
+    }
+    if !op.mode.is_authenticated() {
+        // The same checks a packet of a job gets (padding only for ECB and CBC).
+        op.check_job_len(packet)?;
+    }
+    let mut benches: Vec<Bench<'_>> = AesImpl::candidates(op)
+        .into_iter()
+        .map(|implementation| Bench::new(key, op, packet, implementation))
+        .collect::<Result<_, _>>()?;
+    for bench in &mut benches {
+        bench.run_once()?; // warm-up: caches, page faults, the backends' feature checks
+    }
+    for _ in 0..rounds.max(1) {
+        for bench in &mut benches {
+            bench.sample()?;
+        }
+    }
+    let mut measured: Vec<Measured> = benches
+        .iter()
+        .map(|b| Measured {
+            implementation: b.implementation,
+            ns_per_byte: b.best.as_nanos() as f64 / b.bytes_per_sample as f64,
+        })
+        .collect();
+    measured.sort_by(|a, b| a.ns_per_byte.total_cmp(&b.ns_per_byte));
+    Ok(measured)
+}
+
+/// One implementation being timed: its buffers and its best sample.
+struct Bench<'k> {
+    key: &'k AesKey,
+    op: AesOp,
+    implementation: AesImpl,
+    packet: usize,
+    states: Vec<ChainState>,
+    bufs: Vec<Vec<u8>>,
+    /// For a GCM open: valid ciphertext and its tag, copied into the buffer before each open.
+    sealed: Option<(Vec<u8>, Tag)>,
+    runs_per_sample: usize,
+    bytes_per_sample: usize,
+    best: Duration,
+}
+
+/// The nonce the GCM measurement seals and opens with (the data is the measurement's own).
+const MEASURE_NONCE: [u8; NONCE_LEN] = [0x5a; NONCE_LEN];
+
+impl<'k> Bench<'k> {
+    fn new(
+        key: &'k AesKey,
+        op: AesOp,
+        packet: usize,
+        implementation: AesImpl,
+    ) -> Result<Self, CryptoError> {
+        let packets = match implementation {
+            AesImpl::Lanes { width } => width,
+            _ => 1,
+        };
+        let states = (0..packets)
+            .map(|i| ChainState::for_mode(op.mode, &[i as u8; BLOCK]))
+            .collect::<Result<_, _>>()?;
+        let bufs = (0..packets)
+            .map(|i| (0..packet).map(|j| (i * 31 + j) as u8).collect())
+            .collect();
+        let sealed = if op.mode.is_authenticated() && op.direction == Direction::Decrypt {
+            let plain: Vec<u8> = (0..packet).map(|j| j as u8).collect();
+            Some(key.gcm_seal_with(AesImpl::RustCrypto, &MEASURE_NONCE, &[], &plain)?)
+        } else {
+            None
+        };
+        let bytes_per_run = packets * packet;
+        let runs_per_sample = MIN_SAMPLE_BYTES.div_ceil(bytes_per_run).max(1);
+        Ok(Bench {
+            key,
+            op,
+            implementation,
+            packet,
+            states,
+            bufs,
+            sealed,
+            runs_per_sample,
+            bytes_per_sample: runs_per_sample * bytes_per_run,
+            best: Duration::MAX,
+        })
+    }
+
+    fn sample(&mut self) -> Result<(), CryptoError> {
+        let start = Instant::now();
+        for _ in 0..self.runs_per_sample {
+            self.run_once()?;
+        }
+        self.best = self.best.min(start.elapsed());
+        Ok(())
+    }
+
+    fn run_once(&mut self) -> Result<(), CryptoError> {
+        let (key, op, packet) = (self.key, self.op, self.packet);
+        if op.mode == Mode::Gcm {
+            let buf = &mut self.bufs[0];
+            match &self.sealed {
+                None => {
+                    let tag =
+                        key.gcm_seal_in_place_with(self.implementation, &MEASURE_NONCE, &[], buf)?;
+                    black_box(tag);
+                }
+                Some((ct, tag)) => {
+                    buf.copy_from_slice(ct);
+                    key.gcm_open_in_place_with(self.implementation, &MEASURE_NONCE, &[], buf, tag)?;
+                }
+            }
+            black_box(&self.bufs);
+            return Ok(());
+        }
+        let mut items: Vec<LaneItem<'_>> = self
+            .states
+            .iter_mut()
+            .zip(self.bufs.iter_mut())
+            .map(|(state, buf)| LaneItem {
+                key,
+                op,
+                state,
+                buf,
+                len: packet,
+                last: false,
+            })
+            .collect();
+        run_packets_with(self.implementation, &mut items).map_err(|e| e.error)?;
+        drop(items);
+        black_box(&self.bufs);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without the `aws-lc` feature AWS-LC is neither offered nor run: every entry point says
+    /// so with a typed error and touches nothing.
+    #[cfg(not(feature = "aws-lc"))]
+    #[test]
+    fn aws_lc_is_refused_without_its_feature() {
+        let key = AesKey::new(&[1; 16]).unwrap();
+        assert!(!AesImpl::AwsLc.is_built());
+        assert!(!AesImpl::all().contains(&AesImpl::AwsLc));
+        let op = AesOp::new(Direction::Encrypt, Mode::Ctr);
+        assert_eq!(AesImpl::candidates(op), vec![AesImpl::RustCrypto]);
+        let mut buf = [3u8; 16];
+        let mut state = ChainState::default();
+        let err = key.process_with(AesImpl::AwsLc, op, &mut state, &mut buf, 16, true);
+        assert!(matches!(
+            err,
+            Err(CryptoError::ImplementationUnavailable { .. })
+        ));
+        let err = key.gcm_seal_in_place_with(AesImpl::AwsLc, &[0; 12], b"", &mut buf);
+        assert!(matches!(
+            err,
+            Err(CryptoError::ImplementationUnavailable { .. })
+        ));
+        assert_eq!(buf, [3u8; 16]);
+        let measured = measure_rounds(&key, op, 64, 1).unwrap();
+        assert_eq!(measured.len(), 1);
+    }
+
+    /// With the feature, AWS-LC is a candidate for every operation, GCM included.
+    #[cfg(feature = "aws-lc")]
+    #[test]
+    fn aws_lc_is_a_candidate_for_every_operation() {
+        for mode in Mode::ALL {
+            for direction in [Direction::Encrypt, Direction::Decrypt] {
+                let op = AesOp::new(direction, mode);
+                assert!(AesImpl::candidates(op).contains(&AesImpl::AwsLc), "{op:?}");
+            }
+        }
+    }
+}
