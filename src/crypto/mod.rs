@@ -2,7 +2,8 @@
 //! AES-GCM with its GHASH state passed in and out, and Ed25519 signing and verification. All
 //! primitives are RustCrypto's (`aes`, `cbc`, `ofb`, `cfb-mode`, `ctr`, `ghash`),
 //! `ed25519-dalek`'s and, with the `aws-lc` feature, AWS-LC's (`aws-lc-rs`); this module only
-//! cuts jobs into packets correctly and keeps keys safe.
+//! runs each packet from the chaining state it is given, hands the next state back, and keeps
+//! keys safe (the runtime cuts jobs into packets).
 //!
 //! Nothing here knows about scheduling: a node takes a packet, the key, and the chaining state
 //! its predecessor left, and hands back the output and the new state. For the serial modes
