@@ -374,26 +374,13 @@ fn print_small(small: &[Small], labels: &[String], solver: Solver) {
             3
         )
     );
-    let mut t = Table::new(&[
-        "policy",
-        "mean /optimum (known)",
-        "worst (known)",
-        "mean /optimum (unknown)",
-        "worst (unknown)",
-    ]);
-    let n = small.len() as f64;
-    for (p, l) in labels.iter().enumerate() {
-        let known = || small.iter().map(|s| s.known[p] / s.optimum);
-        let unknown = || small.iter().map(|s| s.unknown[p] / s.optimum);
-        t.row(vec![
-            l.clone(),
-            f(known().sum::<f64>() / n, 3),
-            f(known().fold(0.0, f64::max), 3),
-            f(unknown().sum::<f64>() / n, 3),
-            f(unknown().fold(0.0, f64::max), 3),
-        ]);
-    }
-    print!("{}", t.render());
+    let ratios = |p: usize| {
+        small
+            .iter()
+            .map(|s| (s.known[p] / s.optimum, s.unknown[p] / s.optimum))
+            .collect()
+    };
+    print!("{}", optimum_table(labels, ratios).render());
 }
 
 fn write_files(
@@ -514,4 +501,31 @@ fn heat_map(
     }
     root.present()?;
     Ok(())
+}
+
+/// Every policy's makespan over the exact optimum on the small instances, as a table: the mean
+/// and the worst, lengths known and unknown. `ratios(p)` gives policy `p`'s (known, unknown)
+/// ratios, one pair per instance.
+pub fn optimum_table(labels: &[String], ratios: impl Fn(usize) -> Vec<(f64, f64)>) -> Table {
+    let mut t = Table::new(&[
+        "policy",
+        "mean /optimum (known)",
+        "worst (known)",
+        "mean /optimum (unknown)",
+        "worst (unknown)",
+    ]);
+    for (p, l) in labels.iter().enumerate() {
+        let r = ratios(p);
+        let n = r.len().max(1) as f64;
+        let known = || r.iter().map(|x| x.0);
+        let unknown = || r.iter().map(|x| x.1);
+        t.row(vec![
+            l.clone(),
+            f(known().sum::<f64>() / n, 3),
+            f(known().fold(0.0, f64::max), 3),
+            f(unknown().sum::<f64>() / n, 3),
+            f(unknown().fold(0.0, f64::max), 3),
+        ]);
+    }
+    t
 }

@@ -23,6 +23,7 @@ use cryptodispatch::sim::trace::Trace;
 
 use crate::classes;
 use crate::experiments::par_map;
+use crate::matrix::optimum_table;
 use crate::optimum::Solver;
 use crate::plot::{Chart, Series};
 use crate::report::{Csv, Table, f, write_file};
@@ -293,26 +294,13 @@ fn print_small(small: &[Small], labels: &[String], args: &SampleArgs) {
         small.len(),
         first + small.len() as u64 - 1
     );
-    let mut t = Table::new(&[
-        "policy",
-        "mean /optimum (known)",
-        "worst (known)",
-        "mean /optimum (unknown)",
-        "worst (unknown)",
-    ]);
-    let n = small.len() as f64;
-    for (p, l) in labels.iter().enumerate() {
-        let known = || small.iter().map(|s| s.known[p] / s.optimum);
-        let unknown = || small.iter().map(|s| s.unknown[p] / s.optimum);
-        t.row(vec![
-            l.clone(),
-            f(known().sum::<f64>() / n, 3),
-            f(known().fold(0.0, f64::max), 3),
-            f(unknown().sum::<f64>() / n, 3),
-            f(unknown().fold(0.0, f64::max), 3),
-        ]);
-    }
-    print!("{}", t.render());
+    let ratios = |p: usize| {
+        small
+            .iter()
+            .map(|s| (s.known[p] / s.optimum, s.unknown[p] / s.optimum))
+            .collect()
+    };
+    print!("{}", optimum_table(labels, ratios).render());
 }
 
 fn write_files(
