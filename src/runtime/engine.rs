@@ -647,13 +647,17 @@ impl Engine {
     /// gone (`dead`), or its running packet has run past the stall timeout. Returns whether the
     /// node was taken out (a stall that resolved meanwhile is not a failure).
     ///
-    /// 1. The running packets (one, or a lane set) are resolved here: their jobs fail with
-    ///    [`JobError::NodeFailed`]; the worker, if it lives, finds them taken and discards its
-    ///    late results.
+    /// 1. The running packets (one, or a lane set) are taken here: each runs again on another
+    ///    node from the copy made when it started (its input, its carried state; a chained
+    ///    packet's state is still in the store), unless this was its last attempt
+    ///    (the builder's `max_attempts`), and then its job fails with [`JobError::NodeFailed`]. The
+    ///    worker, if it lives, finds them taken and discards its late results and the states
+    ///    they would leave.
     /// 2. The core marks the node down, forgets what it placed there and unbinds the chained
     ///    jobs bound to it; their next packets continue from the state store elsewhere.
-    /// 3. The packets the node had not started (its queue, the worker's hand) go back in front
-    ///    of the waiting ones, in order, and are placed on other nodes.
+    /// 3. The packets to run again, then those the node had not started (its queue, the
+    ///    worker's hand) go back in front of the waiting ones, in order, and are placed on
+    ///    other nodes: a chained job's rerun packet goes before its next packets.
     /// 4. If no node of the cluster is up, every packet waiting there fails with
     ///    [`JobError::NoNodeUp`] instead of waiting forever.
     pub(crate) fn fail_node(&self, node: NodeId, dead: bool) -> bool {
@@ -675,7 +679,20 @@ impl Engine {
         let _ = e.sched.node_down(local);
         self.publish_cluster_down(node, &e);
         self.publish_node(shard, &e, local.index());
-        let mut back: Vec<Packet<PacketData>> = self.hands[n].waiting().drain(..).collect();
+        let mut failed: Vec<(Arc<JobRecord>, usize, JobError)> = Vec::new();
+        let mut back: Vec<Packet<PacketData>> = Vec::new();
+        for r in running {
+            match r.retry {
+                Some(mut p) => {
+                    p.data.attempt += 1;
+                    back.push(p);
+                }
+                None => failed.push((r.job, r.part, JobError::NodeFailed(node))),
+            }
+        }
+        self.counters
+            .node_failed_running(back.len() as u64, failed.len() as u64);
+        back.extend(self.hands[n].waiting().drain(..));
         back.extend(e.node_work[local.index()].drain(..));
         self.queued[n].store(0, Ordering::Relaxed);
         if dead {
@@ -683,10 +700,6 @@ impl Engine {
             // node; only the count of packets in the system is left to settle.
             e.in_system -= health.unreported.swap(0, Ordering::AcqRel);
         }
-        let mut failed: Vec<(Arc<JobRecord>, usize, JobError)> = running
-            .into_iter()
-            .map(|(job, part)| (job, part, JobError::NodeFailed(node)))
-            .collect();
         e.in_system -= failed.len() as u64;
         let kind = self.layout.nodes[n].kind;
         let before = e.pending();
@@ -839,6 +852,8 @@ impl Engine {
             packets_completed,
             packets_failed,
             jobs_inline: self.counters.inline(),
+            packets_retried: self.counters.retries().0,
+            packets_out_of_attempts: self.counters.retries().1,
             keys: self.keys.len(),
             stored_states: self.store.len(),
         }

@@ -334,6 +334,29 @@ pub(crate) struct PacketData {
     /// A chained job's first packet carries the IV itself; only the state between packets
     /// goes through the state store. Every CTR packet carries its own first counter block.
     pub(crate) start: Option<ChainState>,
+    /// Nodes the packet was running on when they failed (0 on its first run).
+    pub(crate) attempt: u32,
+}
+
+impl PacketData {
+    /// A copy of the packet as it is before it runs (its input, its carried state), to run
+    /// again on another node if its node fails while running it.
+    pub(crate) fn copy_for_retry(&self) -> PacketData {
+        PacketData {
+            job: Arc::clone(&self.job),
+            part: self.part,
+            data: BytesMut::from(&self.data[..]),
+            msg_len: self.msg_len,
+            start: self.start.clone(),
+            attempt: self.attempt,
+        }
+    }
+
+    /// Whether the packet can run again from a copy: all can but a GCM packet after its job's
+    /// first, whose starting state it takes out of the store (the state cannot be copied).
+    pub(crate) fn can_rerun(&self, seq: u32) -> bool {
+        !matches!(self.job.operation, Operation::Gcm { .. }) || seq == 0
+    }
 }
 
 impl fmt::Debug for PacketData {

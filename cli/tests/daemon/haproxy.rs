@@ -239,9 +239,11 @@ async fn a_drained_daemon_leaves_the_rotation() {
 
 #[test]
 fn the_deploy_configuration_has_the_same_health_check() {
-    let deploy =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/haproxy.cfg"))
-            .unwrap();
+    let deploy = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../deploy/haproxy.cfg"
+    ))
+    .unwrap();
     assert!(
         deploy.contains(&haproxy::health_check_hex()),
         "deploy/haproxy.cfg sends another health check"
