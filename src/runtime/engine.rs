@@ -398,6 +398,21 @@ impl Engine {
             }
         }
         self.counters.packets_admitted(packets.len() as u64);
+        if e.sched.cluster_down(LOCAL) {
+            // Forced in with no node up: it fails now rather than wait for a node that may not
+            // come back (the core would refuse it anyway).
+            let kind = self.layout.clusters[cluster.index()].0;
+            let after = AfterUnlock {
+                failed: packets
+                    .into_iter()
+                    .map(|p| (p.data.job, p.data.part, JobError::NoNodeUp(kind)))
+                    .collect(),
+                ..AfterUnlock::default()
+            };
+            drop(e);
+            after.run(self);
+            return Ok(());
+        }
         let before = e.pending();
         e.take_in(packets);
         let after = self.offer(shard, &mut e, before);
@@ -470,7 +485,11 @@ impl Engine {
         // fail the job rather than lose the packet.
         let mut refused = Vec::new();
         let ClusterState { sched, receive, .. } = e;
-        sched.arrive_many(receive, |err| refused.push(err));
+        // With every node down (a worker being restarted), nothing is offered: the core would
+        // refuse every packet as fitting no node; they wait for the node to come back.
+        if !sched.cluster_down(LOCAL) {
+            sched.arrive_many(receive, |err| refused.push(err));
+        }
         let mut after = AfterUnlock::default();
         for err in refused {
             let msg = err.to_string();
@@ -659,7 +678,9 @@ impl Engine {
     ///    worker's hand) go back in front of the waiting ones, in order, and are placed on
     ///    other nodes: a chained job's rerun packet goes before its next packets.
     /// 4. If no node of the cluster is up, every packet waiting there fails with
-    ///    [`JobError::NoNodeUp`] instead of waiting forever.
+    ///    [`JobError::NoNodeUp`] instead of waiting forever; but not for a `dead` worker, which
+    ///    the supervisor restarts at once (the packets wait the moment it takes; should the
+    ///    restart fail, [`give_up_node`](Self::give_up_node) fails them).
     pub(crate) fn fail_node(&self, node: NodeId, dead: bool) -> bool {
         let n = node.index();
         let (shard, local) = self.node_shard(node);
@@ -701,16 +722,13 @@ impl Engine {
             e.in_system -= health.unreported.swap(0, Ordering::AcqRel);
         }
         e.in_system -= failed.len() as u64;
-        let kind = self.layout.nodes[n].kind;
         let before = e.pending();
-        if e.sched.cluster_down(LOCAL) {
-            back.extend(e.sched.drain_waiting(LOCAL));
-            back.extend(e.receive.drain(..));
-            for p in back {
-                e.backlog_remove(p.meta.task, p.meta.len);
-                e.in_system -= 1;
-                failed.push((p.data.job, p.data.part, JobError::NoNodeUp(kind)));
+        if e.sched.cluster_down(LOCAL) && !dead {
+            for p in &back {
+                e.backlog_add(p.meta.task, 1, p.meta.len);
             }
+            e.sched.requeue(back);
+            failed.extend(self.fail_waiting(&mut e, node));
         } else {
             for p in &back {
                 e.backlog_add(p.meta.task, 1, p.meta.len);
@@ -730,6 +748,46 @@ impl Engine {
         shard.room_cv.notify_all();
         after.run(self);
         true
+    }
+
+    /// Every packet waiting in node `node`'s cluster, failed with [`JobError::NoNodeUp`] (every
+    /// node of it is down).
+    fn fail_waiting(
+        &self,
+        e: &mut ClusterState,
+        node: NodeId,
+    ) -> Vec<(Arc<JobRecord>, usize, JobError)> {
+        let kind = self.layout.nodes[node.index()].kind;
+        let mut back: Vec<Packet<PacketData>> = e.sched.drain_waiting(LOCAL);
+        back.extend(e.receive.drain(..));
+        back.into_iter()
+            .map(|p| {
+                e.backlog_remove(p.meta.task, p.meta.len);
+                e.in_system -= 1;
+                (p.data.job, p.data.part, JobError::NoNodeUp(kind))
+            })
+            .collect()
+    }
+
+    /// The dead worker of node `node` could not be restarted: if no node of its cluster is up,
+    /// the packets waiting there fail with [`JobError::NoNodeUp`] instead of waiting forever.
+    pub(crate) fn give_up_node(&self, node: NodeId) {
+        let (shard, _) = self.node_shard(node);
+        let mut e = Self::lock(shard);
+        if !e.sched.cluster_down(LOCAL) {
+            return;
+        }
+        let mut after = AfterUnlock {
+            failed: self.fail_waiting(&mut e, node),
+            ..AfterUnlock::default()
+        };
+        after.wakers.append(&mut e.room_wakers);
+        if e.in_system == 0 {
+            shard.idle_cv.notify_all();
+        }
+        drop(e);
+        shard.room_cv.notify_all();
+        after.run(self);
     }
 
     /// Sets a node's unit times (after calibration).

@@ -270,7 +270,8 @@ pub(crate) fn execute(
             } else {
                 match store.store.take(job.task, meta.seq) {
                     Some(StoredState::Gcm(state)) => state,
-                    _ => return Err(JobError::StateLost(job.task)),
+                    // Taken by a run of this packet on a node that failed: rebuilt.
+                    _ => Box::new(rebuild_gcm(job, meta.seq, key, *direction, nonce, aad)?),
                 }
             };
             let text = &mut data[..msg_len];
@@ -311,6 +312,36 @@ pub(crate) fn execute(
             key.verify(&data[..msg_len], &sig[..])?,
         )),
     }
+}
+
+/// The state that starts packet `seq` of a GCM job, rebuilt from the job's start and the
+/// outputs of its earlier packets, for a packet that runs again after its node failed (the
+/// failed run took the state out of the store, and a GCM state cannot be copied). The hash is
+/// over the ciphertext either way: an encryption's earlier outputs are ciphertext, run through
+/// as a decryption; a decryption's are plaintext, run through as an encryption. The copy is
+/// zeroized.
+fn rebuild_gcm(
+    job: &JobRecord,
+    seq: u32,
+    key: &crate::crypto::AesKey,
+    direction: Direction,
+    nonce: &[u8],
+    aad: &[u8],
+) -> Result<crate::crypto::GcmState, JobError> {
+    let lost = || JobError::StateLost(job.task);
+    if job.has_failed() {
+        return Err(lost());
+    }
+    let mut earlier = job
+        .earlier_outputs(usize::try_from(seq).map_err(|_| lost())?)
+        .ok_or_else(lost)?;
+    let mut state = key.gcm_start(nonce, aad)?;
+    let replay = match direction {
+        Direction::Encrypt => Direction::Decrypt,
+        Direction::Decrypt => Direction::Encrypt,
+    };
+    key.gcm_update(replay, &mut state, &mut earlier)?;
+    Ok(state)
 }
 
 /// One packet of the set, ready to run, or already failed.

@@ -12,7 +12,8 @@
 //! A CBC, OFB or CFB state stays in the store until the packet it starts has been delivered
 //! ([`StateStore::release`]): if that packet's node fails while running it, the packet runs
 //! again elsewhere from the same state (docs/ALGORITHM.md §15.2). A GCM state is taken out by
-//! the packet it starts (it cannot be copied), so such a packet is not run again.
+//! the packet it starts (it cannot be copied); a rerun rebuilds it from the job's earlier
+//! outputs (`exec.rs`).
 //! The map is split into shards by task id so nodes working on different jobs rarely meet on a
 //! lock. States are zeroized when they leave the store for good.
 

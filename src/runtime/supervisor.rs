@@ -87,9 +87,13 @@ pub(crate) fn run(engine: Arc<Engine>, mut workers: Vec<NodeThread>, tick: Durat
                 engine.fail_node(node, true);
                 let mut spec = w.spec.clone();
                 spec.declared = Some(current_unit_times(&engine, node));
-                if let Ok(t) = spawn_worker(&engine, spec, None) {
-                    health.restarts.fetch_add(1, Ordering::Relaxed);
-                    w.thread = Some(t);
+                match spawn_worker(&engine, spec, None) {
+                    Ok(t) => {
+                        health.restarts.fetch_add(1, Ordering::Relaxed);
+                        w.thread = Some(t);
+                    }
+                    // Tried again next tick; meanwhile nothing waits for it in vain.
+                    Err(_) => engine.give_up_node(node),
                 }
                 continue;
             }

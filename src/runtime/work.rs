@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use smallvec::SmallVec;
-use zeroize::Zeroize;
+use zeroize::{Zeroize, Zeroizing};
 
 use crate::crypto::{
     AesKey, AesOp, ChainState, Direction, NONCE_LEN, SIGNATURE_LEN, SigningKey, Tag, VerifyingKey,
@@ -198,6 +198,21 @@ impl JobRecord {
 }
 
 impl JobRecord {
+    /// A copy of the outputs of the job's packets `0..upto`, joined in order, if every one of
+    /// them is in (a GCM job's packet that runs again rebuilds its starting state from them).
+    /// Zeroized when dropped.
+    pub(crate) fn earlier_outputs(&self, upto: usize) -> Option<Zeroizing<Vec<u8>>> {
+        let c = self.lock();
+        let mut out = Zeroizing::new(Vec::new());
+        for part in c.parts.get(..upto)? {
+            match part {
+                Some(PartOutput::Data(d)) => out.extend_from_slice(d),
+                _ => return None,
+            }
+        }
+        Some(out)
+    }
+
     /// Whether the job has finished (successfully or not).
     pub(crate) fn is_finished(&self) -> bool {
         !matches!(self.lock().outcome, Outcome::Pending)
@@ -350,12 +365,6 @@ impl PacketData {
             start: self.start.clone(),
             attempt: self.attempt,
         }
-    }
-
-    /// Whether the packet can run again from a copy: all can but a GCM packet after its job's
-    /// first, whose starting state it takes out of the store (the state cannot be copied).
-    pub(crate) fn can_rerun(&self, seq: u32) -> bool {
-        !matches!(self.job.operation, Operation::Gcm { .. }) || seq == 0
     }
 }
 

@@ -144,7 +144,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 Running {
                     job: Arc::clone(&p.data.job),
                     part: p.data.part,
-                    retry: (p.data.attempt + 1 < max_attempts && p.data.can_rerun(p.meta.seq))
+                    retry: (p.data.attempt + 1 < max_attempts)
                         .then(|| Packet::new(p.meta, p.data.copy_for_retry())),
                 }
             }));
