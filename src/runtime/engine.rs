@@ -604,6 +604,7 @@ impl Engine {
             let before = e.pending();
             let _ = e.sched.node_up(local);
             health.down.store(false, Ordering::Release);
+            health.restarting.store(false, Ordering::Release);
             self.publish_cluster_down(node, &e);
             after.extend(self.offer(shard, &mut e, before));
         }
@@ -722,8 +723,14 @@ impl Engine {
             e.in_system -= health.unreported.swap(0, Ordering::AcqRel);
         }
         e.in_system -= failed.len() as u64;
+        health.restarting.store(dead, Ordering::Release);
         let before = e.pending();
-        if e.sched.cluster_down(LOCAL) && !dead {
+        // A node being restarted is back at once: only with none coming back do the waiting
+        // packets fail.
+        let first = shard.first;
+        let restarting = (first..first + e.node_work.len())
+            .any(|i| self.health[i].restarting.load(Ordering::Acquire));
+        if e.sched.cluster_down(LOCAL) && !restarting {
             for p in &back {
                 e.backlog_add(p.meta.task, 1, p.meta.len);
             }
@@ -774,7 +781,13 @@ impl Engine {
     pub(crate) fn give_up_node(&self, node: NodeId) {
         let (shard, _) = self.node_shard(node);
         let mut e = Self::lock(shard);
-        if !e.sched.cluster_down(LOCAL) {
+        self.health[node.index()]
+            .restarting
+            .store(false, Ordering::Release);
+        let first = shard.first;
+        let restarting = (first..first + e.node_work.len())
+            .any(|i| self.health[i].restarting.load(Ordering::Acquire));
+        if !e.sched.cluster_down(LOCAL) || restarting {
             return;
         }
         let mut after = AfterUnlock {

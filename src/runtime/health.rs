@@ -84,6 +84,8 @@ pub(crate) struct NodeHealth {
     /// The worker thread's id, for its run-queue wait; 0 when unknown (the stall rule then
     /// charges wall time).
     pub(crate) thread_id: AtomicU64,
+    /// Down because its worker thread died, and being restarted: it will be back at once.
+    pub(crate) restarting: AtomicBool,
 }
 
 impl NodeHealth {
