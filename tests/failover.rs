@@ -23,6 +23,16 @@ use cryptodispatch::{
 };
 use proptest::prelude::*;
 
+/// The busy-machine test loads both cores with CPU-bound threads for a minute; the other tests
+/// here judge stalls with short timeouts, so they do not run beside it: each holds this lock
+/// shared, the busy test holds it alone.
+static LOAD: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A share of [`LOAD`] (a test that failed while holding it does not poison the others).
+fn calm() -> std::sync::RwLockReadGuard<'static, ()> {
+    LOAD.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// What a job must give: its output, or, if a faulty node ran one of its packets, that
 /// failure.
 struct Expect {
@@ -184,6 +194,7 @@ fn run_on(
     all_succeed: Option<u32>,
 ) -> (usize, Metrics) {
     quiet_injected_panics();
+    let _calm = calm();
     let attempts = all_succeed.unwrap_or(ServiceBuilder::DEFAULT_MAX_ATTEMPTS);
     let all_succeed = all_succeed.is_some();
     let node = |f: &Option<Fault>| match f {
@@ -325,6 +336,7 @@ fn run_on(
 
 #[test]
 fn a_panicking_worker_fails_at_most_its_running_packet_and_is_respawned() {
+    let _calm = calm();
     let service = Service::builder()
         .packet_size(64)
         // One lane: the panic strikes one running packet (with lanes, a whole lane set runs).
@@ -423,6 +435,7 @@ fn an_exiting_worker_loses_nothing() {
 
 #[test]
 fn a_stalled_node_is_taken_out_its_late_result_discarded_and_it_comes_back() {
+    let _calm = calm();
     // One attempt (the old behaviour): the packet running when the node stalled fails its
     // job. Two (the default): it runs again on the other node, and every job completes.
     for attempts in [1, ServiceBuilder::DEFAULT_MAX_ATTEMPTS] {
@@ -506,6 +519,7 @@ fn a_stalled_node_with(attempts: u32) {
 /// submitter slept with both nodes idle.
 #[test]
 fn a_submitter_blocked_for_room_wakes_when_a_rejoining_node_takes_the_backlog() {
+    let _calm = calm();
     let service = std::sync::Arc::new(
         Service::builder()
             .aes_cluster([
@@ -569,6 +583,7 @@ fn a_submitter_blocked_for_room_wakes_when_a_rejoining_node_takes_the_backlog() 
 
 #[test]
 fn a_cluster_with_no_node_up_fails_its_waiting_jobs_instead_of_hanging() {
+    let _calm = calm();
     let service = Service::builder()
         .packet_size(64)
         .aes_cluster([NodeSpec::new()
@@ -701,6 +716,7 @@ proptest! {
 /// wall time.
 #[test]
 fn a_busy_machine_is_not_mistaken_for_stalled_nodes() {
+    let _alone = LOAD.write().unwrap_or_else(|e| e.into_inner());
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Instant;
@@ -794,6 +810,7 @@ fn a_busy_machine_is_not_mistaken_for_stalled_nodes() {
 /// not before.
 #[test]
 fn a_poisonous_packet_fails_after_its_attempts() {
+    let _calm = calm();
     for attempts in [1u32, 2] {
         let stall = Fault::Stall {
             after: 0,
