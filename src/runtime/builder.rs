@@ -303,9 +303,12 @@ impl ServiceBuilder {
     }
 
     /// How long a packet may run before its node counts as stalled and is taken out: its
-    /// queued packets go to other nodes, the running packet's job fails with
-    /// [`JobError::NodeFailed`](crate::runtime::JobError::NodeFailed), and the node comes back
-    /// when the stalled packet ends (docs/ALGORITHM.md §15.2). By default it is derived per
+    /// queued packets go to other nodes, the running packet runs again on another node (see
+    /// [`max_attempts`](Self::max_attempts); on its last attempt its job fails with
+    /// [`JobError::NodeFailed`](crate::runtime::JobError::NodeFailed)), and the node comes back
+    /// when the stalled packet ends (docs/ALGORITHM.md §15.2). A packet is charged the time its
+    /// worker thread could run, not time it waited for a CPU (on Linux; elsewhere wall time),
+    /// so a busy machine does not make a node stalled. By default the limit is derived per
     /// packet from the node's unit times: 20 times the packet's expected service time, and at
     /// least 250 ms.
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {

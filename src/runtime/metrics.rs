@@ -360,6 +360,13 @@ impl fmt::Display for Metrics {
             self.keys,
             self.stored_states
         )?;
+        if self.packets_retried + self.packets_out_of_attempts > 0 {
+            writeln!(
+                f,
+                "packets: {} run again after their node failed, {} failed after their last attempt",
+                self.packets_retried, self.packets_out_of_attempts
+            )?;
+        }
         writeln!(
             f,
             "{:>4} {:>8} {:>5} {:>5} {:>10} {:>12} {:>10} {:>6} {:>11} {:>11}",
