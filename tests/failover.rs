@@ -462,19 +462,28 @@ fn a_stalled_node_with(attempts: u32) {
     let raw = [9; 16];
     let key = service.add_aes_key(&raw).unwrap();
     let op = AesOp::new(Direction::Encrypt, Mode::Ecb);
-    let handles: Vec<_> = (0..40u8)
-        .map(|i| service.submit(Job::aes(key, op, &[], vec![i; 64])).unwrap())
-        .collect();
     let mut failed = 0;
-    for (i, h) in handles.into_iter().enumerate() {
-        match h.wait() {
-            Ok(out) => assert_eq!(
-                out,
-                JobOutput::Data(ref_aes(&raw, op, &[], &[i as u8; 64]).unwrap())
-            ),
-            Err(e) => {
-                assert_eq!(e, JobError::NodeFailed(NodeId(0)));
-                failed += 1;
+    // Rounds of 40 jobs until node 0 has run its three packets and stalled (the policy may
+    // send a round's jobs to node 1 alone).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while service.metrics().nodes[0].stalls == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 0 never ran its third packet"
+        );
+        let handles: Vec<_> = (0..40u8)
+            .map(|i| service.submit(Job::aes(key, op, &[], vec![i; 64])).unwrap())
+            .collect();
+        for (i, h) in handles.into_iter().enumerate() {
+            match h.wait() {
+                Ok(out) => assert_eq!(
+                    out,
+                    JobOutput::Data(ref_aes(&raw, op, &[], &[i as u8; 64]).unwrap())
+                ),
+                Err(e) => {
+                    assert_eq!(e, JobError::NodeFailed(NodeId(0)));
+                    failed += 1;
+                }
             }
         }
     }
