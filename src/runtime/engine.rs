@@ -668,7 +668,7 @@ impl Engine {
     /// node was taken out (a stall that resolved meanwhile is not a failure).
     ///
     /// 1. The running packets (one, or a lane set) are taken here: each runs again on another
-    ///    node from the copy made when it started (its input, its carried state; a chained
+    ///    node (one up or being restarted; with none, it fails) from the copy made when it started (its input, its carried state; a chained
     ///    packet's state is still in the store), unless this was its last attempt
     ///    (the builder's `max_attempts`), and then its job fails with [`JobError::NodeFailed`]. The
     ///    worker, if it lives, finds them taken and discards its late results and the states
@@ -703,8 +703,15 @@ impl Engine {
         self.publish_node(shard, &e, local.index());
         let mut failed: Vec<(Arc<JobRecord>, usize, JobError)> = Vec::new();
         let mut back: Vec<Packet<PacketData>> = Vec::new();
+        // A packet runs again on another node: one that is up, or being restarted. With none
+        // (a cluster of one node), it fails now, as on its last attempt.
+        let first = shard.first;
+        let another = (first..first + e.node_work.len()).any(|i| {
+            i != n
+                && (!self.health[i].is_down() || self.health[i].restarting.load(Ordering::Acquire))
+        });
         for r in running {
-            match r.retry {
+            match r.retry.filter(|_| another) {
                 Some(mut p) => {
                     p.data.attempt += 1;
                     back.push(p);
@@ -727,7 +734,6 @@ impl Engine {
         let before = e.pending();
         // A node being restarted is back at once: only with none coming back do the waiting
         // packets fail.
-        let first = shard.first;
         let restarting = (first..first + e.node_work.len())
             .any(|i| self.health[i].restarting.load(Ordering::Acquire));
         if e.sched.cluster_down(LOCAL) && !restarting {
