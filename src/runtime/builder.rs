@@ -162,6 +162,7 @@ pub struct ServiceBuilder {
     affinity: Affinity,
     admission: Admission,
     stall_timeout: Option<Duration>,
+    max_attempts: u32,
     stream_outputs: usize,
     inline_limit: usize,
 }
@@ -179,6 +180,7 @@ impl Default for ServiceBuilder {
             affinity: Affinity::InFlight,
             admission: Admission::Fair,
             stall_timeout: None,
+            max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             stream_outputs: 64,
             inline_limit: Self::DEFAULT_INLINE_LIMIT,
         }
@@ -192,6 +194,10 @@ impl ServiceBuilder {
 
     /// The default [`inline_limit`](Self::inline_limit), in bytes.
     pub const DEFAULT_INLINE_LIMIT: usize = 1024;
+
+    /// The default of [`max_attempts`](Self::max_attempts): a packet whose node fails runs
+    /// once more, on another node.
+    pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 
     /// How many times [`inline_limit`](Self::inline_limit) a job of a parallel AES operation
     /// (ECB, CBC and CFB decryption, CTR) may be and still run inline: the cipher's parallel
@@ -297,13 +303,33 @@ impl ServiceBuilder {
     }
 
     /// How long a packet may run before its node counts as stalled and is taken out: its
-    /// queued packets go to other nodes, the running packet's job fails with
-    /// [`JobError::NodeFailed`](crate::runtime::JobError::NodeFailed), and the node comes back
-    /// when the stalled packet ends (docs/ALGORITHM.md §15.2). By default it is derived per
+    /// queued packets go to other nodes, the running packet runs again on another node (see
+    /// [`max_attempts`](Self::max_attempts); on its last attempt its job fails with
+    /// [`JobError::NodeFailed`](crate::runtime::JobError::NodeFailed)), and the node comes back
+    /// when the stalled packet ends (docs/ALGORITHM.md §15.2). A packet is charged the time its
+    /// worker thread could run, not time it waited for a CPU (on Linux; elsewhere wall time),
+    /// so a busy machine does not make a node stalled. By default the limit is derived per
     /// packet from the node's unit times: 20 times the packet's expected service time, and at
     /// least 250 ms.
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
         self.stall_timeout = Some(timeout);
+        self
+    }
+
+    /// On how many nodes a packet may be tried (default
+    /// [`DEFAULT_MAX_ATTEMPTS`](Self::DEFAULT_MAX_ATTEMPTS), at least 1). A packet running on a
+    /// node that is taken out (its worker panicked or exited, or it stalled) runs again on
+    /// another node, from the same input and, for a chained job, the same state from the state
+    /// store; its job fails with [`JobError::NodeFailed`](crate::runtime::JobError::NodeFailed)
+    /// only once the packet was running on `attempts` nodes that failed, so one packet that
+    /// brings nodes down cannot take every node down in turn. 1: the first failure fails the
+    /// job. Each run keeps a copy of the packet's input until its result is delivered.
+    /// Retries and packets that failed after their last attempt are counted in
+    /// [`Metrics::packets_retried`](crate::runtime::Metrics::packets_retried) and
+    /// [`Metrics::packets_out_of_attempts`](crate::runtime::Metrics::packets_out_of_attempts)
+    /// (docs/ALGORITHM.md §15.2).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts;
         self
     }
 
@@ -356,6 +382,9 @@ impl ServiceBuilder {
         if self.stream_outputs == 0 {
             return Err(BuildError::ZeroBound("stream_outputs"));
         }
+        if self.max_attempts == 0 {
+            return Err(BuildError::ZeroBound("max_attempts"));
+        }
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let clusters = if self.clusters.is_empty() {
             let all: Vec<NodeSpec> = (0..cores.len().max(1))
@@ -389,6 +418,7 @@ impl ServiceBuilder {
                 .receive_queue_bytes
                 .unwrap_or(self.receive_queue_len as u64 * self.packet_size as u64),
             stall_timeout: self.stall_timeout,
+            max_attempts: self.max_attempts,
             stream_outputs: self.stream_outputs,
             inline_limit: self.inline_limit,
             fold_padding: false,

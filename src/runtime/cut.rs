@@ -98,6 +98,7 @@ pub(crate) fn cut_aes(
             data: chunk,
             msg_len,
             start: packet_start,
+            attempt: 0,
         };
         packets.push(Packet::new(
             PacketMeta::new(job.task, op.direction.cmd(), job.cluster)

@@ -398,6 +398,21 @@ impl Engine {
             }
         }
         self.counters.packets_admitted(packets.len() as u64);
+        if e.sched.cluster_down(LOCAL) {
+            // Forced in with no node up: it fails now rather than wait for a node that may not
+            // come back (the core would refuse it anyway).
+            let kind = self.layout.clusters[cluster.index()].0;
+            let after = AfterUnlock {
+                failed: packets
+                    .into_iter()
+                    .map(|p| (p.data.job, p.data.part, JobError::NoNodeUp(kind)))
+                    .collect(),
+                ..AfterUnlock::default()
+            };
+            drop(e);
+            after.run(self);
+            return Ok(());
+        }
         let before = e.pending();
         e.take_in(packets);
         let after = self.offer(shard, &mut e, before);
@@ -470,7 +485,11 @@ impl Engine {
         // fail the job rather than lose the packet.
         let mut refused = Vec::new();
         let ClusterState { sched, receive, .. } = e;
-        sched.arrive_many(receive, |err| refused.push(err));
+        // With every node down (a worker being restarted), nothing is offered: the core would
+        // refuse every packet as fitting no node; they wait for the node to come back.
+        if !sched.cluster_down(LOCAL) {
+            sched.arrive_many(receive, |err| refused.push(err));
+        }
         let mut after = AfterUnlock::default();
         for err in refused {
             let msg = err.to_string();
@@ -585,6 +604,7 @@ impl Engine {
             let before = e.pending();
             let _ = e.sched.node_up(local);
             health.down.store(false, Ordering::Release);
+            health.restarting.store(false, Ordering::Release);
             self.publish_cluster_down(node, &e);
             after.extend(self.offer(shard, &mut e, before));
         }
@@ -647,15 +667,21 @@ impl Engine {
     /// gone (`dead`), or its running packet has run past the stall timeout. Returns whether the
     /// node was taken out (a stall that resolved meanwhile is not a failure).
     ///
-    /// 1. The running packets (one, or a lane set) are resolved here: their jobs fail with
-    ///    [`JobError::NodeFailed`]; the worker, if it lives, finds them taken and discards its
-    ///    late results.
+    /// 1. The running packets (one, or a lane set) are taken here: each runs again on another
+    ///    node (one up or being restarted; with none, it fails) from the copy made when it started (its input, its carried state; a chained
+    ///    packet's state is still in the store), unless this was its last attempt
+    ///    (the builder's `max_attempts`), and then its job fails with [`JobError::NodeFailed`]. The
+    ///    worker, if it lives, finds them taken and discards its late results and the states
+    ///    they would leave.
     /// 2. The core marks the node down, forgets what it placed there and unbinds the chained
     ///    jobs bound to it; their next packets continue from the state store elsewhere.
-    /// 3. The packets the node had not started (its queue, the worker's hand) go back in front
-    ///    of the waiting ones, in order, and are placed on other nodes.
+    /// 3. The packets to run again, then those the node had not started (its queue, the
+    ///    worker's hand) go back in front of the waiting ones, in order, and are placed on
+    ///    other nodes: a chained job's rerun packet goes before its next packets.
     /// 4. If no node of the cluster is up, every packet waiting there fails with
-    ///    [`JobError::NoNodeUp`] instead of waiting forever.
+    ///    [`JobError::NoNodeUp`] instead of waiting forever; but not for a `dead` worker, which
+    ///    the supervisor restarts at once (the packets wait the moment it takes; should the
+    ///    restart fail, [`give_up_node`](Self::give_up_node) fails them).
     pub(crate) fn fail_node(&self, node: NodeId, dead: bool) -> bool {
         let n = node.index();
         let (shard, local) = self.node_shard(node);
@@ -675,7 +701,27 @@ impl Engine {
         let _ = e.sched.node_down(local);
         self.publish_cluster_down(node, &e);
         self.publish_node(shard, &e, local.index());
-        let mut back: Vec<Packet<PacketData>> = self.hands[n].waiting().drain(..).collect();
+        let mut failed: Vec<(Arc<JobRecord>, usize, JobError)> = Vec::new();
+        let mut back: Vec<Packet<PacketData>> = Vec::new();
+        // A packet runs again on another node: one that is up, or being restarted. With none
+        // (a cluster of one node), it fails now, as on its last attempt.
+        let first = shard.first;
+        let another = (first..first + e.node_work.len()).any(|i| {
+            i != n
+                && (!self.health[i].is_down() || self.health[i].restarting.load(Ordering::Acquire))
+        });
+        for r in running {
+            match r.retry.filter(|_| another) {
+                Some(mut p) => {
+                    p.data.attempt += 1;
+                    back.push(p);
+                }
+                None => failed.push((r.job, r.part, JobError::NodeFailed(node))),
+            }
+        }
+        self.counters
+            .node_failed_running(back.len() as u64, failed.len() as u64);
+        back.extend(self.hands[n].waiting().drain(..));
         back.extend(e.node_work[local.index()].drain(..));
         self.queued[n].store(0, Ordering::Relaxed);
         if dead {
@@ -683,21 +729,19 @@ impl Engine {
             // node; only the count of packets in the system is left to settle.
             e.in_system -= health.unreported.swap(0, Ordering::AcqRel);
         }
-        let mut failed: Vec<(Arc<JobRecord>, usize, JobError)> = running
-            .into_iter()
-            .map(|(job, part)| (job, part, JobError::NodeFailed(node)))
-            .collect();
         e.in_system -= failed.len() as u64;
-        let kind = self.layout.nodes[n].kind;
+        health.restarting.store(dead, Ordering::Release);
         let before = e.pending();
-        if e.sched.cluster_down(LOCAL) {
-            back.extend(e.sched.drain_waiting(LOCAL));
-            back.extend(e.receive.drain(..));
-            for p in back {
-                e.backlog_remove(p.meta.task, p.meta.len);
-                e.in_system -= 1;
-                failed.push((p.data.job, p.data.part, JobError::NoNodeUp(kind)));
+        // A node being restarted is back at once: only with none coming back do the waiting
+        // packets fail.
+        let restarting = (first..first + e.node_work.len())
+            .any(|i| self.health[i].restarting.load(Ordering::Acquire));
+        if e.sched.cluster_down(LOCAL) && !restarting {
+            for p in &back {
+                e.backlog_add(p.meta.task, 1, p.meta.len);
             }
+            e.sched.requeue(back);
+            failed.extend(self.fail_waiting(&mut e, node));
         } else {
             for p in &back {
                 e.backlog_add(p.meta.task, 1, p.meta.len);
@@ -717,6 +761,52 @@ impl Engine {
         shard.room_cv.notify_all();
         after.run(self);
         true
+    }
+
+    /// Every packet waiting in node `node`'s cluster, failed with [`JobError::NoNodeUp`] (every
+    /// node of it is down).
+    fn fail_waiting(
+        &self,
+        e: &mut ClusterState,
+        node: NodeId,
+    ) -> Vec<(Arc<JobRecord>, usize, JobError)> {
+        let kind = self.layout.nodes[node.index()].kind;
+        let mut back: Vec<Packet<PacketData>> = e.sched.drain_waiting(LOCAL);
+        back.extend(e.receive.drain(..));
+        back.into_iter()
+            .map(|p| {
+                e.backlog_remove(p.meta.task, p.meta.len);
+                e.in_system -= 1;
+                (p.data.job, p.data.part, JobError::NoNodeUp(kind))
+            })
+            .collect()
+    }
+
+    /// The dead worker of node `node` could not be restarted: if no node of its cluster is up,
+    /// the packets waiting there fail with [`JobError::NoNodeUp`] instead of waiting forever.
+    pub(crate) fn give_up_node(&self, node: NodeId) {
+        let (shard, _) = self.node_shard(node);
+        let mut e = Self::lock(shard);
+        self.health[node.index()]
+            .restarting
+            .store(false, Ordering::Release);
+        let first = shard.first;
+        let restarting = (first..first + e.node_work.len())
+            .any(|i| self.health[i].restarting.load(Ordering::Acquire));
+        if !e.sched.cluster_down(LOCAL) || restarting {
+            return;
+        }
+        let mut after = AfterUnlock {
+            failed: self.fail_waiting(&mut e, node),
+            ..AfterUnlock::default()
+        };
+        after.wakers.append(&mut e.room_wakers);
+        if e.in_system == 0 {
+            shard.idle_cv.notify_all();
+        }
+        drop(e);
+        shard.room_cv.notify_all();
+        after.run(self);
     }
 
     /// Sets a node's unit times (after calibration).
@@ -839,6 +929,8 @@ impl Engine {
             packets_completed,
             packets_failed,
             jobs_inline: self.counters.inline(),
+            packets_retried: self.counters.retries().0,
+            packets_out_of_attempts: self.counters.retries().1,
             keys: self.keys.len(),
             stored_states: self.store.len(),
         }

@@ -6,7 +6,11 @@
 //! A chained packet's starting state is the IV its job's first packet carries, or what the
 //! previous packet left in the state store; a packet that is not its job's last leaves its
 //! state there for the next. A lane set's packets take and hand back their states exactly as
-//! each would alone.
+//! each would alone. The states a set leaves wait in its [`States`] until whoever runs the set
+//! commits them, just before delivering its results: a worker whose set was taken from it (its
+//! node failed, the packets run again elsewhere) drops them with its late results, so nothing
+//! it computed late reaches the store. A CBC, OFB or CFB state is read, not taken: it stays in
+//! the store until the packet it starts is delivered, for a rerun (see `store.rs`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -17,13 +21,41 @@ use smallvec::SmallVec;
 use crate::crypto::{
     BatchItem, ChainState, CryptoError, Direction, LaneItem, run_lanes, verify_batch,
 };
-use crate::packet::{Packet, PacketMeta};
+use crate::packet::{Packet, PacketMeta, TaskId};
 use crate::runtime::error::JobError;
 use crate::runtime::store::{StateStore, StoredState};
 use crate::runtime::work::{JobRecord, Operation, PacketData, PartOutput};
 
 /// A set of packets a worker runs at once.
 pub(crate) type PacketSet = SmallVec<[Packet<PacketData>; 1]>;
+
+/// The state store as a set being run sees it: states are read from the store, and the states
+/// the set leaves for its jobs' next packets wait here until [`commit`](Self::commit).
+pub(crate) struct States<'a> {
+    store: &'a StateStore,
+    puts: SmallVec<[(TaskId, u32, StoredState); 1]>,
+}
+
+impl<'a> States<'a> {
+    pub(crate) fn new(store: &'a StateStore) -> Self {
+        States {
+            store,
+            puts: SmallVec::new(),
+        }
+    }
+
+    /// Leaves `state` to start packet `seq` of `task`, once committed.
+    fn put(&mut self, task: TaskId, seq: u32, state: StoredState) {
+        self.puts.push((task, seq, state));
+    }
+
+    /// Puts the states the set left into the store (before its results are delivered).
+    pub(crate) fn commit(self) {
+        for (task, seq, state) in self.puts {
+            self.store.put(task, seq, state);
+        }
+    }
+}
 
 /// The next packets to run from the front of the worker's hand: one packet; or a chain run,
 /// when it is of a chained AES job whose next packets follow it in the hand (they run one after
@@ -86,7 +118,7 @@ pub(crate) fn is_chain_run(set: &[Packet<PacketData>]) -> bool {
 
 /// Runs a set of packets: one through [`execute`], a chain run through [`run_chain`], or a lane
 /// set through [`run_lanes`](crate::crypto::run_lanes). Results come back in the set's order.
-pub(crate) fn run_set(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
+pub(crate) fn run_set(store: &mut States<'_>, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
     if is_chain_run(&set) {
         return run_chain(store, set);
     }
@@ -114,7 +146,7 @@ pub(crate) fn run_set(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutp
 /// store) before the first and handed to the store after the last, unless that ends the job.
 /// A packet that fails breaks the chain: the packets after it fail with
 /// [`JobError::StateLost`], as they would finding no state in the store.
-fn run_chain(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
+fn run_chain(store: &mut States<'_>, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
     let job = Arc::clone(&set[0].data.job);
     let Operation::Aes { key, op } = &job.operation else {
         // `take_set` forms chain runs of AES jobs only.
@@ -123,6 +155,7 @@ fn run_chain(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobEr
     };
     // The state between the run's packets; `Err` once the chain is broken.
     let mut state: Result<Option<ChainState>, ()> = Ok(None);
+    let mut next_seq = 0;
     let mut results = Vec::with_capacity(set.len());
     for p in set {
         let Packet { meta, data: work } = p;
@@ -134,7 +167,7 @@ fn run_chain(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobEr
         } = work;
         let begun = match state {
             Ok(Some(s)) => Ok(s),
-            Ok(None) => chain_state(store, &job, start),
+            Ok(None) => chain_state(store.store, &job, meta.seq, start),
             Err(()) => Err(JobError::StateLost(job.task)),
         };
         let mut s = match begun {
@@ -150,6 +183,7 @@ fn run_chain(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobEr
                 data.truncate(n);
                 results.push(Ok(PartOutput::Data(data)));
                 state = Ok((!meta.last).then_some(s));
+                next_seq = meta.seq.wrapping_add(1);
             }
             Err(e) => {
                 state = Err(());
@@ -158,18 +192,20 @@ fn run_chain(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobEr
         }
     }
     if let Ok(Some(s)) = state {
-        store.put(job.task, StoredState::Chain(s));
+        store.put(job.task, next_seq, StoredState::Chain(s));
     }
     results
 }
 
-/// A chained packet's starting state: the IV the job's first packet carries, or what the
-/// job's previous packet left in the store. An earlier packet of the job failed (its node,
-/// say): the chain is broken, so the packet does not run on a state that is not its own, and
-/// the job's state leaves the store.
+/// A chained packet's starting state: the IV the job's first packet carries, or a copy of what
+/// the job's previous packet left in the store for packet `seq` (it stays there until this
+/// packet is delivered). An earlier packet of the job failed (its node, say): the chain is
+/// broken, so the packet does not run on a state that is not its own, and the job's states
+/// leave the store.
 fn chain_state(
     store: &StateStore,
     job: &JobRecord,
+    seq: u32,
     iv: Option<ChainState>,
 ) -> Result<ChainState, JobError> {
     if job.has_failed() {
@@ -178,17 +214,23 @@ fn chain_state(
     }
     match iv {
         Some(iv) => Ok(iv),
-        None => match store.take(job.task) {
-            Some(StoredState::Chain(state)) => Ok(state),
-            _ => Err(JobError::StateLost(job.task)),
-        },
+        None => store
+            .chain(job.task, seq)
+            .ok_or(JobError::StateLost(job.task)),
     }
+}
+
+/// Whether a packet's starting state comes from the store and stays there until the packet is
+/// delivered (a chained AES packet that does not carry its IV): its deliverer
+/// [`releases`](StateStore::release) it.
+pub(crate) fn reads_stored_chain(job: &JobRecord, start_carried: bool) -> bool {
+    !start_carried && matches!(&job.operation, Operation::Aes { op, .. } if op.mode.is_chained())
 }
 
 /// Runs one packet: the cryptography, with the chaining state taken from and returned to the
 /// store.
 pub(crate) fn execute(
-    store: &StateStore,
+    store: &mut States<'_>,
     job: &JobRecord,
     meta: &PacketMeta,
     data: &mut BytesMut,
@@ -201,11 +243,15 @@ pub(crate) fn execute(
             let mut state = match iv {
                 Some(iv) if !chained => iv,
                 None if !chained => ChainState::default(),
-                iv => chain_state(store, job, iv)?,
+                iv => chain_state(store.store, job, meta.seq, iv)?,
             };
             let n = key.process(*op, &mut state, data, msg_len, meta.last)?;
             if chained && !meta.last {
-                store.put(job.task, StoredState::Chain(state));
+                store.put(
+                    job.task,
+                    meta.seq.wrapping_add(1),
+                    StoredState::Chain(state),
+                );
             }
             data.truncate(n);
             Ok(PartOutput::Data(std::mem::take(data)))
@@ -222,15 +268,16 @@ pub(crate) fn execute(
             let mut state = if meta.seq == 0 {
                 Box::new(key.gcm_start(nonce, aad)?)
             } else {
-                match store.take(job.task) {
+                match store.store.take(job.task, meta.seq) {
                     Some(StoredState::Gcm(state)) => state,
-                    _ => return Err(JobError::StateLost(job.task)),
+                    // Taken by a run of this packet on a node that failed: rebuilt.
+                    _ => Box::new(rebuild_gcm(job, meta.seq, key, *direction, nonce, aad)?),
                 }
             };
             let text = &mut data[..msg_len];
             if !meta.last {
                 key.gcm_update(*direction, &mut state, text)?;
-                store.put(job.task, StoredState::Gcm(state));
+                store.put(job.task, meta.seq.wrapping_add(1), StoredState::Gcm(state));
                 return Ok(PartOutput::Data(std::mem::take(data)));
             }
             match (direction, tag) {
@@ -267,6 +314,36 @@ pub(crate) fn execute(
     }
 }
 
+/// The state that starts packet `seq` of a GCM job, rebuilt from the job's start and the
+/// outputs of its earlier packets, for a packet that runs again after its node failed (the
+/// failed run took the state out of the store, and a GCM state cannot be copied). The hash is
+/// over the ciphertext either way: an encryption's earlier outputs are ciphertext, run through
+/// as a decryption; a decryption's are plaintext, run through as an encryption. The copy is
+/// zeroized.
+fn rebuild_gcm(
+    job: &JobRecord,
+    seq: u32,
+    key: &crate::crypto::AesKey,
+    direction: Direction,
+    nonce: &[u8],
+    aad: &[u8],
+) -> Result<crate::crypto::GcmState, JobError> {
+    let lost = || JobError::StateLost(job.task);
+    if job.has_failed() {
+        return Err(lost());
+    }
+    let mut earlier = job
+        .earlier_outputs(usize::try_from(seq).map_err(|_| lost())?)
+        .ok_or_else(lost)?;
+    let mut state = key.gcm_start(nonce, aad)?;
+    let replay = match direction {
+        Direction::Encrypt => Direction::Decrypt,
+        Direction::Decrypt => Direction::Encrypt,
+    };
+    key.gcm_update(replay, &mut state, &mut earlier)?;
+    Ok(state)
+}
+
 /// One packet of the set, ready to run, or already failed.
 struct LanePacket {
     meta: PacketMeta,
@@ -280,7 +357,7 @@ struct LanePacket {
 /// results come back in the set's order. A packet that cannot start (its chain broken) fails
 /// alone; if the lane set as a whole is refused, each packet runs alone, so each gets its own
 /// answer.
-fn run_lane_set(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
+fn run_lane_set(store: &mut States<'_>, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
     let mut prepared: Vec<LanePacket> = set
         .into_iter()
         .map(|p| {
@@ -292,7 +369,7 @@ fn run_lane_set(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, Jo
                 start,
                 ..
             } = work;
-            let state = chain_state(store, &job, start);
+            let state = chain_state(store.store, &job, meta.seq, start);
             LanePacket {
                 meta,
                 job,
@@ -342,7 +419,11 @@ fn run_lane_set(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, Jo
             }
             let n = lengths.next().unwrap_or(p.msg_len);
             if !p.meta.last {
-                store.put(p.job.task, StoredState::Chain(state));
+                store.put(
+                    p.job.task,
+                    p.meta.seq.wrapping_add(1),
+                    StoredState::Chain(state),
+                );
             }
             p.data.truncate(n);
             Ok(PartOutput::Data(p.data))
@@ -386,6 +467,15 @@ mod tests {
         cut_aes(&job, op, data.to_vec(), PACKET, 0, true, start)
             .into_iter()
             .collect()
+    }
+
+    /// Runs a set as a worker does: the states it leaves are committed before its results are
+    /// delivered.
+    fn run(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
+        let mut states = States::new(store);
+        let results = run_set(&mut states, set);
+        states.commit();
+        results
     }
 
     fn output(results: Vec<Result<PartOutput, JobError>>) -> Vec<u8> {
@@ -437,14 +527,28 @@ mod tests {
             // The first three packets as one run, the last two as another: the state passes
             // through the store between the runs, and is gone after the job's last packet.
             let rest = all.split_off(3);
-            let mut out = output(run_set(&store, all.into_iter().collect()));
+            let mut out = output(run(&store, all.into_iter().collect()));
             assert_eq!(store.len(), 1, "{op:?}: the state waits for the next run");
-            out.extend(output(run_set(&store, rest.into_iter().collect())));
+            out.extend(output(run(&store, rest.into_iter().collect())));
             assert_eq!(out, want, "{op:?}");
             assert_eq!(
                 store.len(),
+                1,
+                "{op:?}: the state that started the second run stays until it is delivered"
+            );
+            // A rerun of the second run (its node failed before delivering) gives the same
+            // output from the same state.
+            let again = packets(1, &key, op, &iv, &data).split_off(3);
+            assert_eq!(
+                output(run(&store, again.into_iter().collect())),
+                want[3 * 32..],
+                "{op:?}: a rerun"
+            );
+            store.release(TaskId(1), 3);
+            assert_eq!(
+                store.len(),
                 0,
-                "{op:?}: no state after the job's last packet"
+                "{op:?}: no state after the job's last packet is delivered"
             );
         }
     }
@@ -459,7 +563,7 @@ mod tests {
         // The job's first packet ran elsewhere and failed: its state never reached the store.
         let job = Arc::clone(&all[0].data.job);
         let _ = job.part_done(0, Err(JobError::NodeFailed(NodeId(0))), &Default::default());
-        let results = run_set(&store, rest.into_iter().collect());
+        let results = run(&store, rest.into_iter().collect());
         assert_eq!(results.len(), 2);
         for r in results {
             assert!(matches!(r, Err(JobError::StateLost(TaskId(4)))));

@@ -9,20 +9,29 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::packet::Packet;
 use crate::runtime::work::{JobRecord, PacketData};
 
+/// A packet running on a node.
+pub(crate) struct Running {
+    pub(crate) job: Arc<JobRecord>,
+    pub(crate) part: usize,
+    /// A copy of the packet as it was before it ran, to run again on another node if this one
+    /// fails first; `None` on its last attempt (or for a packet that cannot run again).
+    pub(crate) retry: Option<Packet<PacketData>>,
+}
+
 /// One node's hand, shared by its worker and the engine.
 #[derive(Default)]
 pub(crate) struct NodeHand {
-    /// The packets running (one, or a lane set): their jobs and parts. Whoever takes them
-    /// resolves the packets: the worker when it finishes, or the engine when the node fails
-    /// first (the worker's late results are then discarded).
-    running: Mutex<Vec<(Arc<JobRecord>, usize)>>,
+    /// The packets running (one, or a lane set). Whoever takes them resolves the packets: the
+    /// worker when it finishes, or the engine when the node fails first (the packets run
+    /// again elsewhere or fail, and the worker's late results are discarded).
+    running: Mutex<Vec<Running>>,
     /// Packets the worker took from its node queue and has not started.
     waiting: Mutex<VecDeque<Packet<PacketData>>>,
 }
 
 impl NodeHand {
     /// The running set.
-    pub(crate) fn running(&self) -> MutexGuard<'_, Vec<(Arc<JobRecord>, usize)>> {
+    pub(crate) fn running(&self) -> MutexGuard<'_, Vec<Running>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -214,7 +214,10 @@ pub(crate) fn run_prepared(
     } = work;
     // A single packet is its job's last, so the state store is not involved.
     let ran = catch_unwind(AssertUnwindSafe(|| {
-        exec::execute(&engine.store, &job, &meta, &mut data, msg_len, start)
+        let mut states = exec::States::new(&engine.store);
+        let out = exec::execute(&mut states, &job, &meta, &mut data, msg_len, start);
+        states.commit();
+        out
     }));
     let outcome = settle(ran, &mut data).map(assemble_one);
     Finished {

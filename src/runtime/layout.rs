@@ -29,6 +29,9 @@ pub(crate) struct Layout {
     /// How long a packet may run before its node counts as stalled; `None`: derived per
     /// packet from the node's unit times (see `health.rs`).
     pub(crate) stall_timeout: Option<Duration>,
+    /// How many nodes a packet may be running on when they fail before its job fails (at
+    /// least 1).
+    pub(crate) max_attempts: u32,
     /// The most outputs a stream holds unreceived.
     pub(crate) stream_outputs: usize,
     /// AES jobs of one packet of at most this many bytes run on the submitting thread.

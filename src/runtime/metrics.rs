@@ -64,6 +64,10 @@ pub(crate) struct ServiceCounters {
     packets_admitted: CachePadded<AtomicU64>,
     packets_completed: CachePadded<AtomicU64>,
     packets_failed: CachePadded<AtomicU64>,
+    /// Packets run again after their node failed, and packets that failed with their node
+    /// after their last attempt.
+    retried: AtomicU64,
+    out_of_attempts: AtomicU64,
     /// Jobs run on submitting threads: one shard per thread slot, so that submitting threads
     /// running small jobs do not write one cache line by turns.
     inline: [CachePadded<InlineShard>; INLINE_SHARDS],
@@ -146,6 +150,21 @@ impl ServiceCounters {
     }
 
     /// A packet resolved: its result delivered, or its failure.
+    /// A node failed while running packets: `retried` of them run again elsewhere, and
+    /// `out_of_attempts` fail their jobs.
+    pub(crate) fn node_failed_running(&self, retried: u64, out_of_attempts: u64) {
+        self.retried.fetch_add(retried, Relaxed);
+        self.out_of_attempts.fetch_add(out_of_attempts, Relaxed);
+    }
+
+    /// Packets run again, and packets failed after their last attempt.
+    pub(crate) fn retries(&self) -> (u64, u64) {
+        (
+            self.retried.load(Relaxed),
+            self.out_of_attempts.load(Relaxed),
+        )
+    }
+
     pub(crate) fn packet_resolved(&self, ok: bool) {
         if ok {
             self.packets_completed.fetch_add(1, Relaxed);
@@ -188,9 +207,19 @@ pub struct Metrics {
     /// node ([`ServiceBuilder::inline_limit`](crate::runtime::ServiceBuilder::inline_limit));
     /// counted in `jobs_submitted` and their packets in `packets_admitted` too.
     pub jobs_inline: u64,
+    /// Packets run again on another node because the node running them was taken out (its
+    /// worker panicked or exited, or it stalled): each rerun counts once
+    /// ([`ServiceBuilder::max_attempts`](crate::runtime::ServiceBuilder::max_attempts)). A
+    /// rerun packet is admitted once, so it is not in `packets_admitted` twice.
+    pub packets_retried: u64,
+    /// Packets whose node was taken out while running them on their last attempt: their jobs
+    /// failed with [`JobError::NodeFailed`](crate::runtime::JobError::NodeFailed) (counted in
+    /// `packets_failed` too).
+    pub packets_out_of_attempts: u64,
     /// Keys registered.
     pub keys: usize,
-    /// Chained jobs and streams whose chaining state is in the state store.
+    /// Chaining states in the state store: about one per chained job or stream between two
+    /// of its packets (the state that started a packet stays until the packet is delivered).
     pub stored_states: usize,
 }
 
@@ -331,6 +360,13 @@ impl fmt::Display for Metrics {
             self.keys,
             self.stored_states
         )?;
+        if self.packets_retried + self.packets_out_of_attempts > 0 {
+            writeln!(
+                f,
+                "packets: {} run again after their node failed, {} failed after their last attempt",
+                self.packets_retried, self.packets_out_of_attempts
+            )?;
+        }
         writeln!(
             f,
             "{:>4} {:>8} {:>5} {:>5} {:>10} {:>12} {:>10} {:>6} {:>11} {:>11}",

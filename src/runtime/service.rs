@@ -606,6 +606,7 @@ impl Service {
                     msg_len: data.len(),
                     data,
                     start: None,
+                    attempt: 0,
                 };
                 Packet::new(
                     PacketMeta::new(task, Cmd::Verify, cluster).at(p as u32, last),
@@ -646,6 +647,7 @@ impl Service {
             data: bytes_mut(msg),
             msg_len,
             start: None,
+            attempt: 0,
         };
         let packet = Packet::new(PacketMeta::new(task, cmd, cluster), work);
         Ok(CutJob {

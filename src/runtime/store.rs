@@ -2,11 +2,18 @@
 //! packet leaves for the job's next packet: a CBC, OFB or CFB register, or a GCM job's GHASH
 //! state with its counter (docs/ALGORITHM.md §12, §15.4).
 //!
-//! A job's first packet carries the IV with it. A node takes the state out before it runs any
-//! later packet and puts the new state back before it reports the packet complete, so the next
-//! packet finds it whichever node runs it: the same node (strategy 2, while a predecessor is in
+//! A job's first packet carries the IV with it. A state is stored under its job's task and the
+//! number of the packet it starts: a node reads it before it runs that packet, and puts the
+//! state that starts the next packet before it reports the packet complete, so the next packet
+//! finds it whichever node runs it: the same node (strategy 2, while a predecessor is in
 //! flight) or, between bursts of a stream, any node. A job of one packet never touches the
 //! store.
+//!
+//! A CBC, OFB or CFB state stays in the store until the packet it starts has been delivered
+//! ([`StateStore::release`]): if that packet's node fails while running it, the packet runs
+//! again elsewhere from the same state (docs/ALGORITHM.md §15.2). A GCM state is taken out by
+//! the packet it starts (it cannot be copied); a rerun rebuilds it from the job's earlier
+//! outputs (`exec.rs`).
 //! The map is split into shards by task id so nodes working on different jobs rarely meet on a
 //! lock. States are zeroized when they leave the store for good.
 
@@ -34,7 +41,7 @@ pub(crate) enum StoredState {
 /// that counting the states takes no lock and no line shared between shards is written.
 #[derive(Debug, Default)]
 struct Shard {
-    map: Mutex<FxHashMap<TaskId, StoredState>>,
+    map: Mutex<FxHashMap<(TaskId, u32), StoredState>>,
     held: AtomicUsize,
 }
 
@@ -56,7 +63,7 @@ impl StateStore {
     fn with_shard<T>(
         &self,
         task: TaskId,
-        f: impl FnOnce(&mut FxHashMap<TaskId, StoredState>) -> T,
+        f: impl FnOnce(&mut FxHashMap<(TaskId, u32), StoredState>) -> T,
     ) -> T {
         let shard = &self.shards[(task.0 as usize) % SHARDS];
         let mut map = shard.map.lock().unwrap_or_else(|e| e.into_inner());
@@ -65,22 +72,41 @@ impl StateStore {
         out
     }
 
-    /// Stores the state for `task`'s next packet.
-    pub(crate) fn put(&self, task: TaskId, state: StoredState) {
-        self.with_shard(task, |map| map.insert(task, state));
+    /// Stores the state that starts packet `seq` of `task`.
+    pub(crate) fn put(&self, task: TaskId, seq: u32, state: StoredState) {
+        self.with_shard(task, |map| map.insert((task, seq), state));
     }
 
-    /// Takes `task`'s state out (the packet that runs now owns it).
-    pub(crate) fn take(&self, task: TaskId) -> Option<StoredState> {
-        self.with_shard(task, |map| map.remove(&task))
+    /// Takes the state that starts packet `seq` of `task` out (the packet that runs now owns
+    /// it).
+    pub(crate) fn take(&self, task: TaskId, seq: u32) -> Option<StoredState> {
+        self.with_shard(task, |map| map.remove(&(task, seq)))
     }
 
-    /// Forgets `task`'s state, if any.
+    /// A copy of the CBC, OFB or CFB state that starts packet `seq` of `task`, left in the
+    /// store until the packet is delivered ([`release`](Self::release)).
+    pub(crate) fn chain(&self, task: TaskId, seq: u32) -> Option<ChainState> {
+        self.with_shard(task, |map| match map.get(&(task, seq)) {
+            Some(StoredState::Chain(s)) => Some(s.clone()),
+            _ => None,
+        })
+    }
+
+    /// Forgets the state that started packet `seq` of `task` (the packet was delivered).
+    pub(crate) fn release(&self, task: TaskId, seq: u32) {
+        drop(self.take(task, seq));
+    }
+
+    /// Forgets every state of `task`.
     pub(crate) fn remove(&self, task: TaskId) {
-        drop(self.take(task));
+        let gone: Vec<StoredState> = self.with_shard(task, |map| {
+            let keys: Vec<(TaskId, u32)> = map.keys().filter(|k| k.0 == task).copied().collect();
+            keys.into_iter().filter_map(|k| map.remove(&k)).collect()
+        });
+        drop(gone);
     }
 
-    /// Number of jobs with a stored state (read without a lock).
+    /// Number of states stored (read without a lock).
     pub(crate) fn len(&self) -> usize {
         self.shards
             .iter()

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use smallvec::SmallVec;
-use zeroize::Zeroize;
+use zeroize::{Zeroize, Zeroizing};
 
 use crate::crypto::{
     AesKey, AesOp, ChainState, Direction, NONCE_LEN, SIGNATURE_LEN, SigningKey, Tag, VerifyingKey,
@@ -198,6 +198,21 @@ impl JobRecord {
 }
 
 impl JobRecord {
+    /// A copy of the outputs of the job's packets `0..upto`, joined in order, if every one of
+    /// them is in (a GCM job's packet that runs again rebuilds its starting state from them).
+    /// Zeroized when dropped.
+    pub(crate) fn earlier_outputs(&self, upto: usize) -> Option<Zeroizing<Vec<u8>>> {
+        let c = self.lock();
+        let mut out = Zeroizing::new(Vec::new());
+        for part in c.parts.get(..upto)? {
+            match part {
+                Some(PartOutput::Data(d)) => out.extend_from_slice(d),
+                _ => return None,
+            }
+        }
+        Some(out)
+    }
+
     /// Whether the job has finished (successfully or not).
     pub(crate) fn is_finished(&self) -> bool {
         !matches!(self.lock().outcome, Outcome::Pending)
@@ -334,6 +349,23 @@ pub(crate) struct PacketData {
     /// A chained job's first packet carries the IV itself; only the state between packets
     /// goes through the state store. Every CTR packet carries its own first counter block.
     pub(crate) start: Option<ChainState>,
+    /// Nodes the packet was running on when they failed (0 on its first run).
+    pub(crate) attempt: u32,
+}
+
+impl PacketData {
+    /// A copy of the packet as it is before it runs (its input, its carried state), to run
+    /// again on another node if its node fails while running it.
+    pub(crate) fn copy_for_retry(&self) -> PacketData {
+        PacketData {
+            job: Arc::clone(&self.job),
+            part: self.part,
+            data: BytesMut::from(&self.data[..]),
+            msg_len: self.msg_len,
+            start: self.start.clone(),
+            attempt: self.attempt,
+        }
+    }
 }
 
 impl fmt::Debug for PacketData {

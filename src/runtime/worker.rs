@@ -23,15 +23,16 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use crate::crypto::{AesKey, AesOp, ChainState, Direction, SigningKey};
-use crate::packet::{Cmd, Mode, NodeId, PacketMeta, UnitTimes};
+use crate::packet::Packet;
+use crate::packet::{Cmd, Mode, NodeId, PacketMeta, TaskId, UnitTimes};
 use crate::runtime::context;
 use crate::runtime::engine::Engine;
 use crate::runtime::error::JobError;
-use crate::runtime::exec::{is_chain_run, run_set, take_set};
-use crate::runtime::health::stall_limit;
+use crate::runtime::exec::{States, is_chain_run, reads_stored_chain, run_set, take_set};
+use crate::runtime::hand::Running;
+use crate::runtime::health::{own_thread_id, stall_limit};
 use crate::runtime::ids::ClusterKind;
 use crate::runtime::metrics::LocalCounters;
-use crate::runtime::work::JobRecord;
 
 /// What a worker needs to know about its node.
 #[derive(Debug, Clone)]
@@ -104,6 +105,10 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
     }
 
     let health = &engine.health[spec.node.index()];
+    // The supervisor charges a running packet the time this thread could run (see `health.rs`).
+    health
+        .thread_id
+        .store(own_thread_id().unwrap_or(0), Ordering::Release);
     let hand = &engine.hands[spec.node.index()];
     let mut estimate = Estimator::new(spec.kind, times, spec.unit_len);
     let mut local = LocalCounters::default();
@@ -111,7 +116,11 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
     let mut generation = 0;
     let mut faults = spec.faults();
     // The running set, once taken back from the hand; empty between sets.
-    let mut resolved: Vec<(Arc<JobRecord>, usize)> = Vec::new();
+    let mut resolved: Vec<Running> = Vec::new();
+    let max_attempts = engine.layout.max_attempts;
+    // Per packet of the set: the stored state that started it, to release once it is
+    // delivered.
+    let mut started: SmallVec<[Option<(TaskId, u32)>; 1]> = SmallVec::new();
     while engine.worker_turn(spec.node, &mut generation, &mut estimates, MAX_BATCH) {
         loop {
             if faults.exit_now() {
@@ -123,9 +132,22 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             }
             let metas: SmallVec<[PacketMeta; 1]> = set.iter().map(|p| p.meta).collect();
             let chain_run = is_chain_run(&set);
+            started.clear();
+            started.extend(set.iter().map(|p| {
+                reads_stored_chain(&p.data.job, p.data.start.is_some())
+                    .then_some((p.data.job.task, p.meta.seq))
+            }));
+            // A copy of each packet to run again elsewhere should the node fail first, made
+            // before the running set is published (the copy is of the input, not the output).
             // The running set keeps its capacity from set to set (see `resolved` below).
-            hand.running()
-                .extend(set.iter().map(|p| (Arc::clone(&p.data.job), p.data.part)));
+            hand.running().extend(set.iter().map(|p| {
+                Running {
+                    job: Arc::clone(&p.data.job),
+                    part: p.data.part,
+                    retry: (p.data.attempt + 1 < max_attempts)
+                        .then(|| Packet::new(p.meta, p.data.copy_for_retry())),
+                }
+            }));
             let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
             let limit = stall_limit(engine.layout.stall_timeout, expected);
             health.busy_limit.store(limit, Ordering::Release);
@@ -134,7 +156,8 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 .store(engine.now_ns() + 1, Ordering::Release);
             faults.panic_now();
             let start = Instant::now();
-            let results = catch_unwind(AssertUnwindSafe(|| run_set(&engine.store, set)))
+            let mut states = States::new(&engine.store);
+            let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set)))
                 .unwrap_or_else(|_| {
                     local.panics += 1;
                     metas
@@ -143,20 +166,30 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                         .collect()
                 });
             faults.stall_now();
+            // The emulated slowdown is a wait of known length after the work, not a stall:
+            // the stall clock stops before it.
+            health.busy_since.store(0, Ordering::Release);
             if spec.slowdown > 1.0 {
                 emulate_slowdown(start.elapsed().mul_f64(spec.slowdown - 1.0));
             }
-            health.busy_since.store(0, Ordering::Release);
             let busy = start.elapsed();
             // Take the set back from the hand, leaving it this worker's empty vector.
             std::mem::swap(&mut *hand.running(), &mut resolved);
             if resolved.is_empty() {
-                // The node was declared failed while these packets ran (a stall): their jobs
-                // have their errors already, and these late results are discarded.
+                // The node was declared failed while these packets ran (a stall): they run
+                // again elsewhere or their jobs have their errors already; these late results,
+                // and the states they would leave, are discarded.
                 continue;
             }
+            // The states for the jobs' next packets go in before the results are delivered,
+            // and the states that started these packets, no longer needed for a rerun, go
+            // out.
+            states.commit();
+            for (task, seq) in started.drain(..).flatten() {
+                engine.store.release(task, seq);
+            }
             let n = metas.len() as u32;
-            for ((meta, (job, part)), result) in
+            for ((meta, Running { job, part, .. }), result) in
                 metas.into_iter().zip(resolved.drain(..)).zip(results)
             {
                 // Count first, then deliver: whoever the result wakes sees it counted.

@@ -2,7 +2,9 @@
 //! memory stays bounded. A producer offers jobs at `--overload` times the rate the service
 //! completed in a short calibration run, with `try_submit` (a refused job is handed back, so it
 //! is offered, not lost); a consumer waits on every handle in order. Each second prints a row:
-//! `seconds,offered_jobs,completed,failed,lost,peak_rss_mib,p99_latency_us`, where `lost` is
+//! `seconds,offered_jobs,completed,failed,lost,peak_rss_mib,rss_mib,p99_latency_us`, where
+//! `rss_mib` is the resident set at that second (a peak that stops rising while the resident
+//! set stays level is warm-up, not growth), and `lost` is
 //! submitted − completed − failed once the run has drained (during the run, jobs in flight
 //! count as not yet resolved and are not called lost).
 //!
@@ -46,15 +48,25 @@ pub struct SoakArgs {
 
 /// CSV columns of `soak`.
 pub const CSV_HEADER: &str =
-    "seconds,offered_jobs,completed,failed,lost,peak_rss_mib,p99_latency_us";
+    "seconds,offered_jobs,completed,failed,lost,peak_rss_mib,rss_mib,p99_latency_us";
 
 /// The process's peak resident set, in MiB (VmHWM), or 0 where /proc is missing.
 fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
+}
+
+/// The process's resident set now, in MiB (VmRSS), or 0 where /proc is missing.
+fn rss_mib() -> f64 {
+    status_mib("VmRSS:")
+}
+
+/// A field of /proc/self/status given in kB, in MiB, or 0 where it is missing.
+fn status_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
@@ -210,6 +222,7 @@ struct Row {
     failed: u64,
     lost: u64,
     peak_rss_mib: f64,
+    rss_mib: f64,
     p99_us: u64,
 }
 
@@ -236,6 +249,7 @@ fn row(seconds: u64, counts: &Counts, latencies: &Mutex<Vec<u64>>, drained: bool
             0
         },
         peak_rss_mib: peak_rss_mib(),
+        rss_mib: rss_mib(),
         p99_us: p99,
     }
 }
@@ -250,6 +264,7 @@ impl Row {
             self.failed.to_string(),
             self.lost.to_string(),
             f(self.peak_rss_mib, 1),
+            f(self.rss_mib, 1),
             self.p99_us.to_string(),
         ]
     }
@@ -275,6 +290,7 @@ fn print(rows: &[Row], args: &SoakArgs, capacity: f64) {
         "failed",
         "lost",
         "peak RSS MiB",
+        "RSS MiB",
         "p99 latency µs",
     ]);
     for r in rows {

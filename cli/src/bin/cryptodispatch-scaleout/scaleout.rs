@@ -19,6 +19,9 @@
 //! jobs per second; each setup runs `--repeat` times on the same daemons after a warm-up, and
 //! the median run is reported (all runs are printed). Targets: `two` ≥ 1.8× and `four` ≥ 3.2× the throughput of `one`, and
 //! `hetero-agent`'s makespan at least 25% below `hetero-static`'s.
+//!
+//! With `--stress N`, N CPU-bound threads spin beside the daemons for the whole experiment: a
+//! busy machine, on which no call may fail (a failed call or a wrong result ends the run).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -73,6 +76,49 @@ pub struct ScaleoutArgs {
     /// The daemon binary [default: cryptodispatchd beside this program]
     #[arg(long)]
     daemon: Option<PathBuf>,
+    /// CPU-bound threads to run beside the daemons for the whole experiment (a busy machine:
+    /// the daemons' nodes wait for a CPU; no call may fail for it)
+    #[arg(long, default_value_t = 0)]
+    stress: usize,
+}
+
+/// `n` threads that spin on the CPU until dropped.
+struct Stress {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<u64>>,
+}
+
+impl Stress {
+    fn start(n: usize) -> Stress {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|i| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut x = i as u64 + 1;
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..10_000 {
+                            x = std::hint::black_box(
+                                x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1),
+                            );
+                        }
+                    }
+                    x
+                })
+            })
+            .collect();
+        Stress { stop, threads }
+    }
+}
+
+impl Drop for Stress {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 /// One setup's daemons.
@@ -250,6 +296,13 @@ pub fn run(args: &ScaleoutArgs) -> Result<(), String> {
         args.concurrency
     );
 
+    if args.stress > 0 {
+        println!(
+            "scaleout: {} CPU-bound threads run beside the daemons\n",
+            args.stress
+        );
+    }
+    let _stress = Stress::start(args.stress);
     let dir = std::env::temp_dir().join(format!("cryptodispatch-scaleout-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let result = prepare(&dir).and_then(|()| {
