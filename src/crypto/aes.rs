@@ -46,7 +46,7 @@ pub struct AesKey {
     pub(super) ghash: GHash,
     /// The same key expanded by AWS-LC for every mode (`AesImpl::AwsLc`), shared by clones.
     #[cfg(feature = "aws-lc")]
-    pub(super) aws_lc: std::sync::Arc<crate::crypto::awslc::AwsLcKeys>,
+    pub(super) aws_lc: std::sync::Arc<crate::crypto::awslc_keys::AwsLcKeys>,
 }
 
 #[derive(Clone)]
@@ -96,7 +96,7 @@ impl AesKey {
             schedule,
             ghash,
             #[cfg(feature = "aws-lc")]
-            aws_lc: std::sync::Arc::new(crate::crypto::awslc::AwsLcKeys::new(key)?),
+            aws_lc: std::sync::Arc::new(crate::crypto::awslc_keys::AwsLcKeys::new(key)?),
         })
     }
 

@@ -28,63 +28,12 @@ use zeroize::Zeroize;
 use crate::crypto::aes::{
     AesOp, BLOCK, ChainState, Direction, Padding, checked_run_len, pad_in_place, unpad_len,
 };
+use crate::crypto::awslc_keys::AwsLcKeys;
 use crate::crypto::error::CryptoError;
 use crate::crypto::gcm::{NONCE_LEN, TAG_LEN, Tag, check_nonce, check_tag, check_text_len};
 use crate::packet::Mode;
 
-/// One AES key's AWS-LC keys: a cipher key per mode and direction, and the GCM key.
-pub(super) struct AwsLcKeys {
-    ecb_enc: EncryptingKey,
-    ecb_dec: DecryptingKey,
-    cbc_enc: EncryptingKey,
-    cbc_dec: DecryptingKey,
-    cfb_enc: EncryptingKey,
-    cfb_dec: DecryptingKey,
-    /// OFB and CTR are their own inverses: one key each serves both directions.
-    ofb: EncryptingKey,
-    ctr: EncryptingKey,
-    gcm: LessSafeKey,
-}
-
-impl fmt::Debug for AwsLcKeys {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("AwsLcKeys(..)")
-    }
-}
-
-/// What AWS-LC refused; it happens only on a key length `AesKey::new` has already checked.
-fn refused(key: &[u8]) -> CryptoError {
-    CryptoError::KeyLength {
-        algorithm: "AES (AWS-LC)",
-        got: key.len(),
-        expected: "16, 24 or 32",
-    }
-}
-
 impl AwsLcKeys {
-    /// Expands `key` (16, 24 or 32 bytes) for every mode.
-    pub(super) fn new(key: &[u8]) -> Result<Self, CryptoError> {
-        let (algorithm, aead_algorithm) = match key.len() {
-            16 => (&cipher::AES_128, &aead::AES_128_GCM),
-            24 => (&cipher::AES_192, &aead::AES_192_GCM),
-            32 => (&cipher::AES_256, &aead::AES_256_GCM),
-            _ => return Err(refused(key)),
-        };
-        let unbound = || UnboundCipherKey::new(algorithm, key).map_err(|_| refused(key));
-        let err = |_| refused(key);
-        Ok(AwsLcKeys {
-            ecb_enc: EncryptingKey::ecb(unbound()?).map_err(err)?,
-            ecb_dec: DecryptingKey::ecb(unbound()?).map_err(err)?,
-            cbc_enc: EncryptingKey::cbc(unbound()?).map_err(err)?,
-            cbc_dec: DecryptingKey::cbc(unbound()?).map_err(err)?,
-            cfb_enc: EncryptingKey::cfb128(unbound()?).map_err(err)?,
-            cfb_dec: DecryptingKey::cfb128(unbound()?).map_err(err)?,
-            ofb: EncryptingKey::ofb(unbound()?).map_err(err)?,
-            ctr: EncryptingKey::ctr(unbound()?).map_err(err)?,
-            gcm: LessSafeKey::new(UnboundKey::new(aead_algorithm, key).map_err(err)?),
-        })
-    }
-
     /// Runs one packet in place, as [`AesKey::process`](crate::crypto::AesKey::process) does
     /// (same checks, same output, same state handed on).
     pub(super) fn process(

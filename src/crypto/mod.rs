@@ -18,6 +18,8 @@
 mod aes;
 #[cfg(feature = "aws-lc")]
 mod awslc;
+#[cfg(feature = "aws-lc")]
+mod awslc_keys;
 mod ed25519;
 mod error;
 mod gcm;

@@ -79,31 +79,7 @@ pub enum Workload {
     Stream,
 }
 
-/// A workload's runner: runs it with the `live` options and prints its report.
-pub type Runner = fn(&LiveArgs) -> Result<(), String>;
-
 impl Workload {
-    /// The runner of this workload: the policy comparison of this file for the workloads of
-    /// jobs against the primitives called directly (`cbc16k`, `mixed`, `hetero`,
-    /// `hetero-chains`, `many-chains`, `manycbc`, `gcm`), a file of its own for each of the
-    /// others.
-    pub fn runner(self) -> Runner {
-        match self {
-            Workload::Verify => crate::verify::run,
-            Workload::Hol => crate::hol::run,
-            Workload::Tiny => crate::tiny::run,
-            Workload::Padded => crate::padded::run,
-            Workload::Stream => crate::stream::run,
-            Workload::Cbc16k
-            | Workload::Mixed
-            | Workload::Hetero
-            | Workload::HeteroChains
-            | Workload::ManyChains
-            | Workload::Manycbc
-            | Workload::Gcm => run,
-        }
-    }
-
     fn name(self) -> &'static str {
         match self {
             Workload::Cbc16k => "cbc16k",

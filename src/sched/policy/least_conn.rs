@@ -1,6 +1,6 @@
 //! `lc` and `wlc`: least connections, measured in queued work, after Nginx's `least_conn`
 //! (`ngx_http_upstream_least_conn_module.c`) and LVS's `ip_vs_lc.c` / `ip_vs_wlc.c`; the
-//! references of docs/ALGORITHM.md §11.5 and §11.6 (seeds 000, 001, 002).
+//! references of docs/ALGORITHM.md §11.5 and §11.6.
 //!
 //! A web balancer counts open connections; a node here holds a queue of packets of different
 //! sizes, so a "connection" is measured by what is queued on the node (the packet in service
