@@ -16,12 +16,8 @@
 //! The keys (one per mode and direction, and the AEAD key) are expanded once per
 //! [`AesKey`](crate::crypto::AesKey); `aws-lc-rs` zeroizes its cipher keys on drop.
 
-use std::fmt;
-
-use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
-use aws_lc_rs::cipher::{
-    self, DecryptingKey, DecryptionContext, EncryptingKey, EncryptionContext, UnboundCipherKey,
-};
+use aws_lc_rs::aead::{Aad, Nonce};
+use aws_lc_rs::cipher::{DecryptionContext, EncryptionContext};
 use aws_lc_rs::iv::FixedLength;
 use zeroize::Zeroize;
 
