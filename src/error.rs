@@ -6,6 +6,8 @@
 
 pub use crate::crypto::CryptoError;
 pub use crate::packet::ParseError;
-pub use crate::runtime::{BuildError, JobError, KeyError, SubmitError, TrySubmitError};
+pub use crate::runtime::{
+    BuildError, JobError, KeyError, SubmitError, TenantError, TrySubmitError,
+};
 pub use crate::sched::{ArriveError, ConfigError, SchedError};
 pub use crate::sim::TraceError;

@@ -149,11 +149,11 @@ pub mod sched;
 pub mod sim;
 
 pub use crypto::{AesOp, Direction, Padding};
-pub use error::{BuildError, JobError, KeyError, SubmitError, TrySubmitError};
-pub use packet::Mode;
+pub use error::{BuildError, JobError, KeyError, SubmitError, TenantError, TrySubmitError};
+pub use packet::{Mode, TenantId};
 pub use runtime::{
     ClusterKind, Job, JobHandle, JobOutput, KeyId, Metrics, NodeSpec, Service, ServiceBuilder,
-    Stream, StreamReceiver, StreamSender, TryPushError,
+    Stream, StreamReceiver, StreamSender, TenantMetrics, TenantSpec, TryPushError,
 };
 pub use sched::{Admission, Affinity, PolicySpec};
 

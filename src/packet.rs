@@ -46,6 +46,17 @@ pub struct TaskId(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClusterId(pub u32);
 
+/// Identifies a tenant: a client whose jobs share the nodes with other tenants' by weight
+/// under fair admission (docs/ALGORITHM.md §15.7). A job submitted without one belongs to
+/// [`TenantId::DEFAULT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct TenantId(pub u32);
+
+impl TenantId {
+    /// The tenant of every job submitted without one.
+    pub const DEFAULT: TenantId = TenantId(0);
+}
+
 /// Identifies a node (an "IP core"; in the runtime, a pinned worker thread).
 ///
 /// Node ids are global: cluster 0's nodes come first, then cluster 1's, and so on.
@@ -75,6 +86,12 @@ impl fmt::Display for TaskId {
 impl fmt::Display for ClusterId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "cluster {}", self.0)
+    }
+}
+
+impl fmt::Display for TenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tenant {}", self.0)
     }
 }
 
@@ -361,10 +378,13 @@ pub struct PacketMeta {
     /// The whole job's length in bytes, all its packets together, when it is known as the
     /// job is submitted (a one-shot job's); `None` when it is not (a stream's, or the paper's
     /// online model). Policies read it through the committed work of the node status table
-    /// (docs/ALGORITHM.md §11.14). Kept in 32 bits, so that the header stays 32 bytes: a job
+    /// (docs/ALGORITHM.md §11.14). Kept in 32 bits, so that the header stays small: a job
     /// of 4 GiB or more, and an empty one, count as of unknown length. Read it with
     /// [`job_len`](Self::job_len).
     pub job_bytes: Option<NonZeroU32>,
+    /// The tenant the job was submitted under ([`TenantId::DEFAULT`] unless set with
+    /// [`tenant`](Self::tenant)); fair admission shares the nodes between tenants by weight.
+    pub tenant: TenantId,
 }
 
 impl PacketMeta {
@@ -381,7 +401,14 @@ impl PacketMeta {
             last: true,
             len: 0,
             job_bytes: None,
+            tenant: TenantId::DEFAULT,
         }
+    }
+
+    /// The same header under tenant `tenant`.
+    pub fn tenant(mut self, tenant: TenantId) -> Self {
+        self.tenant = tenant;
+        self
     }
 
     /// The same header, dependent (chained) or not.
@@ -452,8 +479,10 @@ mod tests {
         assert_eq!(chained.job_bytes(Some(480)).job_len(), Some(480));
         assert_eq!(chained.job_bytes(Some(0)).job_len(), None);
         assert_eq!(chained.job_bytes(Some(1 << 32)).job_len(), None);
-        // The length rides in the header's padding: it stays 32 bytes.
-        assert_eq!(std::mem::size_of::<PacketMeta>(), 32);
+        assert_eq!(chained.tenant, TenantId::DEFAULT);
+        assert_eq!(chained.tenant(TenantId(7)).tenant, TenantId(7));
+        // Forty bytes: the job's length rides in what was padding, the tenant in 4 more.
+        assert_eq!(std::mem::size_of::<PacketMeta>(), 40);
     }
 
     #[test]

@@ -40,9 +40,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
-use crate::packet::{ClusterId, Cmd, NodeId, Packet, TaskId, UnitTimes};
+use crate::packet::{ClusterId, Cmd, NodeId, Packet, TaskId, TenantId, UnitTimes};
 use crate::runtime::backlog::Backlog;
-use crate::runtime::error::JobError;
+use crate::runtime::error::{JobError, TenantError};
 use crate::runtime::hand::NodeHand;
 use crate::runtime::health::NodeHealth;
 use crate::runtime::ids::{ClusterKind, TaskIds};
@@ -53,6 +53,7 @@ use crate::runtime::metrics::{
     ServiceCounters,
 };
 use crate::runtime::store::StateStore;
+use crate::runtime::tenant::{TenantSpec, Tenants};
 use crate::runtime::work::{JobRecord, PacketData, Packets};
 use crate::sched::{Admission, Scheduler};
 
@@ -86,6 +87,7 @@ pub(crate) struct Engine {
     pub(crate) layout: Layout,
     pub(crate) keys: KeyStore,
     pub(crate) store: StateStore,
+    pub(crate) tenants: Tenants,
     pub(crate) counters: ServiceCounters,
     pub(crate) node_counters: Box<[NodeCounters]>,
     /// Per node: what the supervisor watches (see `supervisor.rs`).
@@ -153,9 +155,9 @@ impl ClusterState {
 
     /// Records `packets` more packets of `task` waiting for a node (fair admission only: the
     /// first come first served bound reads the receive queue instead).
-    fn backlog_add(&mut self, task: TaskId, packets: u64, bytes: u64) {
+    fn backlog_add(&mut self, task: TaskId, tenant: TenantId, packets: u64, bytes: u64) {
         if self.sched.admission() == Admission::Fair {
-            self.backlog.add(task, packets, bytes);
+            self.backlog.add(task, tenant, packets, bytes);
         }
     }
 
@@ -177,7 +179,8 @@ impl ClusterState {
             }
             Admission::Fair => {
                 let bytes = packets.iter().map(|p| p.meta.len).sum();
-                self.backlog.admits(packets.len() as u64, bytes)
+                let tenant = packets.first().map_or(TenantId::DEFAULT, |p| p.meta.tenant);
+                self.backlog.admits(tenant, packets.len() as u64, bytes)
             }
         }
     }
@@ -187,8 +190,8 @@ impl ClusterState {
         self.in_system += packets.len() as u64;
         if let Some(first) = packets.first() {
             let bytes = packets.iter().map(|p| p.meta.len).sum();
-            let task = first.meta.task;
-            self.backlog_add(task, packets.len() as u64, bytes);
+            let (task, tenant) = (first.meta.task, first.meta.tenant);
+            self.backlog_add(task, tenant, packets.len() as u64, bytes);
         }
         for p in &mut packets {
             p.meta.cluster = LOCAL;
@@ -308,6 +311,7 @@ impl Engine {
             layout,
             keys: KeyStore::default(),
             store: StateStore::default(),
+            tenants: Tenants::new(),
             counters: ServiceCounters::default(),
             node_counters: (0..nodes).map(|_| NodeCounters::default()).collect(),
             health: (0..nodes).map(|_| NodeHealth::default()).collect(),
@@ -343,6 +347,18 @@ impl Engine {
         ids.take(&self.next_task)
     }
 
+    /// Registers a tenant, and its weight with every cluster's core.
+    pub(crate) fn add_tenant(&self, spec: &TenantSpec) -> Result<TenantId, TenantError> {
+        let id = self.tenants.add(spec)?;
+        for shard in &self.shards {
+            // A weight of 0 was refused above.
+            let _ = Self::lock(shard)
+                .sched
+                .set_tenant_weight(id, spec.get_weight());
+        }
+        Ok(id)
+    }
+
     /// Whether a node of `cluster` is up (read without a lock; it may change at once).
     pub(crate) fn cluster_up(&self, cluster: ClusterId) -> bool {
         !self.cluster_down[cluster.index()].load(Ordering::Acquire)
@@ -363,6 +379,9 @@ impl Engine {
     /// while the cluster's receive queue is full; with [`Wait::No`], hands the packets back;
     /// with [`Wait::Wake`], hands them back and registers the waker, woken when room frees.
     /// `force` admits even past the bound (a stream's closing packet, which carries no data).
+    // The refusal hands the packets back as they came, inline: boxing them would allocate on
+    // every refused poll of a waiting `submit_async`.
+    #[allow(clippy::result_large_err)]
     pub(crate) fn admit(
         &self,
         cluster: ClusterId,
@@ -738,13 +757,13 @@ impl Engine {
             .any(|i| self.health[i].restarting.load(Ordering::Acquire));
         if e.sched.cluster_down(LOCAL) && !restarting {
             for p in &back {
-                e.backlog_add(p.meta.task, 1, p.meta.len);
+                e.backlog_add(p.meta.task, p.meta.tenant, 1, p.meta.len);
             }
             e.sched.requeue(back);
             failed.extend(self.fail_waiting(&mut e, node));
         } else {
             for p in &back {
-                e.backlog_add(p.meta.task, 1, p.meta.len);
+                e.backlog_add(p.meta.task, p.meta.tenant, 1, p.meta.len);
             }
             e.sched.requeue(back);
             self.route(shard, &mut e);
@@ -933,6 +952,7 @@ impl Engine {
             packets_out_of_attempts: self.counters.retries().1,
             keys: self.keys.len(),
             stored_states: self.store.len(),
+            tenants: self.tenants.metrics(),
         }
     }
 }

@@ -5,7 +5,7 @@
 use thiserror::Error;
 
 use crate::crypto::CryptoError;
-use crate::packet::{NodeId, TaskId};
+use crate::packet::{NodeId, TaskId, TenantId};
 use crate::runtime::ids::{ClusterKind, KeyId};
 use crate::runtime::job::Job;
 use crate::sched::ConfigError;
@@ -119,6 +119,30 @@ pub enum SubmitError {
     /// nothing was pushed. Receive an output first, or split the stream.
     #[error("the stream holds its bound of unreceived outputs: receive one first")]
     StreamFull,
+    /// The job names a tenant the service does not have.
+    #[error("unknown {0}")]
+    UnknownTenant(TenantId),
+}
+
+/// Why a tenant could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum TenantError {
+    /// A name must be 1 to 128 bytes of `A-Z a-z 0-9 . _ -`.
+    #[error("a tenant name must be 1 to 128 bytes of A-Z a-z 0-9 . _ -")]
+    BadName,
+    /// Another tenant has this name.
+    #[error("a tenant named {0:?} is registered already")]
+    Duplicate(String),
+    /// A weight must be at least 1.
+    #[error("a tenant's weight must be at least 1")]
+    ZeroWeight,
+    /// A limit, when set, must be at least 1.
+    #[error("{0} must be at least 1")]
+    ZeroLimit(&'static str),
+    /// Every tenant id is taken.
+    #[error("too many tenants")]
+    TooMany,
 }
 
 /// Why [`Service::try_submit`](crate::runtime::Service::try_submit) did not take a job.
@@ -128,6 +152,10 @@ pub enum TrySubmitError {
     /// The receive queue of the job's cluster is full: the job comes back untouched.
     #[error("the receive queue is full")]
     Full(Job),
+    /// The job's tenant is at one of its limits (jobs or bytes in flight, bytes per second):
+    /// the job comes back untouched.
+    #[error("the job's tenant is at one of its limits")]
+    OverLimit(Job),
     /// The job is refused for good.
     #[error(transparent)]
     Invalid(#[from] SubmitError),

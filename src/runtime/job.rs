@@ -10,7 +10,7 @@ use crate::crypto::{
     AesOp, CryptoError, Direction, MAX_AAD_LEN, NONCE_LEN, Padding, SIGNATURE_LEN, Tag,
     check_nonce, check_tag, check_text_len, padded_len,
 };
-use crate::packet::Mode;
+use crate::packet::{Mode, TenantId};
 use crate::runtime::ids::KeyId;
 
 /// An IV or a nonce as a job carries it: held inline (no allocation of its own) up to one
@@ -21,6 +21,7 @@ pub(crate) type Iv = SmallVec<[u8; 16]>;
 /// A job to submit: what to do, with which key, on which data.
 pub struct Job {
     pub(crate) kind: JobKind,
+    pub(crate) tenant: TenantId,
 }
 
 pub(crate) enum JobKind {
@@ -162,6 +163,7 @@ impl Job {
                 iv: Iv::from_slice(iv),
                 data,
             },
+            tenant: TenantId::DEFAULT,
         }
     }
 
@@ -193,6 +195,7 @@ impl Job {
                 data: plaintext.into(),
                 tag: Vec::new(),
             }),
+            tenant: TenantId::DEFAULT,
         }
     }
 
@@ -223,6 +226,7 @@ impl Job {
                 data: ciphertext.into(),
                 tag: tag.to_vec(),
             }),
+            tenant: TenantId::DEFAULT,
         }
     }
 
@@ -243,6 +247,7 @@ impl Job {
                 key,
                 msg: msg.into(),
             },
+            tenant: TenantId::DEFAULT,
         }
     }
 
@@ -254,6 +259,7 @@ impl Job {
                 msg: msg.into(),
                 sig: sig.to_vec(),
             },
+            tenant: TenantId::DEFAULT,
         }
     }
 
@@ -268,7 +274,22 @@ impl Job {
             kind: JobKind::VerifyBatch {
                 items: items.into_iter().collect(),
             },
+            tenant: TenantId::DEFAULT,
         }
+    }
+
+    /// The same job under `tenant` (registered with
+    /// [`Service::add_tenant`](crate::runtime::Service::add_tenant)): it shares the nodes with
+    /// other tenants' jobs by weight and passes the tenant's limits. A job is under
+    /// [`TenantId::DEFAULT`] until set.
+    pub fn tenant(mut self, tenant: TenantId) -> Job {
+        self.tenant = tenant;
+        self
+    }
+
+    /// The tenant the job is submitted under.
+    pub fn tenant_id(&self) -> TenantId {
+        self.tenant
     }
 
     /// The length of the job's data (the message, for Ed25519; all messages, for a batch).

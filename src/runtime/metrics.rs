@@ -16,6 +16,7 @@ use crossbeam_utils::CachePadded;
 
 use crate::packet::{Cmd, NodeId, UnitTimes};
 use crate::runtime::ids::ClusterKind;
+use crate::runtime::tenant::TenantMetrics;
 
 /// Per-node counters, written by the node's worker only.
 #[derive(Debug, Default)]
@@ -221,6 +222,8 @@ pub struct Metrics {
     /// Chaining states in the state store: about one per chained job or stream between two
     /// of its packets (the state that started a packet stays until the packet is delivered).
     pub stored_states: usize,
+    /// Every tenant, by id, the default tenant first.
+    pub tenants: Vec<TenantMetrics>,
 }
 
 /// One node's counters.

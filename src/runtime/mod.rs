@@ -14,9 +14,9 @@
 //!
 //! 1. Leaves: `context` (is this thread a worker, and of which service), `ids` (key ids,
 //!    cluster kinds, task ids), `job` (a job and its output), `error`, `keys` (the registry),
-//!    `store` (chaining state between packets), `backlog` (what waits per job under fair
-//!    admission), `metrics`, `fault` (injected faults), `health` (what the supervisor judges a
-//!    node by, and the stall rule).
+//!    `store` (chaining state between packets), `backlog` (what waits per job and tenant under
+//!    fair admission), `tenant` (tenants' weights, limits and counters), `metrics`, `fault`
+//!    (injected faults), `health` (what the supervisor judges a node by, and the stall rule).
 //! 2. `work`: the job record every packet points to, and the data a packet carries.
 //! 3. `cut`: cutting a job's data into packets; `layout`: the facts fixed at build time.
 //! 4. `handle`: the handle an application waits on; `hand`: what a node's worker has taken
@@ -43,6 +43,7 @@ mod health;
 mod keys;
 mod metrics;
 mod store;
+mod tenant;
 
 mod work;
 
@@ -67,7 +68,7 @@ mod service;
 mod builder;
 
 pub use builder::{NodeSpec, ServiceBuilder};
-pub use error::{BuildError, JobError, KeyError, SubmitError, TrySubmitError};
+pub use error::{BuildError, JobError, KeyError, SubmitError, TenantError, TrySubmitError};
 #[cfg(feature = "fault-injection")]
 pub use fault::Fault;
 pub use handle::JobHandle;
@@ -76,4 +77,5 @@ pub use job::{Job, JobOutput};
 pub use metrics::{ClusterMetrics, Metrics, NodeMetrics, NodeState};
 pub use service::{Service, SubmitFuture};
 pub use stream::{Stream, StreamReceiver, StreamSender, TryPushError};
+pub use tenant::{MAX_TENANT_NAME, TenantLimits, TenantMetrics, TenantSpec};
 pub use worker::emulate_slowdown;

@@ -11,17 +11,18 @@ use std::time::Instant;
 use bytes::BytesMut;
 
 use crate::crypto::{AesOp, ChainState, CryptoError, Direction, KEY_LEN, Padding, SIGNATURE_LEN};
-use crate::packet::{ClusterId, Cmd, Mode, Packet, PacketMeta, TaskId};
+use crate::packet::{ClusterId, Cmd, Mode, Packet, PacketMeta, TaskId, TenantId};
 use crate::runtime::context;
 use crate::runtime::cut::{aes_packet_count, bytes_mut, cut_aes};
 use crate::runtime::engine::{Engine, Refused, Wait};
-use crate::runtime::error::{KeyError, SubmitError, TrySubmitError};
+use crate::runtime::error::{KeyError, SubmitError, TenantError, TrySubmitError};
 use crate::runtime::handle::JobHandle;
 use crate::runtime::ids::{ClusterKind, KeyId, TaskIds};
 use crate::runtime::inline::{self, KeyCache, SmallJob};
 use crate::runtime::job::{GcmRequest, Iv, Job, JobKind};
 use crate::runtime::metrics::Metrics;
 use crate::runtime::stream::Stream;
+use crate::runtime::tenant::{Lease, TenantSpec, TenantState};
 use crate::runtime::work::{JobRecord, Operation, PacketData, Packets};
 
 /// A running crypto offload service: a pool of pinned worker threads ("nodes") in clusters, fed
@@ -45,12 +46,23 @@ impl fmt::Debug for Service {
     }
 }
 
-/// A job checked and cut into packets, not yet admitted.
+/// A job checked and cut into packets.
+struct Cut {
+    cluster: ClusterId,
+    packets: Packets,
+    job: Arc<JobRecord>,
+    origin: Origin,
+}
+
+/// A job checked and cut into packets under its tenant, not yet admitted.
 struct CutJob {
     cluster: ClusterId,
     packets: Packets,
     job: Arc<JobRecord>,
     origin: Origin,
+    tenant: Arc<TenantState>,
+    /// The job's length, as its tenant counts it.
+    bytes: u64,
 }
 
 /// A job of a burst, checked: run on the submitting thread, or cut for a node.
@@ -58,6 +70,26 @@ enum Burst {
     Small(SmallJob),
     /// Boxed: a prepared job is several times the size of a small one.
     Node(Box<CutJob>),
+}
+
+/// The jobs of a burst gathered for the nodes, with their tenants and lengths.
+#[derive(Default)]
+struct BurstBatch {
+    jobs: Vec<(ClusterId, Packets)>,
+    tenants: Vec<(Arc<TenantState>, u64)>,
+}
+
+impl Burst {
+    fn batch() -> BurstBatch {
+        BurstBatch::default()
+    }
+}
+
+/// Wakes futures that waited for a tenant's room, with no lock held.
+fn wake_all(wakers: Vec<std::task::Waker>) {
+    for w in wakers {
+        w.wake();
+    }
 }
 
 /// Signatures per packet of a batch verification: about where `ed25519-dalek`'s batch
@@ -70,6 +102,10 @@ const BATCH: usize = 64;
 pub struct SubmitFuture<'a> {
     service: &'a Service,
     pending: Option<Result<CutJob, SubmitError>>,
+    /// The job's tenant and bytes, until the tenant lets it in.
+    door: Option<(Arc<TenantState>, u64)>,
+    /// Whether the future has waited (at the tenant's door or for room).
+    waited: bool,
 }
 
 impl fmt::Debug for SubmitFuture<'_> {
@@ -84,19 +120,60 @@ impl Future for SubmitFuture<'_> {
     type Output = Result<JobHandle, SubmitError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        if let (Some(Ok(p)), Some((tenant, bytes))) = (&this.pending, &this.door) {
+            if this.service.engine.is_closing() {
+                tenant.waiting(*bytes, false);
+                this.door = None;
+                this.pending = None;
+            } else {
+                let Some(lease) = tenant.enter_or_wake(*bytes, cx.waker()) else {
+                    if !this.waited {
+                        tenant.waiting(*bytes, true);
+                        this.waited = true;
+                    }
+                    return Poll::Pending;
+                };
+                if this.waited {
+                    tenant.waiting(*bytes, false);
+                }
+                p.job.attach(lease);
+                this.door = None;
+            }
+        }
         let prepared = match self.pending.take() {
             Some(Ok(p)) => p,
             Some(Err(e)) => return Poll::Ready(Err(e)),
             None => return Poll::Ready(Err(SubmitError::ShutDown)),
         };
+        let tenant = Arc::clone(&prepared.tenant);
+        let bytes = prepared.bytes;
         match self.service.admit(prepared, Wait::Wake(cx.waker())) {
-            Ok(handle) => Poll::Ready(Ok(handle)),
+            Ok(handle) => {
+                tenant.admitted(bytes);
+                Poll::Ready(Ok(handle))
+            }
             Err(Refused::ShutDown) => Poll::Ready(Err(SubmitError::ShutDown)),
             Err(Refused::NoNodeUp(kind)) => Poll::Ready(Err(SubmitError::NoNodeUp(kind))),
             Err(Refused::Full(p)) => {
                 self.pending = Some(Ok(*p));
+                self.waited = true;
                 Poll::Pending
             }
+        }
+    }
+}
+
+impl Drop for SubmitFuture<'_> {
+    /// A future dropped while it waited counts its job refused by its tenant.
+    fn drop(&mut self) {
+        if let Some(Ok(p)) = &self.pending
+            && self.waited
+        {
+            if let Some((tenant, bytes)) = &self.door {
+                tenant.waiting(*bytes, false);
+            }
+            p.tenant.refused(p.bytes);
         }
     }
 }
@@ -188,16 +265,35 @@ impl Service {
         self.engine.keys.remove(key)
     }
 
-    /// Submits a job, blocking while its cluster's receive queue is full (backpressure).
+    /// Registers a tenant: a client whose jobs ([`Job::tenant`]) share the nodes with other
+    /// tenants' by weight and pass its limits (docs/ALGORITHM.md §15.7). Jobs submitted without
+    /// a tenant belong to [`TenantId::DEFAULT`], of weight 1 and without limits.
     ///
     /// # Errors
-    /// [`SubmitError`] if the job is malformed, the service is shut down, or no node of the
-    /// job's cluster is up; nothing of a refused job runs. Called on one of the service's own
-    /// worker threads (from a waker or callback the service ran there), it does not wait for
-    /// room, which that very worker may have to free: [`SubmitError::OnWorkerThread`] when the
-    /// queue is full.
+    /// [`TenantError`] for a bad name, a name registered already, a weight or limit of 0.
+    pub fn add_tenant(&self, spec: TenantSpec) -> Result<TenantId, TenantError> {
+        self.engine.add_tenant(&spec)
+    }
+
+    /// The id of the tenant named `name` (`default` is [`TenantId::DEFAULT`]).
+    pub fn tenant_id(&self, name: &str) -> Option<TenantId> {
+        self.engine.tenants.find(name)
+    }
+
+    /// Submits a job, blocking while its tenant is at one of its limits or its cluster's
+    /// receive queue is full (backpressure).
+    ///
+    /// # Errors
+    /// [`SubmitError`] if the job is malformed, names an unknown tenant, the service is shut
+    /// down, or no node of the job's cluster is up; nothing of a refused job runs. Called on one
+    /// of the service's own worker threads (from a waker or callback the service ran there), it
+    /// does not wait for room, which that very worker may have to free:
+    /// [`SubmitError::OnWorkerThread`] when the queue is full or the tenant at a limit.
     pub fn submit(&self, job: Job) -> Result<JobHandle, SubmitError> {
         let submitted = Instant::now();
+        let tenant = self.tenant_of(job.tenant)?;
+        let bytes = job.len() as u64;
+        let lease = self.enter(&tenant, bytes)?;
         let task = self.engine.next_task();
         let job = {
             // The registry stays read-locked while an inline job runs, so that the job borrows
@@ -210,37 +306,64 @@ impl Service {
                     self.engine
                         .counters
                         .jobs_inline(1, u64::from(done.failed()));
+                    tenant.admitted(bytes);
+                    wake_all(lease.finish(!done.failed()));
                     return Ok(done.handle(submitted, Instant::now()));
                 }
                 Err(job) => job,
             }
         };
         let p = self.prepare(job, task)?;
+        p.job.attach(lease);
         let wait = if context::on_worker_of(self.engine.serial()) {
             Wait::No
         } else {
             Wait::Block
         };
         match self.admit(p, wait) {
-            Ok(h) => Ok(h),
+            Ok(h) => {
+                tenant.admitted(bytes);
+                Ok(h)
+            }
             Err(Refused::ShutDown) => Err(SubmitError::ShutDown),
             Err(Refused::NoNodeUp(kind)) => Err(SubmitError::NoNodeUp(kind)),
             Err(Refused::Full(_)) => Err(SubmitError::OnWorkerThread),
         }
     }
 
+    /// Lets a job of `bytes` through its tenant's limits, blocking while one holds it.
+    fn enter(&self, tenant: &Arc<TenantState>, bytes: u64) -> Result<Lease, SubmitError> {
+        match tenant.try_enter(bytes) {
+            Ok(lease) => Ok(lease),
+            Err(_) if context::on_worker_of(self.engine.serial()) => {
+                Err(SubmitError::OnWorkerThread)
+            }
+            Err(_) => tenant
+                .enter_blocking(bytes, || !self.engine.is_closing())
+                .ok_or(SubmitError::ShutDown),
+        }
+    }
+
     /// Submits a job without blocking the thread: the future resolves to the job's handle once
-    /// its cluster's receive queue has room (it is woken when room frees, like a
-    /// [`JobHandle`]), so an async server never blocks its executor on backpressure. It needs
-    /// no particular async runtime. A malformed job resolves to its error at the first poll;
-    /// dropping the future before it resolves submits nothing.
+    /// its tenant's limits let it in and its cluster's receive queue has room (it is woken
+    /// when room frees, like a [`JobHandle`]; a tenant's byte rate is looked at again on the
+    /// supervisor's tick, every 50 ms at most), so an async server never blocks its executor
+    /// on backpressure. It needs no particular async runtime. A malformed job resolves to its
+    /// error at the first poll; dropping the future before it resolves submits nothing.
     ///
     /// # Errors
     /// As [`submit`](Self::submit).
     pub fn submit_async(&self, job: Job) -> SubmitFuture<'_> {
+        let pending = self.prepare(job, self.engine.next_task());
+        let door = pending
+            .as_ref()
+            .ok()
+            .map(|p| (Arc::clone(&p.tenant), p.bytes));
         SubmitFuture {
             service: self,
-            pending: Some(self.prepare(job, self.engine.next_task())),
+            pending: Some(pending),
+            door,
+            waited: false,
         }
     }
 
@@ -248,6 +371,8 @@ impl Service {
     /// [`submit`](Self::submit), and returns their handles in order. Every job is checked
     /// first: a malformed one refuses the whole burst, and nothing of it runs. Cheaper per job
     /// than one `submit` each when jobs are small: one lock round trip, one wake-up per node.
+    /// A job whose tenant is at a limit first sends the jobs before it on their way, then
+    /// waits.
     ///
     /// # Errors
     /// The first malformed job's [`SubmitError`]; [`SubmitError::ShutDown`] if the service is
@@ -265,47 +390,50 @@ impl Service {
             .into_iter()
             .map(|job| {
                 let task = self.engine.next_task_from(&mut ids);
-                match inline::check(&self.engine, job, &mut keys, task)? {
-                    Ok(small) => Ok(Burst::Small(small)),
-                    Err(job) => self.prepare(job, task).map(|p| Burst::Node(Box::new(p))),
-                }
+                let tenant = self.tenant_of(job.tenant)?;
+                let bytes = job.len() as u64;
+                let checked = match inline::check(&self.engine, job, &mut keys, task)? {
+                    Ok(small) => Burst::Small(small),
+                    Err(job) => Burst::Node(Box::new(self.prepare(job, task)?)),
+                };
+                Ok((checked, tenant, bytes))
             })
             .collect::<Result<Vec<_>, SubmitError>>()?;
         let total = checked.len();
         let mut slots = Vec::with_capacity(total);
-        let mut batch = Vec::new();
+        let mut batch = Burst::batch();
         let (mut ran, mut failed) = (0, 0);
-        for job in checked {
+        for (job, tenant, bytes) in checked {
+            let lease = match tenant.try_enter(bytes) {
+                Ok(lease) => lease,
+                Err(_) => {
+                    // The jobs before it go first: they may be what holds the tenant.
+                    self.send_burst(&mut batch, &slots)?;
+                    self.enter(&tenant, bytes)?
+                }
+            };
             match job {
                 Burst::Small(small) => {
                     let done = small.run(&keys);
                     ran += 1;
                     failed += u64::from(done.failed());
+                    tenant.admitted(bytes);
+                    wake_all(lease.finish(!done.failed()));
                     slots.push(Ok(done));
                 }
                 Burst::Node(p) => {
                     self.engine.counters.job_submitted();
+                    p.job.attach(lease);
                     slots.push(Err((p.job.task, JobHandle::on_nodes(p.job))));
-                    batch.push((p.cluster, p.packets));
+                    batch.jobs.push((p.cluster, p.packets));
+                    batch.tenants.push((p.tenant, bytes));
                 }
             }
         }
         if ran > 0 {
             self.engine.counters.jobs_inline(ran, failed);
         }
-        let queued = batch.len();
-        let admitted = if queued > 0 {
-            self.engine.admit_burst(batch)
-        } else {
-            0
-        };
-        if admitted < queued {
-            for (task, _) in slots.iter().filter_map(|s| s.as_ref().err()).skip(admitted) {
-                self.engine.counters.job_withdrawn();
-                self.engine.store.remove(*task);
-            }
-            return Err(SubmitError::ShutDown);
-        }
+        self.send_burst(&mut batch, &slots)?;
         // The inline jobs' results are the caller's when the call returns.
         let finished = Instant::now();
         Ok(slots
@@ -317,22 +445,63 @@ impl Service {
             .collect())
     }
 
-    /// Submits a job if its cluster's receive queue has room now; otherwise hands it back in
+    /// Admits the jobs of a burst gathered so far (the last of `slots`' jobs for the nodes).
+    fn send_burst(
+        &self,
+        batch: &mut BurstBatch,
+        slots: &[Result<inline::Finished, (TaskId, JobHandle)>],
+    ) -> Result<(), SubmitError> {
+        let queued = batch.jobs.len();
+        if queued == 0 {
+            return Ok(());
+        }
+        let admitted = self.engine.admit_burst(std::mem::take(&mut batch.jobs));
+        for (tenant, bytes) in batch.tenants.drain(..).take(admitted) {
+            tenant.admitted(bytes);
+        }
+        if admitted < queued {
+            let mine = slots.iter().filter_map(|s| s.as_ref().err());
+            let sent = mine.clone().count();
+            for (task, _) in mine.skip(sent - queued + admitted) {
+                self.engine.counters.job_withdrawn();
+                self.engine.store.remove(*task);
+            }
+            return Err(SubmitError::ShutDown);
+        }
+        Ok(())
+    }
+
+    /// Submits a job if its tenant's limits let it in and its cluster's receive queue has room
+    /// now; otherwise hands it back in [`TrySubmitError::OverLimit`] or
     /// [`TrySubmitError::Full`].
     ///
     /// # Errors
-    /// [`TrySubmitError::Full`] with the job, or [`TrySubmitError::Invalid`].
+    /// [`TrySubmitError::OverLimit`] or [`TrySubmitError::Full`] with the job, or
+    /// [`TrySubmitError::Invalid`].
     pub fn try_submit(&self, job: Job) -> Result<JobHandle, TrySubmitError> {
+        let tenant = self.tenant_of(job.tenant)?;
+        let bytes = job.len() as u64;
+        let Ok(lease) = tenant.try_enter(bytes) else {
+            tenant.refused(bytes);
+            return Err(TrySubmitError::OverLimit(job));
+        };
         let p = self.prepare(job, self.engine.next_task())?;
+        p.job.attach(lease);
         match self.admit(p, Wait::No) {
-            Ok(h) => Ok(h),
+            Ok(h) => {
+                tenant.admitted(bytes);
+                Ok(h)
+            }
             Err(Refused::ShutDown) => Err(SubmitError::ShutDown.into()),
             Err(Refused::NoNodeUp(kind)) => Err(SubmitError::NoNodeUp(kind).into()),
             Err(Refused::Full(p)) => {
+                tenant.refused(bytes);
                 let CutJob {
                     packets, origin, ..
                 } = *p;
-                Err(TrySubmitError::Full(rebuild(packets, origin)))
+                Err(TrySubmitError::Full(
+                    rebuild(packets, origin).tenant(tenant.id),
+                ))
             }
         }
     }
@@ -433,8 +602,40 @@ impl Service {
             .ok_or(SubmitError::NoCluster(kind))
     }
 
-    /// Checks a job and cuts it into packets.
+    /// The tenant `id`, registered.
+    fn tenant_of(&self, id: TenantId) -> Result<Arc<TenantState>, SubmitError> {
+        self.engine
+            .tenants
+            .get(id)
+            .ok_or(SubmitError::UnknownTenant(id))
+    }
+
+    /// Checks a job and cuts it into packets, under its tenant (whose room it does not take
+    /// yet).
     fn prepare(&self, job: Job, task: TaskId) -> Result<CutJob, SubmitError> {
+        let tenant = self.tenant_of(job.tenant)?;
+        let bytes = job.len() as u64;
+        let Cut {
+            cluster,
+            mut packets,
+            job,
+            origin,
+        } = self.cut(job, task)?;
+        for p in &mut packets {
+            p.meta.tenant = tenant.id;
+        }
+        Ok(CutJob {
+            cluster,
+            packets,
+            job,
+            origin,
+            tenant,
+            bytes,
+        })
+    }
+
+    /// Checks a job and cuts it into packets.
+    fn cut(&self, job: Job, task: TaskId) -> Result<Cut, SubmitError> {
         match job.kind {
             JobKind::Aes { key, op, iv, data } => {
                 let aes = self.engine.keys.aes(key)?;
@@ -450,7 +651,7 @@ impl Service {
                 ));
                 let start = op.mode.takes_iv().then_some(state);
                 let packets = cut_aes(&job, op, data, self.engine.layout.cutting(), 0, true, start);
-                Ok(CutJob {
+                Ok(Cut {
                     cluster,
                     packets,
                     job,
@@ -486,7 +687,7 @@ impl Service {
 
     /// A GCM job (docs/ALGORITHM.md §15.4): checked, then cut into packets like a CBC job, a
     /// dependent chain whose packets hand the GHASH state on.
-    fn gcm(&self, task: TaskId, request: GcmRequest) -> Result<CutJob, SubmitError> {
+    fn gcm(&self, task: TaskId, request: GcmRequest) -> Result<Cut, SubmitError> {
         let aes = self.engine.keys.aes(request.key)?;
         let (nonce_bytes, expected) = request.check()?;
         let cluster = self.cluster(ClusterKind::Aes)?;
@@ -510,7 +711,7 @@ impl Service {
         let parts = aes_packet_count(op, data.len(), self.engine.layout.cutting(), true);
         let job = Arc::new(JobRecord::new(task, cluster, work, parts));
         let packets = cut_aes(&job, op, data, self.engine.layout.cutting(), 0, true, None);
-        Ok(CutJob {
+        Ok(Cut {
             cluster,
             packets,
             job,
@@ -530,7 +731,7 @@ impl Service {
         &self,
         task: TaskId,
         items: Vec<(KeyId, Vec<u8>, Vec<u8>)>,
-    ) -> Result<CutJob, SubmitError> {
+    ) -> Result<Cut, SubmitError> {
         let cluster = self.cluster(ClusterKind::Ed25519)?;
         let max = self.engine.layout.clusters[cluster.index()].1;
         let mut checked = Vec::with_capacity(items.len());
@@ -614,7 +815,7 @@ impl Service {
                 )
             })
             .collect();
-        Ok(CutJob {
+        Ok(Cut {
             cluster,
             packets,
             job,
@@ -630,7 +831,7 @@ impl Service {
         cmd: Cmd,
         msg: Vec<u8>,
         origin: Origin,
-    ) -> Result<CutJob, SubmitError> {
+    ) -> Result<Cut, SubmitError> {
         let cluster = self.cluster(ClusterKind::Ed25519)?;
         let max = self.engine.layout.clusters[cluster.index()].1;
         if msg.len() as u64 > max {
@@ -650,7 +851,7 @@ impl Service {
             attempt: 0,
         };
         let packet = Packet::new(PacketMeta::new(task, cmd, cluster), work);
-        Ok(CutJob {
+        Ok(Cut {
             cluster,
             packets: smallvec::smallvec![packet],
             job,
@@ -686,10 +887,14 @@ impl Service {
             unreachable!("one packet, checked above");
         };
         drop(packets);
+        let lease = job.take_lease();
         let done = inline::run_prepared(&self.engine, job, meta, work);
         self.engine
             .counters
             .jobs_inline(1, u64::from(done.failed()));
+        if let Some(lease) = lease {
+            wake_all(lease.finish(!done.failed()));
+        }
         done.handle(submitted, Instant::now())
     }
 
@@ -703,6 +908,8 @@ impl Service {
             packets,
             job,
             origin,
+            tenant,
+            bytes,
         } = p;
         self.engine.counters.job_submitted();
         match self.engine.admit(cluster, packets, wait, false) {
@@ -718,6 +925,8 @@ impl Service {
                         packets,
                         job,
                         origin,
+                        tenant,
+                        bytes,
                     }))),
                 }
             }

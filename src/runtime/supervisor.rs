@@ -73,6 +73,8 @@ pub(crate) fn run(engine: Arc<Engine>, mut workers: Vec<NodeThread>, tick: Durat
         if engine.is_stopping() {
             break;
         }
+        // Futures held by a tenant's byte rate try again once a tick.
+        engine.tenants.wake_timed();
         for (w, watch) in workers.iter_mut().zip(watches.iter_mut()) {
             let node = w.spec.node;
             let health = &engine.health[node.index()];

@@ -29,6 +29,7 @@ use crate::runtime::context;
 use crate::runtime::error::JobError;
 use crate::runtime::job::JobOutput;
 use crate::runtime::metrics::ServiceCounters;
+use crate::runtime::tenant::Lease;
 
 /// What a node does for a job's packets, with the key already looked up.
 pub(crate) enum Operation {
@@ -92,6 +93,8 @@ struct Collect {
     /// Threads blocked in `wait`/`wait_timeout` (notifying a condvar nobody waits on still
     /// costs a system call, once per job).
     waiting: usize,
+    /// The job's room in its tenant's limits, given back when it finishes.
+    lease: Option<Lease>,
 }
 
 enum Outcome {
@@ -121,6 +124,7 @@ impl JobRecord {
                 finished: None,
                 waker: None,
                 waiting: 0,
+                lease: None,
             }),
             done: Condvar::new(),
         }
@@ -129,6 +133,17 @@ impl JobRecord {
     /// When the job was submitted.
     pub(crate) fn submitted(&self) -> Instant {
         self.submitted
+    }
+
+    /// Gives the job its room in its tenant's limits, to give back when it finishes.
+    pub(crate) fn attach(&self, lease: Lease) {
+        self.lock().lease = Some(lease);
+    }
+
+    /// Takes the job's room in its tenant's limits back (a job run on the submitting thread,
+    /// which resolves without its packets reporting).
+    pub(crate) fn take_lease(&self) -> Option<Lease> {
+        self.lock().lease.take()
     }
 
     /// Whether one of the job's packets has failed already.
@@ -182,6 +197,9 @@ impl JobRecord {
         };
         let ok = outcome.is_ok();
         counters.job_finished(ok);
+        // The tenant counts the job before its outcome is published; the futures waiting for
+        // the tenant's room are woken with no lock held.
+        let tenant_wakers = c.lease.take().map(|l| l.finish(ok));
         c.outcome = Outcome::Ready(outcome);
         c.finished = Some(Instant::now());
         let waker = c.waker.take();
@@ -191,6 +209,9 @@ impl JobRecord {
             self.done.notify_all();
         }
         if let Some(w) = waker {
+            w.wake();
+        }
+        for w in tenant_wakers.into_iter().flatten() {
             w.wake();
         }
         Some(ok)

@@ -4,7 +4,7 @@
 
 use thiserror::Error;
 
-use crate::packet::{ClusterId, NodeId, Packet, ParseError, TaskId};
+use crate::packet::{ClusterId, NodeId, Packet, ParseError, TaskId, TenantId};
 
 /// A configuration the scheduler core (or a policy) refuses.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -96,4 +96,7 @@ pub enum SchedError {
     /// The task is not known to the core.
     #[error("{0} is not known to the scheduler")]
     UnknownTask(TaskId),
+    /// A tenant's weight must be at least 1.
+    #[error("{0}: a weight must be at least 1")]
+    ZeroWeight(TenantId),
 }

@@ -1,15 +1,20 @@
-//! Fair admission (docs/ALGORITHM.md §15.1): every job of a cluster has a queue of its own (a
-//! *flow*), and the balancer serves the flows by deficit round robin over bytes, as DRR and
-//! fq_codel serve network flows (Shreedhar and Varghese, "Efficient fair queueing using deficit
-//! round robin", SIGCOMM 1995).
+//! Fair admission (docs/ALGORITHM.md §15.1 and §15.7): every job of a cluster has a queue of
+//! its own (a *flow*), every tenant a ring of its jobs' flows, and the balancer serves them by
+//! deficit round robin over bytes at two levels, tenants by weight and then jobs within a
+//! tenant, as DRR and fq_codel serve network flows (Shreedhar and Varghese, "Efficient fair
+//! queueing using deficit round robin", SIGCOMM 1995) and hierarchical link sharing serves
+//! classes of flows.
 //!
-//! The flows with packets waiting form a ring. The flow at the front gets a quantum of bytes
-//! (the cluster's largest packet, so any packet fits in one turn) added to its deficit, and
-//! hands its packets to the balancer, oldest first, while its deficit covers the next one and a
-//! node takes it; then it goes to the back of the ring. A flow whose next packet no node can
-//! take now (its bound node is full, or every node is) also goes to the back and forfeits its
-//! deficit, as an idle flow does in DRR, so waiting does not bank an unfair burst. A flow that
-//! empties leaves the ring and forgets its deficit.
+//! The tenants with packets waiting form a ring. The tenant at the front gets a quantum of
+//! bytes times its weight (the quantum is the cluster's largest packet, so any packet fits in
+//! one turn) added to its deficit, and serves its own ring of job flows while its deficit
+//! covers the next packet; then it goes to the back of the ring, keeping the remainder. Within
+//! a tenant the job flows take turns exactly as the tenants do, each with one quantum per turn
+//! (the job level: with a single tenant, the whole order is the job level's alone). A flow
+//! whose next packet no node can take now (its bound node is full, or every node is) ends its
+//! turn and forfeits its deficit, as an idle flow does in DRR, so waiting does not bank an
+//! unfair burst; a tenant all of whose flows did so in a row ends its turn the same way. A
+//! flow or tenant that empties leaves its ring and forgets its deficit.
 //!
 //! A packet costs its length, and at least one byte, so empty packets (an Ed25519 job with an
 //! empty message) take their turn like any other.
@@ -17,14 +22,15 @@
 //! Nothing here bounds how many packets wait: under fair admission the core accepts every
 //! packet, and the driver bounds what it admits (the service counts packets and bytes per
 //! cluster). A packet never waits behind another job's: a 16-byte job submitted after a 64 MiB
-//! one is placed after at most one packet of it.
+//! one is placed after at most one packet of it (and, across tenants, after at most one turn
+//! of each other tenant).
 
 use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
 
 use rustc_hash::FxHashMap;
 
-use crate::packet::{Packet, PacketMeta, TaskId};
+use crate::packet::{Packet, PacketMeta, TaskId, TenantId};
 
 /// What a packet costs against a flow's deficit: its length, and at least one byte.
 pub(crate) fn cost(meta: &PacketMeta) -> u64 {
@@ -39,12 +45,37 @@ struct Flow<D> {
     granted: bool,
 }
 
+impl<D> Flow<D> {
+    fn of(packet: Packet<D>) -> Self {
+        Flow {
+            packets: VecDeque::from([packet]),
+            deficit: 0,
+            granted: false,
+        }
+    }
+}
+
+/// One tenant's place in the ring: its job flows with packets, in turn order.
+#[derive(Debug, Default)]
+struct Tenant {
+    jobs: VecDeque<TaskId>,
+    deficit: u64,
+    granted: bool,
+    /// Whether the current job's turn has placed a packet.
+    sent: bool,
+    /// Job turns in a row, within this tenant's turn, that placed nothing.
+    misses: usize,
+}
+
 /// The flows of one cluster.
 #[derive(Debug)]
 pub(crate) struct Flows<D> {
     flows: FxHashMap<TaskId, Flow<D>>,
-    /// Flows with packets, in round-robin order; the front has the turn.
-    ring: VecDeque<TaskId>,
+    tenants: FxHashMap<TenantId, Tenant>,
+    /// Tenants with packets, in round-robin order; the front has the turn.
+    ring: VecDeque<TenantId>,
+    /// Tenants' weights other than 1.
+    weights: FxHashMap<TenantId, u32>,
     quantum: u64,
     waiting: usize,
 }
@@ -53,10 +84,25 @@ impl<D> Flows<D> {
     pub(crate) fn new(quantum: u64) -> Self {
         Flows {
             flows: FxHashMap::default(),
+            tenants: FxHashMap::default(),
             ring: VecDeque::new(),
+            weights: FxHashMap::default(),
             quantum: quantum.max(1),
             waiting: 0,
         }
+    }
+
+    /// Sets a tenant's weight (at least 1): its turn's quantum is the job level's times this.
+    pub(crate) fn set_weight(&mut self, tenant: TenantId, weight: u32) {
+        if weight <= 1 {
+            self.weights.remove(&tenant);
+        } else {
+            self.weights.insert(tenant, weight);
+        }
+    }
+
+    fn weight(&self, tenant: TenantId) -> u64 {
+        self.weights.get(&tenant).map_or(1, |&w| u64::from(w))
     }
 
     /// Packets waiting, all flows together.
@@ -64,60 +110,85 @@ impl<D> Flows<D> {
         self.waiting
     }
 
-    /// Flows with packets waiting.
+    /// Job flows with packets waiting, all tenants together.
     pub(crate) fn active(&self) -> usize {
-        self.ring.len()
+        self.flows.len()
     }
 
-    /// Appends a packet to its job's flow; a new flow joins the back of the ring.
+    /// Appends a packet to its job's flow; a new flow joins the back of its tenant's ring, a
+    /// tenant with nothing waiting the back of the tenants' ring.
     pub(crate) fn push(&mut self, packet: Packet<D>) {
         self.waiting += 1;
-        match self.flows.entry(packet.meta.task) {
+        let (task, tenant) = (packet.meta.task, packet.meta.tenant);
+        match self.flows.entry(task) {
             Entry::Occupied(mut e) => e.get_mut().packets.push_back(packet),
             Entry::Vacant(e) => {
-                self.ring.push_back(packet.meta.task);
-                e.insert(Flow {
-                    packets: VecDeque::from([packet]),
-                    deficit: 0,
-                    granted: false,
+                e.insert(Flow::of(packet));
+                let t = self.tenants.entry(tenant).or_insert_with(|| {
+                    self.ring.push_back(tenant);
+                    Tenant::default()
                 });
+                t.jobs.push_back(task);
             }
         }
     }
 
     /// Puts packets taken back from a node in front of their flows, in their order (a failed
-    /// node's queue, re-offered). A flow that was empty rejoins the ring at the front.
+    /// node's queue, re-offered). A flow that was empty rejoins its tenant's ring at the
+    /// front, and a tenant with nothing waiting the tenants' ring at the front.
     pub(crate) fn push_front_all(&mut self, packets: Vec<Packet<D>>) {
         for packet in packets.into_iter().rev() {
             self.waiting += 1;
-            match self.flows.entry(packet.meta.task) {
+            let (task, tenant) = (packet.meta.task, packet.meta.tenant);
+            match self.flows.entry(task) {
                 Entry::Occupied(mut e) => e.get_mut().packets.push_front(packet),
                 Entry::Vacant(e) => {
-                    self.ring.push_front(packet.meta.task);
-                    e.insert(Flow {
-                        packets: VecDeque::from([packet]),
-                        deficit: 0,
-                        granted: false,
+                    e.insert(Flow::of(packet));
+                    let t = self.tenants.entry(tenant).or_insert_with(|| {
+                        self.ring.push_front(tenant);
+                        Tenant::default()
                     });
+                    t.jobs.push_front(task);
                 }
             }
         }
     }
 
-    /// The flow whose turn it is, and the header of its next packet. Grants the turn's
-    /// quantum on first sight: one quantum, or the next packet's cost if that is larger (a
-    /// packet above the cluster's packet size, such as a long Ed25519 message, is sent in one
-    /// turn rather than starved).
+    /// The flow whose turn it is, and the header of its next packet.
+    ///
+    /// Grants each turn's quantum on first sight: a job's turn one quantum, a tenant's turn
+    /// its weight's worth, or the next packet's cost if that is larger (a packet above the
+    /// cluster's packet size, such as a long Ed25519 message, is sent in one turn rather than
+    /// starved). A tenant whose deficit does not cover the next packet ends its turn here and
+    /// keeps the remainder for its next one.
     pub(crate) fn head(&mut self) -> Option<(TaskId, PacketMeta)> {
-        let &task = self.ring.front()?;
-        let quantum = self.quantum;
-        let flow = self.flows.get_mut(&task)?;
-        let meta = flow.packets.front()?.meta;
-        if !flow.granted {
-            flow.deficit += quantum.max(cost(&meta));
-            flow.granted = true;
+        // Each tenant is granted at least the cost of its next packet on first sight, so the
+        // first tenant seen a second time always covers it.
+        for _ in 0..=self.ring.len() {
+            let &tenant = self.ring.front()?;
+            let weight = self.weight(tenant);
+            let quantum = self.quantum;
+            let t = self.tenants.get_mut(&tenant)?;
+            let &task = t.jobs.front()?;
+            let flow = self.flows.get_mut(&task)?;
+            let meta = flow.packets.front()?.meta;
+            let cost = cost(&meta);
+            if !flow.granted {
+                flow.deficit += quantum.max(cost);
+                flow.granted = true;
+            }
+            if !t.granted {
+                t.deficit += quantum.saturating_mul(weight).max(cost);
+                t.granted = true;
+            }
+            if t.deficit >= cost {
+                return Some((task, meta));
+            }
+            t.granted = false;
+            t.misses = 0;
+            self.ring.rotate_left(1);
         }
-        Some((task, meta))
+        None
     }
 
     /// Whether the flow at the front may send its next packet within its deficit.
@@ -128,24 +199,45 @@ impl<D> Flows<D> {
     }
 
     /// Takes the front flow's next packet (the one [`head`](Self::head) showed), charging its
-    /// cost. A flow that empties leaves the ring.
+    /// cost to the flow and its tenant. A flow that empties leaves its tenant's ring, a tenant
+    /// that empties the tenants' ring.
     pub(crate) fn take_head(&mut self) -> Option<Packet<D>> {
-        let &task = self.ring.front()?;
+        let &tenant = self.ring.front()?;
+        let t = self.tenants.get_mut(&tenant)?;
+        let &task = t.jobs.front()?;
         let flow = self.flows.get_mut(&task)?;
         let packet = flow.packets.pop_front()?;
         self.waiting -= 1;
-        flow.deficit = flow.deficit.saturating_sub(cost(&packet.meta));
+        let cost = cost(&packet.meta);
+        flow.deficit = flow.deficit.saturating_sub(cost);
+        t.deficit = t.deficit.saturating_sub(cost);
+        t.sent = true;
+        t.misses = 0;
         if flow.packets.is_empty() {
             self.flows.remove(&task);
-            self.ring.pop_front();
+            t.jobs.pop_front();
+            t.sent = false;
+            if t.jobs.is_empty() {
+                self.tenants.remove(&tenant);
+                self.ring.pop_front();
+            }
         }
         Some(packet)
     }
 
-    /// Ends the front flow's turn: it goes to the back of the ring. With `blocked` (its next
-    /// packet could not be placed) it forfeits its deficit.
+    /// Ends the front flow's turn: it goes to the back of its tenant's ring. With `blocked`
+    /// (its next packet could not be placed) it forfeits its deficit. When every flow of the
+    /// tenant has had a turn in a row that placed nothing, the tenant's turn ends too (the
+    /// tenant goes to the back of the ring, forfeiting its deficit if `blocked`), so that the
+    /// other tenants' flows are tried.
     pub(crate) fn end_turn(&mut self, blocked: bool) {
-        let Some(task) = self.ring.pop_front() else {
+        let Some(&tenant) = self.ring.front() else {
+            return;
+        };
+        let Some(t) = self.tenants.get_mut(&tenant) else {
+            return;
+        };
+        let Some(task) = t.jobs.pop_front() else {
             return;
         };
         if let Some(flow) = self.flows.get_mut(&task) {
@@ -153,16 +245,33 @@ impl<D> Flows<D> {
             if blocked {
                 flow.deficit = 0;
             }
-            self.ring.push_back(task);
+        }
+        t.jobs.push_back(task);
+        if std::mem::take(&mut t.sent) {
+            t.misses = 0;
+        } else {
+            t.misses += 1;
+        }
+        if t.misses >= t.jobs.len() {
+            t.misses = 0;
+            t.granted = false;
+            if blocked {
+                t.deficit = 0;
+            }
+            self.ring.rotate_left(1);
         }
     }
 
     /// Removes and returns every waiting packet, flow by flow.
     pub(crate) fn drain(&mut self) -> Vec<Packet<D>> {
         let mut out = Vec::with_capacity(self.waiting);
-        for task in std::mem::take(&mut self.ring) {
-            if let Some(flow) = self.flows.remove(&task) {
-                out.extend(flow.packets);
+        for tenant in std::mem::take(&mut self.ring) {
+            if let Some(t) = self.tenants.remove(&tenant) {
+                for task in t.jobs {
+                    if let Some(flow) = self.flows.remove(&task) {
+                        out.extend(flow.packets);
+                    }
+                }
             }
         }
         self.waiting = 0;
@@ -180,6 +289,25 @@ mod tests {
             PacketMeta::new(TaskId(task), Cmd::Encrypt, ClusterId(0)).at(seq, false),
             Len(len),
         )
+    }
+
+    fn of_tenant(tenant: u32, task: u64, seq: u32, len: u64) -> Packet<Len> {
+        let mut p = packet(task, seq, len);
+        p.meta.tenant = TenantId(tenant);
+        p
+    }
+
+    /// Bytes served per tenant over the first `prefix` packets of `order`.
+    fn bytes_by_tenant(
+        order: &[(u64, u32)],
+        prefix: usize,
+        tenant_of: impl Fn(u64) -> u32,
+    ) -> [u64; 3] {
+        let mut bytes = [0u64; 3];
+        for &(task, _) in &order[..prefix] {
+            bytes[tenant_of(task) as usize] += 1024;
+        }
+        bytes
     }
 
     /// Serves every flow with a node that always has room: the order DRR alone gives.
@@ -252,6 +380,79 @@ mod tests {
         let (_, meta) = flows.head().unwrap();
         // After one packet the turn's quantum is spent: the blocked turns banked nothing.
         assert!(!flows.head_affordable(&meta));
+    }
+
+    #[test]
+    fn tenants_share_by_weight_whatever_their_number_of_jobs() {
+        let mut flows = Flows::new(1024);
+        flows.set_weight(TenantId(2), 3);
+        // Tenant 1 has ten jobs, tenant 2 one: per job that would be 10:1, per tenant by
+        // weight it is 1:3.
+        for task in 0..10 {
+            for seq in 0..40 {
+                flows.push(of_tenant(1, task, seq, 1024));
+            }
+        }
+        for seq in 0..400 {
+            flows.push(of_tenant(2, 100, seq, 1024));
+        }
+        let order = serve(&mut flows);
+        let tenant_of = |task: u64| if task == 100 { 2 } else { 1 };
+        // Over every prefix while both are backlogged, the shares are 1:3 to within one
+        // turn's quantum of each.
+        for prefix in (4..=400).step_by(4) {
+            let b = bytes_by_tenant(&order, prefix, tenant_of);
+            let total = b[1] + b[2];
+            assert!(
+                b[1].abs_diff(total / 4) <= 3 * 1024,
+                "prefix {prefix}: {b:?}"
+            );
+        }
+        assert_eq!(order.len(), 800);
+        // Within tenant 1 the ten jobs take turns.
+        let firsts: Vec<u64> = order
+            .iter()
+            .filter(|p| p.0 != 100)
+            .take(10)
+            .map(|p| p.0)
+            .collect();
+        assert_eq!(firsts, (0..10).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_light_tenants_small_job_waits_one_turn_of_each_other_tenant_at_most() {
+        let mut flows = Flows::new(1024);
+        for task in 0..50 {
+            for seq in 0..20 {
+                flows.push(of_tenant(1, task, seq, 1024));
+            }
+        }
+        // Served a few packets, then a small job of another tenant arrives.
+        for _ in 0..3 {
+            flows.head();
+            flows.take_head();
+            flows.end_turn(false);
+        }
+        flows.push(of_tenant(2, 999, 0, 16));
+        let order = serve(&mut flows);
+        let at = order.iter().position(|p| p.0 == 999).unwrap();
+        assert!(at <= 1, "the small job came {at}th");
+    }
+
+    #[test]
+    fn a_blocked_tenant_hands_the_turn_on() {
+        let mut flows = Flows::new(100);
+        flows.push(of_tenant(1, 1, 0, 100));
+        flows.push(of_tenant(1, 2, 0, 100));
+        flows.push(of_tenant(2, 3, 0, 100));
+        // Both of tenant 1's jobs are blocked: after their two turns tenant 2 has the turn.
+        for expected in [1, 2, 3] {
+            assert_eq!(flows.head().unwrap().0, TaskId(expected));
+            flows.end_turn(true);
+        }
+        assert_eq!(flows.head().unwrap().0, TaskId(1));
+        assert_eq!(flows.drain().len(), 3);
+        assert_eq!((flows.len(), flows.active()), (0, 0));
     }
 
     #[test]

@@ -39,7 +39,9 @@ use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use crate::packet::{ClusterId, Cmd, NodeId, Packet, PacketMeta, Payload, TaskId, UnitTimes};
+use crate::packet::{
+    ClusterId, Cmd, NodeId, Packet, PacketMeta, Payload, TaskId, TenantId, UnitTimes,
+};
 
 mod balancer;
 mod error;
@@ -558,6 +560,23 @@ impl<D: Payload> Scheduler<D> {
             .ok_or(SchedError::UnknownNode(node))?;
         if t.is_finite() && t > 0.0 {
             s.unit_times.set(cmd, t);
+        }
+        Ok(())
+    }
+
+    /// Sets a tenant's weight under fair admission (docs/ALGORITHM.md §15.7): while tenants
+    /// are backlogged, each is served bytes in proportion to its weight. Every tenant weighs 1
+    /// until set; the packet header names the tenant ([`PacketMeta::tenant`]). Weights take
+    /// effect at the tenant's next turn; first come first served admission ignores them.
+    ///
+    /// # Errors
+    /// [`SchedError::ZeroWeight`] for a weight of 0.
+    pub fn set_tenant_weight(&mut self, tenant: TenantId, weight: u32) -> Result<(), SchedError> {
+        if weight == 0 {
+            return Err(SchedError::ZeroWeight(tenant));
+        }
+        for flows in &mut self.flows {
+            flows.set_weight(tenant, weight);
         }
         Ok(())
     }

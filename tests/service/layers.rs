@@ -71,6 +71,7 @@ const RUNTIME_ORDER: &[&str] = &[
     "keys",
     "store",
     "backlog",
+    "tenant",
     "metrics",
     "fault",
     "health",

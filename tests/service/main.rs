@@ -13,4 +13,5 @@ mod inline;
 mod layers;
 mod lifecycle;
 mod props;
+mod tenants;
 mod vectors;

@@ -150,5 +150,6 @@ pub(crate) fn test_packet(cmd: crate::packet::Cmd, dependent: bool, len: u64) ->
         last: true,
         len,
         job_bytes: None,
+        tenant: crate::packet::TenantId::DEFAULT,
     }
 }

@@ -128,6 +128,7 @@ mod tests {
             last: true,
             len: 16,
             job_bytes: None,
+            tenant: crate::packet::TenantId::DEFAULT,
         }
     }
 

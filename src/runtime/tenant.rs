@@ -1,0 +1,772 @@
+//! Tenants: the clients a service is shared between (docs/ALGORITHM.md §15.7).
+//!
+//! A tenant is registered with a weight and optional limits ([`TenantSpec`]); jobs submitted
+//! under it ([`Job::tenant`](crate::runtime::Job::tenant)) share the nodes with other tenants'
+//! by weight in the scheduler core (hierarchical deficit round robin), and pass its limits at
+//! the door here: jobs in flight, bytes in flight, and bytes per second (a token bucket
+//! holding one second's worth). A job over a limit waits (`submit`), is handed back
+//! (`try_submit`), or waits without blocking a thread (`submit_async`), until a job of the
+//! tenant finishes or the bucket refills. A job larger than a bytes limit on its own is let in
+//! when the tenant has nothing in flight (or, for the rate, when its bucket is full, leaving it
+//! in debt), so no job waits forever.
+//!
+//! Every job belongs to a tenant: one submitted without belongs to [`TenantId::DEFAULT`],
+//! registered when the service is built, weight 1 and no limits.
+//!
+//! # Design note
+//!
+//! A tenant's usage sits behind a mutex of its own, taken once when a job enters and once when
+//! it finishes, never with a cluster's lock held; a finishing job holds its tenant's lease
+//! ([`Lease`]) and gives it back even if the job is dropped unfinished, so that nothing leaks
+//! a tenant's room. Wakers of futures waiting at the door are woken with no lock held.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+
+use crate::packet::TenantId;
+use crate::runtime::error::TenantError;
+
+/// The longest name a tenant may have, in bytes.
+pub const MAX_TENANT_NAME: usize = 128;
+
+/// A tenant to register: its name, weight and limits.
+///
+/// ```
+/// use cryptodispatch::runtime::TenantSpec;
+/// let spec = TenantSpec::new("payments").weight(3).max_bytes_in_flight(64 << 20);
+/// assert_eq!(spec.name(), "payments");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantSpec {
+    name: String,
+    weight: u32,
+    limits: TenantLimits,
+}
+
+/// A tenant's limits; `None` is no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct TenantLimits {
+    /// Bytes of the tenant's jobs admitted and not finished.
+    pub bytes_in_flight: Option<u64>,
+    /// The tenant's jobs admitted and not finished.
+    pub jobs_in_flight: Option<u64>,
+    /// Bytes admitted per second, over a bucket of one second's worth.
+    pub bytes_per_sec: Option<u64>,
+}
+
+impl TenantSpec {
+    /// A tenant named `name` (1 to [`MAX_TENANT_NAME`] bytes of `A-Z a-z 0-9 . _ -`), of
+    /// weight 1, without limits.
+    pub fn new(name: impl Into<String>) -> Self {
+        TenantSpec {
+            name: name.into(),
+            weight: 1,
+            limits: TenantLimits::default(),
+        }
+    }
+
+    /// The share of the nodes the tenant gets while others are backlogged too, relative to
+    /// theirs (at least 1; default 1).
+    pub fn weight(mut self, weight: u32) -> Self {
+        self.weight = weight;
+        self
+    }
+
+    /// At most this many bytes of the tenant's jobs admitted and not finished.
+    pub fn max_bytes_in_flight(mut self, bytes: u64) -> Self {
+        self.limits.bytes_in_flight = Some(bytes);
+        self
+    }
+
+    /// At most this many of the tenant's jobs admitted and not finished.
+    pub fn max_jobs_in_flight(mut self, jobs: u64) -> Self {
+        self.limits.jobs_in_flight = Some(jobs);
+        self
+    }
+
+    /// At most this many bytes admitted per second (a bucket of one second's worth).
+    pub fn max_bytes_per_sec(mut self, bytes: u64) -> Self {
+        self.limits.bytes_per_sec = Some(bytes);
+        self
+    }
+
+    /// The tenant's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tenant's weight.
+    pub fn get_weight(&self) -> u32 {
+        self.weight
+    }
+
+    /// The tenant's limits.
+    pub fn limits(&self) -> TenantLimits {
+        self.limits
+    }
+
+    pub(crate) fn check(&self) -> Result<(), TenantError> {
+        let name_ok = !self.name.is_empty()
+            && self.name.len() <= MAX_TENANT_NAME
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !name_ok {
+            return Err(TenantError::BadName);
+        }
+        if self.weight == 0 {
+            return Err(TenantError::ZeroWeight);
+        }
+        let l = self.limits;
+        for (value, what) in [
+            (l.bytes_in_flight, "max_bytes_in_flight"),
+            (l.jobs_in_flight, "max_jobs_in_flight"),
+            (l.bytes_per_sec, "max_bytes_per_sec"),
+        ] {
+            if value == Some(0) {
+                return Err(TenantError::ZeroLimit(what));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One tenant's counters, in a [`Metrics`](crate::runtime::Metrics) snapshot.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TenantMetrics {
+    /// The tenant.
+    pub tenant: TenantId,
+    /// Its name (`default` for [`TenantId::DEFAULT`]).
+    pub name: String,
+    /// Its weight.
+    pub weight: u32,
+    /// Its limits.
+    pub limits: TenantLimits,
+    /// Jobs admitted (passed the tenant's limits and the cluster's backpressure).
+    pub jobs_admitted: u64,
+    /// Bytes of the jobs admitted.
+    pub bytes_admitted: u64,
+    /// Jobs finished with an output.
+    pub jobs_completed: u64,
+    /// Bytes of the jobs finished with an output.
+    pub bytes_completed: u64,
+    /// Jobs finished with an error.
+    pub jobs_failed: u64,
+    /// Jobs refused: handed back by `try_submit`, or whose `submit_async` future was dropped
+    /// while it waited for room.
+    pub jobs_refused: u64,
+    /// Bytes of the jobs refused.
+    pub bytes_refused: u64,
+    /// Jobs admitted and not finished now.
+    pub jobs_in_flight: u64,
+    /// Bytes of the jobs admitted and not finished now.
+    pub bytes_in_flight: u64,
+    /// Bytes of jobs held at the door now by one of the tenant's limits.
+    pub bytes_waiting: u64,
+    /// Latency (submission to output) percentiles of the finished jobs, each the upper bound
+    /// of a histogram bucket (within 9% of the exact value): p50, p90, p99, p99.9. `None`
+    /// until a job has finished.
+    pub latency: Option<[Duration; 4]>,
+}
+
+/// Latencies in a log-scale histogram: 8 buckets per power of two of nanoseconds.
+struct Histogram {
+    buckets: Vec<AtomicU64>,
+}
+
+const SUB: u32 = 8;
+
+impl Histogram {
+    fn new() -> Self {
+        Histogram {
+            buckets: (0..64 * SUB).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    fn index(ns: u64) -> usize {
+        let ns = ns.max(1);
+        let exp = 63 - ns.leading_zeros();
+        let sub = if exp >= 3 {
+            ((ns >> (exp - 3)) & u64::from(SUB - 1)) as u32
+        } else {
+            ((ns << (3 - exp)) & u64::from(SUB - 1)) as u32
+        };
+        (exp * SUB + sub) as usize
+    }
+
+    /// The largest value of bucket `i`.
+    fn upper(i: usize) -> u64 {
+        let (exp, sub) = ((i as u32) / SUB, (i as u32) % SUB);
+        let base = 1u128 << exp;
+        let top = base + (base * u128::from(sub + 1)) / u128::from(SUB);
+        u64::try_from(top.saturating_sub(1))
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
+    fn record(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.buckets[Self::index(ns)].fetch_add(1, Relaxed);
+    }
+
+    fn percentiles(&self) -> Option<[Duration; 4]> {
+        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let mut out = [Duration::ZERO; 4];
+        for (slot, q) in out.iter_mut().zip([0.5, 0.9, 0.99, 0.999]) {
+            let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+            let mut seen = 0;
+            for (i, &c) in counts.iter().enumerate() {
+                seen += c;
+                if seen >= rank {
+                    *slot = Duration::from_nanos(Self::upper(i));
+                    break;
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    jobs_admitted: AtomicU64,
+    bytes_admitted: AtomicU64,
+    jobs_completed: AtomicU64,
+    bytes_completed: AtomicU64,
+    jobs_failed: AtomicU64,
+    jobs_refused: AtomicU64,
+    bytes_refused: AtomicU64,
+}
+
+/// What waits for a tenant with limits, and its rate bucket.
+struct Usage {
+    /// The rate bucket, in bytes (negative: in debt for a job larger than the bucket).
+    tokens: f64,
+    refilled: Instant,
+    waiting_bytes: u64,
+    /// Threads blocked in [`TenantState::enter_blocking`].
+    blocked: usize,
+    wakers: Vec<Waker>,
+    /// Wakers of futures held by the rate alone, woken by the supervisor's tick.
+    timed: Vec<Waker>,
+}
+
+/// Why a job may not enter now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Closed {
+    /// A job of the tenant must finish first.
+    InFlight,
+    /// The rate bucket refills enough in about this long.
+    Rate(Duration),
+}
+
+/// One registered tenant.
+pub(crate) struct TenantState {
+    pub(crate) id: TenantId,
+    name: String,
+    weight: AtomicU32,
+    limits: TenantLimits,
+    /// Whether any limit is set: only then do jobs entering and leaving take `usage`'s lock
+    /// (the in-flight counts change under it), so that a tenant without limits, the default
+    /// one included, costs its submitters two atomic additions and no lock.
+    limited: bool,
+    jobs: AtomicU64,
+    bytes: AtomicU64,
+    usage: Mutex<Usage>,
+    room: Condvar,
+    counters: Counters,
+    latency: Histogram,
+}
+
+impl fmt::Debug for TenantState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TenantState")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TenantState {
+    fn new(id: TenantId, spec: &TenantSpec) -> Self {
+        let burst = spec.limits.bytes_per_sec.unwrap_or(0) as f64;
+        TenantState {
+            id,
+            name: spec.name.clone(),
+            weight: AtomicU32::new(spec.weight),
+            limits: spec.limits,
+            limited: spec.limits != TenantLimits::default(),
+            jobs: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            usage: Mutex::new(Usage {
+                tokens: burst,
+                refilled: Instant::now(),
+                waiting_bytes: 0,
+                blocked: 0,
+                wakers: Vec::new(),
+                timed: Vec::new(),
+            }),
+            room: Condvar::new(),
+            counters: Counters::default(),
+            latency: Histogram::new(),
+        }
+    }
+
+    /// The tenant's weight.
+    pub(crate) fn weight(&self) -> u32 {
+        self.weight.load(Relaxed)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Usage> {
+        self.usage.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lets a job of `bytes` in if the limits allow, counting it in flight (with `usage`'s
+    /// lock held, for a tenant with limits).
+    fn try_enter_locked(&self, u: &mut Usage, bytes: u64) -> Result<(), Closed> {
+        let l = self.limits;
+        let (jobs, in_flight) = (self.jobs.load(Relaxed), self.bytes.load(Relaxed));
+        if l.jobs_in_flight.is_some_and(|max| jobs >= max) {
+            return Err(Closed::InFlight);
+        }
+        if l.bytes_in_flight
+            .is_some_and(|max| jobs > 0 && in_flight.saturating_add(bytes) > max)
+        {
+            return Err(Closed::InFlight);
+        }
+        if let Some(rate) = l.bytes_per_sec {
+            let now = Instant::now();
+            let rate = rate as f64;
+            let elapsed = now.duration_since(u.refilled).as_secs_f64();
+            u.tokens = (u.tokens + elapsed * rate).min(rate);
+            u.refilled = now;
+            // A job larger than the bucket enters once the bucket is full.
+            let need = (bytes as f64).min(rate);
+            if u.tokens < need {
+                let wait = (need - u.tokens) / rate;
+                return Err(Closed::Rate(Duration::from_secs_f64(wait.max(1e-4))));
+            }
+            u.tokens -= bytes as f64;
+        }
+        self.count_in(bytes);
+        Ok(())
+    }
+
+    fn count_in(&self, bytes: u64) {
+        self.jobs.fetch_add(1, Relaxed);
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// Lets a job of `bytes` in now, or says why not.
+    pub(crate) fn try_enter(self: &Arc<Self>, bytes: u64) -> Result<Lease, Closed> {
+        if !self.limited {
+            self.count_in(bytes);
+            return Ok(Lease::new(self, bytes));
+        }
+        let mut u = self.lock();
+        self.try_enter_locked(&mut u, bytes)?;
+        Ok(Lease::new(self, bytes))
+    }
+
+    /// Lets a job of `bytes` in, waiting while a limit holds it and `go_on` says to; `None`
+    /// when `go_on` said to stop (the service is shutting down).
+    pub(crate) fn enter_blocking(
+        self: &Arc<Self>,
+        bytes: u64,
+        go_on: impl Fn() -> bool,
+    ) -> Option<Lease> {
+        if !self.limited {
+            self.count_in(bytes);
+            return Some(Lease::new(self, bytes));
+        }
+        let mut u = self.lock();
+        let mut counted = false;
+        let lease = loop {
+            let closed = match self.try_enter_locked(&mut u, bytes) {
+                Ok(()) => break Some(Lease::new(self, bytes)),
+                Err(c) => c,
+            };
+            if !go_on() {
+                break None;
+            }
+            if !counted {
+                u.waiting_bytes += bytes;
+                counted = true;
+            }
+            // A bounded wait, so that a shutdown is noticed without a notification.
+            let wait = match closed {
+                Closed::Rate(d) => d.min(Duration::from_millis(100)),
+                Closed::InFlight => Duration::from_millis(100),
+            };
+            u.blocked += 1;
+            u = self
+                .room
+                .wait_timeout(u, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            u.blocked -= 1;
+        };
+        if counted {
+            u.waiting_bytes -= bytes;
+        }
+        lease
+    }
+
+    /// Lets a job of `bytes` in now, or registers `waker` to be woken when it may try again
+    /// (a job of the tenant finished, or the supervisor's tick for the rate).
+    pub(crate) fn enter_or_wake(self: &Arc<Self>, bytes: u64, waker: &Waker) -> Option<Lease> {
+        if !self.limited {
+            self.count_in(bytes);
+            return Some(Lease::new(self, bytes));
+        }
+        let mut u = self.lock();
+        match self.try_enter_locked(&mut u, bytes) {
+            Ok(()) => Some(Lease::new(self, bytes)),
+            Err(closed) => {
+                let list = match closed {
+                    Closed::InFlight => &mut u.wakers,
+                    Closed::Rate(_) => &mut u.timed,
+                };
+                if !list.iter().any(|w| w.will_wake(waker)) {
+                    list.push(waker.clone());
+                }
+                None
+            }
+        }
+    }
+
+    /// Counts `bytes` as waiting at the door (`true`) or no longer (`false`), for a future
+    /// held by a limit.
+    pub(crate) fn waiting(&self, bytes: u64, on: bool) {
+        if !self.limited {
+            return;
+        }
+        let mut u = self.lock();
+        if on {
+            u.waiting_bytes += bytes;
+        } else {
+            u.waiting_bytes = u.waiting_bytes.saturating_sub(bytes);
+        }
+    }
+
+    /// Gives back a job's room; returns the wakers to wake once no lock is held.
+    fn leave(&self, bytes: u64, refund: bool) -> Vec<Waker> {
+        if !self.limited {
+            self.jobs.fetch_sub(1, Relaxed);
+            self.bytes.fetch_sub(bytes, Relaxed);
+            return Vec::new();
+        }
+        let mut u = self.lock();
+        self.jobs.fetch_sub(1, Relaxed);
+        self.bytes.fetch_sub(bytes, Relaxed);
+        if refund && let Some(rate) = self.limits.bytes_per_sec {
+            u.tokens = (u.tokens + bytes as f64).min(rate as f64);
+        }
+        if u.blocked > 0 {
+            self.room.notify_all();
+        }
+        let mut wakers = std::mem::take(&mut u.wakers);
+        if refund {
+            wakers.append(&mut u.timed);
+        }
+        wakers
+    }
+
+    /// Wakes the futures held by the rate alone, to try again.
+    fn wake_timed(&self) {
+        let wakers = std::mem::take(&mut self.lock().timed);
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Counts a job admitted.
+    pub(crate) fn admitted(&self, bytes: u64) {
+        self.counters.jobs_admitted.fetch_add(1, Relaxed);
+        self.counters.bytes_admitted.fetch_add(bytes, Relaxed);
+    }
+
+    /// Counts a job refused.
+    pub(crate) fn refused(&self, bytes: u64) {
+        self.counters.jobs_refused.fetch_add(1, Relaxed);
+        self.counters.bytes_refused.fetch_add(bytes, Relaxed);
+    }
+
+    fn metrics(&self) -> TenantMetrics {
+        let waiting = self.lock().waiting_bytes;
+        let (jobs, bytes) = (self.jobs.load(Relaxed), self.bytes.load(Relaxed));
+        let c = &self.counters;
+        TenantMetrics {
+            tenant: self.id,
+            name: self.name.clone(),
+            weight: self.weight(),
+            limits: self.limits,
+            jobs_admitted: c.jobs_admitted.load(Relaxed),
+            bytes_admitted: c.bytes_admitted.load(Relaxed),
+            jobs_completed: c.jobs_completed.load(Relaxed),
+            bytes_completed: c.bytes_completed.load(Relaxed),
+            jobs_failed: c.jobs_failed.load(Relaxed),
+            jobs_refused: c.jobs_refused.load(Relaxed),
+            bytes_refused: c.bytes_refused.load(Relaxed),
+            jobs_in_flight: jobs,
+            bytes_in_flight: bytes,
+            bytes_waiting: waiting,
+            latency: self.latency.percentiles(),
+        }
+    }
+}
+
+/// A job's room in its tenant's limits, from admission to its end: given back when the job
+/// finishes ([`finish`](Lease::finish)), or when the lease is dropped (a job withdrawn before
+/// it ran gets its bytes back in the rate bucket too).
+pub(crate) struct Lease {
+    state: Arc<TenantState>,
+    bytes: u64,
+    submitted: Instant,
+    done: bool,
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("tenant", &self.state.id)
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+impl Lease {
+    fn new(state: &Arc<TenantState>, bytes: u64) -> Self {
+        Lease {
+            state: Arc::clone(state),
+            bytes,
+            submitted: Instant::now(),
+            done: false,
+        }
+    }
+
+    /// The job finished (`ok`: with an output): counts it and its latency, and gives its room
+    /// back. Returns the wakers to wake once no lock is held.
+    #[must_use = "the wakers must be woken"]
+    pub(crate) fn finish(mut self, ok: bool) -> Vec<Waker> {
+        let c = &self.state.counters;
+        if ok {
+            c.jobs_completed.fetch_add(1, Relaxed);
+            c.bytes_completed.fetch_add(self.bytes, Relaxed);
+        } else {
+            c.jobs_failed.fetch_add(1, Relaxed);
+        }
+        self.state.latency.record(self.submitted.elapsed());
+        self.done = true;
+        self.state.leave(self.bytes, false)
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.done {
+            for w in self.state.leave(self.bytes, true) {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// Every tenant of a service.
+pub(crate) struct Tenants {
+    by_id: RwLock<FxHashMap<TenantId, Arc<TenantState>>>,
+}
+
+impl fmt::Debug for Tenants {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tenants").finish_non_exhaustive()
+    }
+}
+
+impl Tenants {
+    /// The registry, with the default tenant in it.
+    pub(crate) fn new() -> Self {
+        let default = TenantState::new(TenantId::DEFAULT, &TenantSpec::new("default"));
+        let mut by_id = FxHashMap::default();
+        by_id.insert(TenantId::DEFAULT, Arc::new(default));
+        Tenants {
+            by_id: RwLock::new(by_id),
+        }
+    }
+
+    /// Registers a tenant; returns its id and weight.
+    pub(crate) fn add(&self, spec: &TenantSpec) -> Result<TenantId, TenantError> {
+        spec.check()?;
+        let mut by_id = self.by_id.write().unwrap_or_else(|e| e.into_inner());
+        if by_id.values().any(|t| t.name == spec.name) {
+            return Err(TenantError::Duplicate(spec.name.clone()));
+        }
+        let next = by_id.keys().map(|t| t.0).max().unwrap_or(0);
+        let id = TenantId(next.checked_add(1).ok_or(TenantError::TooMany)?);
+        by_id.insert(id, Arc::new(TenantState::new(id, spec)));
+        Ok(id)
+    }
+
+    /// The tenant `id`, if registered.
+    pub(crate) fn get(&self, id: TenantId) -> Option<Arc<TenantState>> {
+        self.by_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    /// The tenant named `name`, if registered.
+    pub(crate) fn find(&self, name: &str) -> Option<TenantId> {
+        self.by_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .find(|t| t.name == name)
+            .map(|t| t.id)
+    }
+
+    /// Every tenant's counters, by id.
+    pub(crate) fn metrics(&self) -> Vec<TenantMetrics> {
+        let mut out: Vec<TenantMetrics> = self
+            .by_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|t| t.metrics())
+            .collect();
+        out.sort_by_key(|m| m.tenant);
+        out
+    }
+
+    /// Wakes the futures held by a rate limit, to try again (the supervisor's tick).
+    pub(crate) fn wake_timed(&self) {
+        let all: Vec<Arc<TenantState>> = self
+            .by_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .filter(|t| t.limits.bytes_per_sec.is_some())
+            .cloned()
+            .collect();
+        for t in all {
+            t.wake_timed();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(spec: TenantSpec) -> Arc<TenantState> {
+        Arc::new(TenantState::new(TenantId(1), &spec))
+    }
+
+    #[test]
+    fn jobs_in_flight_are_bounded_and_given_back() {
+        let t = state(TenantSpec::new("a").max_jobs_in_flight(2));
+        let a = t.try_enter(10).unwrap();
+        let b = t.try_enter(10).unwrap();
+        assert_eq!(t.try_enter(10).unwrap_err(), Closed::InFlight);
+        drop(a.finish(true));
+        let c = t.try_enter(10).unwrap();
+        drop((b, c));
+        let m = t.metrics();
+        assert_eq!((m.jobs_in_flight, m.bytes_in_flight), (0, 0));
+        assert_eq!((m.jobs_completed, m.bytes_completed), (1, 10));
+        assert!(m.latency.is_some());
+    }
+
+    #[test]
+    fn a_job_larger_than_the_bytes_limit_enters_alone() {
+        let t = state(TenantSpec::new("a").max_bytes_in_flight(100));
+        let big = t.try_enter(1000).unwrap();
+        assert!(
+            t.try_enter(1).is_err(),
+            "nothing more while the big one runs"
+        );
+        drop(big);
+        let a = t.try_enter(60).unwrap();
+        assert!(t.try_enter(41).is_err());
+        let b = t.try_enter(40).unwrap();
+        drop((a, b));
+    }
+
+    #[test]
+    fn the_rate_bucket_holds_one_second() {
+        let t = state(TenantSpec::new("a").max_bytes_per_sec(1000));
+        let a = t.try_enter(600).unwrap();
+        let b = t.try_enter(400).unwrap();
+        match t.try_enter(500) {
+            Err(Closed::Rate(d)) => assert!(d <= Duration::from_millis(500) && !d.is_zero()),
+            other => panic!("{other:?}"),
+        }
+        drop(a.finish(true));
+        drop(b.finish(true));
+        // A finished job's bytes stay spent; a withdrawn one's come back.
+        assert!(t.try_enter(500).is_err());
+        std::thread::sleep(Duration::from_millis(600));
+        let c = t.try_enter(500).unwrap();
+        drop(c);
+        assert!(
+            t.try_enter(500).is_ok(),
+            "the withdrawn job's bytes came back"
+        );
+    }
+
+    #[test]
+    fn histogram_buckets_bound_the_value_within_a_ninth() {
+        for ns in [1u64, 7, 8, 9, 1000, 12_345, 999_999, 1 << 40] {
+            let i = Histogram::index(ns);
+            let upper = Histogram::upper(i);
+            assert!(upper >= ns, "{ns}: bucket tops at {upper}");
+            assert!(upper as f64 <= ns as f64 * 1.125 + 1.0, "{ns}: {upper}");
+        }
+        let h = Histogram::new();
+        for us in 1..=100 {
+            h.record(Duration::from_micros(us));
+        }
+        let [p50, _, p99, _] = h.percentiles().unwrap();
+        assert!(p50 >= Duration::from_micros(50) && p50 <= Duration::from_micros(57));
+        assert!(p99 >= Duration::from_micros(99) && p99 <= Duration::from_micros(112));
+    }
+
+    #[test]
+    fn names_are_checked_and_unique() {
+        let tenants = Tenants::new();
+        assert_eq!(
+            tenants.add(&TenantSpec::new("default")),
+            Err(TenantError::Duplicate("default".into()))
+        );
+        assert_eq!(
+            tenants.add(&TenantSpec::new("a b")),
+            Err(TenantError::BadName)
+        );
+        assert_eq!(tenants.add(&TenantSpec::new("")), Err(TenantError::BadName));
+        assert_eq!(
+            tenants.add(&TenantSpec::new("x").weight(0)),
+            Err(TenantError::ZeroWeight)
+        );
+        assert_eq!(
+            tenants.add(&TenantSpec::new("x").max_jobs_in_flight(0)),
+            Err(TenantError::ZeroLimit("max_jobs_in_flight"))
+        );
+        let a = tenants.add(&TenantSpec::new("team-a")).unwrap();
+        assert_eq!(a, TenantId(1));
+        assert_eq!(tenants.find("team-a"), Some(a));
+        assert_eq!(tenants.metrics().len(), 2);
+    }
+}

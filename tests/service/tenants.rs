@@ -1,0 +1,235 @@
+//! Tenants through the service's API: registration, limits on jobs and bytes in flight and on
+//! bytes per second (blocking, handing back, waiting without a thread), a flooding tenant that
+//! cannot hold another at the door, and the per-tenant counters.
+
+use crate::common;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Gen, block_on, ref_aes};
+use cryptodispatch::packet::Mode;
+use cryptodispatch::{
+    AesOp, Direction, Job, NodeSpec, Service, SubmitError, TenantError, TenantId, TenantSpec,
+    TrySubmitError,
+};
+
+const KEY: [u8; 16] = [7; 16];
+
+/// A service with one AES node slowed down, so that jobs stay in flight a while, and no
+/// inline path (every job goes to the node).
+fn slow_service(slowdown: f64) -> Service {
+    Service::builder()
+        .aes_cluster([NodeSpec::new().slowdown(slowdown)])
+        .inline_limit(0)
+        .build()
+        .unwrap()
+}
+
+fn job(service: &Service, tenant: TenantId, len: usize) -> Job {
+    let key = service.add_aes_key(&KEY).unwrap();
+    Job::encrypt(key, Mode::Cbc, &[1; 16], vec![3u8; len]).tenant(tenant)
+}
+
+#[test]
+fn an_unknown_tenant_is_refused_and_names_are_checked() {
+    let service = slow_service(1.0);
+    let err = service.submit(job(&service, TenantId(42), 16)).unwrap_err();
+    assert_eq!(err, SubmitError::UnknownTenant(TenantId(42)));
+    assert!(matches!(
+        service.try_submit(job(&service, TenantId(42), 16)),
+        Err(TrySubmitError::Invalid(SubmitError::UnknownTenant(_)))
+    ));
+    assert_eq!(
+        service.add_tenant(TenantSpec::new("bad name")),
+        Err(TenantError::BadName)
+    );
+    let a = service.add_tenant(TenantSpec::new("a")).unwrap();
+    assert_eq!(
+        service.add_tenant(TenantSpec::new("a")),
+        Err(TenantError::Duplicate("a".into()))
+    );
+    assert_eq!(service.tenant_id("a"), Some(a));
+    assert_eq!(service.tenant_id("default"), Some(TenantId::DEFAULT));
+    // The job's output is the same under any tenant.
+    let out = service
+        .submit(job(&service, a, 4096))
+        .unwrap()
+        .wait()
+        .unwrap();
+    let expected = ref_aes(
+        &KEY,
+        AesOp::new(Direction::Encrypt, Mode::Cbc),
+        &[1; 16],
+        &[3u8; 4096],
+    );
+    assert_eq!(out.into_data().unwrap(), expected.unwrap());
+}
+
+#[test]
+fn jobs_in_flight_are_bounded_try_submit_hands_back_and_submit_waits() {
+    let service = Arc::new(slow_service(50.0));
+    let t = service
+        .add_tenant(TenantSpec::new("bounded").max_jobs_in_flight(2))
+        .unwrap();
+    let first = service.submit(job(&service, t, 64 << 10)).unwrap();
+    let second = service.submit(job(&service, t, 64 << 10)).unwrap();
+    // A third is handed back whole.
+    match service.try_submit(job(&service, t, 100)) {
+        Err(TrySubmitError::OverLimit(j)) => {
+            assert_eq!(j.len(), 100);
+            assert_eq!(j.tenant_id(), t);
+        }
+        other => panic!("expected OverLimit, got {other:?}"),
+    }
+    // Another tenant is not held.
+    service
+        .submit(job(&service, TenantId::DEFAULT, 16))
+        .unwrap();
+    // A blocking submit waits until one of the two finishes.
+    let s = Arc::clone(&service);
+    let waiter = thread::spawn(move || {
+        let h = s.submit(job(&s, t, 16)).unwrap();
+        h.wait().unwrap()
+    });
+    thread::sleep(Duration::from_millis(20));
+    let m = service.metrics();
+    let tm = m.tenants.iter().find(|x| x.tenant == t).unwrap();
+    assert!(tm.jobs_in_flight <= 2, "{tm:?}");
+    first.wait().unwrap();
+    second.wait().unwrap();
+    waiter.join().unwrap();
+    let m = service.metrics();
+    let tm = m.tenants.iter().find(|x| x.tenant == t).unwrap();
+    assert_eq!(tm.jobs_admitted, 3);
+    assert_eq!(tm.jobs_completed, 3);
+    assert_eq!(tm.bytes_completed, 2 * (64 << 10) + 16);
+    assert_eq!((tm.jobs_refused, tm.bytes_refused), (1, 100));
+    assert_eq!(
+        (tm.jobs_in_flight, tm.bytes_in_flight, tm.bytes_waiting),
+        (0, 0, 0)
+    );
+    let [p50, _, p99, _] = tm.latency.unwrap();
+    assert!(p50 <= p99 && !p50.is_zero());
+    assert_eq!(m.tenants[0].tenant, TenantId::DEFAULT);
+    assert_eq!(m.tenants[0].jobs_completed, 1);
+}
+
+#[test]
+fn submit_async_waits_for_the_tenants_room_without_a_thread() {
+    let service = slow_service(50.0);
+    let t = service
+        .add_tenant(TenantSpec::new("async").max_bytes_in_flight(64 << 10))
+        .unwrap();
+    let first = service.submit(job(&service, t, 64 << 10)).unwrap();
+    let (second, stats) = block_on(service.submit_async(job(&service, t, 1024)));
+    // It was pending once at least, then woken by the first job's end.
+    assert!(stats.polls >= 2, "{stats:?}");
+    assert!(first.wait().is_ok());
+    assert_eq!(
+        second.unwrap().wait().unwrap().into_data().unwrap().len(),
+        1024
+    );
+    // A future dropped while it waits submits nothing and counts as refused.
+    let held = service.submit(job(&service, t, 64 << 10)).unwrap();
+    {
+        let mut fut = std::pin::pin!(service.submit_async(job(&service, t, 4096)));
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        let m = service.metrics();
+        assert_eq!(m.tenants[1].bytes_waiting, 4096);
+    }
+    held.wait().unwrap();
+    let m = service.metrics();
+    let tm = &m.tenants[1];
+    assert_eq!(
+        (tm.jobs_admitted, tm.jobs_completed, tm.jobs_refused),
+        (3, 3, 1)
+    );
+    assert_eq!((tm.bytes_waiting, tm.bytes_in_flight), (0, 0));
+}
+
+#[test]
+fn the_byte_rate_holds_a_tenant_to_its_bucket() {
+    let service = Service::builder()
+        .aes_cluster([NodeSpec::new()])
+        .build()
+        .unwrap();
+    let t = service
+        .add_tenant(TenantSpec::new("metered").max_bytes_per_sec(2 << 20))
+        .unwrap();
+    let start = Instant::now();
+    // The bucket starts full (2 MiB): 3 MiB take half a second more at least.
+    let handles: Vec<_> = (0..12)
+        .map(|_| service.submit(job(&service, t, 256 << 10)).unwrap())
+        .collect();
+    for h in handles {
+        h.wait().unwrap();
+    }
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(450),
+        "3 MiB at 2 MiB/s in {took:?}"
+    );
+    // Async submitters are held the same way, and woken by the supervisor's tick.
+    let start = Instant::now();
+    for _ in 0..2 {
+        let (h, _) = block_on(service.submit_async(job(&service, t, 256 << 10)));
+        h.unwrap().wait().unwrap();
+    }
+    assert!(start.elapsed() >= Duration::from_millis(150));
+    let m = service.metrics();
+    assert_eq!(m.tenants[1].bytes_completed, 14 * (256 << 10));
+}
+
+#[test]
+fn a_flooding_tenant_cannot_hold_another_at_the_door() {
+    let service = Service::builder()
+        .aes_cluster([NodeSpec::new().slowdown(20.0)])
+        .inline_limit(0)
+        .receive_queue_len(16)
+        .build()
+        .unwrap();
+    let noisy = service.add_tenant(TenantSpec::new("noisy")).unwrap();
+    let quiet = service.add_tenant(TenantSpec::new("quiet")).unwrap();
+    let mut held = Vec::new();
+    let mut g = Gen::new(5);
+    // The noisy tenant fills the cluster until it is refused.
+    loop {
+        let len = 16 * (1 + g.next_u64() as usize % 1024);
+        match service.try_submit(job(&service, noisy, len)) {
+            Ok(h) => held.push(h),
+            Err(TrySubmitError::Full(_)) => break,
+            Err(e) => panic!("{e}"),
+        }
+        assert!(held.len() < 10_000, "never full");
+    }
+    // The quiet tenant still gets in at once, and the default tenant too.
+    let h = service.try_submit(job(&service, quiet, 4096)).unwrap();
+    let d = service
+        .try_submit(job(&service, TenantId::DEFAULT, 4096))
+        .unwrap();
+    h.wait().unwrap();
+    d.wait().unwrap();
+    for h in held {
+        h.wait().unwrap();
+    }
+}
+
+#[test]
+fn bursts_under_a_limit_send_what_they_hold_first() {
+    let service = slow_service(5.0);
+    let t = service
+        .add_tenant(TenantSpec::new("bursty").max_jobs_in_flight(3))
+        .unwrap();
+    let jobs: Vec<Job> = (0..10).map(|_| job(&service, t, 4096)).collect();
+    let handles = service.submit_burst(jobs).unwrap();
+    assert_eq!(handles.len(), 10);
+    for h in handles {
+        h.wait().unwrap();
+    }
+    let tm = &service.metrics().tenants[1];
+    assert_eq!((tm.jobs_admitted, tm.jobs_completed), (10, 10));
+}
