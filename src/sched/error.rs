@@ -53,6 +53,9 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
+    /// A tenant's weight must be at least 1.
+    #[error("{0}: a weight must be at least 1")]
+    ZeroTenantWeight(TenantId),
     /// A policy name (or parameter list) that does not parse.
     #[error(transparent)]
     Parse(#[from] ParseError),

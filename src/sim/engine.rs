@@ -12,9 +12,9 @@
 //! (docs/ALGORITHM.md §15.3); with one lane this is the paper's node.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
-use crate::packet::{ClusterId, NodeId, Packet, PacketMeta, Payload, TaskId};
+use crate::packet::{ClusterId, NodeId, Packet, PacketMeta, Payload, TaskId, TenantId};
 use crate::sched::{
     Admission, Affinity, ClusterConfig, NodeConfig, Policy, PolicySpec, SchedConfig, Scheduler,
 };
@@ -192,6 +192,31 @@ pub fn simulate(
     simulate_with(trace, config, policy.build()?)
 }
 
+/// Which tenant each job of a trace belongs to, and the tenants' weights: under fair
+/// admission the core shares the nodes between tenants by weight, then between each tenant's
+/// jobs (docs/ALGORITHM.md §15.7). A job not named belongs to [`TenantId::DEFAULT`]; a tenant
+/// not named weighs 1.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Tenancy {
+    /// The tenant of each job, by its trace task id.
+    pub tenant_of: BTreeMap<u64, TenantId>,
+    /// The tenants' weights (at least 1).
+    pub weights: BTreeMap<TenantId, u32>,
+}
+
+/// Runs `trace` on `config` under `policy`, its jobs under the tenants of `tenancy`.
+///
+/// # Errors
+/// As [`simulate`], and [`ConfigError::ZeroTenantWeight`] for a weight of 0.
+pub fn simulate_tenants(
+    trace: &Trace,
+    config: &SimConfig,
+    policy: &PolicySpec,
+    tenancy: &Tenancy,
+) -> Result<SimResult, ConfigError> {
+    run(trace, config, policy.build()?, tenancy)
+}
+
 /// Runs `trace` on `config` under a policy instance (for policies of your own).
 ///
 /// # Errors
@@ -200,6 +225,15 @@ pub fn simulate_with(
     trace: &Trace,
     config: &SimConfig,
     policy: Box<dyn Policy>,
+) -> Result<SimResult, ConfigError> {
+    run(trace, config, policy, &Tenancy::default())
+}
+
+fn run(
+    trace: &Trace,
+    config: &SimConfig,
+    policy: Box<dyn Policy>,
+    tenancy: &Tenancy,
 ) -> Result<SimResult, ConfigError> {
     let name = policy.name().to_owned();
     let sched_config = SchedConfig {
@@ -218,7 +252,13 @@ pub fn simulate_with(
         unit_len: config.unit_len,
     };
     let mut policy = Some(policy);
-    let sched = Scheduler::with_policies(sched_config, |_| policy.take().expect("one cluster"))?;
+    let mut sched =
+        Scheduler::with_policies(sched_config, |_| policy.take().expect("one cluster"))?;
+    for (&tenant, &weight) in &tenancy.weights {
+        sched
+            .set_tenant_weight(tenant, weight)
+            .map_err(|_| ConfigError::ZeroTenantWeight(tenant))?;
+    }
     let mut sim = Sim {
         sched,
         nodes: config.nodes.clone(),
@@ -248,7 +288,8 @@ pub fn simulate_with(
                     PacketMeta::new(TaskId(r.task), r.cmd, ClusterId(0))
                         .dependent(r.dependent)
                         .at(r.seq, r.last)
-                        .job_bytes(job_bytes.as_ref().map(|j| j[&r.task])),
+                        .job_bytes(job_bytes.as_ref().map(|j| j[&r.task]))
+                        .tenant(tenancy.tenant_of.get(&r.task).copied().unwrap_or_default()),
                     SimPacket {
                         len: r.length,
                         arrival: r.arrival,

@@ -32,7 +32,9 @@ pub mod trace;
 pub mod workload;
 
 pub use bound::{LowerBound, lower_bound};
-pub use engine::{Placement, SimConfig, SimResult, simulate, simulate_with};
+pub use engine::{
+    Placement, SimConfig, SimResult, Tenancy, simulate, simulate_tenants, simulate_with,
+};
 pub use error::TraceError;
 pub use model::{NodeModel, NodeSet};
 pub use trace::{Trace, TraceRecord};

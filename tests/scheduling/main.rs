@@ -14,3 +14,4 @@ mod scenarios;
 mod seeds;
 mod sim;
 mod space;
+mod tenants;

@@ -1,0 +1,196 @@
+//! Tenants in the scheduler core, through the simulator: with one tenant the order is the
+//! job-level one exactly; with several, every backlogged tenant is served, in proportion to its
+//! weight, whatever its number of jobs (deterministic scenarios and a property test over random
+//! tenant mixes).
+
+use std::collections::{BTreeMap, HashMap};
+
+use cryptodispatch::packet::{Cmd, TenantId, UnitTimes};
+use cryptodispatch::sched::{Admission, Affinity, PolicySpec};
+use cryptodispatch::sim::{
+    NodeModel, SimConfig, SimResult, Tenancy, Trace, TraceRecord, simulate, simulate_tenants,
+};
+use proptest::prelude::*;
+
+/// A trace of jobs all arriving at time 0: `(task, packets, length)` each, independent.
+fn backlog(jobs: &[(u64, u32, u64)]) -> Trace {
+    let mut records = Vec::new();
+    for &(task, packets, len) in jobs {
+        for seq in 0..packets {
+            records.push(TraceRecord {
+                task,
+                seq,
+                dependent: false,
+                arrival: 0.0,
+                length: len,
+                cmd: Cmd::Encrypt,
+                last: seq + 1 == packets,
+            });
+        }
+    }
+    Trace::from_records(records).unwrap()
+}
+
+fn config(nodes: usize, capacity: u64) -> SimConfig {
+    SimConfig {
+        affinity: Affinity::InFlight,
+        ..SimConfig::new(vec![
+            NodeModel::new(UnitTimes::uniform(1.0), capacity);
+            nodes
+        ])
+    }
+    .with_admission(Admission::Fair)
+}
+
+/// Bytes each tenant had started by the time the first tenant ran out of work, in start order.
+fn started_bytes(trace: &Trace, r: &SimResult, tenancy: &Tenancy) -> Vec<BTreeMap<TenantId, u64>> {
+    let len: HashMap<(u64, u32), u64> = trace
+        .records()
+        .iter()
+        .map(|x| ((x.task, x.seq), x.length))
+        .collect();
+    let mut left: BTreeMap<TenantId, u64> = BTreeMap::new();
+    for x in trace.records() {
+        *left.entry(tenancy.tenant_of[&x.task]).or_default() += x.length;
+    }
+    let mut order: Vec<_> = r.placements.iter().collect();
+    order.sort_by(|a, b| a.start.total_cmp(&b.start).then(a.node.cmp(&b.node)));
+    let mut served: BTreeMap<TenantId, u64> = left.keys().map(|&t| (t, 0)).collect();
+    let mut prefixes = Vec::new();
+    for p in order {
+        let t = tenancy.tenant_of[&p.task];
+        let l = len[&(p.task, p.seq)];
+        *served.get_mut(&t).unwrap() += l;
+        *left.get_mut(&t).unwrap() -= l;
+        if left.values().any(|&v| v == 0) {
+            break;
+        }
+        prefixes.push(served.clone());
+    }
+    prefixes
+}
+
+#[test]
+fn one_tenant_of_any_weight_leaves_the_order_unchanged() {
+    let trace = backlog(&[(1, 40, 8), (2, 3, 2), (3, 17, 5), (4, 1, 1), (5, 60, 3)]);
+    for policy in ["mct", "paper", "rr", "lc"] {
+        let spec: PolicySpec = policy.parse().unwrap();
+        let config = config(3, 16);
+        let alone = simulate(&trace, &config, &spec).unwrap();
+        let tenancy = Tenancy {
+            tenant_of: (1..=5).map(|t| (t, TenantId(9))).collect(),
+            weights: [(TenantId(9), 5)].into(),
+        };
+        let weighted = simulate_tenants(&trace, &config, &spec, &tenancy).unwrap();
+        assert_eq!(alone.placements, weighted.placements, "{policy}");
+    }
+}
+
+#[test]
+fn weights_one_to_three_give_bytes_one_to_three_whatever_the_job_counts() {
+    // Tenant 1: twenty jobs; tenant 2: one job, of weight 3.
+    let mut jobs: Vec<(u64, u32, u64)> = (1..=20).map(|t| (t, 30, 8)).collect();
+    jobs.push((100, 600, 8));
+    let trace = backlog(&jobs);
+    let tenancy = Tenancy {
+        tenant_of: jobs
+            .iter()
+            .map(|&(t, _, _)| (t, TenantId(if t == 100 { 2 } else { 1 })))
+            .collect(),
+        weights: [(TenantId(2), 3)].into(),
+    };
+    let r = simulate_tenants(&trace, &config(2, 16), &"mct".parse().unwrap(), &tenancy).unwrap();
+    let prefixes = started_bytes(&trace, &r, &tenancy);
+    assert!(prefixes.len() > 400, "both backlogged for a while");
+    // Over every window of 40 packets (ten rounds) once the arrivals are in (the first
+    // packets went to idle nodes before tenant 2's had arrived), the byte shares are 1:3.
+    for (from, to) in prefixes.iter().skip(20).zip(prefixes.iter().skip(60)) {
+        let a = (to[&TenantId(1)] - from[&TenantId(1)]) as f64;
+        let b = (to[&TenantId(2)] - from[&TenantId(2)]) as f64;
+        let share = b / (a + b);
+        assert!(
+            (share - 0.75).abs() <= 0.1 * 0.75,
+            "share {share} from {from:?} to {to:?}"
+        );
+    }
+}
+
+#[test]
+fn without_tenants_a_tenant_with_many_jobs_would_take_most() {
+    // The same mix with every job in one tenant: per job, twenty jobs get 20/21 of the bytes.
+    // This is what the tenant level changes.
+    let mut jobs: Vec<(u64, u32, u64)> = (1..=20).map(|t| (t, 30, 8)).collect();
+    jobs.push((100, 600, 8));
+    let trace = backlog(&jobs);
+    let r = simulate(&trace, &config(2, 16), &"mct".parse().unwrap()).unwrap();
+    let tenancy = Tenancy {
+        tenant_of: jobs
+            .iter()
+            .map(|&(t, _, _)| (t, TenantId(if t == 100 { 2 } else { 1 })))
+            .collect(),
+        weights: BTreeMap::new(),
+    };
+    let prefixes = started_bytes(&trace, &r, &tenancy);
+    let last = prefixes.last().unwrap();
+    let share = last[&TenantId(2)] as f64 / (last[&TenantId(1)] + last[&TenantId(2)]) as f64;
+    assert!(share < 0.1, "one job among 21 got {share}");
+}
+
+#[test]
+fn a_zero_weight_is_refused() {
+    let trace = backlog(&[(1, 2, 1)]);
+    let tenancy = Tenancy {
+        tenant_of: [(1, TenantId(1))].into(),
+        weights: [(TenantId(1), 0)].into(),
+    };
+    let err = simulate_tenants(&trace, &config(1, 4), &"mct".parse().unwrap(), &tenancy);
+    assert!(err.is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Random tenant mixes, all backlogged from time 0: until the first tenant runs out, every
+    /// tenant has been served its weighted share of the bytes to within a few turns' quanta
+    /// (none starves), whatever its number of jobs and packet lengths.
+    #[test]
+    fn backlogged_tenants_are_served_by_weight(
+        tenants in prop::collection::vec((1u32..=4, 1usize..=6), 2..=4),
+        lens in prop::collection::vec(1u64..=8, 1..=8),
+        nodes in 1usize..=3,
+        policy in prop_oneof![Just("mct"), Just("paper"), Just("rr"), Just("lc")],
+    ) {
+        let mut jobs = Vec::new();
+        let mut tenancy = Tenancy::default();
+        let mut task = 1;
+        for (i, &(weight, njobs)) in tenants.iter().enumerate() {
+            let tenant = TenantId(i as u32 + 1);
+            tenancy.weights.insert(tenant, weight);
+            for j in 0..njobs {
+                // Enough work per tenant for several rounds of the largest weight.
+                let packets = 400 * weight / njobs as u32 + 1;
+                jobs.push((task, packets, lens[(task as usize + j) % lens.len()]));
+                tenancy.tenant_of.insert(task, tenant);
+                task += 1;
+            }
+        }
+        let trace = backlog(&jobs);
+        let quantum = trace.max_length();
+        let r = simulate_tenants(&trace, &config(nodes, 2 * quantum), &policy.parse().unwrap(), &tenancy).unwrap();
+        prop_assert_eq!(r.placements.len(), trace.len());
+        let total_weight: u32 = tenants.iter().map(|t| t.0).sum();
+        let prefixes = started_bytes(&trace, &r, &tenancy);
+        prop_assert!(!prefixes.is_empty());
+        // DRR's bound: a tenant is behind its share by at most a turn of every tenant plus what
+        // the nodes hold.
+        let slack = (2 * u64::from(total_weight) * quantum + nodes as u64 * 2 * quantum) as f64;
+        for served in &prefixes {
+            let total: u64 = served.values().sum();
+            for (t, &s) in served {
+                let w = f64::from(tenancy.weights[t]);
+                let fair = total as f64 * w / f64::from(total_weight);
+                prop_assert!(s as f64 >= fair - slack, "{t:?} got {s} of {total}, fair {fair}");
+            }
+        }
+    }
+}
