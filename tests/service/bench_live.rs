@@ -104,3 +104,42 @@ fn a_packet_size_that_is_not_whole_blocks_is_refused() {
         );
     }
 }
+
+#[test]
+fn the_tenants_workload_prints_a_row_per_tenant_and_loses_nothing() {
+    let out = bench(&["live", "--workload", "tenants", "--csv", "--size", "4096"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some(
+            "scenario,tenant,weight,offered_mb_s,throughput_mb_s,share,p99_latency_us,p99_alone_us,lost"
+        )
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let names: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(
+        names,
+        [
+            ("isolation", "quiet"),
+            ("isolation", "noisy"),
+            ("shares", "light"),
+            ("shares", "heavy")
+        ]
+    );
+    for r in &rows {
+        assert_eq!(r.len(), 9, "{r:?}");
+        assert_eq!(r[8], "0", "jobs lost: {r:?}");
+        let share: f64 = r[5].parse().unwrap();
+        assert!((0.0..=1.0).contains(&share), "{r:?}");
+    }
+    // The quiet tenant's row carries its p99 alone; the shares of a scenario add up to 1.
+    assert!(!rows[0][7].is_empty());
+    let sum: f64 = rows[2][5].parse::<f64>().unwrap() + rows[3][5].parse::<f64>().unwrap();
+    assert!((sum - 1.0).abs() < 1e-3);
+}

@@ -77,6 +77,11 @@ pub enum Workload {
     /// --packet; a single job, not a `Stream`) on one AES node, against the cipher called
     /// directly and `openssl speed -evp aes-128-cbc` on one core.
     Stream,
+    /// Two tenants sharing the service (tenants.rs): a quiet tenant's p99 latency beside a
+    /// noisy one offering ten times its share, against its p99 alone; and byte shares of two
+    /// backlogged tenants of weights 1 and 3. Jobs of 16 KiB (or --size) on 2 AES nodes (or
+    /// --nodes).
+    Tenants,
 }
 
 impl Workload {
@@ -94,6 +99,7 @@ impl Workload {
             Workload::Manycbc => "manycbc",
             Workload::Padded => "padded",
             Workload::Stream => "stream",
+            Workload::Tenants => "tenants",
         }
     }
 }
@@ -306,12 +312,15 @@ fn generate(args: &LiveArgs) -> Result<Work, String> {
     let cores = cores();
     let aes_nodes = args.nodes.unwrap_or(cores).max(1);
     match args.workload {
-        Workload::Verify | Workload::Hol | Workload::Tiny | Workload::Padded | Workload::Stream => {
-            Err(format!(
-                "the {} workload has its own runner",
-                args.workload.name()
-            ))
-        }
+        Workload::Verify
+        | Workload::Hol
+        | Workload::Tiny
+        | Workload::Padded
+        | Workload::Stream
+        | Workload::Tenants => Err(format!(
+            "the {} workload has its own runner",
+            args.workload.name()
+        )),
         Workload::Gcm => independent(
             args,
             &mut rng,

@@ -39,6 +39,7 @@ mod sample;
 mod soak;
 mod stream;
 mod support;
+mod tenants;
 mod tiny;
 mod verify;
 
@@ -196,6 +197,7 @@ fn runner(workload: live::Workload) -> fn(&live::LiveArgs) -> Result<(), String>
         W::Tiny => tiny::run,
         W::Padded => padded::run,
         W::Stream => stream::run,
+        W::Tenants => tenants::run,
         W::Cbc16k
         | W::Mixed
         | W::Hetero
