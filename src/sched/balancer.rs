@@ -338,6 +338,7 @@ impl Balancer {
         out: &mut VecDeque<Dispatch<D>>,
     ) -> usize {
         let ClusterNodes { status, queues } = nodes;
+        flows.end_pass();
         let mut placed = 0;
         let mut idle_turns = 0;
         // Only a placement changes the nodes' room.
@@ -395,6 +396,7 @@ impl Balancer {
                 idle_turns += 1;
             }
         }
+        flows.end_pass();
         placed
     }
 

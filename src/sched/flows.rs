@@ -13,8 +13,11 @@
 //! (the job level: with a single tenant, the whole order is the job level's alone). A flow
 //! whose next packet no node can take now (its bound node is full, or every node is) ends its
 //! turn and forfeits its deficit, as an idle flow does in DRR, so waiting does not bank an
-//! unfair burst; a tenant all of whose flows did so in a row ends its turn the same way. A
-//! flow or tenant that empties leaves its ring and forgets its deficit.
+//! unfair burst. A tenant all of whose flows did so in a row is set aside for the rest of the
+//! placement pass, so that the other tenants' flows are tried, and comes back to the front
+//! at the pass's end with its turn and deficit as they were: the nodes it waits for being full
+//! is no reason to hand its turn on. A flow or tenant that empties leaves its ring and
+//! forgets its deficit.
 //!
 //! A packet costs its length, and at least one byte, so empty packets (an Ed25519 job with an
 //! empty message) take their turn like any other.
@@ -74,6 +77,9 @@ pub(crate) struct Flows<D> {
     tenants: FxHashMap<TenantId, Tenant>,
     /// Tenants with packets, in round-robin order; the front has the turn.
     ring: VecDeque<TenantId>,
+    /// Tenants set aside for the rest of a placement pass, every one of their flows blocked;
+    /// they keep their turn and come back to the front at the pass's end.
+    skipped: Vec<TenantId>,
     /// Tenants' weights other than 1.
     weights: FxHashMap<TenantId, u32>,
     quantum: u64,
@@ -86,6 +92,7 @@ impl<D> Flows<D> {
             flows: FxHashMap::default(),
             tenants: FxHashMap::default(),
             ring: VecDeque::new(),
+            skipped: Vec::new(),
             weights: FxHashMap::default(),
             quantum: quantum.max(1),
             waiting: 0,
@@ -137,6 +144,7 @@ impl<D> Flows<D> {
     /// node's queue, re-offered). A flow that was empty rejoins its tenant's ring at the
     /// front, and a tenant with nothing waiting the tenants' ring at the front.
     pub(crate) fn push_front_all(&mut self, packets: Vec<Packet<D>>) {
+        self.end_pass();
         for packet in packets.into_iter().rev() {
             self.waiting += 1;
             let (task, tenant) = (packet.meta.task, packet.meta.tenant);
@@ -254,16 +262,29 @@ impl<D> Flows<D> {
         }
         if t.misses >= t.jobs.len() {
             t.misses = 0;
-            t.granted = false;
             if blocked {
-                t.deficit = 0;
+                // Set aside for this pass, turn and deficit kept: the nodes its jobs wait for
+                // are full, which is no reason to hand its turn to another tenant.
+                self.ring.pop_front();
+                self.skipped.push(tenant);
+            } else {
+                t.granted = false;
+                self.ring.rotate_left(1);
             }
-            self.ring.rotate_left(1);
+        }
+    }
+
+    /// Ends a placement pass: the tenants set aside by [`end_turn`](Self::end_turn) come back
+    /// to the front of the ring, in their order, their turns unfinished.
+    pub(crate) fn end_pass(&mut self) {
+        for tenant in self.skipped.drain(..).rev() {
+            self.ring.push_front(tenant);
         }
     }
 
     /// Removes and returns every waiting packet, flow by flow.
     pub(crate) fn drain(&mut self) -> Vec<Packet<D>> {
+        self.end_pass();
         let mut out = Vec::with_capacity(self.waiting);
         for tenant in std::mem::take(&mut self.ring) {
             if let Some(t) = self.tenants.remove(&tenant) {
@@ -371,9 +392,11 @@ mod tests {
         let mut flows = Flows::new(100);
         flows.push(packet(1, 0, 100));
         flows.push(packet(1, 1, 100));
+        // Ten placement passes in which the flow is blocked.
         for _ in 0..10 {
             flows.head();
             flows.end_turn(true);
+            flows.end_pass();
         }
         flows.head();
         assert!(flows.take_head().is_some());
@@ -440,18 +463,46 @@ mod tests {
     }
 
     #[test]
-    fn a_blocked_tenant_hands_the_turn_on() {
+    fn a_blocked_tenant_lets_the_others_try_and_keeps_its_turn() {
         let mut flows = Flows::new(100);
-        flows.push(of_tenant(1, 1, 0, 100));
-        flows.push(of_tenant(1, 2, 0, 100));
+        flows.set_weight(TenantId(1), 3);
+        for seq in 0..4 {
+            flows.push(of_tenant(1, 1, seq, 100));
+            flows.push(of_tenant(1, 2, seq, 100));
+        }
         flows.push(of_tenant(2, 3, 0, 100));
-        // Both of tenant 1's jobs are blocked: after their two turns tenant 2 has the turn.
-        for expected in [1, 2, 3] {
+        flows.push(of_tenant(2, 3, 1, 100));
+        // Tenant 1 sends one packet of its turn of three, then both its jobs are blocked:
+        // tenant 2 is tried in the same pass.
+        assert_eq!(flows.head().unwrap().0, TaskId(1));
+        flows.take_head().unwrap();
+        flows.end_turn(false);
+        for expected in [2, 1] {
             assert_eq!(flows.head().unwrap().0, TaskId(expected));
             flows.end_turn(true);
         }
-        assert_eq!(flows.head().unwrap().0, TaskId(1));
-        assert_eq!(flows.drain().len(), 3);
+        assert_eq!(flows.head().unwrap().0, TaskId(3));
+        flows.end_turn(true);
+        assert!(
+            flows.head().is_none(),
+            "everyone is blocked: the pass is over"
+        );
+        flows.end_pass();
+        // The next pass starts with tenant 1, whose turn goes on: two packets more.
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let (task, meta) = flows.head().unwrap();
+            if flows.head_affordable(&meta) {
+                flows.take_head().unwrap();
+            } else {
+                flows.end_turn(false);
+            }
+            order.push(task.0);
+        }
+        // Job 2 sends one packet and its job-level quantum is spent; job 1 sends the third of
+        // tenant 1's turn.
+        assert_eq!(order, [2, 2, 1], "tenant 1's turn went on");
+        assert_eq!(flows.drain().len(), 7);
         assert_eq!((flows.len(), flows.active()), (0, 0));
     }
 
