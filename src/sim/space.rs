@@ -24,7 +24,9 @@
 //! sample draws from the sample's seed: configuration k of a sample is the same whatever N.
 //! The bench keeps a *tuning* sample (seed [`TUNING_SEED`]), on which rules may be shaped, apart
 //! from a *held-out* sample (seed [`HELD_OUT_SEED`]), drawn only after the default's rule was
-//! fixed, from which every reported claim comes.
+//! fixed, from which every reported claim comes. The first held-out sample
+//! ([`EARLIER_HELD_OUT_SEED`]) was reported on and then studied; a held-out sample that has
+//! been looked into is not held out any more, so a fresh one replaced it.
 
 use rand::rngs::ChaCha8Rng;
 use rand::{Rng, RngExt, SeedableRng};
@@ -37,9 +39,12 @@ use crate::sim::trace::{Trace, TraceRecord};
 
 /// The seed of the tuning sample: rules may be shaped on it.
 pub const TUNING_SEED: u64 = 1;
-/// The seed of the held-out sample, drawn after the default's rule was fixed; the reported
-/// figures come from it.
-pub const HELD_OUT_SEED: u64 = 52_441;
+/// The seed of the held-out sample, drawn after the default's rule was last fixed; the
+/// reported figures come from it.
+pub const HELD_OUT_SEED: u64 = 972_726;
+/// The seed of the first held-out sample: reported once, then its misses were studied, so it
+/// is one more tuning view now, not held out.
+pub const EARLIER_HELD_OUT_SEED: u64 = 52_441;
 
 /// The fastest node's unit time in every speed set.
 pub const FAST_UNIT_TIME: f64 = 16.0;

@@ -122,3 +122,55 @@ fn the_default_is_mct_wait() {
         PolicySpec::default().name()
     );
 }
+
+/// `n` independent one-packet jobs of one unit, all arriving at time 0.
+fn singles(n: u64) -> Trace {
+    let records = (0..n)
+        .map(|j| TraceRecord {
+            task: j + 1,
+            seq: 0,
+            dependent: false,
+            arrival: 0.0,
+            length: 1,
+            cmd: Cmd::Encrypt,
+            last: true,
+        })
+        .collect();
+    Trace::from_records(records).unwrap()
+}
+
+#[test]
+fn with_one_packet_queues_the_wait_hides_the_fast_nodes_backlog() {
+    // Where the default still loses (docs/ALGORITHM.md §11.16): speeds 1:3, each node holding
+    // one packet, 60 unit packets at once. The fast node, busy, would complete the next packet
+    // at 32; the idle slow node at 48. So every packet waits for the fast node, and the slow
+    // node never works: the queue that should build on the fast node builds in the cluster
+    // queue instead, where F and G do not see it. `mct` (which waits only at the end) splits
+    // 3:1, as list scheduling with unbounded queues would.
+    let nodes = [node(16.0, 1), node(48.0, 1)];
+    let trace = singles(60);
+    let wait = run(&trace, &nodes, true, "mct-wait");
+    let mct = run(&trace, &nodes, true, "mct");
+    assert_eq!(wait.node_packets, vec![60, 0]);
+    assert_eq!(wait.makespan, 960.0);
+    assert!(mct.node_packets[1] >= 10, "{:?}", mct.node_packets);
+    assert!(
+        mct.makespan < 0.8 * wait.makespan,
+        "mct {} against mct-wait {}",
+        mct.makespan,
+        wait.makespan
+    );
+    // With room for four packets the fast node's queue is in sight: from its fourth packet
+    // on, it completes the next one at 80 or later, the slow node takes its share, and the
+    // two policies are alike.
+    let nodes = [node(16.0, 4), node(48.0, 4)];
+    let wait = run(&trace, &nodes, true, "mct-wait");
+    let mct = run(&trace, &nodes, true, "mct");
+    assert!(wait.node_packets[1] >= 10, "{:?}", wait.node_packets);
+    assert!(
+        wait.makespan <= 1.05 * mct.makespan,
+        "mct-wait {} against mct {}",
+        wait.makespan,
+        mct.makespan
+    );
+}

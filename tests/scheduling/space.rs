@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use cryptodispatch::packet::Cmd;
 use cryptodispatch::sched::Affinity;
 use cryptodispatch::sim::space::{
-    HELD_OUT_SEED, PacketLengths, SpaceConfig, Speeds, TUNING_SEED, sample,
+    EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, PacketLengths, SpaceConfig, Speeds, TUNING_SEED, sample,
 };
 use cryptodispatch::sim::{Trace, simulate};
 
@@ -18,12 +18,20 @@ fn a_sample_is_determined_by_its_seed_and_extends_a_smaller_one() {
     assert_eq!(&a[..20], &sample(20, 9)[..]);
     assert_ne!(a, sample(60, 10));
     assert_ne!(TUNING_SEED, HELD_OUT_SEED);
-    // The tuning and held-out samples share no configuration.
-    let tuning: HashSet<u64> = sample(1000, TUNING_SEED).iter().map(|c| c.seed).collect();
+    assert_ne!(EARLIER_HELD_OUT_SEED, HELD_OUT_SEED);
+    // The held-out sample shares no configuration with the tuning sample, nor with the first
+    // held-out sample (studied since, so tuning data too).
+    let mut seen: HashSet<u64> = sample(1000, TUNING_SEED).iter().map(|c| c.seed).collect();
+    let earlier: Vec<u64> = sample(1000, EARLIER_HELD_OUT_SEED)
+        .iter()
+        .map(|c| c.seed)
+        .collect();
+    assert!(earlier.iter().all(|s| !seen.contains(s)));
+    seen.extend(earlier);
     assert!(
         sample(1000, HELD_OUT_SEED)
             .iter()
-            .all(|c| !tuning.contains(&c.seed))
+            .all(|c| !seen.contains(&c.seed))
     );
     for c in &a[..5] {
         assert_eq!(c.trace().records(), c.trace().records());

@@ -4,8 +4,9 @@
 //!
 //! # Samples
 //! The space's [`TUNING_SEED`] names the sample rules may be shaped on; [`HELD_OUT_SEED`] the
-//! sample drawn after the default's rule was fixed, from which the reported figures come. A
-//! run says which one it is. The small instances are the matrix's generator
+//! sample drawn after the default's rule was fixed, from which the reported figures come;
+//! [`EARLIER_HELD_OUT_SEED`] the first held-out sample, studied since. A run says which one
+//! it is. The small instances are the matrix's generator
 //! (`classes::small`) on seeds `S × 100000 + k`, apart from the matrix's seeds.
 //!
 //! # Files (in `--out`)
@@ -18,7 +19,9 @@ use std::path::Path;
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::bound::lower_bound;
 use cryptodispatch::sim::engine::{SimConfig, simulate};
-use cryptodispatch::sim::space::{self, HELD_OUT_SEED, SpaceConfig, TUNING_SEED, affinity_name};
+use cryptodispatch::sim::space::{
+    self, EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, SpaceConfig, TUNING_SEED, affinity_name,
+};
 use cryptodispatch::sim::trace::Trace;
 
 use crate::classes;
@@ -82,6 +85,7 @@ pub fn sample_name(seed: u64) -> &'static str {
     match seed {
         TUNING_SEED => "the tuning sample",
         HELD_OUT_SEED => "the held-out sample",
+        EARLIER_HELD_OUT_SEED => "the first held-out sample, studied since: no longer held out",
         _ => "a sample that is neither the tuning nor the held-out one",
     }
 }
