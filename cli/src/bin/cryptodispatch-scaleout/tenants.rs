@@ -389,17 +389,24 @@ pub fn measure(
         };
         let big = Arc::new(Jobs::new(args.job_bytes)?);
         let small = Arc::new(Jobs::new(QUIET_BYTES)?);
-        // Warm-up: every tenant's connection, and the daemons' nodes.
+        // Warm-up: every tenant's connection, and the daemons' nodes. The quiet tenant and its
+        // stand-in alone send a few calls of their own size, one at a time, so that the
+        // daemons' latency of their jobs is that of the runs.
         for (name, c) in &clients {
-            let jobs = if *name == "quiet" { &small } else { &big };
+            let light = matches!(*name, "quiet" | "solo");
+            let (jobs, open, secs) = if light {
+                (&small, 1, 0.03)
+            } else {
+                (&big, 4, 0.2)
+            };
             let warm = new_tally();
             closed_loop(
                 c.clone(),
                 Arc::clone(jobs),
-                4,
+                open,
                 Arc::clone(&warm),
                 Instant::now(),
-                Instant::now() + Duration::from_millis(200),
+                Instant::now() + Duration::from_secs_f64(secs),
             )
             .await;
             let w = take(&warm);
