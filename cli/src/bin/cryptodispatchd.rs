@@ -9,7 +9,8 @@
 //! The API is `proto/cryptodispatch.proto`: Encrypt, Decrypt, GcmEncrypt, GcmDecrypt, Sign,
 //! Verify, VerifyBatch, GetPublicKey, a bidirectional Stream (one chained AES job fed chunk by chunk), and the
 //! standard `grpc.health.v1` health service. Keys stay on the server (`keys` module); calls
-//! name them and carry a bearer token (`tokens` module).
+//! name them and carry a bearer token (`tokens` module), which also names the tenant the call's
+//! job runs under: tenants share the service by weight, each within its own limits.
 //!
 //! # Start
 //! 1. The options are checked: TLS (`--tls-cert` and `--tls-key`, PEM; `--client-ca` to ask
@@ -25,8 +26,10 @@
 //! headers before its body is read (`gate` module); then decoded (bounded: `remote::codec`),
 //! then checked
 //! (sizes against `--max-request-bytes`, the key and its kind, mode, IV, padding), then
-//! admitted with [`Service::submit_async`](cryptodispatch::Service::submit_async) within
-//! `--queue-wait-ms` (else `RESOURCE_EXHAUSTED`), and its result awaited on the
+//! admitted with [`Service::submit_async`](cryptodispatch::Service::submit_async) under its
+//! token's tenant within `--queue-wait-ms` (else `RESOURCE_EXHAUSTED`, saying whether the
+//! tenant's limits or the queues held it, with the trailer `grpc-retry-pushback-ms`), and its
+//! result awaited on the
 //! [`JobHandle`](cryptodispatch::JobHandle), a future: no executor thread ever blocks on the
 //! service. Messages over `--max-request-bytes` plus 64 KiB are refused by tonic before they
 //! are read (`OUT_OF_RANGE`).

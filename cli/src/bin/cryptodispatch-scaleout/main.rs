@@ -1,5 +1,6 @@
 //! `cryptodispatch-scaleout`: `cryptodispatchd` daemons behind HAProxy on this machine, one to
-//! four, equal or slowed 1:3, with static or agent-check weights (see `scaleout.rs`). It needs
+//! four, equal or slowed 1:3, with static or agent-check weights (see `scaleout.rs`), and two
+//! shared by tenants of different weights (`--setups tenants`, see `tenants.rs`). It needs
 //! `haproxy` on PATH and `cryptodispatchd` built beside it (`cargo build --release --bins`).
 
 // tonic's `Status` is the error of every call; it is returned as it is, not boxed.
@@ -13,6 +14,7 @@ mod remote;
 #[path = "../../../../src/bin/cryptodispatch-bench/report.rs"]
 mod report;
 mod scaleout;
+mod tenants;
 
 use std::process::ExitCode;
 
@@ -23,7 +25,8 @@ use clap::Parser;
     name = "cryptodispatch-scaleout",
     version,
     about = "cryptodispatchd daemons behind HAProxy on this machine: one, two and four equal \
-             daemons, and two slowed 1:3 with static or agent-check weights"
+             daemons, two slowed 1:3 with static or agent-check weights, and (--setups tenants) \
+             two shared by tenants: isolation and weighted shares"
 )]
 struct Cli {
     #[command(flatten)]

@@ -11,7 +11,10 @@
 //! - `hetero-static`: two daemons slowed 1:3, HAProxy with equal static weights;
 //! - `hetero-agent`: the same daemons, HAProxy taking weights from their agent checks (every
 //!   daemon gets `--agent-full-speed` = the fast daemon's speed, so it says about 100% and the
-//!   slow one about 33%).
+//!   slow one about 33%);
+//! - `tenants` (not in the default list): two equal daemons shared by tenants of their own
+//!   tokens: a noisy tenant beside a quiet one, and two backlogged tenants of weights 1 and 3
+//!   (`tenants.rs`).
 //!
 //! A job is an AES-128-CBC encryption of `--job-bytes`, sent with at most
 //! `--concurrency` calls in flight per daemon (closed loop); every result is checked against
@@ -38,17 +41,26 @@ use crate::remote::client::{Client, ClientConfig};
 use crate::remote::haproxy::{self, Backend, Haproxy, Setup};
 use crate::remote::proto::{self, AesRequest};
 use crate::report::{Csv, Table, f, write_file};
+use crate::tenants;
 
 const TOKEN: &str = "scaleout-bench-token-0123456789";
 const KEY: [u8; 16] = [0x42; 16];
-const IV: [u8; 16] = [0x24; 16];
+/// The IV of every job.
+pub const IV: [u8; 16] = [0x24; 16];
 const PACKET: usize = 16 * 1024;
-const SETUPS: [&str; 5] = ["one", "two", "four", "hetero-static", "hetero-agent"];
+const SETUPS: [&str; 6] = [
+    "one",
+    "two",
+    "four",
+    "hetero-static",
+    "hetero-agent",
+    "tenants",
+];
 
 /// The options of `scaleout`.
 #[derive(Debug, Args)]
 pub struct ScaleoutArgs {
-    /// Setups to run, from: one, two, four, hetero-static, hetero-agent
+    /// Setups to run, from: one, two, four, hetero-static, hetero-agent, tenants
     #[arg(long, default_value = "one,two,four,hetero-static,hetero-agent")]
     setups: String,
     /// Slowdown of the (fast) daemons' nodes [default: so that a 16 KiB packet takes
@@ -63,7 +75,7 @@ pub struct ScaleoutArgs {
     jobs: usize,
     /// Bytes per job (a multiple of 16)
     #[arg(long, default_value_t = 64 * 1024)]
-    job_bytes: usize,
+    pub job_bytes: usize,
     /// Calls in flight per daemon
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
@@ -80,6 +92,23 @@ pub struct ScaleoutArgs {
     /// the daemons' nodes wait for a CPU; no call may fail for it)
     #[arg(long, default_value_t = 0)]
     stress: usize,
+    /// Print the CSV on standard output instead of the tables (the rest goes to standard
+    /// error); the CSV files are written as always
+    #[arg(long)]
+    csv: bool,
+    /// `tenants`: seconds of each run (shares, the quiet tenant alone, beside the noisy one)
+    #[arg(long, default_value_t = 5.0)]
+    pub tenant_secs: f64,
+    /// `tenants`: calls each backlogged tenant keeps in flight per daemon in `shares`
+    #[arg(long, default_value_t = 16)]
+    pub tenant_backlog: usize,
+    /// `tenants`: the quiet tenant's offered load, as a fraction of its fair share
+    #[arg(long, default_value_t = 0.2)]
+    pub quiet_load: f64,
+    /// `tenants`: the noisy tenant's calls open at once, at most (more due are dropped by the
+    /// client)
+    #[arg(long, default_value_t = 128)]
+    pub noisy_open: usize,
 }
 
 /// `n` threads that spin on the CPU until dropped.
@@ -148,10 +177,13 @@ impl Outcome {
 }
 
 /// A daemon process, killed on drop.
-struct DaemonProcess {
+pub struct DaemonProcess {
     child: Child,
-    grpc: std::net::SocketAddr,
+    /// Its gRPC address.
+    pub grpc: std::net::SocketAddr,
     agent_port: Option<u16>,
+    /// Its metrics address, if it serves them.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Drop for DaemonProcess {
@@ -161,11 +193,17 @@ impl Drop for DaemonProcess {
     }
 }
 
-fn start_daemon(
+/// Starts a daemon on the keys of `dir` and the tokens file `tokens`, its node slowed by
+/// `slowdown`, letting calls wait `queue_wait_ms` for admission, serving its metrics on a free
+/// loopback port if `metrics`.
+pub fn start_daemon(
     binary: &Path,
     dir: &Path,
+    tokens: &Path,
     slowdown: f64,
     full_speed: Option<f64>,
+    queue_wait_ms: u64,
+    metrics: bool,
 ) -> Result<DaemonProcess, String> {
     let mut cmd = Command::new(binary);
     cmd.args([
@@ -180,15 +218,19 @@ fn start_daemon(
     .arg("--keys")
     .arg(dir.join("keys"))
     .arg("--tokens")
-    .arg(dir.join("tokens"))
+    .arg(tokens)
     .arg("--slowdown")
     .arg(slowdown.to_string())
-    .args(["--queue-wait-ms", "10000"])
+    .arg("--queue-wait-ms")
+    .arg(queue_wait_ms.to_string())
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::null());
     if let Some(mibps) = full_speed {
         cmd.arg("--agent-full-speed").arg(mibps.to_string());
+    }
+    if metrics {
+        cmd.args(["--metrics", "127.0.0.1:0"]);
     }
     let mut child = cmd
         .spawn()
@@ -214,6 +256,7 @@ fn start_daemon(
     Ok(DaemonProcess {
         grpc: field("grpc=").ok_or("no gRPC address in the ready line")?,
         agent_port: field("agent=").map(|a| a.port()),
+        metrics: field("metrics="),
         child,
     })
 }
@@ -260,9 +303,15 @@ pub fn run(args: &ScaleoutArgs) -> Result<(), String> {
         || args.concurrency == 0
         || args.jobs == 0
         || args.repeat == 0
+        || args.tenant_backlog == 0
+        || args.noisy_open == 0
+        || !(args.tenant_secs >= 1.0 && args.tenant_secs <= 3600.0)
+        || !(args.quiet_load > 0.0 && args.quiet_load <= 1.0)
     {
         return Err(
-            "--job-bytes must be a positive multiple of 16; --jobs, --concurrency and --repeat positive"
+            "--job-bytes must be a positive multiple of 16; --jobs, --concurrency, --repeat, \
+             --tenant-backlog and --noisy-open positive; --tenant-secs from 1 to 3600; \
+             --quiet-load above 0 and at most 1"
                 .into(),
         );
     }
@@ -285,7 +334,14 @@ pub fn run(args: &ScaleoutArgs) -> Result<(), String> {
         .unwrap_or_else(|| (args.packet_ms * 1e6 / raw).max(1.0));
     // The fast daemon's speed, in MiB/s: what the agent checks report as 100%.
     let full_speed = PACKET as f64 / (raw * slowdown) * 1e9 / f64::from(1u32 << 20);
-    println!(
+    let say = |text: String| {
+        if args.csv {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    };
+    say(format!(
         "scaleout: one 16 KiB AES-128-CBC packet takes {:.1} us here; daemons slowed {:.1}x \
          ({:.2} ms per packet, {:.1} MiB/s per daemon); {} B jobs, {} calls in flight per daemon\n",
         raw / 1e3,
@@ -294,13 +350,13 @@ pub fn run(args: &ScaleoutArgs) -> Result<(), String> {
         full_speed,
         args.job_bytes,
         args.concurrency
-    );
+    ));
 
     if args.stress > 0 {
-        println!(
+        say(format!(
             "scaleout: {} CPU-bound threads run beside the daemons\n",
             args.stress
-        );
+        ));
     }
     let _stress = Stress::start(args.stress);
     let dir = std::env::temp_dir().join(format!("cryptodispatch-scaleout-{}", std::process::id()));
@@ -308,6 +364,7 @@ pub fn run(args: &ScaleoutArgs) -> Result<(), String> {
     let result = prepare(&dir).and_then(|()| {
         let plans: Vec<Plan> = wanted
             .iter()
+            .filter(|&&name| name != "tenants")
             .map(|&name| plan(name, slowdown, args.jobs))
             .collect();
         let mut outcomes = Vec::new();
@@ -315,10 +372,31 @@ pub fn run(args: &ScaleoutArgs) -> Result<(), String> {
             let fs = p.agent.then_some(full_speed);
             outcomes.push(measure(&haproxy_bin, &daemon_bin, &dir, p, fs, args)?);
         }
-        Ok(outcomes)
+        let tenants = if wanted.contains(&"tenants") {
+            Some(tenants::measure(
+                &haproxy_bin,
+                &daemon_bin,
+                &dir,
+                slowdown,
+                args,
+            )?)
+        } else {
+            None
+        };
+        Ok((outcomes, tenants))
     });
     let _ = std::fs::remove_dir_all(&dir);
-    report(&result?, &args.out)
+    let (outcomes, tenants) = result?;
+    if !outcomes.is_empty() {
+        report(&outcomes, &args.out, args.csv)?;
+    }
+    if let Some(t) = tenants {
+        if !outcomes.is_empty() && !args.csv {
+            println!();
+        }
+        tenants::report(&t, &args.out, args.csv)?;
+    }
+    Ok(())
 }
 
 fn plan(name: &'static str, slowdown: f64, jobs: usize) -> Plan {
@@ -364,7 +442,17 @@ fn measure(
     let daemons = plan
         .slowdowns
         .iter()
-        .map(|&s| start_daemon(daemon_bin, dir, s, full_speed))
+        .map(|&s| {
+            start_daemon(
+                daemon_bin,
+                dir,
+                &dir.join("tokens"),
+                s,
+                full_speed,
+                10_000,
+                false,
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let setup = Setup {
         frontend: format!(
@@ -428,13 +516,16 @@ fn measure(
 }
 
 /// A few distinct jobs and their expected results (computed once, before any timing).
-struct Jobs {
-    plains: Vec<Vec<u8>>,
-    expected: Vec<Vec<u8>>,
+pub struct Jobs {
+    /// The plaintexts.
+    pub plains: Vec<Vec<u8>>,
+    /// Their AES-128-CBC encryptions, by the library's one-shot call.
+    pub expected: Vec<Vec<u8>>,
 }
 
 impl Jobs {
-    fn new(bytes: usize) -> Result<Jobs, String> {
+    /// Eight jobs of `bytes` bytes.
+    pub fn new(bytes: usize) -> Result<Jobs, String> {
         let key = AesKey::new(&KEY).map_err(|e| e.to_string())?;
         let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
         let plains: Vec<Vec<u8>> = (0..8u8)
@@ -492,7 +583,17 @@ async fn drive(
     Ok(())
 }
 
-fn report(outcomes: &[Outcome], out: &Path) -> Result<(), String> {
+fn report(outcomes: &[Outcome], out: &Path, csv_only: bool) -> Result<(), String> {
+    // With `--csv`, standard output is the CSV alone; the rest goes to standard error.
+    macro_rules! say {
+        ($($t:tt)*) => {
+            if csv_only {
+                eprintln!($($t)*)
+            } else {
+                println!($($t)*)
+            }
+        };
+    }
     let header = [
         "setup",
         "daemons",
@@ -516,38 +617,40 @@ fn report(outcomes: &[Outcome], out: &Path) -> Result<(), String> {
         csv.row(&row);
         table.row(row);
     }
-    print!("{}", table.render());
+    if csv_only {
+        print!("{}", csv.as_str());
+    } else {
+        print!("{}", table.render());
+    }
     for o in outcomes {
         let runs: Vec<String> = o.runs.iter().map(|r| f(r.as_secs_f64() * 1e3, 0)).collect();
-        println!(
+        say!(
             "  {}: runs of {} ms (the median is reported)",
             o.name,
             runs.join(", ")
         );
     }
     let retries: u64 = outcomes.iter().map(|o| o.retries).sum();
-    println!(
-        "every result checked against the library's one-shot result; {retries} calls retried\n"
-    );
+    say!("every result checked against the library's one-shot result; {retries} calls retried\n");
     let find = |name: &str| outcomes.iter().find(|o| o.name == name);
     if let Some(one) = find("one") {
         for (name, target) in [("two", 1.8), ("four", 3.2)] {
             if let Some(o) = find(name) {
                 let x = o.throughput() / one.throughput();
                 let verdict = if x >= target { "met" } else { "NOT met" };
-                println!("{name}: {x:.2}x the throughput of one (target {target}x: {verdict})");
+                say!("{name}: {x:.2}x the throughput of one (target {target}x: {verdict})");
             }
         }
     }
     if let (Some(s), Some(a)) = (find("hetero-static"), find("hetero-agent")) {
         let cut = 1.0 - a.makespan.as_secs_f64() / s.makespan.as_secs_f64();
         let verdict = if cut >= 0.25 { "met" } else { "NOT met" };
-        println!(
+        say!(
             "hetero-agent: makespan {:.0}% below hetero-static (target 25%: {verdict})",
             cut * 100.0
         );
     }
     let path = write_file(out, "scaleout.csv", csv.as_str())?;
-    println!("\nCSV: {}", path.display());
+    say!("\nCSV: {}", path.display());
     Ok(())
 }

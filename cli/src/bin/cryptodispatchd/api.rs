@@ -83,15 +83,17 @@ impl Api {
         request: Request<AesRequest>,
     ) -> Result<Response<AesResponse>, Status> {
         let d = &self.0;
-        let (grant, _busy) = d.admitted(&request)?;
+        let (caller, _busy) = d.admitted(&request)?;
         let r = request.into_inner();
         d.check_size(r.data.len())?;
-        let key = d.key(&grant, &r.key, KeyKind::Aes)?;
+        let key = d.key(&caller.grant, &r.key, KeyKind::Aes)?;
         let mode = mode(r.mode)?;
         let padding = padding(r.padding, mode)?;
         check_iv(mode, &r.iv)?;
         let op = AesOp::new(direction, mode).with_padding(padding);
-        let output = d.run(Job::aes(key.id, op, &r.iv, r.data)).await?;
+        let output = d
+            .run(caller.tenant, Job::aes(key.id, op, &r.iv, r.data))
+            .await?;
         let data = output
             .into_data()
             .ok_or_else(|| Status::internal("an AES job gave no data"))?;
@@ -105,12 +107,15 @@ impl Api {
         request: Request<GcmEncryptRequest>,
     ) -> Result<Response<GcmEncryptResponse>, Status> {
         let d = &self.0;
-        let (grant, _busy) = d.admitted(&request)?;
+        let (caller, _busy) = d.admitted(&request)?;
         let r = request.into_inner();
         d.check_size(r.aad.len().saturating_add(r.plaintext.len()))?;
-        let key = d.key(&grant, &r.key, KeyKind::Aes)?;
+        let key = d.key(&caller.grant, &r.key, KeyKind::Aes)?;
         let output = d
-            .run(Job::gcm_encrypt(key.id, &r.nonce, r.aad, r.plaintext))
+            .run(
+                caller.tenant,
+                Job::gcm_encrypt(key.id, &r.nonce, r.aad, r.plaintext),
+            )
             .await?;
         let (ciphertext, tag) = output
             .into_sealed()
@@ -129,13 +134,13 @@ impl Api {
         request: Request<GcmDecryptRequest>,
     ) -> Result<Response<GcmDecryptResponse>, Status> {
         let d = &self.0;
-        let (grant, _busy) = d.admitted(&request)?;
+        let (caller, _busy) = d.admitted(&request)?;
         let r = request.into_inner();
         d.check_size(r.aad.len().saturating_add(r.ciphertext.len()))?;
-        let key = d.key(&grant, &r.key, KeyKind::Aes)?;
+        let key = d.key(&caller.grant, &r.key, KeyKind::Aes)?;
         let job = Job::gcm_decrypt(key.id, &r.nonce, r.aad, r.ciphertext, &r.tag);
         let plaintext = d
-            .run(job)
+            .run(caller.tenant, job)
             .await?
             .into_data()
             .ok_or_else(|| Status::internal("a GCM decryption gave no data"))?;
@@ -179,11 +184,11 @@ impl CryptoDispatch for Api {
         let d = &self.0;
         d.rpc
             .observe(Rpc::Sign, async {
-                let (grant, _busy) = d.admitted(&request)?;
+                let (caller, _busy) = d.admitted(&request)?;
                 let r = request.into_inner();
                 d.check_size(r.message.len())?;
-                let key = d.key(&grant, &r.key, KeyKind::Ed25519)?;
-                let output = d.run(Job::sign(key.id, r.message)).await?;
+                let key = d.key(&caller.grant, &r.key, KeyKind::Ed25519)?;
+                let output = d.run(caller.tenant, Job::sign(key.id, r.message)).await?;
                 let signature = output
                     .signature()
                     .ok_or_else(|| Status::internal("a sign job gave no signature"))?;
@@ -201,11 +206,13 @@ impl CryptoDispatch for Api {
         let d = &self.0;
         d.rpc
             .observe(Rpc::Verify, async {
-                let (grant, _busy) = d.admitted(&request)?;
+                let (caller, _busy) = d.admitted(&request)?;
                 let r = request.into_inner();
                 d.check_size(r.message.len())?;
-                let key = d.key(&grant, &r.key, KeyKind::Ed25519)?;
-                let output = d.run(Job::verify(key.id, r.message, &r.signature)).await?;
+                let key = d.key(&caller.grant, &r.key, KeyKind::Ed25519)?;
+                let output = d
+                    .run(caller.tenant, Job::verify(key.id, r.message, &r.signature))
+                    .await?;
                 let valid = output
                     .verified()
                     .ok_or_else(|| Status::internal("a verify job gave no answer"))?;
@@ -221,7 +228,7 @@ impl CryptoDispatch for Api {
         let d = &self.0;
         d.rpc
             .observe(Rpc::VerifyBatch, async {
-                let (grant, _busy) = d.admitted(&request)?;
+                let (caller, _busy) = d.admitted(&request)?;
                 let r = request.into_inner();
                 // The codec refuses more on the wire, before decoding; this keeps the bound
                 // whatever the codec.
@@ -238,11 +245,11 @@ impl CryptoDispatch for Api {
                 let mut items = Vec::with_capacity(r.items.len());
                 for (i, item) in r.items.into_iter().enumerate() {
                     let key = d
-                        .key(&grant, &item.key, KeyKind::Ed25519)
+                        .key(&caller.grant, &item.key, KeyKind::Ed25519)
                         .map_err(|s| Status::new(s.code(), format!("item {i}: {}", s.message())))?;
                     items.push((key.id, item.message, item.signature));
                 }
-                let output = d.run(Job::verify_batch(items)).await?;
+                let output = d.run(caller.tenant, Job::verify_batch(items)).await?;
                 let valid = output
                     .verified_batch()
                     .ok_or_else(|| Status::internal("a batch job gave no answers"))?;
@@ -258,9 +265,9 @@ impl CryptoDispatch for Api {
         let d = &self.0;
         d.rpc
             .observe(Rpc::GetPublicKey, async {
-                let (grant, _busy) = d.admitted(&request)?;
+                let (caller, _busy) = d.admitted(&request)?;
                 let r = request.into_inner();
-                let key = d.key(&grant, &r.key, KeyKind::Ed25519)?;
+                let key = d.key(&caller.grant, &r.key, KeyKind::Ed25519)?;
                 let public = d
                     .service
                     .verifying_key(key.id)

@@ -35,7 +35,11 @@ const AFTER_HELP: &str = "\
 Key folder: one file per key, NAME.aes (16, 24 or 32 raw bytes) or NAME.ed25519 (a 32-byte
 seed), a regular file (not a link) readable by its owner only (chmod 600); NAME is 1 to 128
 letters, digits, '.', '_' and '-'. Tokens file: a line per token, `TOKEN key1,key2`
-or `TOKEN *`; # starts a comment; also private to its owner.
+or `TOKEN *`, then optional settings: tenant=NAME weight=W max-inflight-bytes=SIZE
+max-inflight-jobs=N max-bytes-per-sec=SIZE (SIZE: bytes, or with K, M, G or KiB, MiB, GiB);
+a token without tenant= is in the tenant `default`; # starts a comment; also private to its
+owner. A call held at its tenant's limits or by full queues longer than --queue-wait-ms gets
+RESOURCE_EXHAUSTED with the trailer grpc-retry-pushback-ms.
 
 Examples:
   cryptodispatchd --keys keys/ --tokens tokens --tls-cert cert.pem --tls-key key.pem \\
@@ -57,7 +61,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub keys: PathBuf,
 
-    /// Bearer tokens and the keys each may use (`TOKEN key1,key2` or `TOKEN *` per line)
+    /// Bearer tokens, the keys each may use and its tenant (`TOKEN key1,key2` or `TOKEN *`
+    /// per line, then optional tenant=NAME weight=W and limits)
     #[arg(long, value_name = "FILE")]
     pub tokens: Option<PathBuf>,
 
@@ -119,8 +124,8 @@ pub struct Args {
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
     pub max_request_bytes: usize,
 
-    /// How long a call may wait for room in the service's queues before RESOURCE_EXHAUSTED
-    /// (0: only if there is room at once)
+    /// How long a call may wait for its tenant's limits and room in the service's queues
+    /// before RESOURCE_EXHAUSTED (0: only if it may go at once)
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub queue_wait_ms: u64,
 
@@ -468,10 +473,11 @@ pub fn build(args: &Args, settings: &Settings) -> Result<Daemon, StartError> {
             args.keys.display()
         )));
     }
-    let auth = match &args.tokens {
+    let mut auth = match &args.tokens {
         Some(path) => Auth::load(path, &keys)?,
         None => Auth::Open,
     };
+    auth.register(&service)?;
     let limits = Limits {
         max_request_bytes: settings.max_request_bytes,
         queue_wait: Duration::from_millis(args.queue_wait_ms),
@@ -488,6 +494,17 @@ pub fn build(args: &Args, settings: &Settings) -> Result<Daemon, StartError> {
         keys.names().collect::<Vec<_>>().join(", "),
         service.num_nodes()
     );
+    let tenants = auth.tenants();
+    if !tenants.is_empty() {
+        let shown: Vec<String> = tenants
+            .iter()
+            .map(|t| format!("{} (weight {})", t.name(), t.get_weight()))
+            .collect();
+        eprintln!(
+            "cryptodispatchd: tenants {} besides default",
+            shown.join(", ")
+        );
+    }
     Ok(Daemon::new(
         service,
         keys,

@@ -1,12 +1,20 @@
 //! What every call shares: the service, the keys, the tokens, the limits, the drain state and
 //! the metrics; and the steps every call takes (refuse while draining, authenticate, find the
-//! key, admit the job within the admission wait, await its result).
+//! key, admit the job under the caller's tenant within the admission wait, await its result).
+//!
+//! A job not admitted within the admission wait (`--queue-wait-ms`) is answered
+//! `RESOURCE_EXHAUSTED`, saying what held it: its tenant's limit of jobs or bytes in flight,
+//! its tenant's byte rate, or the service's queues; which one is read from the tenant's
+//! counters while the job still waits (a job held at its tenant's door counts as waiting
+//! there). The status carries the trailer `grpc-retry-pushback-ms` (`status` module). A
+//! tenant's waiting calls are bounded like every call, by the connections and the calls per
+//! connection: a client cannot make the daemon hold more.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use cryptodispatch::{Job, JobOutput, Service};
+use cryptodispatch::{Job, JobOutput, Service, TenantId};
 use tokio::sync::Semaphore;
 use tonic::{Request, Status};
 
@@ -14,8 +22,8 @@ use crate::agent::{self, Reply, WeightConfig};
 use crate::gate::CallGuard;
 use crate::keys::{KeyKind, KeyRing, MAX_KEY_NAME, NamedKey, valid_name};
 use crate::metrics::RpcMetrics;
-use crate::status::{job_status, submit_status};
-use crate::tokens::{Auth, Grant};
+use crate::status::{Held, exhausted_status, job_status, submit_status};
+use crate::tokens::{Auth, Caller, Grant};
 
 /// Bounds on what a call may ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,8 +31,8 @@ pub struct Limits {
     /// The largest payload of a call (AES data, a message, a batch's messages together), and
     /// of a stream message's chunk.
     pub max_request_bytes: usize,
-    /// How long a call waits for room in the service's queues before `RESOURCE_EXHAUSTED`
-    /// (0: admitted only if there is room at once).
+    /// How long a call waits for its tenant's limits and room in the service's queues before
+    /// `RESOURCE_EXHAUSTED` (0: admitted only if it may go at once).
     pub queue_wait: Duration,
     /// A stream's longest wait for a request message, or for its client to take a response.
     pub stream_idle: Duration,
@@ -88,7 +96,7 @@ impl Daemon {
     ///
     /// # Errors
     /// `UNAVAILABLE` while draining; `UNAUTHENTICATED` without a valid token.
-    pub fn admit_call(&self, authorization: Option<&[u8]>) -> Result<Grant, Status> {
+    pub fn admit_call(&self, authorization: Option<&[u8]>) -> Result<Caller, Status> {
         if self.is_draining() {
             return Err(Status::unavailable(
                 "the daemon is draining (shutting down); send the call to another one",
@@ -97,18 +105,19 @@ impl Daemon {
         self.auth.authenticate(authorization)
     }
 
-    /// What the gate let through with a call: its grant, and the guard that keeps its
-    /// connection busy (none when the call did not come through an accepted connection).
+    /// What the gate let through with a call: its caller (grant and tenant), and the guard
+    /// that keeps its connection busy (none when the call did not come through an accepted
+    /// connection).
     ///
     /// # Errors
     /// `UNAUTHENTICATED` if the call did not pass the gate (never expected: fail closed).
-    pub fn admitted<T>(&self, request: &Request<T>) -> Result<(Grant, Option<CallGuard>), Status> {
-        let grant = request
+    pub fn admitted<T>(&self, request: &Request<T>) -> Result<(Caller, Option<CallGuard>), Status> {
+        let caller = request
             .extensions()
-            .get::<Grant>()
+            .get::<Caller>()
             .cloned()
             .ok_or_else(|| Status::unauthenticated("the call was not authenticated"))?;
-        Ok((grant, request.extensions().get::<CallGuard>().cloned()))
+        Ok((caller, request.extensions().get::<CallGuard>().cloned()))
     }
 
     /// Refuses a payload over the limit.
@@ -150,26 +159,73 @@ impl Daemon {
         Ok(key)
     }
 
-    /// Submits `job` (waiting at most the admission wait for room, without blocking a
-    /// thread) and awaits its output.
+    /// Submits `job` under `tenant` (waiting at most the admission wait for the tenant's
+    /// limits and the queues' room, without blocking a thread) and awaits its output.
     ///
     /// # Errors
-    /// `RESOURCE_EXHAUSTED` when the queues stay full; the job's refusal or failure as a
-    /// status (`status` module).
-    pub async fn run(&self, job: Job) -> Result<JobOutput, Status> {
-        let submitted =
-            tokio::time::timeout(self.limits.queue_wait, self.service.submit_async(job)).await;
-        let handle = match submitted {
-            Ok(Ok(handle)) => handle,
-            Ok(Err(e)) => return Err(submit_status(e)),
-            Err(_) => {
-                return Err(Status::resource_exhausted(format!(
-                    "the daemon's queues stayed full for {} ms; retry later or elsewhere",
-                    self.limits.queue_wait.as_millis()
-                )));
+    /// `RESOURCE_EXHAUSTED` (with a retry pushback) when the tenant's limits or the queues
+    /// hold the job for the whole admission wait; the job's refusal or failure as a status
+    /// (`status` module).
+    pub async fn run(&self, tenant: TenantId, job: Job) -> Result<JobOutput, Status> {
+        let bytes = job.len() as u64;
+        let submit = self.service.submit_async(job.tenant(tenant));
+        let wait = tokio::time::sleep(self.limits.queue_wait);
+        tokio::pin!(submit, wait);
+        let handle = tokio::select! {
+            // The job first: with no admission wait, it is admitted if there is room at once.
+            biased;
+            submitted = &mut submit => submitted.map_err(submit_status)?,
+            () = &mut wait => {
+                // Looked at before the future is dropped: while it waits at its tenant's
+                // door, its bytes count there.
+                let held = self.held(tenant, bytes);
+                return Err(exhausted_status(&held, self.limits.queue_wait, bytes));
             }
         };
         handle.await.map_err(job_status)
+    }
+
+    /// What holds a job of `tenant`, of `bytes` bytes, still waiting for admission: one of
+    /// the tenant's limits if the job waits at its door (its bytes count as waiting there)
+    /// and the tenant's counters are at that limit; else the service's queues.
+    fn held(&self, tenant: TenantId, bytes: u64) -> Held {
+        let metrics = self.service.metrics();
+        let Some(t) = metrics.tenants.into_iter().find(|t| t.tenant == tenant) else {
+            return Held::Queues;
+        };
+        if t.bytes_waiting < bytes {
+            return Held::Queues;
+        }
+        let l = t.limits;
+        match (l.jobs_in_flight, l.bytes_in_flight, l.bytes_per_sec) {
+            (Some(max), _, _) if t.jobs_in_flight >= max => Held::Jobs {
+                tenant: t.name,
+                max,
+            },
+            (_, Some(max), _)
+                if t.jobs_in_flight > 0 && t.bytes_in_flight.saturating_add(bytes) > max =>
+            {
+                Held::Bytes {
+                    tenant: t.name,
+                    max,
+                }
+            }
+            (_, _, Some(rate)) => Held::Rate {
+                tenant: t.name,
+                rate,
+                waiting: t.bytes_waiting,
+            },
+            // A limit in flight that a job's end has just opened.
+            (Some(max), _, _) => Held::Jobs {
+                tenant: t.name,
+                max,
+            },
+            (_, Some(max), _) => Held::Bytes {
+                tenant: t.name,
+                max,
+            },
+            (None, None, None) => Held::Queues,
+        }
     }
 
     /// What the agent check answers now.

@@ -9,8 +9,9 @@
 //! rather than tonic's `INTERNAL`: the fault is the client's input, as with a malformed message
 //! (`remote::codec`).
 //!
-//! A call let through carries its [`Grant`](crate::tokens::Grant) and a [`CallGuard`] (the connection is busy) as
-//! request extensions; the handlers take them from there.
+//! A call let through carries its [`Caller`](crate::tokens::Caller) (its token's grant and
+//! tenant) and a [`CallGuard`] (the connection is busy) as request extensions; the handlers
+//! take them from there.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -67,10 +68,10 @@ where
             .get(http::header::AUTHORIZATION)
             .map(http::HeaderValue::as_bytes);
         match self.daemon.admit_call(header) {
-            Ok(grant) => {
+            Ok(caller) => {
                 let guard = ConnInfo::of(request.extensions()).map(ConnInfo::busy);
                 let extensions = request.extensions_mut();
-                extensions.insert(grant);
+                extensions.insert(caller);
                 if let Some(guard) = guard {
                     extensions.insert(CallGuard(Arc::new(guard)));
                 }

@@ -14,6 +14,15 @@
 //! - the service: `cryptodispatch_jobs_{submitted,completed,failed}_total`,
 //!   `cryptodispatch_packets_{admitted,completed,failed}_total`,
 //!   `cryptodispatch_keys`, `cryptodispatch_stored_states`;
+//! - per tenant (the tokens file's, and `default`), labelled `tenant`:
+//!   `cryptodispatch_tenant_jobs_admitted_total`, `_bytes_admitted_total`,
+//!   `_jobs_completed_total`, `_bytes_completed_total`, `_jobs_failed_total`,
+//!   `_jobs_refused_total` and `_bytes_refused_total` (calls that gave up waiting for
+//!   admission: `RESOURCE_EXHAUSTED`, or the client went away), `_jobs_in_flight`,
+//!   `_bytes_in_flight`, `_bytes_waiting` (held at the tenant's limits now), `_weight`,
+//!   `_limit{limit}` (`bytes_in_flight`, `jobs_in_flight`, `bytes_per_sec`; only the limits
+//!   set), and `_latency_seconds{quantile}` (0.5, 0.9, 0.99, 0.999: submission to output of
+//!   the finished jobs, each within 9% above the exact value; absent until one has finished);
 //! - the daemon: `cryptodispatchd_draining` (0 or 1), `cryptodispatchd_agent_weight_percent`
 //!   (what the agent check would answer; 0 for `drain` or `down`).
 
@@ -22,9 +31,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cryptodispatch::ClusterKind;
 use cryptodispatch::packet::Cmd;
 use cryptodispatch::runtime::NodeState;
+use cryptodispatch::{ClusterKind, TenantMetrics};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -505,6 +514,8 @@ impl Collector for ServiceCollector {
             [(none(), ConstGauge::new(m.stored_states as i64))],
         )?;
 
+        tenant_families(e, &m.tenants)?;
+
         let draining = self.0.is_draining();
         family(
             e,
@@ -526,6 +537,139 @@ impl Collector for ServiceCollector {
         )?;
         Ok(())
     }
+}
+
+/// The per-tenant families, labelled `tenant` (its name).
+fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Result<(), fmt::Error> {
+    let tenant = |t: &TenantMetrics| -> Labels { vec![("tenant", t.name.clone())] };
+    type Count = fn(&TenantMetrics) -> u64;
+    let counters: [(&str, &str, Count); 7] = [
+        (
+            "cryptodispatch_tenant_jobs_admitted",
+            "Jobs of the tenant admitted (past its limits and the queues' backpressure)",
+            |t| t.jobs_admitted,
+        ),
+        (
+            "cryptodispatch_tenant_bytes_admitted",
+            "Bytes of the tenant's jobs admitted",
+            |t| t.bytes_admitted,
+        ),
+        (
+            "cryptodispatch_tenant_jobs_completed",
+            "Jobs of the tenant finished with an output",
+            |t| t.jobs_completed,
+        ),
+        (
+            "cryptodispatch_tenant_bytes_completed",
+            "Bytes of the tenant's jobs finished with an output",
+            |t| t.bytes_completed,
+        ),
+        (
+            "cryptodispatch_tenant_jobs_failed",
+            "Jobs of the tenant finished with an error",
+            |t| t.jobs_failed,
+        ),
+        (
+            "cryptodispatch_tenant_jobs_refused",
+            "Jobs of the tenant that gave up waiting for admission (RESOURCE_EXHAUSTED, or the \
+             client went away)",
+            |t| t.jobs_refused,
+        ),
+        (
+            "cryptodispatch_tenant_bytes_refused",
+            "Bytes of the tenant's jobs that gave up waiting for admission",
+            |t| t.bytes_refused,
+        ),
+    ];
+    for (name, help, value) in counters {
+        family(
+            e,
+            name,
+            help,
+            MetricType::Counter,
+            tenants
+                .iter()
+                .map(|t| (tenant(t), ConstCounter::new(value(t)))),
+        )?;
+    }
+    let gauges: [(&str, &str, Count); 4] = [
+        (
+            "cryptodispatch_tenant_jobs_in_flight",
+            "Jobs of the tenant admitted and not finished",
+            |t| t.jobs_in_flight,
+        ),
+        (
+            "cryptodispatch_tenant_bytes_in_flight",
+            "Bytes of the tenant's jobs admitted and not finished",
+            |t| t.bytes_in_flight,
+        ),
+        (
+            "cryptodispatch_tenant_bytes_waiting",
+            "Bytes of the tenant's jobs held at its limits now",
+            |t| t.bytes_waiting,
+        ),
+        (
+            "cryptodispatch_tenant_weight",
+            "The tenant's weight: its share of the nodes against other backlogged tenants",
+            |t| u64::from(t.weight),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        family(
+            e,
+            name,
+            help,
+            MetricType::Gauge,
+            tenants
+                .iter()
+                .map(|t| (tenant(t), ConstGauge::new(gauge_value(value(t))))),
+        )?;
+    }
+    let limits = tenants.iter().flat_map(|t| {
+        let l = t.limits;
+        [
+            ("bytes_in_flight", l.bytes_in_flight),
+            ("jobs_in_flight", l.jobs_in_flight),
+            ("bytes_per_sec", l.bytes_per_sec),
+        ]
+        .into_iter()
+        .filter_map(move |(limit, value)| {
+            let mut labels = tenant(t);
+            labels.push(("limit", limit.to_owned()));
+            value.map(|v| (labels, ConstGauge::new(gauge_value(v))))
+        })
+    });
+    family(
+        e,
+        "cryptodispatch_tenant_limit",
+        "A limit set on the tenant (in bytes, jobs or bytes per second)",
+        MetricType::Gauge,
+        limits,
+    )?;
+    let quantiles = tenants.iter().flat_map(|t| {
+        t.latency.into_iter().flat_map(move |latency| {
+            ["0.5", "0.9", "0.99", "0.999"]
+                .into_iter()
+                .zip(latency)
+                .map(move |(q, d)| {
+                    let mut labels = tenant(t);
+                    labels.push(("quantile", q.to_owned()));
+                    (labels, ConstGauge::new(d.as_secs_f64()))
+                })
+        })
+    });
+    family(
+        e,
+        "cryptodispatch_tenant_latency_seconds",
+        "Quantiles of the latency of the tenant's finished jobs, submission to output",
+        MetricType::Gauge,
+        quantiles,
+    )
+}
+
+/// A count as a gauge's value, saturated.
+fn gauge_value(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// The registry as OpenMetrics text.

@@ -156,7 +156,9 @@ pub async fn open(
     d: Arc<Daemon>,
     request: Request<Streaming<StreamRequest>>,
 ) -> Result<Response<ResponseStream>, Status> {
-    let (grant, busy) = d.admitted(&request)?;
+    // A stream runs in the default tenant whatever its caller's: the library's streams are not
+    // under tenants. Its token's grant still decides the key.
+    let (caller, busy) = d.admitted(&request)?;
     let gap = d.limits.stream_idle;
     let mut inbound = request.into_inner();
     let first = tokio::time::timeout(gap, inbound.message())
@@ -167,7 +169,7 @@ pub async fn open(
     let start = first
         .start
         .ok_or_else(|| Status::invalid_argument("the first message must carry `start`"))?;
-    let key = d.key(&grant, &start.key, KeyKind::Aes)?;
+    let key = d.key(&caller.grant, &start.key, KeyKind::Aes)?;
     let direction = match proto::Direction::try_from(start.direction) {
         Ok(proto::Direction::Encrypt) => Direction::Encrypt,
         Ok(proto::Direction::Decrypt) => Direction::Decrypt,

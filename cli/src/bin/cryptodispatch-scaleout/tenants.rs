@@ -1,0 +1,704 @@
+//! The `tenants` setup: two daemons behind HAProxy, shared by tenants that call with tokens
+//! of their own (the tokens file names each token's tenant and weight).
+//!
+//! Three runs on the same daemons, each `--tenant-secs` long:
+//! - `shares`: tenants `w1` (weight 1) and `w3` (weight 3) both backlogged, each keeping
+//!   `--tenant-backlog` calls of `--job-bytes` in flight per daemon. The bytes each is served
+//!   are counted per second (each whole second after the first, the ramp-up): the target is
+//!   each tenant's share of every second within 10% of its weight's (0.25 and 0.75). Their
+//!   total over the run (after its first half second) is the daemons' capacity C for the next
+//!   runs.
+//! - `alone`: the quiet tenant's load alone: calls of one packet (16 KiB) sent open loop at
+//!   `--quiet-load` of its fair share (C/2), evenly spaced; their p99 latency. They run under a
+//!   tenant of their own (`solo`, the same weight), so that the daemons' per-tenant latencies
+//!   of this run and the next stay apart; both are printed beside the client's.
+//! - `isolation`: `quiet` as in `alone`, beside the tenant `noisy` (equal weight), which offers
+//!   ten times its fair share (5C) open loop in calls of `--job-bytes`, with at most
+//!   `--noisy-open` of them open at once (a call due while that many are open is dropped by
+//!   the client, not sent: a client's own concurrency limit). The noisy tenant's calls that
+//!   wait longer than the daemons' `--queue-wait-ms` (1000 here) are refused with
+//!   `RESOURCE_EXHAUSTED`. Target: the quiet tenant's p99 at most 1.5 times its p99 alone.
+//!
+//! Every output is checked against the library's one-shot result. A call is lost when it ends
+//! with anything but its right output or `RESOURCE_EXHAUSTED` (refused, with a retry hint);
+//! the target is none.
+//!
+//! The CSV (`scaleout_tenants.csv`, or standard output with `--csv`) has the header
+//! `scenario,tenant,weight,offered_mb_s,throughput_mb_s,share,p99_latency_us,p99_alone_us,lost`
+//! and a row per tenant of `isolation` and `shares`; `share` is the tenant's fraction of the
+//! bytes served in the run, `p99_alone_us` the quiet tenant's p99 in `alone`. MB are 10^6
+//! bytes.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use tonic::Code;
+
+use crate::remote::client::{Client, ClientConfig};
+use crate::remote::haproxy::{self, Backend, Haproxy, Setup};
+use crate::remote::proto::{self, AesRequest};
+use crate::report::{Csv, Table, f, write_file};
+use crate::scaleout::{DaemonProcess, IV, Jobs, ScaleoutArgs, start_daemon};
+
+/// The CSV header, the same as the library benchmark's `live --workload tenants`.
+pub const CSV_HEADER: &str =
+    "scenario,tenant,weight,offered_mb_s,throughput_mb_s,share,p99_latency_us,p99_alone_us,lost";
+
+/// The tenants' tokens: name, weight, token.
+const TENANTS: [(&str, u32, &str); 5] = [
+    ("w1", 1, "scaleout-tenant-w1-token-0123456789"),
+    ("w3", 3, "scaleout-tenant-w3-token-0123456789"),
+    ("quiet", 1, "scaleout-tenant-quiet-token-012345"),
+    ("noisy", 1, "scaleout-tenant-noisy-token-012345"),
+    // The quiet tenant's load alone runs under a tenant of its own, so that the daemons'
+    // latency of each run stays apart in their metrics.
+    ("solo", 1, "scaleout-tenant-solo-token-0123456"),
+];
+/// The quiet tenant's calls: one packet.
+const QUIET_BYTES: usize = 16 * 1024;
+/// How long the daemons let a call wait for admission.
+const QUEUE_WAIT_MS: u64 = 1000;
+/// The daemons.
+const DAEMONS: usize = 2;
+
+/// One tenant's calls in a run.
+#[derive(Debug, Default)]
+struct Tally {
+    /// (when it ended since the run's start, bytes) of every call served right.
+    served: Vec<(Duration, u64)>,
+    latencies: Vec<Duration>,
+    /// Bytes of the calls sent.
+    sent_bytes: u64,
+    /// Calls refused with `RESOURCE_EXHAUSTED`.
+    refused: u64,
+    /// Calls due but not sent (the client's limit of open calls).
+    dropped: u64,
+    /// Calls that ended otherwise: another error, or a wrong output.
+    lost: u64,
+    /// The first loss, as a message.
+    first_loss: Option<String>,
+}
+
+type Shared = Arc<Mutex<Tally>>;
+
+/// What a tenant did in a run, summed.
+#[derive(Debug, Clone)]
+struct TenantResult {
+    tenant: &'static str,
+    weight: u32,
+    offered_mb_s: f64,
+    throughput_mb_s: f64,
+    share: f64,
+    p99: Option<Duration>,
+    refused: u64,
+    dropped: u64,
+    lost: u64,
+    first_loss: Option<String>,
+}
+
+/// The `tenants` setup's results.
+pub struct Outcome {
+    capacity_mb_s: f64,
+    shares: Vec<TenantResult>,
+    /// Per second of `shares`: the `w1` tenant's and the `w3` tenant's share.
+    seconds: Vec<(f64, f64)>,
+    alone: TenantResult,
+    isolation: Vec<TenantResult>,
+    quiet_rate: f64,
+    noisy_rate: f64,
+    /// The daemons' own p99 of the quiet tenant's jobs (submission to output), beside the
+    /// noisy one and alone: the larger of the daemons' p99s.
+    daemon_p99: (Option<Duration>, Option<Duration>),
+}
+
+/// The p99 latency a daemon's metrics give for `tenant`'s jobs, if any.
+fn daemon_p99(metrics: std::net::SocketAddr, tenant: &str) -> Option<Duration> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&metrics, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let series =
+        format!("cryptodispatch_tenant_latency_seconds{{tenant=\"{tenant}\",quantile=\"0.99\"}}");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series)?.trim().parse::<f64>().ok())
+        .map(Duration::from_secs_f64)
+}
+
+fn weight(tenant: &str) -> u32 {
+    TENANTS.iter().find(|t| t.0 == tenant).map_or(1, |t| t.1)
+}
+
+/// The tokens file of the setup, private to this user.
+fn write_tokens(dir: &Path) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut text = String::from("# cryptodispatch-scaleout --setups tenants\n");
+    for (name, weight, token) in TENANTS {
+        text.push_str(&format!("{token} bench tenant={name} weight={weight}\n"));
+    }
+    let path = dir.join("tokens-tenants");
+    std::fs::write(&path, text).map_err(|e| e.to_string())?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+fn percentile(sorted: &[Duration], q: f64) -> Option<Duration> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    Some(sorted[rank - 1])
+}
+
+/// One call of `tenant`, counted in `tally`; `start` is the run's start.
+async fn call(client: Client, jobs: Arc<Jobs>, k: usize, tally: Shared, start: Instant) {
+    let request = AesRequest {
+        key: "bench".into(),
+        mode: proto::Mode::Cbc as i32,
+        iv: IV.to_vec(),
+        padding: proto::Padding::None as i32,
+        data: jobs.plains[k].clone(),
+    };
+    let bytes = jobs.plains[k].len() as u64;
+    tally.lock().unwrap_or_else(|e| e.into_inner()).sent_bytes += bytes;
+    let sent = Instant::now();
+    let result = client.encrypt(request).await;
+    let took = sent.elapsed();
+    let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
+    match result {
+        Ok(out) if out == jobs.expected[k] => {
+            t.served.push((start.elapsed(), bytes));
+            t.latencies.push(took);
+        }
+        Ok(_) => {
+            t.lost += 1;
+            t.first_loss
+                .get_or_insert_with(|| "a call returned wrong data".into());
+        }
+        Err(s) if s.code() == Code::ResourceExhausted => t.refused += 1,
+        Err(s) => {
+            t.lost += 1;
+            t.first_loss.get_or_insert_with(|| format!("{s:?}"));
+        }
+    }
+}
+
+/// Keeps `open` calls of `client` in flight until `until`, then waits for them.
+async fn closed_loop(
+    client: Client,
+    jobs: Arc<Jobs>,
+    open: usize,
+    tally: Shared,
+    start: Instant,
+    until: Instant,
+) {
+    let permits = Arc::new(Semaphore::new(open));
+    let mut tasks = Vec::new();
+    let mut i = 0;
+    while Instant::now() < until {
+        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+            break;
+        };
+        if Instant::now() >= until {
+            break;
+        }
+        let (client, jobs, tally) = (client.clone(), Arc::clone(&jobs), Arc::clone(&tally));
+        let k = i % jobs.plains.len();
+        i += 1;
+        tasks.push(tokio::spawn(async move {
+            call(client, jobs, k, tally, start).await;
+            drop(permit);
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// Sends calls of `client` at `rate` per second, evenly spaced, from `from` to `until`, with at
+/// most `open` in flight (a call due while that many are open is dropped); then waits for
+/// them.
+#[allow(clippy::too_many_arguments)]
+async fn open_loop(
+    client: Client,
+    jobs: Arc<Jobs>,
+    rate: f64,
+    open: usize,
+    tally: Shared,
+    start: Instant,
+    from: Instant,
+    until: Instant,
+) {
+    let permits = Arc::new(Semaphore::new(open));
+    let period = Duration::from_secs_f64(1.0 / rate.max(1e-3));
+    let mut tasks = Vec::new();
+    let mut due = from;
+    let mut i = 0;
+    while due < until {
+        tokio::time::sleep_until(due.into()).await;
+        due += period;
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            tally.lock().unwrap_or_else(|e| e.into_inner()).dropped += 1;
+            continue;
+        };
+        let (client, jobs, tally) = (client.clone(), Arc::clone(&jobs), Arc::clone(&tally));
+        let k = i % jobs.plains.len();
+        i += 1;
+        tasks.push(tokio::spawn(async move {
+            call(client, jobs, k, tally, start).await;
+            drop(permit);
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+}
+
+/// A tenant's results over a run of `secs` (the calls served in `window` since the run's
+/// start count), its share taken of `total` bytes served in the window.
+fn result(
+    tenant: &'static str,
+    tally: &Tally,
+    secs: f64,
+    window: (Duration, Duration),
+    offered_mb_s: Option<f64>,
+) -> (TenantResult, u64) {
+    let bytes: u64 = tally
+        .served
+        .iter()
+        .filter(|(at, _)| *at >= window.0 && *at < window.1)
+        .map(|(_, b)| b)
+        .sum();
+    let span = (window.1 - window.0).as_secs_f64();
+    let mut latencies = tally.latencies.clone();
+    latencies.sort();
+    (
+        TenantResult {
+            tenant,
+            weight: weight(tenant),
+            offered_mb_s: offered_mb_s.unwrap_or(tally.sent_bytes as f64 / secs / 1e6),
+            throughput_mb_s: bytes as f64 / span / 1e6,
+            share: 0.0,
+            p99: percentile(&latencies, 0.99),
+            refused: tally.refused,
+            dropped: tally.dropped,
+            lost: tally.lost,
+            first_loss: tally.first_loss.clone(),
+        },
+        bytes,
+    )
+}
+
+/// Sets each result's share of the bytes the results were served together.
+fn set_shares(results: &mut [TenantResult], bytes: &[u64]) {
+    let total: u64 = bytes.iter().sum();
+    for (r, b) in results.iter_mut().zip(bytes) {
+        r.share = if total == 0 {
+            0.0
+        } else {
+            *b as f64 / total as f64
+        };
+    }
+}
+
+fn new_tally() -> Shared {
+    Arc::new(Mutex::new(Tally::default()))
+}
+
+fn take(tally: &Shared) -> Tally {
+    std::mem::take(&mut *tally.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Runs the `tenants` setup on daemons slowed by `slowdown`.
+pub fn measure(
+    haproxy_bin: &Path,
+    daemon_bin: &Path,
+    dir: &Path,
+    slowdown: f64,
+    args: &ScaleoutArgs,
+) -> Result<Outcome, String> {
+    let tokens = write_tokens(dir)?;
+    let daemons: Vec<DaemonProcess> = (0..DAEMONS)
+        .map(|_| {
+            start_daemon(
+                daemon_bin,
+                dir,
+                &tokens,
+                slowdown,
+                None,
+                QUEUE_WAIT_MS,
+                true,
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    let setup = Setup {
+        frontend: format!(
+            "127.0.0.1:{}",
+            haproxy::free_port().map_err(|e| e.to_string())?
+        )
+        .parse()
+        .map_err(|e| format!("{e}"))?,
+        backends: daemons
+            .iter()
+            .enumerate()
+            .map(|(i, d)| Backend {
+                name: format!("d{i}"),
+                grpc: d.grpc,
+                agent_port: None,
+            })
+            .collect(),
+        agent_inter_ms: 100,
+        check_inter_ms: 500,
+    };
+    let proxy = Haproxy::start(haproxy_bin, &setup, dir)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let secs = args.tenant_secs;
+    let run = Duration::from_secs_f64(secs);
+    let outcome = runtime.block_on(async {
+        let mut clients = Vec::new();
+        for (name, _, token) in TENANTS {
+            // A connection of its own per tenant, as separate clients would have.
+            let client = Client::connect(&ClientConfig {
+                url: format!("http://{}", proxy.frontend),
+                token: Some(zeroize::Zeroizing::new(token.to_owned())),
+                max_message_bytes: 64 << 20,
+                ..ClientConfig::default()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            clients.push((name, client));
+        }
+        let client = |name: &str| {
+            clients
+                .iter()
+                .find(|c| c.0 == name)
+                .map(|c| c.1.clone())
+                .ok_or_else(|| format!("no client for {name}"))
+        };
+        let big = Arc::new(Jobs::new(args.job_bytes)?);
+        let small = Arc::new(Jobs::new(QUIET_BYTES)?);
+        // Warm-up: every tenant's connection, and the daemons' nodes. The quiet tenant and its
+        // stand-in alone send a few calls of their own size, one at a time, so that the
+        // daemons' latency of their jobs is that of the runs.
+        for (name, c) in &clients {
+            let light = matches!(*name, "quiet" | "solo");
+            let (jobs, open, secs) = if light {
+                (&small, 1, 0.03)
+            } else {
+                (&big, 4, 0.2)
+            };
+            let warm = new_tally();
+            closed_loop(
+                c.clone(),
+                Arc::clone(jobs),
+                open,
+                Arc::clone(&warm),
+                Instant::now(),
+                Instant::now() + Duration::from_secs_f64(secs),
+            )
+            .await;
+            let w = take(&warm);
+            if w.lost > 0 {
+                return Err(format!(
+                    "warm-up of {name}: {}",
+                    w.first_loss.unwrap_or_default()
+                ));
+            }
+        }
+
+        // Shares: both backlogged.
+        let open = args.tenant_backlog * DAEMONS;
+        let (t1, t3) = (new_tally(), new_tally());
+        let start = Instant::now();
+        let until = start + run;
+        tokio::join!(
+            closed_loop(
+                client("w1")?,
+                Arc::clone(&big),
+                open,
+                Arc::clone(&t1),
+                start,
+                until
+            ),
+            closed_loop(
+                client("w3")?,
+                Arc::clone(&big),
+                open,
+                Arc::clone(&t3),
+                start,
+                until
+            ),
+        );
+        let (t1, t3) = (take(&t1), take(&t3));
+        // The first half second is the ramp-up; calls that end after the end are not counted.
+        let window = (Duration::from_millis(500), run);
+        let (r1, b1) = result("w1", &t1, secs, window, None);
+        let (r3, b3) = result("w3", &t3, secs, window, None);
+        let mut shares = vec![r1, r3];
+        set_shares(&mut shares, &[b1, b3]);
+        let capacity = (b1 + b3) as f64 / (window.1 - window.0).as_secs_f64();
+        let per_second = |tally: &Tally, s: u64| -> u64 {
+            tally
+                .served
+                .iter()
+                .filter(|(at, _)| at.as_secs() == s)
+                .map(|(_, b)| b)
+                .sum()
+        };
+        // Each whole second after the first (the ramp-up).
+        let seconds: Vec<(f64, f64)> = (1..secs.floor() as u64)
+            .filter_map(|s| {
+                let (a, b) = (per_second(&t1, s), per_second(&t3, s));
+                let total = (a + b) as f64;
+                (total > 0.0).then(|| (a as f64 / total, b as f64 / total))
+            })
+            .collect();
+
+        // The quiet tenant alone, at a part of its fair share.
+        let fair = capacity / 2.0;
+        let quiet_rate = args.quiet_load * fair / QUIET_BYTES as f64;
+        let quiet_open = 1024;
+        let q = new_tally();
+        let start = Instant::now();
+        open_loop(
+            client("solo")?,
+            Arc::clone(&small),
+            quiet_rate,
+            quiet_open,
+            Arc::clone(&q),
+            start,
+            start,
+            start + run,
+        )
+        .await;
+        let q = take(&q);
+        let (alone, _) = result("quiet", &q, secs, (Duration::ZERO, run), None);
+
+        // The quiet tenant beside the noisy one, which offers ten times its fair share and
+        // starts a second early.
+        let noisy_rate = 10.0 * fair / args.job_bytes as f64;
+        let (q, n) = (new_tally(), new_tally());
+        let start = Instant::now();
+        let quiet_from = start + Duration::from_secs(1);
+        let until = quiet_from + run;
+        tokio::join!(
+            open_loop(
+                client("noisy")?,
+                Arc::clone(&big),
+                noisy_rate,
+                args.noisy_open,
+                Arc::clone(&n),
+                start,
+                start,
+                until,
+            ),
+            open_loop(
+                client("quiet")?,
+                Arc::clone(&small),
+                quiet_rate,
+                quiet_open,
+                Arc::clone(&q),
+                start,
+                quiet_from,
+                until,
+            ),
+        );
+        let (q, n) = (take(&q), take(&n));
+        let window = (Duration::from_secs(1), Duration::from_secs(1) + run);
+        let noisy_offered = noisy_rate * args.job_bytes as f64 / 1e6;
+        let quiet_offered = quiet_rate * QUIET_BYTES as f64 / 1e6;
+        let (rn, bn) = result("noisy", &n, secs, window, Some(noisy_offered));
+        let (rq, bq) = result("quiet", &q, secs, window, Some(quiet_offered));
+        let mut isolation = vec![rn, rq];
+        set_shares(&mut isolation, &[bn, bq]);
+        let mut alone = alone;
+        alone.offered_mb_s = quiet_offered;
+        Ok::<_, String>(Outcome {
+            capacity_mb_s: capacity / 1e6,
+            shares,
+            seconds,
+            alone,
+            isolation,
+            quiet_rate,
+            noisy_rate,
+            daemon_p99: (None, None),
+        })
+    });
+    let mut outcome = outcome?;
+    let largest = |tenant: &str| {
+        daemons
+            .iter()
+            .filter_map(|d| d.metrics.and_then(|m| daemon_p99(m, tenant)))
+            .max()
+    };
+    outcome.daemon_p99 = (largest("quiet"), largest("solo"));
+    drop(proxy);
+    drop(daemons);
+    Ok(outcome)
+}
+
+fn us(d: Option<Duration>) -> String {
+    d.map_or(String::new(), |d| f(d.as_secs_f64() * 1e6, 0))
+}
+
+/// The CSV rows: `isolation` (noisy, quiet), then `shares` (w1, w3).
+pub fn csv(o: &Outcome) -> Csv {
+    let mut csv = Csv::new(CSV_HEADER);
+    let rows = o
+        .isolation
+        .iter()
+        .map(|r| ("isolation", r))
+        .chain(o.shares.iter().map(|r| ("shares", r)));
+    for (scenario, r) in rows {
+        let alone = if scenario == "isolation" && r.tenant == "quiet" {
+            us(o.alone.p99)
+        } else {
+            String::new()
+        };
+        csv.row(&[
+            scenario.to_string(),
+            r.tenant.to_string(),
+            r.weight.to_string(),
+            f(r.offered_mb_s, 2),
+            f(r.throughput_mb_s, 2),
+            f(r.share, 3),
+            us(r.p99),
+            alone,
+            r.lost.to_string(),
+        ]);
+    }
+    csv
+}
+
+/// Prints the table (or the CSV with `csv_only`) and the verdicts, and writes
+/// `scaleout_tenants.csv` into `out`.
+pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
+    // With `--csv`, standard output is the CSV alone; the rest goes to standard error.
+    macro_rules! say {
+        ($($t:tt)*) => {
+            if csv_only {
+                eprintln!($($t)*)
+            } else {
+                println!($($t)*)
+            }
+        };
+    }
+    let csv = csv(o);
+    if csv_only {
+        print!("{}", csv.as_str());
+    } else {
+        println!(
+            "tenants: {DAEMONS} daemons behind HAProxy, capacity {:.1} MB/s (both shares \
+             tenants backlogged); quiet sends {:.0} calls/s of {} KiB, noisy {:.0} calls/s",
+            o.capacity_mb_s,
+            o.quiet_rate,
+            QUIET_BYTES / 1024,
+            o.noisy_rate,
+        );
+        let header = [
+            "scenario",
+            "tenant",
+            "weight",
+            "offered_mb_s",
+            "throughput_mb_s",
+            "share",
+            "p99_latency_us",
+            "refused",
+            "dropped",
+            "lost",
+        ];
+        let mut table = Table::new(&header);
+        let rows = o
+            .isolation
+            .iter()
+            .map(|r| ("isolation", r))
+            .chain(std::iter::once(("alone", &o.alone)))
+            .chain(o.shares.iter().map(|r| ("shares", r)));
+        for (scenario, r) in rows {
+            table.row(vec![
+                scenario.to_string(),
+                r.tenant.to_string(),
+                r.weight.to_string(),
+                f(r.offered_mb_s, 2),
+                f(r.throughput_mb_s, 2),
+                f(r.share, 3),
+                us(r.p99),
+                r.refused.to_string(),
+                r.dropped.to_string(),
+                r.lost.to_string(),
+            ]);
+        }
+        print!("{}", table.render());
+    }
+    let seconds: Vec<String> = o
+        .seconds
+        .iter()
+        .map(|(a, b)| format!("{a:.3}:{b:.3}"))
+        .collect();
+    say!("shares, second by second (w1:w3): {}", seconds.join(" "));
+    let within = |share: f64, target: f64| (share - target).abs() <= 0.1 * target;
+    let worst = o
+        .seconds
+        .iter()
+        .map(|(a, _)| (a - 0.25).abs() / 0.25)
+        .fold(0.0f64, f64::max);
+    let met = !o.seconds.is_empty()
+        && o.seconds
+            .iter()
+            .all(|(a, b)| within(*a, 0.25) && within(*b, 0.75));
+    say!(
+        "shares: every second within 10% of 1:3: {} (worst: w1's share {:.0}% off 0.25)",
+        if met { "met" } else { "NOT met" },
+        worst * 100.0
+    );
+    let quiet = o.isolation.iter().find(|r| r.tenant == "quiet");
+    if let (Some(with), Some(alone)) = (quiet.and_then(|r| r.p99), o.alone.p99) {
+        let x = with.as_secs_f64() / alone.as_secs_f64();
+        say!(
+            "isolation: quiet p99 {} us beside noisy, {} us alone: {x:.2}x (target <= 1.5x: {})",
+            us(Some(with)),
+            us(Some(alone)),
+            if x <= 1.5 { "met" } else { "NOT met" }
+        );
+    }
+    if let (Some(with), Some(alone)) = o.daemon_p99 {
+        say!(
+            "  in the daemons (submission to output, the larger daemon's p99): {} us beside \
+             noisy, {} us alone: {:.2}x",
+            us(Some(with)),
+            us(Some(alone)),
+            with.as_secs_f64() / alone.as_secs_f64()
+        );
+    }
+    let all = o
+        .shares
+        .iter()
+        .chain(&o.isolation)
+        .chain(std::iter::once(&o.alone));
+    let mut lost = 0;
+    for r in all {
+        lost += r.lost;
+        if let Some(loss) = &r.first_loss {
+            say!("  {}: first call lost: {loss}", r.tenant);
+        }
+    }
+    say!(
+        "every output checked against the library's one-shot result; {lost} calls lost \
+         (target 0); refused calls got RESOURCE_EXHAUSTED with a retry pushback"
+    );
+    let path = write_file(out, "scaleout_tenants.csv", csv.as_str())?;
+    say!("CSV: {}", path.display());
+    Ok(())
+}
