@@ -8,6 +8,7 @@ mod common;
 mod adaptive;
 mod classic;
 mod mct_wait;
+mod optimum;
 mod props;
 mod registry;
 mod scenarios;

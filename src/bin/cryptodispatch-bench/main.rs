@@ -19,16 +19,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use crate::experiments::Settings;
 use clap::{Args, Parser, Subcommand};
+use cryptodispatch::sim::research::experiments::Settings;
 
-mod classes;
-mod experiments;
+mod hetero;
 mod hol;
+mod independent;
 mod live;
 mod matrix;
+mod milp;
+mod mixed;
 mod openssl;
-mod optimum;
 mod padded;
 mod paper;
 mod plot;
@@ -130,24 +131,8 @@ impl SettingsArgs {
         };
         s.workload.packets = self.packets;
         s.workload.load = (self.load > 0.0).then_some(self.load);
-        if let Some(t) = self.threads {
-            s.threads = t.max(1);
-        }
         Ok(s)
     }
-}
-
-/// The long help of a policy option: `intro`, then the library's policies (its registry), one
-/// a line, each followed by its parameters with their defaults.
-fn policy_help(intro: &str) -> String {
-    let policies: Vec<String> = cryptodispatch::sched::policy::registry()
-        .iter()
-        .map(|entry| format!("  {entry:#}"))
-        .collect();
-    format!(
-        "{intro}\n\nA policy is written NAME or NAME:KEY=VALUE,...; the policies:\n{}",
-        policies.join("\n")
-    )
 }
 
 fn summary() -> Result<(), String> {
@@ -161,20 +146,24 @@ fn summary() -> Result<(), String> {
         .iter()
         .map(|&(n, p)| (format!("{n} nodes"), n, p))
         .collect();
-    paper::exp4(&settings, &PathBuf::from("results"), &points)?;
+    paper::exp4(&settings, None, &PathBuf::from("results"), &points)?;
 
     println!("\nLive, on this machine: the same job streams through the service under `paper` and");
     println!(
         "`hhs-acdid`, beside the primitives called directly on as many threads (the reference).\n"
     );
     let mut rows = Vec::new();
-    for workload in [live::Workload::Cbc16k, live::Workload::Hetero] {
+    let policies = [
+        cryptodispatch::PolicySpec::paper_defaults(),
+        cryptodispatch::PolicySpec::hhs_acdid(),
+    ];
+    let workloads: [(_, fn(&_) -> _); 2] = [
+        (live::Workload::Cbc16k, independent::cbc16k),
+        (live::Workload::Hetero, hetero::hetero),
+    ];
+    for (workload, work) in workloads {
         let args = live::LiveArgs::quick(workload);
-        let policies = [
-            cryptodispatch::PolicySpec::paper_defaults(),
-            cryptodispatch::PolicySpec::hhs_acdid(),
-        ];
-        rows.push(live::measure(&args, &policies)?);
+        rows.push(live::measure(&args, &work(&args)?, &policies)?);
     }
     for r in &rows {
         live::print(r, false);
@@ -184,25 +173,25 @@ fn summary() -> Result<(), String> {
     Ok(())
 }
 
-/// The runner of a `live` workload: `live.rs`'s comparison against the primitives called
-/// directly for the workloads of jobs run in rounds (`cbc16k`, `mixed`, `hetero`,
-/// `hetero-chains`, `many-chains`, `manycbc`, `gcm`), a file of its own for each of the others.
-/// Chosen here, above the workloads' files, which all build on `live.rs`.
-fn runner(workload: live::Workload) -> fn(&live::LiveArgs) -> Result<(), String> {
+/// The runner of each `live` workload: its jobs against the primitives called directly
+/// (`live.rs`'s measurement, the jobs made by its own file), or a runner of its own. Chosen
+/// here, above the workloads' files, which all build on `live.rs`.
+fn runner(workload: live::Workload) -> live::Runner {
+    use live::Runner::{Compare, Own};
     use live::Workload as W;
     match workload {
-        W::Verify => verify::run,
-        W::Hol => hol::run,
-        W::Tiny => tiny::run,
-        W::Padded => padded::run,
-        W::Stream => stream::run,
-        W::Cbc16k
-        | W::Mixed
-        | W::Hetero
-        | W::HeteroChains
-        | W::ManyChains
-        | W::Manycbc
-        | W::Gcm => live::run,
+        W::Cbc16k => Compare(independent::cbc16k),
+        W::Manycbc => Compare(independent::manycbc),
+        W::Gcm => Compare(independent::gcm),
+        W::Mixed => Compare(mixed::work),
+        W::Hetero => Compare(hetero::hetero),
+        W::HeteroChains => Compare(hetero::chains),
+        W::ManyChains => Compare(hetero::many_chains),
+        W::Verify => Own(verify::run),
+        W::Hol => Own(hol::run),
+        W::Tiny => Own(tiny::run),
+        W::Padded => Own(padded::run),
+        W::Stream => Own(stream::run),
     }
 }
 
@@ -210,13 +199,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         None => summary(),
-        Some(Command::Paper(a)) => a
-            .settings
-            .settings()
-            .and_then(|s| paper::run(a.exp, &s, &a.settings.out)),
+        Some(Command::Paper(a)) => a.settings.settings().and_then(|s| {
+            let out = &a.settings.out;
+            paper::run(a.exp, &s, a.settings.threads, out)
+        }),
         Some(Command::Sim(a)) => replay::sim(a),
         Some(Command::Gen(a)) => replay::generate(a),
-        Some(Command::Live(a)) => runner(a.workload)(a),
+        Some(Command::Live(a)) => runner(a.workload).run(a),
         Some(Command::Policies(a)) => policies::run(a),
         Some(Command::Soak(a)) => soak::run(a),
     };

@@ -2,53 +2,41 @@
 
 use std::path::Path;
 
-use crate::experiments::{self, AlphaCapRow, CompareRow, Settings};
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::NodeSet;
+use cryptodispatch::sim::research::experiments::{
+    self, AlphaCapRow, CAPS, CLASSES, CompareRow, Settings,
+};
 
 use crate::plot::{Chart, Series};
 use crate::report::{Csv, Table, f, pct, write_file};
-use crate::support::progress;
+use crate::support::Pool;
 
-/// The capacities experiment 1 sweeps.
-pub const CAPS: [u64; 8] = [4, 8, 16, 32, 64, 100, 150, 200];
-
-/// The paper's four speed classes (experiment 1, figure 6b), one node drawn from each.
-pub const CLASSES: [(f64, f64); 4] = [(8.0, 28.0), (16.0, 36.0), (32.0, 52.0), (64.0, 84.0)];
-
-pub fn run(exp: u8, settings: &Settings, out: &Path) -> Result<(), String> {
+/// Runs experiment `exp` on `threads` threads, prints it and writes its files in `out`.
+pub fn run(exp: u8, settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), String> {
     experiments::check(settings, &CAPS)?;
     match exp {
-        1 => exp1(settings, out),
-        2 => exp2(settings, out),
-        3 => exp3(settings, out),
-        4 => exp4(settings, out, &experiments::exp4_points()).map(drop),
+        1 => exp1(settings, threads, out),
+        2 => exp2(settings, threads, out),
+        3 => exp3(settings, threads, out),
+        4 => exp4(settings, threads, out, &experiments::exp4_points()).map(drop),
         _ => Err(format!("no experiment {exp}: choose 1, 2, 3 or 4")),
     }
 }
 
-fn exp1(settings: &Settings, out: &Path) -> Result<(), String> {
+fn exp1(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), String> {
     let packets = settings.workload.packets;
     let sets = [
         ("t in [16,36]", NodeSet::paper(4)),
         ("four classes", NodeSet::Classes(CLASSES.to_vec())),
     ];
-    let bar = progress(
-        (sets.len() * CAPS.len()) as u64 * u64::from(settings.seeds),
-        "exp 1",
-    );
-    let mut rows: Vec<AlphaCapRow> = Vec::new();
-    for (label, set) in &sets {
-        rows.extend(experiments::exp1(
-            settings,
-            label,
-            set,
-            &CAPS,
-            packets,
-            &|| bar.inc(1),
-        ));
-    }
-    bar.finish_and_clear();
+    let seeds = u64::from(settings.seeds);
+    let pool = Pool::new(threads, (sets.len() * CAPS.len()) as u64 * seeds, "exp 1");
+    let rows: Vec<AlphaCapRow> = sets
+        .iter()
+        .flat_map(|(label, set)| experiments::exp1(settings, label, set, &CAPS, packets, &pool))
+        .collect();
+    pool.finish();
 
     println!(
         "Experiment 1: the alpha (beta = 1 - alpha) with the least makespan, against node capacity CAP"
@@ -129,11 +117,11 @@ fn exp1(settings: &Settings, out: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn exp2(settings: &Settings, out: &Path) -> Result<(), String> {
+fn exp2(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), String> {
     let packets = 600;
-    let bar = progress(u64::from(settings.seeds), "exp 2");
-    let rows = experiments::exp2(settings, &NodeSet::paper(4), packets, &|| bar.inc(1));
-    bar.finish_and_clear();
+    let pool = Pool::new(threads, u64::from(settings.seeds), "exp 2");
+    let rows = experiments::exp2(settings, &NodeSet::paper(4), packets, &pool);
+    pool.finish();
 
     println!(
         "Experiment 2: alpha swept over [0, 1], beta = 1 - alpha ({packets} packets, 4 nodes, t in [16,36], CAP {}, {} seeds)",
@@ -219,14 +207,13 @@ fn exp2(settings: &Settings, out: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn exp3(settings: &Settings, out: &Path) -> Result<(), String> {
+fn exp3(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), String> {
     let mut points: Vec<(usize, usize)> = (100..=700).step_by(100).map(|p| (4, p)).collect();
     points.extend([500, 700, 1000, 1100, 1300, 1500].map(|p| (10, p)));
-    let bar = progress(points.len() as u64 * u64::from(settings.seeds), "exp 3");
-    let rows = experiments::exp3(settings, &points, &PolicySpec::paper_defaults(), &|| {
-        bar.inc(1)
-    });
-    bar.finish_and_clear();
+    let total = points.len() as u64 * u64::from(settings.seeds);
+    let pool = Pool::new(threads, total, "exp 3");
+    let rows = experiments::exp3(settings, &points, &PolicySpec::paper_defaults(), &pool);
+    pool.finish();
 
     println!(
         "Experiment 3: load per node under `paper` (alpha 0.05), t in [16,36], CAP {}, {} seeds",
@@ -296,13 +283,15 @@ fn exp3(settings: &Settings, out: &Path) -> Result<(), String> {
 /// Experiment 4 at `points`; returns the rows (the default summary prints an excerpt).
 pub fn exp4(
     settings: &Settings,
+    threads: Option<usize>,
     out: &Path,
     points: &[(String, usize, usize)],
 ) -> Result<Vec<CompareRow>, String> {
     let policies = [PolicySpec::paper_defaults(), PolicySpec::hhs_acdid()];
-    let bar = progress(points.len() as u64 * u64::from(settings.seeds), "exp 4");
-    let rows = experiments::compare(settings, points, &policies, &|| bar.inc(1));
-    bar.finish_and_clear();
+    let total = points.len() as u64 * u64::from(settings.seeds);
+    let pool = Pool::new(threads, total, "exp 4");
+    let rows = experiments::compare(settings, points, &policies, &pool);
+    pool.finish();
 
     println!(
         "Experiment 4: makespan of `paper` against `hhs-acdid` (t in [16,36], CAP {}, {} seeds)",

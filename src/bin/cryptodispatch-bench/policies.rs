@@ -37,21 +37,24 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::experiments::{self, AdaptiveRow, CompareRow, Settings};
 use clap::Args;
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::NodeSet;
+use cryptodispatch::sim::research::classes::SPREAD as HETERO;
+use cryptodispatch::sim::research::experiments::{
+    self, AdaptiveRow, CAPS, CLASSES, CompareRow, Settings,
+};
+use cryptodispatch::sim::research::matrix::ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS;
 use cryptodispatch::sim::workload::Burst;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::live::{self, LiveArgs, Workload};
-use crate::matrix::{ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS, MatrixArgs};
-use crate::optimum::Solver;
-use crate::paper::{CAPS, CLASSES};
+use crate::matrix::MatrixArgs;
+use crate::milp::Solver;
 use crate::plot::{Chart, Series};
 use crate::report::{Csv, Table, f, pct, write_file};
-use crate::support::progress;
+use crate::support::{Pool, policy_help};
 
 /// The header of `policies.csv`.
 pub const CSV_HEADER: &str =
@@ -67,9 +70,6 @@ pub const BURST_DUTY: f64 = 0.25;
 /// Mean offered load of the bursty setting.
 pub const BURST_LOAD: f64 = 0.8;
 
-/// The heterogeneous cluster's unit times (1 : 1.5 : 2 : 3).
-const HETERO: [f64; 4] = crate::classes::SPREAD;
-
 /// Packets per run in the comparison with the best fixed α (experiment 1's default).
 const EXP1_PACKETS: usize = 600;
 
@@ -79,7 +79,7 @@ pub struct PoliciesArgs {
     /// Policies to compare, comma-separated, e.g. paper,hhs-acdid,paper-adaptive (an unknown
     /// name is an error that lists the known ones; parameters as name:key=value). Default:
     /// every policy.
-    #[arg(long, value_name = "A,B,...", long_help = crate::policy_help(
+    #[arg(long, value_name = "A,B,...", long_help = policy_help(
         "Policies to compare, comma-separated, e.g. paper,hhs-acdid,paper-adaptive. \
          Default: every policy."))]
     pub policies: Option<String>,
@@ -202,9 +202,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
             seeds,
             base_seed: args.seed,
             small: args.small.unwrap_or(1000),
-            threads: args
-                .threads
-                .map_or_else(crate::support::cores, |t| t.max(1)),
+            threads: args.threads,
             optimum_cache: args.optimum_cache.clone(),
             solver: args.optimum,
         };
@@ -216,20 +214,15 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
             seed: args.seed,
             small: args.small.unwrap_or(200),
             solver: args.optimum,
-            threads: args
-                .threads
-                .map_or_else(crate::support::cores, |t| t.max(1)),
+            threads: args.threads,
         };
         return crate::sample::run(&sample, &specs, &labels, &args.out);
     }
-    let mut settings = Settings {
+    let settings = Settings {
         seeds: args.seeds.unwrap_or(10),
         base_seed: args.seed,
         ..Settings::default()
     };
-    if let Some(t) = args.threads {
-        settings.threads = t.max(1);
-    }
     experiments::check(&settings, &CAPS)?;
     let out = args.out.as_path();
 
@@ -254,31 +247,30 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
         } else {
             0
         }) + (paper_points.len() + burst_points.len() + hetero_points.len()) as u64);
-    let bar = progress(total, "policies");
-    let tick = || bar.inc(1);
+    let pool = Pool::new(args.threads, total, "policies");
 
     let adaptive_rows: Vec<AdaptiveRow> = if adaptive {
         let mut s = settings.clone();
         s.workload.packets = EXP1_PACKETS;
         sets.iter()
             .flat_map(|(l, set)| {
-                experiments::adaptive_vs_alpha(&s, l, set, &CAPS, EXP1_PACKETS, &tick)
+                experiments::adaptive_vs_alpha(&s, l, set, &CAPS, EXP1_PACKETS, &pool)
             })
             .collect()
     } else {
         Vec::new()
     };
 
-    let paper = experiments::compare(&settings, &paper_points, &specs, &tick);
+    let paper = experiments::compare(&settings, &paper_points, &specs, &pool);
     let mut bursty_settings = settings.clone();
     bursty_settings.workload.load = Some(BURST_LOAD);
     bursty_settings.workload.burst = Some(Burst {
         packets: BURST_PACKETS,
         duty: BURST_DUTY,
     });
-    let bursty = experiments::compare(&bursty_settings, &burst_points, &specs, &tick);
-    let hetero = experiments::compare_sets(&settings, &hetero_points, &specs, &tick);
-    bar.finish_and_clear();
+    let bursty = experiments::compare(&bursty_settings, &burst_points, &specs, &pool);
+    let hetero = experiments::compare_sets(&settings, &hetero_points, &specs, &pool);
+    pool.finish();
 
     let mut sections = vec![
         sim_section("paper", &paper, &labels, settings.seeds),
@@ -319,7 +311,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
             specs.len(),
             live_args.reps
         );
-        let rows = live::measure(&live_args, &specs)?;
+        let rows = live::measure(&live_args, &crate::hetero::hetero(&live_args)?, &specs)?;
         let section = Section {
             setting: "live-hetero",
             source: "live",

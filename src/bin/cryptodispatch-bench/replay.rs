@@ -59,7 +59,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 600)]
     pub packets: usize,
     /// Policies to run, comma-separated (each on the same trace and nodes).
-    #[arg(long, default_value = "paper", long_help = crate::policy_help(
+    #[arg(long, default_value = "paper", long_help = crate::support::policy_help(
         "Policies to run, comma-separated (each on the same trace and nodes)."))]
     pub policy: String,
     #[command(flatten)]

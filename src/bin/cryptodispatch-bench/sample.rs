@@ -6,7 +6,8 @@
 //! The space's [`TUNING_SEED`] names the sample rules may be shaped on; [`HELD_OUT_SEED`] the
 //! sample drawn after the default's rule was fixed, from which the reported figures come. A
 //! run says which one it is. The small instances are the matrix's generator
-//! (`classes::small`) on seeds `S × 100000 + k`, apart from the matrix's seeds.
+//! (`sim::research::classes::small`) on seeds `S × 100000 + k`, apart from the matrix's seeds.
+//! The library's `sim::research::matrix` computes every figure.
 //!
 //! # Files (in `--out`)
 //! - `sample.csv` ([`CSV_HEADER`]): one row per configuration and policy;
@@ -16,18 +17,14 @@
 use std::path::Path;
 
 use cryptodispatch::sched::PolicySpec;
-use cryptodispatch::sim::bound::lower_bound;
-use cryptodispatch::sim::engine::{SimConfig, simulate};
-use cryptodispatch::sim::space::{self, HELD_OUT_SEED, SpaceConfig, TUNING_SEED, affinity_name};
-use cryptodispatch::sim::trace::Trace;
+use cryptodispatch::sim::research::matrix::{self, Outcome, geo_mean};
+use cryptodispatch::sim::space::{self, HELD_OUT_SEED, TUNING_SEED, affinity_name};
 
-use crate::classes;
-use crate::experiments::par_map;
-use crate::matrix::optimum_table;
-use crate::optimum::Solver;
+use crate::matrix::{optimum_csv, print_small};
+use crate::milp::Solver;
 use crate::plot::{Chart, Series};
 use crate::report::{Csv, Table, f, write_file};
-use crate::support::progress;
+use crate::support::Pool;
 
 /// The header of `sample.csv`.
 pub const CSV_HEADER: &str = "sample_seed,index,seed,nodes,speeds,capacity,load,chains,chain_min,chain_max,starts,short_jobs,lengths,bursts,affinity,known,packets,policy,makespan,bound,ratio_best";
@@ -37,9 +34,6 @@ pub const OPTIMUM_HEADER: &str = "seed,nodes,packets,lengths,policy,makespan,opt
 const WITHIN_5: f64 = 1.05;
 /// The looser line every configuration should meet.
 const WITHIN_10: f64 = 1.10;
-/// The small instances' seeds start at the sample's seed times this.
-const SMALL_SEED_STRIDE: u64 = 100_000;
-
 /// What a sample run does.
 #[derive(Debug, Clone)]
 pub struct SampleArgs {
@@ -51,30 +45,8 @@ pub struct SampleArgs {
     pub small: u32,
     /// How their optimum is found.
     pub solver: Solver,
-    /// Threads.
-    pub threads: usize,
-}
-
-/// One configuration's outcome.
-struct Outcome {
-    config: SpaceConfig,
-    packets: usize,
-    bound: f64,
-    makespan: Vec<f64>,
-}
-
-impl Outcome {
-    fn best(&self) -> f64 {
-        self.makespan.iter().copied().fold(f64::INFINITY, f64::min)
-    }
-}
-
-fn run_one(trace: &Trace, config: &SimConfig, spec: &PolicySpec) -> Result<f64, String> {
-    let r = simulate(trace, config, spec).map_err(|e| format!("{spec}: {e}"))?;
-    if r.placements.len() != trace.len() {
-        return Err(format!("{spec} left packets unserved"));
-    }
-    Ok(r.makespan)
+    /// Threads (one per core by default).
+    pub threads: Option<usize>,
 }
 
 /// Which sample `seed` is.
@@ -97,32 +69,18 @@ pub fn run(
     out: &Path,
 ) -> Result<(), String> {
     let configs = space::sample(args.n, args.seed);
-    let bar = progress(configs.len() as u64 + u64::from(args.small), "sample");
-    let tick = || bar.inc(1);
-    let outcomes: Vec<Result<Outcome, String>> = par_map(
-        &configs,
+    let pool = Pool::new(
         args.threads,
-        |c| {
-            let trace = c.trace();
-            let sim = c.sim_config();
-            let bound = lower_bound(&trace, &sim.nodes, sim.unit_len).value();
-            let makespan = specs
-                .iter()
-                .map(|s| run_one(&trace, &sim, s))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("configuration {}: {e}", c.describe()))?;
-            Ok(Outcome {
-                config: c.clone(),
-                packets: trace.len(),
-                bound,
-                makespan,
-            })
-        },
-        &tick,
+        (configs.len() + args.small as usize) as u64,
+        "sample",
     );
-    let outcomes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
-    let small = small_instances(args, specs, &tick)?;
-    bar.finish_and_clear();
+    let outcomes = matrix::outcomes(&configs, specs, &pool)?;
+    // The small instances' seeds start at the sample's seed times this.
+    let first = args.seed.saturating_mul(100_000);
+    let seeds = crate::support::seeds(first, u64::from(args.small));
+    let optimum = |_, trace: &_, nodes: &_| args.solver.solve(trace, nodes, 1);
+    let small = matrix::small_instances(&seeds, specs, optimum, &pool)?;
+    pool.finish();
 
     println!(
         "Policies on {} configurations drawn from the workload space (seed {}: {}).",
@@ -147,13 +105,8 @@ pub fn run(
         }
     }
     worst_cases(&outcomes, labels);
-    print_small(&small, labels, args);
+    print_small(&small, labels, args.solver, Some(first));
     write_files(&outcomes, &small, labels, args, out)
-}
-
-fn geo_mean(xs: impl Iterator<Item = f64>) -> f64 {
-    let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x.ln(), n + 1));
-    (sum / n.max(1) as f64).exp()
 }
 
 fn summary(outcomes: &[Outcome], labels: &[String], keep: impl Fn(&Outcome) -> bool, name: &str) {
@@ -232,80 +185,9 @@ fn worst_cases(outcomes: &[Outcome], labels: &[String]) {
     println!();
 }
 
-/// One small instance: its optimum and each policy's makespan (strict affinity, lengths
-/// unknown, then known).
-struct Small {
-    seed: u64,
-    nodes: usize,
-    packets: usize,
-    optimum: f64,
-    known: Vec<f64>,
-    unknown: Vec<f64>,
-}
-
-fn small_instances(
-    args: &SampleArgs,
-    specs: &[PolicySpec],
-    tick: &(dyn Fn() + Sync),
-) -> Result<Vec<Small>, String> {
-    let seeds: Vec<u64> = (0..u64::from(args.small))
-        .map(|k| {
-            args.seed
-                .saturating_mul(SMALL_SEED_STRIDE)
-                .saturating_add(k)
-        })
-        .collect();
-    par_map(
-        &seeds,
-        args.threads,
-        |&seed| {
-            let (nodes, trace) = classes::small(seed);
-            let optimum = args.solver.solve(&trace, &nodes, 1)?;
-            let spans = |known| {
-                let config = SimConfig::new(nodes.clone()).with_known_lengths(known);
-                specs
-                    .iter()
-                    .map(|s| run_one(&trace, &config, s))
-                    .collect::<Result<Vec<_>, _>>()
-            };
-            Ok(Small {
-                seed,
-                nodes: nodes.len(),
-                packets: trace.len(),
-                optimum,
-                known: spans(true)?,
-                unknown: spans(false)?,
-            })
-        },
-        tick,
-    )
-    .into_iter()
-    .collect()
-}
-
-fn print_small(small: &[Small], labels: &[String], args: &SampleArgs) {
-    if small.is_empty() {
-        return;
-    }
-    let first = args.seed.saturating_mul(SMALL_SEED_STRIDE);
-    println!(
-        "Small instances against the exact optimum ({}): {} instances (seeds {first}-{}) of 2-3 nodes, 6-14 packets, CAP 32, strict affinity:\n",
-        args.solver.describe(),
-        small.len(),
-        first + small.len() as u64 - 1
-    );
-    let ratios = |p: usize| {
-        small
-            .iter()
-            .map(|s| (s.known[p] / s.optimum, s.unknown[p] / s.optimum))
-            .collect()
-    };
-    print!("{}", optimum_table(labels, ratios).render());
-}
-
 fn write_files(
     outcomes: &[Outcome],
-    small: &[Small],
+    small: &[matrix::Small],
     labels: &[String],
     args: &SampleArgs,
     out: &Path,
@@ -340,23 +222,7 @@ fn write_files(
         }
     }
     write_file(out, "sample.csv", csv.as_str())?;
-    let mut csv = Csv::new(OPTIMUM_HEADER);
-    for s in small {
-        for (known, spans) in [("known", &s.known), ("unknown", &s.unknown)] {
-            for (p, l) in labels.iter().enumerate() {
-                csv.row(&[
-                    s.seed.to_string(),
-                    s.nodes.to_string(),
-                    s.packets.to_string(),
-                    known.to_owned(),
-                    l.clone(),
-                    f(spans[p], 3),
-                    f(s.optimum, 3),
-                    f(spans[p] / s.optimum, 4),
-                ]);
-            }
-        }
-    }
+    let csv = optimum_csv(OPTIMUM_HEADER, small, labels, false);
     write_file(out, "sample_optimum.csv", csv.as_str())?;
     // Per policy, the share of configurations within x of the best, for x from 1 to 1.5.
     let grid: Vec<f64> = (0..=50).map(|k| 1.0 + f64::from(k) * 0.01).collect();

@@ -1,6 +1,12 @@
-//! Helpers the workloads share: the machine's cores and pinning to one, percentiles, progress
-//! bars.
+//! Helpers the workloads and experiments share: the machine's cores and pinning to one, the
+//! thread pool that runs simulated points behind a progress bar, seed sets, percentiles, the
+//! round-by-round comparison of two live policies, and the policy options' help.
 
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use cryptodispatch::sim::research::experiments::PointRunner;
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// The cores this process may run on (at least 1).
@@ -15,6 +21,11 @@ pub fn pin(core: usize) {
     }
 }
 
+/// `n` seeds from `first` on.
+pub fn seeds(first: u64, n: u64) -> Vec<u64> {
+    (0..n).map(|k| first.saturating_add(k)).collect()
+}
+
 /// The `p`-th percentile (0 < p ≤ 1) of `sorted` by the nearest-rank method: the smallest value
 /// with at least a share `p` of the sample at or below it. Zero for an empty sample.
 pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
@@ -25,29 +36,114 @@ pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
     sorted[rank - 1]
 }
 
-/// A progress bar for `total` runs (drawn on stderr when it is a terminal, hidden otherwise).
-pub fn progress(total: u64, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(total);
-    if let Ok(style) = ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} runs ({eta})")
-    {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.set_message(what.to_owned());
-    bar
+/// Simulated points run on `threads` threads (one per core unless `--threads` says otherwise),
+/// each counted on a progress bar (drawn on stderr when it is a terminal, hidden otherwise).
+/// Results do not depend on the number of threads.
+pub struct Pool {
+    threads: usize,
+    bar: ProgressBar,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_percentile_is_the_nearest_rank() {
-        let hundred: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&hundred, 0.99), 99);
-        assert_eq!(percentile(&hundred, 1.0), 100);
-        assert_eq!(percentile(&hundred, 0.5), 50);
-        // A small sample's p99 is its largest value, not one past the end.
-        assert_eq!(percentile(&[3u64, 7, 9], 0.99), 9);
-        assert_eq!(percentile::<u64>(&[], 0.99), 0);
+impl Pool {
+    /// A pool for `total` points, its bar labelled `what`.
+    pub fn new(threads: Option<usize>, total: u64, what: &str) -> Self {
+        let bar = ProgressBar::new(total);
+        if let Ok(style) =
+            ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} runs ({eta})")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(what.to_owned());
+        Pool {
+            threads: threads.map_or_else(cores, |t| t.max(1)),
+            bar,
+        }
     }
+
+    /// Clears the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl PointRunner for Pool {
+    fn run<T: Sync, R: Send>(&self, points: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+        let next = AtomicUsize::new(0);
+        let out: Mutex<Vec<Option<R>>> = Mutex::new((0..points.len()).map(|_| None).collect());
+        std::thread::scope(|s| {
+            for _ in 0..self.threads.clamp(1, points.len().max(1)) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(point) = points.get(i) else { break };
+                        let r = f(point);
+                        out.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                        self.bar.inc(1);
+                    }
+                });
+            }
+        });
+        out.into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .into_iter()
+            .map(|r| r.expect("every point was run"))
+            .collect()
+    }
+}
+
+/// Two policies' makespans compared round by round (the same round meets the same machine):
+/// the geometric mean of the ratio a ÷ b with its 95% interval (normal approximation of the
+/// mean log ratio), and the rounds a was faster in. An interval that holds 1 says the two are
+/// within the live noise of each other.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paired {
+    /// Geometric mean of a ÷ b over the rounds.
+    pub mean: f64,
+    /// Lower end of its 95% interval.
+    pub low: f64,
+    /// Upper end of its 95% interval.
+    pub high: f64,
+    /// Rounds in which a was faster.
+    pub wins: usize,
+    /// Rounds compared.
+    pub rounds: usize,
+}
+
+impl Paired {
+    /// `None` with fewer than 3 rounds (no spread to estimate).
+    pub fn of(a: &[Duration], b: &[Duration]) -> Option<Paired> {
+        let logs: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x.as_secs_f64() / y.as_secs_f64()).ln())
+            .filter(|l| l.is_finite())
+            .collect();
+        let n = logs.len();
+        if n < 3 {
+            return None;
+        }
+        let mean = logs.iter().sum::<f64>() / n as f64;
+        let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let half = 1.96 * (var / n as f64).sqrt();
+        Some(Paired {
+            mean: mean.exp(),
+            low: (mean - half).exp(),
+            high: (mean + half).exp(),
+            wins: logs.iter().filter(|&&l| l < 0.0).count(),
+            rounds: n,
+        })
+    }
+}
+
+/// The long help of a policy option: `intro`, then the library's policies (its registry), one
+/// a line, each followed by its parameters with their defaults.
+pub fn policy_help(intro: &str) -> String {
+    let policies: Vec<String> = cryptodispatch::sched::policy::registry()
+        .iter()
+        .map(|entry| format!("  {entry:#}"))
+        .collect();
+    format!(
+        "{intro}\n\nA policy is written NAME or NAME:KEY=VALUE,...; the policies:\n{}",
+        policies.join("\n")
+    )
 }
