@@ -11,7 +11,7 @@ use cryptodispatch::{Admission, Job, Mode, NodeSpec, Service};
 
 use crate::live::LiveArgs;
 use crate::report::{Csv, Table, f};
-use crate::support::cores;
+use crate::support::{Text, cores};
 
 /// The big job's size unless `--size` says otherwise.
 const BIG: usize = 64 << 20;
@@ -34,22 +34,20 @@ fn one(admission: Admission, nodes: usize, big: usize) -> Result<(f64, f64), Str
         // on its submitting thread as a job this small would by default.
         .inline_limit(0)
         .build()
-        .map_err(|e| e.to_string())?;
-    let key = service
-        .add_aes_key(&[0x42; 16])
-        .map_err(|e| e.to_string())?;
+        .text()?;
+    let key = service.add_aes_key(&[0x42; 16]).text()?;
     let data = vec![0x5A; big];
     let start = Instant::now();
     let big = service
         .submit(Job::encrypt(key, Mode::Cbc, &[7; 16], data))
-        .map_err(|e| e.to_string())?;
+        .text()?;
     let small_start = Instant::now();
     let small = service
         .submit(Job::encrypt(key, Mode::Ecb, &[], vec![1; 16]))
-        .map_err(|e| e.to_string())?;
-    small.wait().map_err(|e| e.to_string())?;
+        .text()?;
+    small.wait().text()?;
     let small_us = small_start.elapsed().as_secs_f64() * 1e6;
-    big.wait().map_err(|e| e.to_string())?;
+    big.wait().text()?;
     let big_ms = start.elapsed().as_secs_f64() * 1e3;
     Ok((big_ms, small_us))
 }
@@ -96,13 +94,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         "hol: a 16-byte ECB job submitted right after a {} MiB CBC job, {nodes} AES nodes",
         big >> 20
     );
-    let mut t = Table::new(&[
-        "admission",
-        "run",
-        "big job ms",
-        "small job µs",
-        "small / big",
-    ]);
+    let mut t = Table::with_columns("admission,run,big job ms,small job µs,small / big");
     for r in &runs {
         t.row(vec![
             r.admission.to_string(),

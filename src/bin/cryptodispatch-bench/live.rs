@@ -33,8 +33,8 @@ use rand::rngs::ChaCha8Rng;
 use rand::{Rng, RngExt};
 
 use crate::openssl::{Baseline, Speed};
-use crate::report::{Csv, Table, f, pct};
-use crate::support::{Paired, cores, percentile, pin, policy_help};
+use crate::report::{Csv, Table, f, pct, pcts};
+use crate::support::{Paired, Text, cores, percentile, pin, policy_help};
 
 /// The live workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -176,7 +176,7 @@ impl LiveArgs {
         };
         names
             .split(',')
-            .map(|p| p.parse::<PolicySpec>().map_err(|e| e.to_string()))
+            .map(|p| p.parse::<PolicySpec>().text())
             .collect()
     }
 }
@@ -333,19 +333,19 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
         let ed = (0..work.ed_nodes).map(|i| NodeSpec::pinned(i % cores).capacity(8 * 65536));
         builder = builder.ed25519_cluster(ed);
     }
-    let service = builder.build().map_err(|e| e.to_string())?;
+    let service = builder.build().text()?;
     let aes: Vec<_> = work
         .aes_keys
         .iter()
         .map(|k| service.add_aes_key(k))
         .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+        .text()?;
     let signers: Vec<_> = work
         .seeds
         .iter()
         .map(|s| service.add_signing_key(s))
         .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+        .text()?;
 
     // Jobs, dealt round robin to the submitting threads, built before the clock starts.
     let threads = work.submitters.max(1);
@@ -374,12 +374,7 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
                 s.spawn(move || {
                     let mut handles = jobs
                         .into_iter()
-                        .map(|(i, job)| {
-                            service
-                                .submit(job)
-                                .map(|h| (i, h))
-                                .map_err(|e| e.to_string())
-                        })
+                        .map(|(i, job)| service.submit(job).map(|h| (i, h)).text())
                         .collect::<Result<Vec<_>, String>>()?;
                     // The last-submitted first: one sleep until the tail is done, instead of
                     // a wake-up per job (latencies are stamped where the jobs complete, not by
@@ -471,13 +466,13 @@ fn run_reference(work: &Work) -> Result<Measured, String> {
         .iter()
         .map(|k| AesKey::new(k))
         .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+        .text()?;
     let signers: Vec<SigningKey> = work
         .seeds
         .iter()
         .map(|s| SigningKey::from_seed(s))
         .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+        .text()?;
     let publics: Vec<VerifyingKey> = signers.iter().map(SigningKey::verifying_key).collect();
     let cores = cores();
     let slowdowns: Vec<f64> = if work.greedy {
@@ -489,29 +484,23 @@ fn run_reference(work: &Work) -> Result<Measured, String> {
     let run_one = |item: &mut Item| -> Result<Out, String> {
         Ok(match item.spec {
             Spec::Aes { key, op, iv } => {
-                let mut state = ChainState::for_mode(op.mode, &iv).map_err(|e| e.to_string())?;
+                let mut state = ChainState::for_mode(op.mode, &iv).text()?;
                 let len = item.data.len();
                 let n = keys[key]
                     .process(op, &mut state, &mut item.data, len, true)
-                    .map_err(|e| e.to_string())?;
+                    .text()?;
                 item.data.truncate(n);
                 Out::Data(std::mem::take(&mut item.data))
             }
             Spec::Gcm { key, nonce } => {
-                let state = keys[key]
-                    .gcm_start(&nonce, &[])
-                    .map_err(|e| e.to_string())?;
-                let tag = keys[key]
-                    .gcm_seal_final(state, &mut item.data)
-                    .map_err(|e| e.to_string())?;
+                let state = keys[key].gcm_start(&nonce, &[]).text()?;
+                let tag = keys[key].gcm_seal_final(state, &mut item.data).text()?;
                 Out::Sealed(std::mem::take(&mut item.data), tag)
             }
             Spec::Sign { key } => Out::Sig(signers[key].sign(&item.data)),
-            Spec::Verify { key, .. } => Out::Verified(
-                publics[key]
-                    .verify(&item.data, &item.sig)
-                    .map_err(|e| e.to_string())?,
-            ),
+            Spec::Verify { key, .. } => {
+                Out::Verified(publics[key].verify(&item.data, &item.sig).text()?)
+            }
         })
     };
 
@@ -701,47 +690,9 @@ pub const CSV_HEADER: &str = "workload,policy,nodes,size,throughput_mb_s,referen
 
 /// Prints the rows: a table (or CSV), and with several policies the makespan differences.
 pub fn print(rows: &[LiveRow], csv: bool) {
-    if csv {
-        let mut c = Csv::new(CSV_HEADER);
-        for r in rows {
-            c.row(&[
-                r.workload.clone(),
-                r.policy.clone(),
-                r.nodes.to_string(),
-                r.size.clone(),
-                f(r.throughput, 1),
-                f(r.reference, 1),
-                f(r.throughput / r.reference, 3),
-                f(r.mean_latency_us, 1),
-                f(r.p99_latency_us, 1),
-                r.openssl.map_or(String::new(), |o| f(o, 1)),
-                r.openssl_range.map_or(String::new(), |(lo, _)| f(lo, 1)),
-                r.openssl_range.map_or(String::new(), |(_, hi)| f(hi, 1)),
-            ]);
-        }
-        print!("{}", c.as_str());
-        return;
-    }
-    let mut t = Table::new(&[
-        "workload",
-        "policy",
-        "nodes",
-        "size",
-        "MB/s",
-        "reference MB/s",
-        "ratio",
-        "openssl MB/s",
-        "vs openssl",
-        "Ed25519 ops/s",
-        "mean lat us",
-        "p99 lat us",
-        "makespan ms",
-        "AES util",
-        "Ed util",
-        "AES node shares",
-    ]);
-    for r in rows {
-        t.row(vec![
+    // The columns both forms start with.
+    let head = |r: &LiveRow| {
+        vec![
             r.workload.clone(),
             r.policy.clone(),
             r.nodes.to_string(),
@@ -749,28 +700,42 @@ pub fn print(rows: &[LiveRow], csv: bool) {
             f(r.throughput, 1),
             f(r.reference, 1),
             f(r.throughput / r.reference, 3),
+        ]
+    };
+    if csv {
+        let mut c = Csv::new(CSV_HEADER);
+        for r in rows {
+            let mut cells = head(r);
+            cells.extend([
+                f(r.mean_latency_us, 1),
+                f(r.p99_latency_us, 1),
+                r.openssl.map_or(String::new(), |o| f(o, 1)),
+                r.openssl_range.map_or(String::new(), |(lo, _)| f(lo, 1)),
+                r.openssl_range.map_or(String::new(), |(_, hi)| f(hi, 1)),
+            ]);
+            c.row(&cells);
+        }
+        print!("{}", c.as_str());
+        return;
+    }
+    let mut t = Table::with_columns(
+        "workload,policy,nodes,size,MB/s,reference MB/s,ratio,openssl MB/s,vs openssl,Ed25519 ops/s,mean lat us,p99 lat us,makespan ms,AES util,Ed util,AES node shares",
+    );
+    let or_dash = |x: f64, cell: String| if x > 0.0 { cell } else { "-".into() };
+    for r in rows {
+        let mut cells = head(r);
+        cells.extend([
             r.openssl.map_or("-".into(), |o| f(o, 1)),
             r.openssl.map_or("-".into(), |o| f(r.throughput / o, 3)),
-            if r.ed_ops > 0.0 {
-                f(r.ed_ops, 0)
-            } else {
-                "-".into()
-            },
+            or_dash(r.ed_ops, f(r.ed_ops, 0)),
             f(r.mean_latency_us, 1),
             f(r.p99_latency_us, 1),
             f(r.makespan.as_secs_f64() * 1e3, 1),
             pct(r.utilization),
-            if r.ed_utilization > 0.0 {
-                pct(r.ed_utilization)
-            } else {
-                "-".into()
-            },
-            r.shares
-                .iter()
-                .map(|&s| pct(s))
-                .collect::<Vec<_>>()
-                .join(" "),
+            or_dash(r.ed_utilization, pct(r.ed_utilization)),
+            pcts(&r.shares),
         ]);
+        t.row(cells);
     }
     print!("{}", t.render());
     if let Some(note) = rows.first().and_then(|r| r.openssl_note.as_ref()) {

@@ -29,7 +29,9 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::model::NodeModel;
 use cryptodispatch::sim::research::classes::{self, Class};
-use cryptodispatch::sim::research::matrix::{self, Cell, Small, TUNING_SEEDS, geo_mean};
+use cryptodispatch::sim::research::matrix::{
+    self, Cell, OptimumCache, Small, Standing, TUNING_SEEDS,
+};
 use cryptodispatch::sim::trace::Trace;
 
 use crate::milp::Solver;
@@ -90,77 +92,25 @@ fn small_instances(
     seeds: &[u64],
     pool: &Pool,
 ) -> Result<Vec<Small>, String> {
-    let cache = match &args.optimum_cache {
-        Some(path) => OptimumCache::read(path)?,
-        None => OptimumCache::default(),
+    let path = args.optimum_cache.as_deref();
+    let in_file = |e, path: &Path| format!("{}: {e}", path.display());
+    let mut cache = OptimumCache::default();
+    if let Some(path) = path {
+        cache = OptimumCache::read(path).map_err(|e| in_file(e, path))?;
+    }
+    let optimum = |_, trace: &Trace, nodes: &[NodeModel]| match cache.get(nodes, trace) {
+        Some(v) => Ok(v),
+        None => args.solver.solve(trace, nodes, 1),
     };
-    let optimum =
-        |_, trace: &Trace, nodes: &[NodeModel]| match cache.get(&OptimumCache::key(nodes, trace)) {
-            Some(v) => Ok(v),
-            None => args.solver.solve(trace, nodes, 1),
-        };
     let small = matrix::small_instances(seeds, specs, optimum, pool)?;
-    if let Some(path) = &args.optimum_cache {
-        let mut cache = cache;
+    if let Some(path) = path {
         for s in &small {
             let (nodes, trace) = classes::small(s.seed);
-            cache.insert(OptimumCache::key(&nodes, &trace), s.optimum);
+            cache.insert(&nodes, &trace, s.optimum);
         }
-        cache.write(path)?;
+        cache.write(path).map_err(|e| in_file(e, path))?;
     }
     Ok(small)
-}
-
-/// Small instances' optima kept between runs (`--optimum-cache`): the optimum does not depend
-/// on the policies, and with `--optimum milp` solving is what takes the time. An instance is
-/// keyed by a hash of its nodes and trace as printed (`Debug`), so a changed instance
-/// generator misses the cache instead of reading a stale optimum. The file has one
-/// `key,optimum` line per instance, the optimum written so that it reads back exactly.
-#[derive(Debug, Default)]
-struct OptimumCache(std::collections::BTreeMap<String, f64>);
-
-impl OptimumCache {
-    /// The key of an instance: FNV-1a (64 bits) of its nodes and trace, in hex.
-    fn key(nodes: &[NodeModel], trace: &Trace) -> String {
-        let text = format!("{nodes:?}|{trace:?}");
-        let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        format!("{hash:016x}")
-    }
-
-    /// The cache in `path`; empty if the file does not exist.
-    fn read(path: &Path) -> Result<Self, String> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        };
-        let mut map = std::collections::BTreeMap::new();
-        for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.is_empty()) {
-            let parsed = line
-                .split_once(',')
-                .and_then(|(k, v)| Some((k.to_owned(), v.parse::<f64>().ok()?)));
-            let Some((k, v)) = parsed else {
-                return Err(format!("{}:{}: not key,optimum", path.display(), n + 1));
-            };
-            map.insert(k, v);
-        }
-        Ok(OptimumCache(map))
-    }
-
-    fn get(&self, key: &str) -> Option<f64> {
-        self.0.get(key).copied()
-    }
-
-    fn insert(&mut self, key: String, optimum: f64) {
-        self.0.insert(key, optimum);
-    }
-
-    fn write(&self, path: &Path) -> Result<(), String> {
-        let text: String = self.0.iter().map(|(k, v)| format!("{k},{v:?}\n")).collect();
-        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
-    }
 }
 
 fn print_cells(cells: &[Cell], labels: &[String], args: &MatrixArgs, classes: &[Class]) {
@@ -204,25 +154,18 @@ fn print_cells(cells: &[Cell], labels: &[String], args: &MatrixArgs, classes: &[
     }
     print!("{}", t.render());
     println!("\nSummary over the {} cells:\n", cells.len());
-    let mut t = Table::new(&[
-        "policy",
-        "geo mean /bound",
-        "geo mean /best",
-        "worst /best",
-        "cells within 5% of best",
-    ]);
+    let mut t = Table::with_columns(
+        "policy,geo mean /bound,geo mean /best,worst /best,cells within 5% of best",
+    );
     for (p, l) in labels.iter().enumerate() {
-        let to_best = || cells.iter().map(|c| c.makespan[p] / c.best());
+        let s = Standing::of(cells.iter().map(|c| (c.makespan[p], c.best(), c.bound)));
+        let within = format!("{} of {}", s.within_5, cells.len());
         t.row(vec![
             l.clone(),
-            f(geo_mean(cells.iter().map(|c| c.makespan[p] / c.bound)), 3),
-            f(geo_mean(to_best()), 3),
-            f(to_best().fold(0.0, f64::max), 3),
-            format!(
-                "{} of {}",
-                to_best().filter(|&r| r <= HOLDS).count(),
-                cells.len()
-            ),
+            f(s.geo_bound, 3),
+            f(s.geo_best, 3),
+            f(s.worst, 3),
+            within,
         ]);
     }
     print!("{}", t.render());
@@ -396,13 +339,9 @@ fn heat_map(
 /// Every policy's makespan over the exact optimum on the small instances, as a table: the mean
 /// and the worst, lengths known and unknown.
 fn optimum_table(labels: &[String], small: &[Small]) -> Table {
-    let mut t = Table::new(&[
-        "policy",
-        "mean /optimum (known)",
-        "worst (known)",
-        "mean /optimum (unknown)",
-        "worst (unknown)",
-    ]);
+    let mut t = Table::with_columns(
+        "policy,mean /optimum (known),worst (known),mean /optimum (unknown),worst (unknown)",
+    );
     let n = small.len().max(1) as f64;
     for (p, l) in labels.iter().enumerate() {
         let known = || small.iter().map(|s| s.ratios(p).0);

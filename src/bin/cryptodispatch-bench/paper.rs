@@ -4,12 +4,10 @@ use std::path::Path;
 
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::NodeSet;
-use cryptodispatch::sim::research::experiments::{
-    self, AlphaCapRow, CAPS, CLASSES, CompareRow, Settings,
-};
+use cryptodispatch::sim::research::experiments::{self, AlphaCapRow, CAPS, CompareRow, Settings};
 
 use crate::plot::{Chart, Series};
-use crate::report::{Csv, Table, f, pct, write_file};
+use crate::report::{Csv, Table, f, pct, pcts, write_file};
 use crate::support::Pool;
 
 /// Runs experiment `exp` on `threads` threads, prints it and writes its files in `out`.
@@ -26,10 +24,7 @@ pub fn run(exp: u8, settings: &Settings, threads: Option<usize>, out: &Path) -> 
 
 fn exp1(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), String> {
     let packets = settings.workload.packets;
-    let sets = [
-        ("t in [16,36]", NodeSet::paper(4)),
-        ("four classes", NodeSet::Classes(CLASSES.to_vec())),
-    ];
+    let sets = experiments::exp1_sets();
     let seeds = u64::from(settings.seeds);
     let pool = Pool::new(threads, (sets.len() * CAPS.len()) as u64 * seeds, "exp 1");
     let rows: Vec<AlphaCapRow> = sets
@@ -45,15 +40,7 @@ fn exp1(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
         "({packets} packets, 4 nodes, {} seeds; 'four classes': one node from each of t1..t4)\n",
         settings.seeds
     );
-    let mut t = Table::new(&[
-        "nodes",
-        "CAP",
-        "best alpha",
-        "makespan",
-        "std",
-        "at alpha=0.05",
-        "at alpha=1",
-    ]);
+    let mut t = Table::with_columns("nodes,CAP,best alpha,makespan,std,at alpha=0.05,at alpha=1");
     let mut all = Csv::new("nodes,cap,alpha,makespan_mean,makespan_std");
     let mut best = Csv::new("nodes,cap,best_alpha,makespan_mean,makespan_std");
     for r in &rows {
@@ -128,29 +115,15 @@ fn exp2(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
         settings.cap, settings.seeds
     );
     println!("Load: share of the busy time per node, fastest node first.\n");
-    let mut t = Table::new(&[
-        "alpha",
-        "makespan",
-        "std",
-        "node 1",
-        "node 2",
-        "node 3",
-        "node 4",
-        "packets node 1..4",
-    ]);
+    let mut t =
+        Table::with_columns("alpha,makespan,std,node 1,node 2,node 3,node 4,packets node 1..4");
     let mut csv = Csv::new(
         "alpha,makespan_mean,makespan_std,busy_share_1,busy_share_2,busy_share_3,busy_share_4,packet_share_1,packet_share_2,packet_share_3,packet_share_4",
     );
     for r in &rows {
         let mut cells = vec![f(r.alpha, 2), f(r.makespan.mean, 1), f(r.makespan.std, 1)];
         cells.extend(r.busy_share.iter().map(|&s| pct(s)));
-        cells.push(
-            r.packet_share
-                .iter()
-                .map(|&s| pct(s))
-                .collect::<Vec<_>>()
-                .join(" "),
-        );
+        cells.push(pcts(&r.packet_share));
         t.row(cells);
         let mut c = vec![f(r.alpha, 2), f(r.makespan.mean, 3), f(r.makespan.std, 3)];
         c.extend(r.busy_share.iter().map(|&s| f(s, 4)));
@@ -222,13 +195,8 @@ fn exp3(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
     println!(
         "Share of the busy time per node, fastest node first; CV = std/mean of the nodes' busy times.\n"
     );
-    let mut t = Table::new(&[
-        "nodes",
-        "packets",
-        "makespan",
-        "busy CV",
-        "busy share per node (fastest first)",
-    ]);
+    let mut t =
+        Table::with_columns("nodes,packets,makespan,busy CV,busy share per node (fastest first)");
     let mut csv = Csv::new("nodes,packets,node_rank,busy_share,packet_share,busy_cv_mean");
     for r in &rows {
         t.row(vec![
@@ -236,11 +204,7 @@ fn exp3(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
             r.packets.to_string(),
             f(r.makespan.mean, 1),
             f(r.busy_cv.mean, 3),
-            r.busy_share
-                .iter()
-                .map(|&s| pct(s))
-                .collect::<Vec<_>>()
-                .join(" "),
+            pcts(&r.busy_share),
         ]);
         for (i, (b, p)) in r.busy_share.iter().zip(&r.packet_share).enumerate() {
             csv.row(&[
@@ -300,18 +264,9 @@ pub fn exp4(
     println!(
         "The paper reports 10.6%-15.3% less completion time (10.3%-15.3% in the node sweep).\n"
     );
-    let mut t = Table::new(&[
-        "sweep",
-        "nodes",
-        "packets",
-        "paper",
-        "std",
-        "hhs-acdid",
-        "std",
-        "reduction",
-        "lower bound",
-        "paper/bound",
-    ]);
+    let mut t = Table::with_columns(
+        "sweep,nodes,packets,paper,std,hhs-acdid,std,reduction,lower bound,paper/bound",
+    );
     let mut csv = Csv::new("nodes,packets,policy,makespan_mean,makespan_std,lower_bound");
     for pair in rows.chunks(2) {
         let (p, h) = (&pair[0], &pair[1]);

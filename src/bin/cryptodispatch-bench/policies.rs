@@ -3,15 +3,14 @@
 //!
 //! 1. **paper-adaptive against the best fixed α** (when `paper-adaptive` is among the
 //!    policies): experiment 1's settings (600 packets, 4 nodes, load 1.5, the capacities of
-//!    [`CAPS`], the node sets `t in [16,36]` and `four classes`), every α of the grid and
+//!    `CAPS`, the node sets `t in [16,36]` and `four classes`), every α of the grid and
 //!    `paper-adaptive` on the same instances. Its rule was tuned on base seed 1000; the report
 //!    runs from `--seed` (default 1), so it is not scored on the instances it was tuned on.
 //! 2. **Simulator, the paper's settings**: experiment 4's points 4 nodes × 300 and 700
 //!    packets and 10 nodes × 1000 packets; t ∈ [16, 36], CAP 32, load 1.5.
-//! 3. **Simulator, bursty arrivals**: the same jobs, arriving in bursts of about
-//!    [`BURST_PACKETS`] packets at [`BURST_LOAD`]` / `[`BURST_DUTY`] times the cluster's
-//!    capacity, silent for the rest of each cycle ([`BURST_DUTY`] on); mean load
-//!    [`BURST_LOAD`], so the cluster drains between bursts.
+//! 3. **Simulator, bursty arrivals**: the same jobs, arriving in bursts of about 64 packets at
+//!    0.8 / 0.25 times the cluster's capacity, silent for the rest of each cycle (a quarter
+//!    on); mean load 0.8, so the cluster drains between bursts.
 //! 4. **Simulator, a heterogeneous cluster**: unit times 16, 24, 32, 48 (ratio 1 : 1.5 : 2 : 3),
 //!    CAP 32, load 1.5.
 //! 5. **Live** (unless `--no-live`): the `hetero` workload through the real service (one AES
@@ -19,6 +18,7 @@
 //!    called directly by 4 threads with the same slowdowns taking jobs greedily (the
 //!    reference); each side's fastest of 3 runs.
 //!
+//! The library's `sim::research::experiments::PolicySettings` runs the simulated settings.
 //! Every simulated point runs each policy on the same instances (seed k is `--seed + k`) and
 //! reports the mean makespan, its standard deviation over the seeds, and the distance from the
 //! simulator's lower bound (mean makespan / mean lower bound, ≥ 1). Live rows report the
@@ -39,13 +39,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use cryptodispatch::sched::PolicySpec;
-use cryptodispatch::sim::NodeSet;
-use cryptodispatch::sim::research::classes::SPREAD as HETERO;
 use cryptodispatch::sim::research::experiments::{
-    self, AdaptiveRow, CAPS, CLASSES, CompareRow, Settings,
+    self, AdaptiveRow, BURST_DUTY, BURST_LOAD, BURST_PACKETS, CAPS, CompareRow, EXP1_PACKETS,
+    PolicySettings, Settings,
 };
 use cryptodispatch::sim::research::matrix::ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS;
-use cryptodispatch::sim::workload::Burst;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -62,16 +60,6 @@ pub const CSV_HEADER: &str =
 
 /// The header of `policies_adaptive.csv`.
 pub const ADAPTIVE_CSV_HEADER: &str = "nodes,cap,seeds,base_seed,best_alpha,best_mean,best_std,adaptive_mean,adaptive_std,ratio,diff_mean,diff_std,per_seed_best_mean,adaptive_mean_alpha";
-
-/// Mean packets per burst in the bursty setting.
-pub const BURST_PACKETS: f64 = 64.0;
-/// Share of the time the bursty source is on.
-pub const BURST_DUTY: f64 = 0.25;
-/// Mean offered load of the bursty setting.
-pub const BURST_LOAD: f64 = 0.8;
-
-/// Packets per run in the comparison with the best fixed α (experiment 1's default).
-const EXP1_PACKETS: usize = 600;
 
 /// Options of `policies`.
 #[derive(Debug, Args)]
@@ -227,59 +215,21 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let out = args.out.as_path();
 
     let adaptive = specs.iter().any(|s| s.name() == "paper-adaptive");
-    let sets = [
-        ("t in [16,36]", NodeSet::paper(4)),
-        ("four classes", NodeSet::Classes(CLASSES.to_vec())),
-    ];
-    let paper_points: Vec<(String, usize, usize)> = [(4, 300), (4, 700), (10, 1000)]
-        .iter()
-        .map(|&(n, p)| (format!("{n} nodes"), n, p))
-        .collect();
-    let burst_points = paper_points.clone();
-    let hetero_points: Vec<(String, NodeSet, usize)> = [300, 700]
-        .iter()
-        .map(|&p| ("1:1.5:2:3".to_owned(), NodeSet::Given(HETERO.to_vec()), p))
-        .collect();
-    let seeds = u64::from(settings.seeds);
-    let total = seeds
-        * ((if adaptive {
-            (sets.len() * CAPS.len()) as u64
-        } else {
-            0
-        }) + (paper_points.len() + burst_points.len() + hetero_points.len()) as u64);
-    let pool = Pool::new(args.threads, total, "policies");
-
-    let adaptive_rows: Vec<AdaptiveRow> = if adaptive {
-        let mut s = settings.clone();
-        s.workload.packets = EXP1_PACKETS;
-        sets.iter()
-            .flat_map(|(l, set)| {
-                experiments::adaptive_vs_alpha(&s, l, set, &CAPS, EXP1_PACKETS, &pool)
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-
-    let paper = experiments::compare(&settings, &paper_points, &specs, &pool);
-    let mut bursty_settings = settings.clone();
-    bursty_settings.workload.load = Some(BURST_LOAD);
-    bursty_settings.workload.burst = Some(Burst {
-        packets: BURST_PACKETS,
-        duty: BURST_DUTY,
-    });
-    let bursty = experiments::compare(&bursty_settings, &burst_points, &specs, &pool);
-    let hetero = experiments::compare_sets(&settings, &hetero_points, &specs, &pool);
+    let pool = Pool::new(
+        args.threads,
+        PolicySettings::runs(&settings, adaptive),
+        "policies",
+    );
+    let runs = PolicySettings::run(&settings, &specs, adaptive, &pool);
     pool.finish();
-
     let mut sections = vec![
-        sim_section("paper", &paper, &labels, settings.seeds),
-        sim_section("bursty", &bursty, &labels, settings.seeds),
-        sim_section("hetero", &hetero, &labels, settings.seeds),
+        sim_section("paper", &runs.paper, &labels, settings.seeds),
+        sim_section("bursty", &runs.bursty, &labels, settings.seeds),
+        sim_section("hetero", &runs.hetero, &labels, settings.seeds),
     ];
 
     if adaptive {
-        print_adaptive(&adaptive_rows, &settings, out)?;
+        print_adaptive(&runs.adaptive, &settings, out)?;
         println!();
     }
     println!(
@@ -409,27 +359,20 @@ fn sim_section(
 fn print_section(s: &Section, title: &str) {
     println!("{title}\n");
     let live = s.source == "live";
-    let mut t = Table::new(&[
-        "nodes",
-        "packets",
-        "policy",
-        if live { "makespan ms" } else { "makespan" },
-        "std",
-        if live { "reference ms" } else { "lower bound" },
-        if live {
-            "makespan/reference"
-        } else {
-            "makespan/bound"
-        },
-    ]);
+    let mut t = Table::with_columns(if live {
+        "nodes,packets,policy,makespan ms,std,reference ms,makespan/reference"
+    } else {
+        "nodes,packets,policy,makespan,std,lower bound,makespan/bound"
+    });
     for r in &s.rows {
+        let packets = if live {
+            "-".into()
+        } else {
+            r.packets.to_string()
+        };
         t.row(vec![
             r.nodes.to_string(),
-            if live {
-                "-".into()
-            } else {
-                r.packets.to_string()
-            },
+            packets,
             r.policy.clone(),
             f(r.makespan, 1),
             r.std.map_or("-".into(), |s| f(s, 1)),
@@ -464,17 +407,9 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
             TUNING_SEEDS.0, TUNING_SEEDS.1
         );
     }
-    let mut t = Table::new(&[
-        "nodes",
-        "CAP",
-        "best alpha",
-        "makespan",
-        "adaptive",
-        "adaptive/best",
-        "diff +- se",
-        "per-seed best",
-        "mean alpha used",
-    ]);
+    let mut t = Table::with_columns(
+        "nodes,CAP,best alpha,makespan,adaptive,adaptive/best,diff +- se,per-seed best,mean alpha used",
+    );
     let mut csv = Csv::new(ADAPTIVE_CSV_HEADER);
     let n = f64::from(settings.seeds.max(1));
     for r in rows {

@@ -11,7 +11,8 @@ use cryptodispatch::sim::{
 use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
 
-use crate::report::{Csv, Table, f, pct};
+use crate::report::{Csv, Table, f, pcts};
+use crate::support::Text;
 
 /// Which nodes to simulate.
 #[derive(Debug, Clone, Args)]
@@ -122,7 +123,7 @@ pub fn sim(args: &SimArgs) -> Result<(), String> {
     let policies = args
         .policy
         .split(',')
-        .map(|p| p.parse::<PolicySpec>().map_err(|e| e.to_string()))
+        .map(|p| p.parse::<PolicySpec>().text())
         .collect::<Result<Vec<_>, _>>()?;
     let mut rng = ChaCha8Rng::seed_from_u64(args.nodes.seed);
     let nodes = build(&args.nodes, &mut rng)?;
@@ -148,17 +149,11 @@ pub fn sim(args: &SimArgs) -> Result<(), String> {
     let mut csv = Csv::new(
         "policy,nodes,packets,makespan,lower_bound,mean_latency,p99_latency,max_node_share,min_node_share",
     );
-    let mut table = Table::new(&[
-        "policy",
-        "makespan",
-        "lower bound",
-        "ratio",
-        "mean latency",
-        "p99 latency",
-        "node shares of busy time",
-    ]);
+    let mut table = Table::with_columns(
+        "policy,makespan,lower bound,ratio,mean latency,p99 latency,node shares of busy time",
+    );
     for policy in &policies {
-        let r = simulate(&trace, &config, policy).map_err(|e| e.to_string())?;
+        let r = simulate(&trace, &config, policy).text()?;
         let shares = r.shares();
         let max = shares.iter().copied().fold(0.0, f64::max);
         let min = shares.iter().copied().fold(f64::INFINITY, f64::min);
@@ -180,7 +175,7 @@ pub fn sim(args: &SimArgs) -> Result<(), String> {
             f(r.makespan / bound.value(), 3),
             f(r.mean_latency(), 1),
             f(r.p99_latency(), 1),
-            shares.iter().map(|&s| pct(s)).collect::<Vec<_>>().join(" "),
+            pcts(&shares),
         ]);
     }
     if args.csv {

@@ -17,7 +17,7 @@
 use std::path::Path;
 
 use cryptodispatch::sched::PolicySpec;
-use cryptodispatch::sim::research::matrix::{self, Outcome, geo_mean};
+use cryptodispatch::sim::research::matrix::{self, Outcome, Standing};
 use cryptodispatch::sim::space::{self, HELD_OUT_SEED, TUNING_SEED, affinity_name};
 
 use crate::matrix::{optimum_csv, print_small};
@@ -30,10 +30,7 @@ use crate::support::Pool;
 pub const CSV_HEADER: &str = "sample_seed,index,seed,nodes,speeds,capacity,load,chains,chain_min,chain_max,starts,short_jobs,lengths,bursts,affinity,known,packets,policy,makespan,bound,ratio_best";
 /// The header of `sample_optimum.csv`.
 pub const OPTIMUM_HEADER: &str = "seed,nodes,packets,lengths,policy,makespan,optimum,ratio";
-/// Within this factor of a configuration's best, a policy holds there.
-const WITHIN_5: f64 = 1.05;
-/// The looser line every configuration should meet.
-const WITHIN_10: f64 = 1.10;
+
 /// What a sample run does.
 #[derive(Debug, Clone)]
 pub struct SampleArgs {
@@ -115,33 +112,19 @@ fn summary(outcomes: &[Outcome], labels: &[String], keep: impl Fn(&Outcome) -> b
         return;
     }
     println!("{name} ({} configurations):\n", mine.len());
-    let mut t = Table::new(&[
-        "policy",
-        "geo mean /best",
-        "worst /best",
-        "within 5%",
-        "within 10%",
-        "best",
-        "geo mean /bound",
-    ]);
+    let mut t = Table::with_columns(
+        "policy,geo mean /best,worst /best,within 5%,within 10%,best,geo mean /bound",
+    );
     let mut rows: Vec<(f64, Vec<String>)> = labels
         .iter()
         .enumerate()
         .map(|(p, l)| {
-            let ratio = || mine.iter().map(|o| o.makespan[p] / o.best());
-            let geo = geo_mean(ratio());
-            (
-                geo,
-                vec![
-                    l.clone(),
-                    f(geo, 3),
-                    f(ratio().fold(0.0, f64::max), 3),
-                    format!("{}", ratio().filter(|&r| r <= WITHIN_5).count()),
-                    format!("{}", ratio().filter(|&r| r <= WITHIN_10).count()),
-                    format!("{}", ratio().filter(|&r| r <= 1.0 + 1e-9).count()),
-                    f(geo_mean(mine.iter().map(|o| o.makespan[p] / o.bound)), 3),
-                ],
-            )
+            let s = Standing::of(mine.iter().map(|o| (o.makespan[p], o.best(), o.bound)));
+            let counts = [s.within_5, s.within_10, s.best].map(|n| n.to_string());
+            let mut row = vec![l.clone(), f(s.geo_best, 3), f(s.worst, 3)];
+            row.extend(counts);
+            row.push(f(s.geo_bound, 3));
+            (s.geo_best, row)
         })
         .collect();
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));

@@ -21,6 +21,18 @@ pub fn pin(core: usize) {
     }
 }
 
+/// A result whose error the bench reports as its text.
+pub trait Text<T> {
+    /// The error's text in place of the error.
+    fn text(self) -> Result<T, String>;
+}
+
+impl<T, E: std::fmt::Display> Text<T> for Result<T, E> {
+    fn text(self) -> Result<T, String> {
+        self.map_err(|e| e.to_string())
+    }
+}
+
 /// `n` seeds from `first` on.
 pub fn seeds(first: u64, n: u64) -> Vec<u64> {
     (0..n).map(|k| first.saturating_add(k)).collect()

@@ -15,7 +15,7 @@ use rand::{Rng, RngExt, SeedableRng};
 
 use crate::live::LiveArgs;
 use crate::report::{Csv, Table, f};
-use crate::support::{cores, pin};
+use crate::support::{Text, cores, pin};
 
 /// Signatures per packet of the service's batch verification (its packets hold up to 64); the
 /// direct reference verifies batches of the same size.
@@ -59,7 +59,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let seeds: Vec<[u8; 32]> = (0..8).map(|_| rng.random()).collect();
     let signers: Vec<SigningKey> = seeds
         .iter()
-        .map(|s| SigningKey::from_seed(s).map_err(|e| e.to_string()))
+        .map(|s| SigningKey::from_seed(s).text())
         .collect::<Result<_, _>>()?;
     let publics: Vec<VerifyingKey> = signers.iter().map(SigningKey::verifying_key).collect();
     if !(0.0..=1.0).contains(&args.bad_share) {
@@ -85,12 +85,12 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let service = Service::builder()
         .ed25519_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
         .build()
-        .map_err(|e| e.to_string())?;
+        .text()?;
     let keys: Vec<_> = seeds
         .iter()
         .map(|s| service.add_signing_key(s))
         .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+        .text()?;
 
     let single_jobs = || -> Vec<Job> {
         sigs.iter()
@@ -113,11 +113,11 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             .into_iter()
             .map(|j| service.submit(j))
             .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
+            .text()?;
         let mut answers = Vec::with_capacity(n);
         let mut outs = Vec::with_capacity(handles.len());
         for h in handles.into_iter().rev() {
-            outs.push(h.wait().map_err(|e| e.to_string())?);
+            outs.push(h.wait().text()?);
         }
         let elapsed = start.elapsed();
         for o in outs.into_iter().rev() {

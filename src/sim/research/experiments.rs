@@ -18,7 +18,7 @@ use crate::sim::bound::lower_bound;
 use crate::sim::engine::{SimConfig, SimResult, simulate, simulate_with};
 use crate::sim::model::{NodeModel, NodeSet};
 use crate::sim::trace::Trace;
-use crate::sim::workload::WorkloadSpec;
+use crate::sim::workload::{Burst, WorkloadSpec};
 
 /// How an experiment runs its points, which are independent of one another.
 pub trait PointRunner: Sync {
@@ -41,6 +41,15 @@ pub const CAPS: [u64; 8] = [4, 8, 16, 32, 64, 100, 150, 200];
 
 /// The paper's four speed classes (experiment 1, figure 6b), one node drawn from each.
 pub const CLASSES: [(f64, f64); 4] = [(8.0, 28.0), (16.0, 36.0), (32.0, 52.0), (64.0, 84.0)];
+
+/// Experiment 1's node sets with their labels: four nodes drawn from [16, 36], and one node
+/// from each of the four speed classes ([`CLASSES`]).
+pub fn exp1_sets() -> [(&'static str, NodeSet); 2] {
+    [
+        ("t in [16,36]", NodeSet::paper(4)),
+        ("four classes", NodeSet::Classes(CLASSES.to_vec())),
+    ]
+}
 
 /// Settings shared by the experiments.
 #[derive(Debug, Clone, PartialEq)]
@@ -624,4 +633,89 @@ pub fn compare_sets(
         }
     }
     rows
+}
+
+/// Packets per run in experiment 1 by default, and in [`PolicySettings::adaptive`].
+pub const EXP1_PACKETS: usize = 600;
+/// Mean packets per burst in [`PolicySettings::bursty`].
+pub const BURST_PACKETS: f64 = 64.0;
+/// Share of the time the bursty source is on.
+pub const BURST_DUTY: f64 = 0.25;
+/// Mean offered load of the bursty setting.
+pub const BURST_LOAD: f64 = 0.8;
+/// The heterogeneous cluster's unit times (1 : 1.5 : 2 : 3), [`PolicySettings::hetero`].
+pub const HETERO: [f64; 4] = super::classes::SPREAD;
+
+/// Every policy in the settings `cryptodispatch-bench policies` compares them in, each point on
+/// the same instances for every policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicySettings {
+    /// `paper-adaptive` against the best fixed α, in experiment 1's settings ([`EXP1_PACKETS`]
+    /// packets, [`CAPS`], [`exp1_sets`]); empty unless asked for.
+    pub adaptive: Vec<AdaptiveRow>,
+    /// The paper's settings at experiment 4's points 4 nodes × 300 and 700 packets and
+    /// 10 nodes × 1000 packets.
+    pub paper: Vec<CompareRow>,
+    /// The same points, the jobs arriving in bursts of about [`BURST_PACKETS`] packets at
+    /// [`BURST_LOAD`]` / `[`BURST_DUTY`] times the cluster's capacity, silent for the rest of
+    /// each cycle: mean load [`BURST_LOAD`], so the cluster drains between bursts.
+    pub bursty: Vec<CompareRow>,
+    /// Four nodes of unit times [`HETERO`], 300 and 700 packets.
+    pub hetero: Vec<CompareRow>,
+}
+
+impl PolicySettings {
+    /// The points of the paper's and the bursty settings.
+    fn paper_points() -> Vec<(String, usize, usize)> {
+        [(4, 300), (4, 700), (10, 1000)]
+            .iter()
+            .map(|&(n, p)| (format!("{n} nodes"), n, p))
+            .collect()
+    }
+
+    /// How many runs [`run`](Self::run) makes (each a point and a seed), for a progress count.
+    pub fn runs(settings: &Settings, adaptive: bool) -> u64 {
+        let adaptive = if adaptive { 2 * CAPS.len() } else { 0 };
+        u64::from(settings.seeds) * (adaptive + 2 * Self::paper_points().len() + 2) as u64
+    }
+
+    /// Every policy of `specs` in each setting, and `paper-adaptive` against the best fixed α
+    /// when `adaptive`.
+    pub fn run(
+        settings: &Settings,
+        specs: &[PolicySpec],
+        adaptive: bool,
+        runner: &impl PointRunner,
+    ) -> Self {
+        let adaptive = if adaptive {
+            let mut s = settings.clone();
+            s.workload.packets = EXP1_PACKETS;
+            exp1_sets()
+                .iter()
+                .flat_map(|(l, set)| adaptive_vs_alpha(&s, l, set, &CAPS, EXP1_PACKETS, runner))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let points = Self::paper_points();
+        let paper = compare(settings, &points, specs, runner);
+        let mut bursty = settings.clone();
+        bursty.workload.load = Some(BURST_LOAD);
+        bursty.workload.burst = Some(Burst {
+            packets: BURST_PACKETS,
+            duty: BURST_DUTY,
+        });
+        let bursty = compare(&bursty, &points, specs, runner);
+        let hetero: Vec<(String, NodeSet, usize)> = [300, 700]
+            .iter()
+            .map(|&p| ("1:1.5:2:3".to_owned(), NodeSet::Given(HETERO.to_vec()), p))
+            .collect();
+        let hetero = compare_sets(settings, &hetero, specs, runner);
+        PolicySettings {
+            adaptive,
+            paper,
+            bursty,
+            hetero,
+        }
+    }
 }

@@ -7,6 +7,10 @@
 //! on the same instances, and the cell holds each policy's mean makespan and the mean lower
 //! bound (`sim::bound`). A configuration of the sample is one instance, every policy on it.
 
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+
 use crate::sched::PolicySpec;
 use crate::sim::bound::lower_bound;
 use crate::sim::engine::{SimConfig, simulate};
@@ -46,6 +50,40 @@ fn makespans(trace: &Trace, config: &SimConfig, specs: &[PolicySpec]) -> Result<
 pub fn geo_mean(xs: impl Iterator<Item = f64>) -> f64 {
     let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x.ln(), n + 1));
     (sum / n.max(1) as f64).exp()
+}
+
+/// A policy's standing over a set of cases (the matrix's cells, the sample's configurations):
+/// its makespan over each case's best policy's, and over the case's lower bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Standing {
+    /// The geometric mean of makespan / the best.
+    pub geo_best: f64,
+    /// The largest makespan / the best.
+    pub worst: f64,
+    /// The geometric mean of makespan / the lower bound.
+    pub geo_bound: f64,
+    /// The cases it is within 5% of the best in.
+    pub within_5: usize,
+    /// The cases it is within 10% of the best in.
+    pub within_10: usize,
+    /// The cases it is the best in.
+    pub best: usize,
+}
+
+impl Standing {
+    /// The standing over `cases`, each the policy's (makespan, the best makespan, the bound).
+    pub fn of(cases: impl Iterator<Item = (f64, f64, f64)> + Clone) -> Standing {
+        let to_best = || cases.clone().map(|(m, best, _)| m / best);
+        let within = |x: f64| to_best().filter(|&r| r <= x).count();
+        Standing {
+            geo_best: geo_mean(to_best()),
+            worst: to_best().fold(0.0, f64::max),
+            geo_bound: geo_mean(cases.clone().map(|(m, _, bound)| m / bound)),
+            within_5: within(1.05),
+            within_10: within(1.10),
+            best: within(1.0 + 1e-9),
+        }
+    }
 }
 
 /// One cell of the matrix: a class, with the jobs' lengths known or not.
@@ -221,4 +259,67 @@ pub fn outcomes(
         })
         .into_iter()
         .collect()
+}
+
+/// Small instances' optima kept between runs: the optimum does not depend on the policies, and
+/// with a slow solver solving is what takes the time. An instance is keyed by a hash of its
+/// nodes and trace as printed (`Debug`), so a changed instance generator misses the cache
+/// instead of reading a stale optimum. The file has one `key,optimum` line per instance, the
+/// optimum written so that it reads back exactly.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OptimumCache(BTreeMap<String, f64>);
+
+impl OptimumCache {
+    /// The key of an instance: FNV-1a (64 bits) of its nodes and trace, in hex.
+    fn key(nodes: &[NodeModel], trace: &Trace) -> String {
+        let text = format!("{nodes:?}|{trace:?}");
+        let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("{hash:016x}")
+    }
+
+    /// The cache in `path`; empty if the file does not exist.
+    ///
+    /// # Errors
+    /// The file cannot be read, or a line is not `key,optimum` (`InvalidData`, naming the
+    /// line).
+    pub fn read(path: &Path) -> io::Result<Self> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => return Err(e),
+        };
+        let mut map = BTreeMap::new();
+        for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.is_empty()) {
+            let parsed = line
+                .split_once(',')
+                .and_then(|(k, v)| Some((k.to_owned(), v.parse::<f64>().ok()?)));
+            let Some((k, v)) = parsed else {
+                let message = format!("line {}: not key,optimum", n + 1);
+                return Err(io::Error::new(io::ErrorKind::InvalidData, message));
+            };
+            map.insert(k, v);
+        }
+        Ok(OptimumCache(map))
+    }
+
+    /// The optimum kept for an instance.
+    pub fn get(&self, nodes: &[NodeModel], trace: &Trace) -> Option<f64> {
+        self.0.get(&Self::key(nodes, trace)).copied()
+    }
+
+    /// Keeps an instance's optimum.
+    pub fn insert(&mut self, nodes: &[NodeModel], trace: &Trace, optimum: f64) {
+        self.0.insert(Self::key(nodes, trace), optimum);
+    }
+
+    /// Writes the cache to `path`.
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn write(&self, path: &Path) -> io::Result<()> {
+        let text: String = self.0.iter().map(|(k, v)| format!("{k},{v:?}\n")).collect();
+        std::fs::write(path, text)
+    }
 }
