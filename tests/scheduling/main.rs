@@ -11,6 +11,7 @@ mod mct_wait;
 mod optimum;
 mod props;
 mod registry;
+mod research;
 mod scenarios;
 mod seeds;
 mod sim;

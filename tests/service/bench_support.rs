@@ -1,8 +1,5 @@
-//! The benchmark binary's shared helpers, from its own files: the nearest-rank percentile, the
-//! round-by-round comparison of two live policies, and the `openssl speed` baseline (its
-//! median and spread, and the summary line it reads).
-
-use std::time::Duration;
+//! The benchmark binary's shared helpers, from its own files: the nearest-rank percentile and
+//! the `openssl speed` baseline (its median and spread, and the summary line it reads).
 
 #[allow(dead_code)]
 #[path = "../../src/bin/cryptodispatch-bench/openssl.rs"]
@@ -12,7 +9,7 @@ mod openssl;
 mod support;
 
 use openssl::{Baseline, Speed, parse_summary};
-use support::{Paired, percentile};
+use support::percentile;
 
 #[test]
 fn the_percentile_is_the_nearest_rank() {
@@ -23,26 +20,6 @@ fn the_percentile_is_the_nearest_rank() {
     // A small sample's p99 is its largest value, not one past the end.
     assert_eq!(percentile(&[3u64, 7, 9], 0.99), 9);
     assert_eq!(percentile::<u64>(&[], 0.99), 0);
-}
-
-fn ms(v: &[u64]) -> Vec<Duration> {
-    v.iter().map(|&m| Duration::from_millis(m)).collect()
-}
-
-#[test]
-fn paired_rounds_give_the_ratio_its_interval_and_the_wins() {
-    // a is 10% slower in every round: the ratio is 1.1 exactly, with no spread.
-    let p = Paired::of(&ms(&[11, 22, 33, 44]), &ms(&[10, 20, 30, 40])).unwrap();
-    assert!((p.mean - 1.1).abs() < 1e-9, "{p:?}");
-    assert!((p.low - 1.1).abs() < 1e-9 && (p.high - 1.1).abs() < 1e-9);
-    assert_eq!((p.wins, p.rounds), (0, 4));
-    // Half the rounds each way by the same factor: a ratio of 1 and an interval around it.
-    let p = Paired::of(&ms(&[10, 12, 10, 12]), &ms(&[12, 10, 12, 10])).unwrap();
-    assert!((p.mean - 1.0).abs() < 1e-9, "{p:?}");
-    assert!(p.low < 1.0 && p.high > 1.0);
-    assert_eq!(p.wins, 2);
-    // Too few rounds to estimate a spread.
-    assert_eq!(Paired::of(&ms(&[1, 2]), &ms(&[2, 1])), None);
 }
 
 #[test]

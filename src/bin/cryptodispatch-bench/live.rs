@@ -19,12 +19,12 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, ValueEnum};
 use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction, SigningKey, VerifyingKey};
 use cryptodispatch::runtime::{NodeMetrics, emulate_slowdown};
+use cryptodispatch::sim::research::experiments::Paired;
 use cryptodispatch::{
     Admission, ClusterKind, Job, JobHandle, JobOutput, Metrics, Mode, NodeSpec, PolicySpec,
     Service, ServiceBuilder,
@@ -34,7 +34,7 @@ use rand::{Rng, RngExt};
 
 use crate::openssl::{Baseline, Speed};
 use crate::report::{Csv, Table, f, pct, pcts};
-use crate::support::{Paired, Text, cores, percentile, pin, policy_help};
+use crate::support::{Text, cores, on_threads, parse_policies, percentile, policy_help};
 
 /// The live workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -169,15 +169,11 @@ impl LiveArgs {
 
     /// The policies to run: `--policies` with `--compare`, else `--policy`.
     fn policy_specs(&self) -> Result<Vec<PolicySpec>, String> {
-        let names = if self.compare {
-            &self.policies
+        if self.compare {
+            parse_policies("--policies", Some(&self.policies))
         } else {
-            &self.policy
-        };
-        names
-            .split(',')
-            .map(|p| p.parse::<PolicySpec>().text())
-            .collect()
+            parse_policies("--policy", Some(&self.policy))
+        }
     }
 }
 
@@ -366,39 +362,22 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
     // application's threads would (and as the reference's threads each keep their own outputs),
     // so resolving the handles is shared between the threads rather than left to one.
     let start = Instant::now();
-    let results: Vec<Result<Vec<Resolved>, String>> = thread::scope(|s| {
-        let handles: Vec<_> = per_thread
+    let results = on_threads(per_thread, false, |_, jobs| {
+        let mut handles = jobs
             .into_iter()
-            .map(|jobs| {
-                let service = &service;
-                s.spawn(move || {
-                    let mut handles = jobs
-                        .into_iter()
-                        .map(|(i, job)| service.submit(job).map(|h| (i, h)).text())
-                        .collect::<Result<Vec<_>, String>>()?;
-                    // The last-submitted first: one sleep until the tail is done, instead of
-                    // a wake-up per job (latencies are stamped where the jobs complete, not by
-                    // this loop).
-                    handles.reverse();
-                    handles
-                        .into_iter()
-                        .map(|(i, h)| {
-                            let (out, latency) =
-                                h.wait_timed().map_err(|e| format!("job {i} failed: {e}"))?;
-                            Ok((i, out, latency))
-                        })
-                        .collect::<Result<Vec<_>, String>>()
-                })
-            })
-            .collect();
+            .map(|(i, job)| service.submit(job).map(|h| (i, h)).text())
+            .collect::<Result<Vec<_>, String>>()?;
+        // The last-submitted first: one sleep until the tail is done, instead of a wake-up per
+        // job (latencies are stamped where the jobs complete, not by this loop).
+        handles.reverse();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("submitter panicked".into()))
+            .map(|(i, h)| {
+                let (out, latency) = wait_timed(h).map_err(|e| format!("job {i} failed: {e}"))?;
+                Ok((i, out, latency))
             })
-            .collect()
-    });
+            .collect::<Result<Vec<Resolved>, String>>()
+    })?;
     let elapsed = start.elapsed();
     let mut outputs: Vec<Option<Out>> = vec![None; work.items.len()];
     let mut latencies = Vec::with_capacity(work.items.len());
@@ -439,19 +418,11 @@ fn per_node<T>(metrics: &Metrics, kind: ClusterKind, f: impl Fn(&NodeMetrics) ->
         .collect()
 }
 
-trait WaitTimed {
-    fn wait_timed(self) -> Result<(JobOutput, Duration), cryptodispatch::JobError>;
-}
-
-impl WaitTimed for JobHandle {
-    /// Waits, and returns the output with the job's latency (submission to completion).
-    fn wait_timed(self) -> Result<(JobOutput, Duration), cryptodispatch::JobError> {
-        let mut h = self;
-        loop {
-            if let Some(r) = h.wait_timeout(Duration::from_secs(3600)) {
-                let latency = h.latency().unwrap_or_default();
-                return r.map(|o| (o, latency));
-            }
+/// Waits for a job, and returns its output with its latency (submission to completion).
+fn wait_timed(mut h: JobHandle) -> Result<(JobOutput, Duration), cryptodispatch::JobError> {
+    loop {
+        if let Some(r) = h.wait_timeout(Duration::from_secs(3600)) {
+            return r.map(|o| (o, h.latency().unwrap_or_default()));
         }
     }
 }
@@ -474,11 +445,10 @@ fn run_reference(work: &Work) -> Result<Measured, String> {
         .collect::<Result<_, _>>()
         .text()?;
     let publics: Vec<VerifyingKey> = signers.iter().map(SigningKey::verifying_key).collect();
-    let cores = cores();
     let slowdowns: Vec<f64> = if work.greedy {
         work.slowdowns.clone()
     } else {
-        vec![1.0; cores]
+        vec![1.0; cores()]
     };
 
     let run_one = |item: &mut Item| -> Result<Out, String> {
@@ -513,37 +483,25 @@ fn run_reference(work: &Work) -> Result<Measured, String> {
     }
     let queues: Vec<Mutex<VecDeque<(usize, Item)>>> = queues.into_iter().map(Mutex::new).collect();
     let start = Instant::now();
-    let outs: Vec<Vec<(usize, Result<Out, String>)>> = thread::scope(|s| {
-        let hs: Vec<_> = slowdowns
-            .iter()
-            .enumerate()
-            .map(|(t, &slow)| {
-                let (queue, run_one) = (&queues[t % queues.len()], &run_one);
-                s.spawn(move || {
-                    pin(t % cores);
-                    let mut out = Vec::new();
-                    loop {
-                        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-                        let Some((i, mut item)) = next else { break };
-                        let packets = item.data.len().div_ceil(work.packet_size).max(1);
-                        // Per packet, as a node: real work, then the emulated wait.
-                        let t0 = Instant::now();
-                        let o = run_one(&mut item);
-                        if slow > 1.0 {
-                            let per_packet = t0.elapsed() / packets as u32;
-                            for _ in 0..packets {
-                                emulate_slowdown(per_packet.mul_f64(slow - 1.0));
-                            }
-                        }
-                        out.push((i, o));
-                    }
-                    out
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().map_err(|_| "reference thread panicked".to_owned()))
-            .collect::<Result<_, _>>()
+    let outs = on_threads(slowdowns, true, |t, slow| {
+        let queue = &queues[t % queues.len()];
+        let mut out = Vec::new();
+        loop {
+            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let Some((i, mut item)) = next else { break };
+            let packets = item.data.len().div_ceil(work.packet_size).max(1);
+            // Per packet, as a node: real work, then the emulated wait.
+            let t0 = Instant::now();
+            let o = run_one(&mut item);
+            if slow > 1.0 {
+                let per_packet = t0.elapsed() / packets as u32;
+                for _ in 0..packets {
+                    emulate_slowdown(per_packet.mul_f64(slow - 1.0));
+                }
+            }
+            out.push((i, o));
+        }
+        out
     })?;
     let elapsed = start.elapsed();
     let mut outputs: Vec<Option<Out>> = vec![None; work.items.len()];
@@ -594,8 +552,9 @@ pub struct LiveRow {
     pub utilization: f64,
     /// The same for the Ed25519 nodes (0 without any).
     pub ed_utilization: f64,
-    /// Every round's makespan, in round order (the fastest is [`makespan`](Self::makespan)).
-    pub rounds: Vec<Duration>,
+    /// Every round's makespan in seconds, in round order (the fastest is
+    /// [`makespan`](Self::makespan)).
+    pub rounds: Vec<f64>,
 }
 
 /// Runs the workload under each policy and the reference; checks every output.
@@ -618,7 +577,7 @@ pub fn measure(
     // reference.
     let mut reference: Option<Measured> = None;
     let mut runs: Vec<Option<Measured>> = policies.iter().map(|_| None).collect();
-    let mut rounds: Vec<Vec<Duration>> = policies.iter().map(|_| Vec::new()).collect();
+    let mut rounds: Vec<Vec<f64>> = policies.iter().map(|_| Vec::new()).collect();
     for round in 0..args.reps.max(1) {
         keep_fastest(&mut reference, run_reference(work)?);
         if let Some(baseline) = openssl.as_mut() {
@@ -627,7 +586,7 @@ pub fn measure(
         for k in 0..policies.len() {
             let i = (round + k) % policies.len();
             let m = run_service(args, work, &policies[i])?;
-            rounds[i].push(m.elapsed);
+            rounds[i].push(m.elapsed.as_secs_f64());
             keep_fastest(&mut runs[i], m);
         }
     }

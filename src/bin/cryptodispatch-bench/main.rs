@@ -152,21 +152,9 @@ fn summary() -> Result<(), String> {
     println!(
         "`hhs-acdid`, beside the primitives called directly on as many threads (the reference).\n"
     );
-    let mut rows = Vec::new();
-    let policies = [
-        cryptodispatch::PolicySpec::paper_defaults(),
-        cryptodispatch::PolicySpec::hhs_acdid(),
-    ];
-    let workloads: [(_, fn(&_) -> _); 2] = [
-        (live::Workload::Cbc16k, independent::cbc16k),
-        (live::Workload::Hetero, hetero::hetero),
-    ];
-    for (workload, work) in workloads {
-        let args = live::LiveArgs::quick(workload);
-        rows.push(live::measure(&args, &work(&args)?, &policies)?);
-    }
-    for r in &rows {
-        live::print(r, false);
+    // Both with --compare: under `paper` and `hhs-acdid`.
+    for workload in [live::Workload::Cbc16k, live::Workload::Hetero] {
+        runner(workload).run(&live::LiveArgs::quick(workload))?;
         println!();
     }
     println!("summary took {:.1} s", start.elapsed().as_secs_f64());
@@ -206,6 +194,8 @@ fn main() -> ExitCode {
         Some(Command::Sim(a)) => replay::sim(a),
         Some(Command::Gen(a)) => replay::generate(a),
         Some(Command::Live(a)) => runner(a.workload).run(a),
+        Some(Command::Policies(a)) if a.matrix => matrix::run(a),
+        Some(Command::Policies(a)) if a.sample.is_some() => sample::run(a),
         Some(Command::Policies(a)) => policies::run(a),
         Some(Command::Soak(a)) => soak::run(a),
     };

@@ -35,6 +35,7 @@ use cryptodispatch::sim::research::matrix::{
 use cryptodispatch::sim::trace::Trace;
 
 use crate::milp::Solver;
+use crate::policies::PoliciesArgs;
 use crate::report::{Csv, Table, f, write_file};
 use crate::support::{Pool, seeds};
 
@@ -46,33 +47,15 @@ pub const OPTIMUM_HEADER: &str = "seed,nodes,packets,lengths,policy,makespan,opt
 /// A policy within this factor of a cell's best counts as holding in the cell.
 const HOLDS: f64 = 1.05;
 
-/// What the matrix runs: seeds per cell, the first seed, small instances, threads.
-#[derive(Debug, Clone)]
-pub struct MatrixArgs {
-    pub seeds: u32,
-    pub base_seed: u64,
-    pub small: u32,
-    pub threads: Option<usize>,
-    /// A file of small instances' optima, read before solving and written after
-    /// ([`OptimumCache`]).
-    pub optimum_cache: Option<std::path::PathBuf>,
-    /// How the small instances' optima are found.
-    pub solver: Solver,
-}
-
 /// Runs the matrix and the small instances, prints the tables and writes the files.
 ///
 /// # Errors
 /// A file that cannot be written, or the solver failing.
-pub fn run(
-    args: &MatrixArgs,
-    specs: &[PolicySpec],
-    labels: &[String],
-    out: &Path,
-) -> Result<(), String> {
+pub fn run(args: &PoliciesArgs) -> Result<(), String> {
+    let (specs, labels) = &args.specs()?;
     let classes = classes::classes();
-    let cell_seeds = seeds(args.base_seed, u64::from(args.seeds.max(1)));
-    let small_seeds = seeds(args.base_seed, u64::from(args.small));
+    let cell_seeds = seeds(args.seed, u64::from(args.seeds().max(1)));
+    let small_seeds = seeds(args.seed, u64::from(args.small()));
     let points = 2 * classes.len() * cell_seeds.len() + small_seeds.len();
     let pool = Pool::new(args.threads, points as u64, "matrix");
     let cells = matrix::cells(&classes, specs, &cell_seeds, &pool)?;
@@ -80,14 +63,14 @@ pub fn run(
     pool.finish();
 
     print_cells(&cells, labels, args, &classes);
-    print_small(&small, labels, args.solver, None);
-    write_files(&cells, &small, labels, args, out)
+    print_small(&small, labels, args.optimum, None);
+    write_files(&cells, &small, labels, args)
 }
 
 /// The small instances, their optima read from the cache (`--optimum-cache`) where it has
 /// them, and the cache written back with every optimum.
 fn small_instances(
-    args: &MatrixArgs,
+    args: &PoliciesArgs,
     specs: &[PolicySpec],
     seeds: &[u64],
     pool: &Pool,
@@ -100,7 +83,7 @@ fn small_instances(
     }
     let optimum = |_, trace: &Trace, nodes: &[NodeModel]| match cache.get(nodes, trace) {
         Some(v) => Ok(v),
-        None => args.solver.solve(trace, nodes, 1),
+        None => args.optimum.solve(trace, nodes, 1),
     };
     let small = matrix::small_instances(seeds, specs, optimum, pool)?;
     if let Some(path) = path {
@@ -113,17 +96,17 @@ fn small_instances(
     Ok(small)
 }
 
-fn print_cells(cells: &[Cell], labels: &[String], args: &MatrixArgs, classes: &[Class]) {
-    let last = args.base_seed + u64::from(args.seeds.max(1)) - 1;
-    let last_small = args.base_seed + u64::from(args.small.max(1)) - 1;
+fn print_cells(cells: &[Cell], labels: &[String], args: &PoliciesArgs, classes: &[Class]) {
+    let last = args.seed + u64::from(args.seeds().max(1)) - 1;
+    let last_small = args.seed + u64::from(args.small().max(1)) - 1;
     println!(
         "Policy matrix: {} kinds of work x lengths known/unknown, {} seeds per cell (seeds {}-{}).",
         classes.len(),
-        args.seeds,
-        args.base_seed,
+        args.seeds(),
+        args.seed,
         last
     );
-    if args.base_seed <= TUNING_SEEDS.1 && last.max(last_small) >= TUNING_SEEDS.0 {
+    if args.seed <= TUNING_SEEDS.1 && last.max(last_small) >= TUNING_SEEDS.0 {
         println!(
             "NOTE: these seeds overlap seeds {}-{}, kept for tuning: this is not a test.",
             TUNING_SEEDS.0, TUNING_SEEDS.1
@@ -237,9 +220,9 @@ fn write_files(
     cells: &[Cell],
     small: &[Small],
     labels: &[String],
-    args: &MatrixArgs,
-    out: &Path,
+    args: &PoliciesArgs,
 ) -> Result<(), String> {
+    let out = args.out.as_path();
     let mut csv = Csv::new(CSV_HEADER);
     for c in cells {
         let best = c.best();
@@ -248,8 +231,8 @@ fn write_files(
                 c.class.to_owned(),
                 c.lengths().to_owned(),
                 l.clone(),
-                args.seeds.to_string(),
-                args.base_seed.to_string(),
+                args.seeds().to_string(),
+                args.seed.to_string(),
                 f(c.makespan[p], 3),
                 f(c.bound, 3),
                 f(c.makespan[p] / c.bound, 4),

@@ -28,21 +28,11 @@ impl Speed {
     /// # Errors
     /// When openssl runs but fails, or its output has no summary line for the cipher.
     pub fn run(&self) -> Result<Option<f64>, String> {
-        let out = match Command::new("openssl")
-            .args([
-                "speed",
-                "-elapsed",
-                "-multi",
-                &self.processes.to_string(),
-                "-bytes",
-                &self.bytes.to_string(),
-                "-seconds",
-                &self.seconds.to_string(),
-                "-evp",
-                self.cipher,
-            ])
-            .output()
-        {
+        let args = format!(
+            "speed -elapsed -multi {} -bytes {} -seconds {} -evp {}",
+            self.processes, self.bytes, self.seconds, self.cipher
+        );
+        let out = match Command::new("openssl").args(args.split(' ')).output() {
             Ok(out) => out,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("cannot run openssl: {e}")),

@@ -48,11 +48,10 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::live::{self, LiveArgs, Workload};
-use crate::matrix::MatrixArgs;
 use crate::milp::Solver;
-use crate::plot::{Chart, Series};
+use crate::plot::{COLORS, Chart, Series};
 use crate::report::{Csv, Table, f, pct, write_file};
-use crate::support::{Pool, policy_help};
+use crate::support::{Pool, parse_policies, policy_help};
 
 /// The header of `policies.csv`.
 pub const CSV_HEADER: &str =
@@ -141,32 +140,6 @@ impl Row {
     }
 }
 
-/// The policies `--policies` names (all of [`PolicySpec::names`] by default).
-///
-/// # Errors
-/// A message naming an unknown policy or a bad parameter.
-pub fn parse_policies(list: Option<&str>) -> Result<Vec<PolicySpec>, String> {
-    let Some(list) = list else {
-        return Ok(PolicySpec::all());
-    };
-    let specs = list
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<PolicySpec>()
-                .map_err(|e| format!("--policies: {e}"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if specs.is_empty() {
-        return Err(format!(
-            "--policies: no policy named; choose from {}",
-            PolicySpec::names().join(", ")
-        ));
-    }
-    Ok(specs)
-}
-
 /// A policy's label: its name, or its full spelling (commas as `;`) when it has parameters
 /// other than the defaults.
 fn label(spec: &PolicySpec) -> String {
@@ -177,37 +150,35 @@ fn label(spec: &PolicySpec) -> String {
     }
 }
 
-pub fn run(args: &PoliciesArgs) -> Result<(), String> {
-    let specs = parse_policies(args.policies.as_deref())?;
-    let labels: Vec<String> = specs.iter().map(label).collect();
-    if args.matrix {
-        let seeds = if args.quick {
+impl PoliciesArgs {
+    /// Seeds per simulated point, or per cell with --matrix (10 with --quick).
+    pub fn seeds(&self) -> u32 {
+        let default = if self.matrix { 100 } else { 10 };
+        if self.quick {
             10
         } else {
-            args.seeds.unwrap_or(100)
-        };
-        let matrix = MatrixArgs {
-            seeds,
-            base_seed: args.seed,
-            small: args.small.unwrap_or(1000),
-            threads: args.threads,
-            optimum_cache: args.optimum_cache.clone(),
-            solver: args.optimum,
-        };
-        return crate::matrix::run(&matrix, &specs, &labels, &args.out);
+            self.seeds.unwrap_or(default)
+        }
     }
-    if let Some(n) = args.sample {
-        let sample = crate::sample::SampleArgs {
-            n,
-            seed: args.seed,
-            small: args.small.unwrap_or(200),
-            solver: args.optimum,
-            threads: args.threads,
-        };
-        return crate::sample::run(&sample, &specs, &labels, &args.out);
+
+    /// Small instances against the exact optimum (with --matrix or --sample).
+    pub fn small(&self) -> u32 {
+        self.small.unwrap_or(if self.matrix { 1000 } else { 200 })
     }
+
+    /// The policies of `--policies`, and their labels.
+    pub fn specs(&self) -> Result<(Vec<PolicySpec>, Vec<String>), String> {
+        let specs = parse_policies("--policies", self.policies.as_deref())?;
+        let labels = specs.iter().map(label).collect();
+        Ok((specs, labels))
+    }
+}
+
+/// Runs the settings above (not --matrix or --sample, which `matrix.rs` and `sample.rs` run).
+pub fn run(args: &PoliciesArgs) -> Result<(), String> {
+    let (specs, labels) = args.specs()?;
     let settings = Settings {
-        seeds: args.seeds.unwrap_or(10),
+        seeds: args.seeds(),
         base_seed: args.seed,
         ..Settings::default()
     };
@@ -476,13 +447,6 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
     Ok(())
 }
 
-const BAR_COLORS: [RGBColor; 4] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-];
-
 /// A horizontal grouped bar chart: one group per policy, one bar per setting (the mean ratio
 /// over the setting's points).
 fn bars(
@@ -547,7 +511,7 @@ fn draw_bars(
         .draw()?;
     let slot = 0.8 / groups as f64;
     for (g, s) in sections.iter().enumerate() {
-        let color = BAR_COLORS[g % BAR_COLORS.len()];
+        let color = COLORS[g % COLORS.len()];
         chart
             .draw_series(values[g].iter().enumerate().map(|(i, &v)| {
                 // Policy 0 at the top.

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use cryptodispatch::sched::{Affinity, PolicySpec};
+use cryptodispatch::sched::Affinity;
 use cryptodispatch::sim::{
     NodeModel, NodeSet, SimConfig, Trace, WorkloadSpec, lower_bound, simulate,
 };
@@ -12,7 +12,7 @@ use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
 
 use crate::report::{Csv, Table, f, pcts};
-use crate::support::Text;
+use crate::support::{Text, parse_policies};
 
 /// Which nodes to simulate.
 #[derive(Debug, Clone, Args)]
@@ -120,11 +120,7 @@ fn build(nodes: &NodeArgs, rng: &mut ChaCha8Rng) -> Result<Vec<NodeModel>, Strin
 }
 
 pub fn sim(args: &SimArgs) -> Result<(), String> {
-    let policies = args
-        .policy
-        .split(',')
-        .map(|p| p.parse::<PolicySpec>().text())
-        .collect::<Result<Vec<_>, _>>()?;
+    let policies = parse_policies("--policy", Some(&args.policy))?;
     let mut rng = ChaCha8Rng::seed_from_u64(args.nodes.seed);
     let nodes = build(&args.nodes, &mut rng)?;
     let (trace, source) = match &args.trace {

@@ -14,15 +14,12 @@
 //! - `sample_optimum.csv` ([`OPTIMUM_HEADER`]): one row per small instance and policy;
 //! - `sample.svg`: per policy, the share of configurations within each ratio of the best.
 
-use std::path::Path;
-
-use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::research::matrix::{self, Outcome, Standing};
 use cryptodispatch::sim::space::{self, HELD_OUT_SEED, TUNING_SEED, affinity_name};
 
 use crate::matrix::{optimum_csv, print_small};
-use crate::milp::Solver;
 use crate::plot::{Chart, Series};
+use crate::policies::PoliciesArgs;
 use crate::report::{Csv, Table, f, write_file};
 use crate::support::Pool;
 
@@ -30,21 +27,6 @@ use crate::support::Pool;
 pub const CSV_HEADER: &str = "sample_seed,index,seed,nodes,speeds,capacity,load,chains,chain_min,chain_max,starts,short_jobs,lengths,bursts,affinity,known,packets,policy,makespan,bound,ratio_best";
 /// The header of `sample_optimum.csv`.
 pub const OPTIMUM_HEADER: &str = "seed,nodes,packets,lengths,policy,makespan,optimum,ratio";
-
-/// What a sample run does.
-#[derive(Debug, Clone)]
-pub struct SampleArgs {
-    /// Configurations drawn.
-    pub n: usize,
-    /// The sample's seed.
-    pub seed: u64,
-    /// Small instances against the exact optimum.
-    pub small: u32,
-    /// How their optimum is found.
-    pub solver: Solver,
-    /// Threads (one per core by default).
-    pub threads: Option<usize>,
-}
 
 /// Which sample `seed` is.
 pub fn sample_name(seed: u64) -> &'static str {
@@ -59,23 +41,19 @@ pub fn sample_name(seed: u64) -> &'static str {
 ///
 /// # Errors
 /// A policy that fails or leaves packets unserved, a file that cannot be written.
-pub fn run(
-    args: &SampleArgs,
-    specs: &[PolicySpec],
-    labels: &[String],
-    out: &Path,
-) -> Result<(), String> {
-    let configs = space::sample(args.n, args.seed);
+pub fn run(args: &PoliciesArgs) -> Result<(), String> {
+    let (specs, labels) = &args.specs()?;
+    let configs = space::sample(args.sample.unwrap_or(0), args.seed);
     let pool = Pool::new(
         args.threads,
-        (configs.len() + args.small as usize) as u64,
+        (configs.len() + args.small() as usize) as u64,
         "sample",
     );
     let outcomes = matrix::outcomes(&configs, specs, &pool)?;
     // The small instances' seeds start at the sample's seed times this.
     let first = args.seed.saturating_mul(100_000);
-    let seeds = crate::support::seeds(first, u64::from(args.small));
-    let optimum = |_, trace: &_, nodes: &_| args.solver.solve(trace, nodes, 1);
+    let seeds = crate::support::seeds(first, u64::from(args.small()));
+    let optimum = |_, trace: &_, nodes: &_| args.optimum.solve(trace, nodes, 1);
     let small = matrix::small_instances(&seeds, specs, optimum, &pool)?;
     pool.finish();
 
@@ -102,8 +80,8 @@ pub fn run(
         }
     }
     worst_cases(&outcomes, labels);
-    print_small(&small, labels, args.solver, Some(first));
-    write_files(&outcomes, &small, labels, args, out)
+    print_small(&small, labels, args.optimum, Some(first));
+    write_files(&outcomes, &small, labels, args)
 }
 
 fn summary(outcomes: &[Outcome], labels: &[String], keep: impl Fn(&Outcome) -> bool, name: &str) {
@@ -172,9 +150,9 @@ fn write_files(
     outcomes: &[Outcome],
     small: &[matrix::Small],
     labels: &[String],
-    args: &SampleArgs,
-    out: &Path,
+    args: &PoliciesArgs,
 ) -> Result<(), String> {
+    let out = args.out.as_path();
     let mut csv = Csv::new(CSV_HEADER);
     for (i, o) in outcomes.iter().enumerate() {
         let c = &o.config;

@@ -50,17 +50,8 @@ pub struct SoakArgs {
 pub const CSV_HEADER: &str =
     "seconds,offered_jobs,completed,failed,lost,peak_rss_mib,rss_mib,p99_latency_us";
 
-/// The process's peak resident set, in MiB (VmHWM), or 0 where /proc is missing.
-fn peak_rss_mib() -> f64 {
-    status_mib("VmHWM:")
-}
-
-/// The process's resident set now, in MiB (VmRSS), or 0 where /proc is missing.
-fn rss_mib() -> f64 {
-    status_mib("VmRSS:")
-}
-
-/// A field of /proc/self/status given in kB, in MiB, or 0 where it is missing.
+/// A field of /proc/self/status given in kB, in MiB, or 0 where it is missing: `VmHWM:`, the
+/// peak resident set, and `VmRSS:`, the resident set now.
 fn status_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -232,7 +223,11 @@ fn row(seconds: u64, counts: &Counts, latencies: &Mutex<Vec<u64>>, drained: bool
     let offered = counts.offered.load(Ordering::Relaxed);
     let counts = [seconds, offered, completed, failed, lost].map(|n| n.to_string());
     let mut cells = counts.to_vec();
-    cells.extend([f(peak_rss_mib(), 1), f(rss_mib(), 1), p99.to_string()]);
+    cells.extend([
+        f(status_mib("VmHWM:"), 1),
+        f(status_mib("VmRSS:"), 1),
+        p99.to_string(),
+    ]);
     cells
 }
 

@@ -4,8 +4,8 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
+use cryptodispatch::PolicySpec;
 use cryptodispatch::sim::research::experiments::PointRunner;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -19,6 +19,33 @@ pub fn pin(core: usize) {
     if let Some(id) = core_affinity::get_core_ids().and_then(|c| c.get(core).copied()) {
         let _ = core_affinity::set_for_current(id);
     }
+}
+
+/// `f(t, input)` for each input t, every one on a thread of its own at once (pinned to core
+/// t, as the nodes are, when `pinned`); the results in order, or an error if a thread
+/// panicked.
+pub fn on_threads<T: Send, R: Send>(
+    inputs: Vec<T>,
+    pinned: bool,
+    f: impl Fn(usize, T) -> R + Sync,
+) -> Result<Vec<R>, String> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = (inputs.into_iter().enumerate())
+            .map(|(t, input)| {
+                s.spawn(move || {
+                    if pinned {
+                        pin(t % cores());
+                    }
+                    f(t, input)
+                })
+            })
+            .collect();
+        let joined = handles.into_iter().map(|h| h.join());
+        joined
+            .map(|r| r.map_err(|_| "a thread panicked".to_owned()))
+            .collect()
+    })
 }
 
 /// A result whose error the bench reports as its text.
@@ -103,48 +130,23 @@ impl PointRunner for Pool {
     }
 }
 
-/// Two policies' makespans compared round by round (the same round meets the same machine):
-/// the geometric mean of the ratio a ÷ b with its 95% interval (normal approximation of the
-/// mean log ratio), and the rounds a was faster in. An interval that holds 1 says the two are
-/// within the live noise of each other.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Paired {
-    /// Geometric mean of a ÷ b over the rounds.
-    pub mean: f64,
-    /// Lower end of its 95% interval.
-    pub low: f64,
-    /// Upper end of its 95% interval.
-    pub high: f64,
-    /// Rounds in which a was faster.
-    pub wins: usize,
-    /// Rounds compared.
-    pub rounds: usize,
-}
-
-impl Paired {
-    /// `None` with fewer than 3 rounds (no spread to estimate).
-    pub fn of(a: &[Duration], b: &[Duration]) -> Option<Paired> {
-        let logs: Vec<f64> = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| (x.as_secs_f64() / y.as_secs_f64()).ln())
-            .filter(|l| l.is_finite())
-            .collect();
-        let n = logs.len();
-        if n < 3 {
-            return None;
-        }
-        let mean = logs.iter().sum::<f64>() / n as f64;
-        let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        let half = 1.96 * (var / n as f64).sqrt();
-        Some(Paired {
-            mean: mean.exp(),
-            low: (mean - half).exp(),
-            high: (mean + half).exp(),
-            wins: logs.iter().filter(|&&l| l < 0.0).count(),
-            rounds: n,
-        })
+/// The policies `list` names, comma-separated, as option `flag` gave them (all of
+/// [`PolicySpec::names`] without a list).
+///
+/// # Errors
+/// A message naming the option and an unknown policy or a bad parameter.
+pub fn parse_policies(flag: &str, list: Option<&str>) -> Result<Vec<PolicySpec>, String> {
+    let Some(list) = list else {
+        return Ok(PolicySpec::all());
+    };
+    let specs = (list.split(',').map(str::trim).filter(|s| !s.is_empty()))
+        .map(|s| s.parse::<PolicySpec>().map_err(|e| format!("{flag}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if specs.is_empty() {
+        let names = PolicySpec::names().join(", ");
+        return Err(format!("{flag}: no policy named; choose from {names}"));
     }
+    Ok(specs)
 }
 
 /// The long help of a policy option: `intro`, then the library's policies (its registry), one

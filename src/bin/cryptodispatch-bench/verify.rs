@@ -5,7 +5,6 @@
 //! with, which makes the batches holding them fail and split until the bad ones are found.
 //! Every answer is checked against `verify_strict` one by one.
 
-use std::thread;
 use std::time::{Duration, Instant};
 
 use cryptodispatch::crypto::{BatchItem, SigningKey, VerifyingKey, verify_batch};
@@ -15,7 +14,7 @@ use rand::{Rng, RngExt, SeedableRng};
 
 use crate::live::LiveArgs;
 use crate::report::{Csv, Table, f};
-use crate::support::{Text, cores, pin};
+use crate::support::{Text, cores, on_threads};
 
 /// Signatures per packet of the service's batch verification (its packets hold up to 64); the
 /// direct reference verifies batches of the same size.
@@ -32,24 +31,13 @@ fn direct(
     threads: usize,
     n: usize,
     f: impl Fn(std::ops::Range<usize>) -> Vec<bool> + Sync,
-) -> (Duration, Vec<bool>) {
+) -> Result<(Duration, Vec<bool>), String> {
     let chunk = n.div_ceil(threads);
     let start = Instant::now();
-    let parts: Vec<Vec<bool>> = thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|t| {
-                let f = &f;
-                s.spawn(move || {
-                    pin(t % cores());
-                    f(t * chunk..((t + 1) * chunk).min(n))
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
-    (start.elapsed(), parts.concat())
+    let parts = on_threads(vec![(); threads], true, |t, ()| {
+        f(t * chunk..((t + 1) * chunk).min(n))
+    })?;
+    Ok((start.elapsed(), parts.concat()))
 }
 
 pub fn run(args: &LiveArgs) -> Result<(), String> {
@@ -163,8 +151,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         let runs = [
             run_service(single_jobs())?,
             run_service(batch_jobs())?,
-            direct_single(),
-            direct_batch(),
+            direct_single()?,
+            direct_batch()?,
         ];
         for (b, (t, answers)) in best.iter_mut().zip(runs) {
             if answers != expected {

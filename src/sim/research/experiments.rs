@@ -107,6 +107,52 @@ impl Stats {
     }
 }
 
+/// Two policies' makespans compared round by round, where rounds differ more than the policies
+/// do (on a live machine the same round meets the same conditions): the geometric mean of the
+/// ratio a ÷ b with its 95% interval (normal approximation of the mean log ratio), and the
+/// rounds a was faster in. An interval that holds 1 says the two are within the noise of each
+/// other.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paired {
+    /// Geometric mean of a ÷ b over the rounds.
+    pub mean: f64,
+    /// Lower end of its 95% interval.
+    pub low: f64,
+    /// Upper end of its 95% interval.
+    pub high: f64,
+    /// Rounds in which a was faster.
+    pub wins: usize,
+    /// Rounds compared.
+    pub rounds: usize,
+}
+
+impl Paired {
+    /// The comparison of makespans `a` and `b`, one of each per round, in any one unit; `None`
+    /// with fewer than 3 rounds (no spread to estimate).
+    pub fn of(a: &[f64], b: &[f64]) -> Option<Paired> {
+        let logs: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x / y).ln())
+            .filter(|l| l.is_finite())
+            .collect();
+        let n = logs.len();
+        if n < 3 {
+            return None;
+        }
+        let mean = logs.iter().sum::<f64>() / n as f64;
+        let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let half = 1.96 * (var / n as f64).sqrt();
+        Some(Paired {
+            mean: mean.exp(),
+            low: (mean - half).exp(),
+            high: (mean + half).exp(),
+            wins: logs.iter().filter(|&&l| l < 0.0).count(),
+            rounds: n,
+        })
+    }
+}
+
 /// The α grid of experiments 1 and 2: 0, 0.05, …, 1.
 pub fn alpha_grid() -> Vec<f64> {
     (0..=20).map(|i| f64::from(i) / 20.0).collect()
