@@ -1,19 +1,11 @@
 //! The live workloads on one AES cluster of four slowed nodes (emulated), CBC (dependent) and
 //! ECB (independent) encryption jobs under one key, against the primitives called directly by
-//! one thread per node with the same slowdowns taking jobs greedily:
-//!
-//! - `hetero`: nodes slowed 1×, 1.5×, 2×, 3×; 120 jobs (or --jobs) of 1-8 packets of 256 KiB;
-//! - `hetero-chains`: the same nodes with long chains: 40 CBC jobs of 10-30 packets (bound to
-//!   their node to the end) among 80 ECB jobs of 1-2 packets, in random order; packets of
-//!   64 KiB;
-//! - `many-chains`: an overloaded cluster of many chains, all submitted at once: nodes slowed
-//!   1×, 1×, 4×, 4× ([`MANY_SLOWDOWNS`]) and [`CHAINS`] CBC jobs of [`PACKETS`] packets each of
-//!   16 KiB, in random order. The nodes' queues are full while the chains are bound: where a
-//!   chain is bound is decided before any has ended. This is the kind of work on which a
-//!   policy that binds a chain to whichever node has room loses most in the simulator
-//!   (docs/ALGORITHM.md §11.15); the live run checks the same on real nodes.
-//!
-//! --size sets the packet size of each.
+//! one thread per node with the same slowdowns taking jobs greedily: `hetero`, `hetero-chains`
+//! and `many-chains` (`live --help` says what each runs). `many-chains` submits all its chains
+//! at once, so the nodes' queues are full while the chains are bound: where a chain is bound is
+//! decided before any has ended. This is the kind of work on which a policy that binds a chain
+//! to whichever node has room loses most in the simulator (docs/ALGORITHM.md §11.15); the live
+//! run checks the same on real nodes.
 
 use cryptodispatch::Mode;
 use rand::rngs::ChaCha8Rng;

@@ -19,13 +19,7 @@ const BIG: usize = 64 << 20;
 /// CSV columns of the hol workload.
 pub const CSV_HEADER: &str = "workload,admission,nodes,big_bytes,run,big_ms,small_us,small_share";
 
-struct Run {
-    admission: Admission,
-    run: usize,
-    big_ms: f64,
-    small_us: f64,
-}
-
+/// One run: the big job's time in ms and the small job's latency in µs.
 fn one(admission: Admission, nodes: usize, big: usize) -> Result<(f64, f64), String> {
     let service = Service::builder()
         .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
@@ -65,26 +59,21 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     for run in 0..args.reps.max(1) {
         for &admission in &admissions {
             let (big_ms, small_us) = one(admission, nodes, big)?;
-            runs.push(Run {
-                admission,
-                run,
-                big_ms,
-                small_us,
-            });
+            runs.push((admission, run, big_ms, small_us));
         }
     }
     if args.csv {
         let mut c = Csv::new(CSV_HEADER);
-        for r in &runs {
+        for &(admission, run, big_ms, small_us) in &runs {
             c.row(&[
                 "hol".into(),
-                r.admission.to_string(),
+                admission.to_string(),
                 nodes.to_string(),
                 big.to_string(),
-                r.run.to_string(),
-                f(r.big_ms, 2),
-                f(r.small_us, 1),
-                f(r.small_us / 1e3 / r.big_ms, 5),
+                run.to_string(),
+                f(big_ms, 2),
+                f(small_us, 1),
+                f(small_us / 1e3 / big_ms, 5),
             ]);
         }
         print!("{}", c.as_str());
@@ -95,22 +84,19 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         big >> 20
     );
     let mut t = Table::with_columns("admission,run,big job ms,small job µs,small / big");
-    for r in &runs {
+    for &(admission, run, big_ms, small_us) in &runs {
         t.row(vec![
-            r.admission.to_string(),
-            r.run.to_string(),
-            f(r.big_ms, 1),
-            f(r.small_us, 0),
-            share(r.small_us / 1e3 / r.big_ms),
+            admission.to_string(),
+            run.to_string(),
+            f(big_ms, 1),
+            f(small_us, 0),
+            share(small_us / 1e3 / big_ms),
         ]);
     }
     print!("{}", t.render());
     for &admission in &admissions {
-        let worst = runs
-            .iter()
-            .filter(|r| r.admission == admission)
-            .map(|r| r.small_us / 1e3 / r.big_ms)
-            .fold(0.0, f64::max);
+        let mine = runs.iter().filter(|r| r.0 == admission);
+        let worst = mine.map(|r| r.3 / 1e3 / r.2).fold(0.0, f64::max);
         println!("{admission}: worst small / big {}", share(worst));
     }
     Ok(())

@@ -4,34 +4,21 @@
 
 use cryptodispatch::Mode;
 use cryptodispatch::crypto::{AesOp, Direction};
-use rand::RngExt;
-use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
 
 use crate::live::{Item, LiveArgs, Spec, Work, random_bytes, whole_blocks};
 use crate::support::cores;
 
-/// The shape of a workload of independent one-packet jobs under one AES key.
-struct Shape {
-    /// Bytes of all jobs together, unless --jobs says how many.
-    total: usize,
-    /// The fewest jobs it runs.
-    min_jobs: usize,
-    /// AES nodes.
-    nodes: usize,
-    /// Submitting threads, unless --threads says otherwise.
-    submitters: usize,
-    /// What follows the size in the tables.
-    label: String,
-    /// The `openssl speed` cipher run beside the rounds.
-    openssl: Option<&'static str>,
-}
-
 /// Jobs of --size bytes (default 16 KiB), one packet each, all under one AES key, each job's
-/// spec drawn by `spec`.
+/// spec drawn by `spec`: `total` bytes of them (or --jobs), at least `min_jobs`, on `nodes` AES
+/// nodes, from `submitters` threads (or --threads).
 fn independent(
     args: &LiveArgs,
-    shape: Shape,
+    total: usize,
+    min_jobs: usize,
+    nodes: usize,
+    submitters: usize,
     mut spec: impl FnMut(&mut ChaCha8Rng) -> Spec,
 ) -> Result<Work, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
@@ -40,7 +27,7 @@ fn independent(
         args.size.unwrap_or(16 * 1024),
         &args.workload.name(),
     )?;
-    let jobs = args.jobs.unwrap_or(shape.total / size).max(shape.min_jobs);
+    let jobs = args.jobs.unwrap_or(total / size).max(min_jobs);
     let items = (0..jobs)
         .map(|_| Item {
             spec: spec(&mut rng),
@@ -52,28 +39,21 @@ fn independent(
         aes_keys: vec![random_bytes(&mut rng, 16)],
         seeds: Vec::new(),
         items,
-        slowdowns: vec![1.0; shape.nodes.max(1)],
+        slowdowns: vec![1.0; nodes.max(1)],
         ed_nodes: 0,
         packet_size: size,
-        size_label: format!("{size}{}", shape.label),
-        submitters: args.threads.unwrap_or(shape.submitters),
+        size_label: size.to_string(),
+        submitters: args.threads.unwrap_or(submitters),
         greedy: false,
-        openssl: shape.openssl,
+        openssl: None,
     })
 }
 
 /// `cbc16k`: 64 MiB of CBC encryption jobs on one node per core (or --nodes).
 pub fn cbc16k(args: &LiveArgs) -> Result<Work, String> {
-    let shape = Shape {
-        total: 64 << 20,
-        min_jobs: 1,
-        nodes: args.nodes.unwrap_or_else(cores),
-        submitters: 1,
-        label: String::new(),
-        openssl: None,
-    };
     let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
-    independent(args, shape, |rng| Spec::Aes {
+    let nodes = args.nodes.unwrap_or_else(cores);
+    independent(args, 64 << 20, 1, nodes, 1, |rng| Spec::Aes {
         key: 0,
         op,
         iv: rng.random(),
@@ -81,7 +61,7 @@ pub fn cbc16k(args: &LiveArgs) -> Result<Work, String> {
 }
 
 /// `manycbc`: 128 MiB (at least 64 jobs) in --mode cbc, ofb or cfb on 2 nodes (or --nodes),
-/// from 2 submitting threads.
+/// from 2 submitting threads, beside `openssl speed` of the same mode.
 pub fn manycbc(args: &LiveArgs) -> Result<Work, String> {
     let cipher = match args.mode {
         Mode::Cbc => "aes-128-cbc",
@@ -93,35 +73,26 @@ pub fn manycbc(args: &LiveArgs) -> Result<Work, String> {
             ));
         }
     };
-    let shape = Shape {
-        total: 128 << 20,
-        min_jobs: 64,
-        nodes: args.nodes.unwrap_or(2),
-        submitters: 2,
-        label: format!(" {}", args.mode),
-        openssl: Some(cipher),
-    };
     let op = AesOp::new(Direction::Encrypt, args.mode);
-    independent(args, shape, |rng| Spec::Aes {
+    let nodes = args.nodes.unwrap_or(2);
+    let mut work = independent(args, 128 << 20, 64, nodes, 2, |rng| Spec::Aes {
         key: 0,
         op,
         iv: rng.random(),
-    })
+    })?;
+    work.size_label = format!("{} {}", work.size_label, args.mode);
+    work.openssl = Some(cipher);
+    Ok(work)
 }
 
-/// `gcm`: 128 MiB of GCM sealing jobs on 2 nodes (or --nodes).
+/// `gcm`: 128 MiB of GCM sealing jobs on 2 nodes (or --nodes), beside `openssl speed`.
 pub fn gcm(args: &LiveArgs) -> Result<Work, String> {
-    let shape = Shape {
-        total: 128 << 20,
-        min_jobs: 1,
-        nodes: args.nodes.unwrap_or(2),
-        submitters: 1,
-        label: String::new(),
-        openssl: Some("aes-128-gcm"),
-    };
     // A fresh nonce per job, as a sender must use.
-    independent(args, shape, |rng| Spec::Gcm {
+    let nodes = args.nodes.unwrap_or(2);
+    let mut work = independent(args, 128 << 20, 1, nodes, 1, |rng| Spec::Gcm {
         key: 0,
         nonce: rng.random(),
-    })
+    })?;
+    work.openssl = Some("aes-128-gcm");
+    Ok(work)
 }

@@ -34,7 +34,7 @@ use rand::{Rng, RngExt};
 
 use crate::openssl::{Baseline, Speed};
 use crate::report::{Csv, Table, f, pct, pcts};
-use crate::support::{Text, cores, on_threads, parse_policies, percentile, policy_help};
+use crate::support::{Text, cores, lock, on_threads, parse_policies, percentile, policy_help};
 
 /// The live workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -243,19 +243,6 @@ pub struct Work {
     pub openssl: Option<&'static str>,
 }
 
-impl Work {
-    fn bytes(&self) -> u64 {
-        self.items.iter().map(|i| i.data.len() as u64).sum()
-    }
-
-    fn ed_ops(&self) -> usize {
-        self.items
-            .iter()
-            .filter(|i| matches!(i.spec, Spec::Sign { .. } | Spec::Verify { .. }))
-            .count()
-    }
-}
-
 /// `n` random bytes.
 pub fn random_bytes(rng: &mut ChaCha8Rng, n: usize) -> Vec<u8> {
     let mut v = vec![0u8; n];
@@ -296,6 +283,7 @@ enum Out {
     Verified(bool),
 }
 
+#[derive(Default)]
 struct Measured {
     elapsed: Duration,
     latencies: Vec<Duration>,
@@ -312,14 +300,9 @@ type Resolved = (usize, JobOutput, Duration);
 /// which then waits for its own jobs.
 fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
     let cores = cores();
-    let aes_nodes: Vec<NodeSpec> = work
-        .slowdowns
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| NodeSpec::pinned(i % cores).slowdown(s))
-        .collect();
+    let slowed = work.slowdowns.iter().enumerate();
     let mut builder: ServiceBuilder = Service::builder()
-        .aes_cluster(aes_nodes)
+        .aes_cluster(slowed.map(|(i, &s)| NodeSpec::pinned(i % cores).slowdown(s)))
         .packet_size(work.packet_size)
         .admission(args.admission)
         .inline_limit(args.inline_limit)
@@ -330,18 +313,10 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
         builder = builder.ed25519_cluster(ed);
     }
     let service = builder.build().text()?;
-    let aes: Vec<_> = work
-        .aes_keys
-        .iter()
-        .map(|k| service.add_aes_key(k))
-        .collect::<Result<_, _>>()
-        .text()?;
-    let signers: Vec<_> = work
-        .seeds
-        .iter()
-        .map(|s| service.add_signing_key(s))
-        .collect::<Result<_, _>>()
-        .text()?;
+    let aes = work.aes_keys.iter().map(|k| service.add_aes_key(k));
+    let aes: Vec<_> = aes.collect::<Result<_, _>>().text()?;
+    let signers = work.seeds.iter().map(|s| service.add_signing_key(s));
+    let signers: Vec<_> = signers.collect::<Result<_, _>>().text()?;
 
     // Jobs, dealt round robin to the submitting threads, built before the clock starts.
     let threads = work.submitters.max(1);
@@ -379,18 +354,18 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
             .collect::<Result<Vec<Resolved>, String>>()
     })?;
     let elapsed = start.elapsed();
-    let mut outputs: Vec<Option<Out>> = vec![None; work.items.len()];
+    let mut outputs = vec![Out::Verified(false); work.items.len()];
     let mut latencies = Vec::with_capacity(work.items.len());
     for r in results {
         for (i, out, latency) in r? {
             latencies.push(latency);
-            outputs[i] = Some(match out {
+            outputs[i] = match out {
                 JobOutput::Data(d) => Out::Data(d),
                 JobOutput::Sealed { ciphertext, tag } => Out::Sealed(ciphertext, tag),
                 JobOutput::Signature(s) => Out::Sig(s),
                 JobOutput::Verified(v) => Out::Verified(v),
                 other => return Err(format!("job {i}: unexpected output {other:?}")),
-            });
+            };
         }
     }
     let metrics = service.metrics();
@@ -398,10 +373,7 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
     Ok(Measured {
         elapsed,
         latencies,
-        outputs: outputs
-            .into_iter()
-            .map(|o| o.unwrap_or(Out::Verified(false)))
-            .collect(),
+        outputs,
         node_packets: per_node(&metrics, ClusterKind::Aes, |n| n.packets),
         node_busy: per_node(&metrics, ClusterKind::Aes, |n| n.busy),
         ed_busy: per_node(&metrics, ClusterKind::Ed25519, |n| n.busy),
@@ -432,18 +404,10 @@ fn wait_timed(mut h: JobHandle) -> Result<(JobOutput, Duration), cryptodispatch:
 /// [`Work::greedy`] workload, one thread per AES node with its slowdown, each taking the next
 /// job when it is free (a greedy schedule).
 fn run_reference(work: &Work) -> Result<Measured, String> {
-    let keys: Vec<AesKey> = work
-        .aes_keys
-        .iter()
-        .map(|k| AesKey::new(k))
-        .collect::<Result<_, _>>()
-        .text()?;
-    let signers: Vec<SigningKey> = work
-        .seeds
-        .iter()
-        .map(|s| SigningKey::from_seed(s))
-        .collect::<Result<_, _>>()
-        .text()?;
+    let keys = work.aes_keys.iter().map(|k| AesKey::new(k));
+    let keys: Vec<AesKey> = keys.collect::<Result<_, _>>().text()?;
+    let signers = work.seeds.iter().map(|s| SigningKey::from_seed(s));
+    let signers: Vec<SigningKey> = signers.collect::<Result<_, _>>().text()?;
     let publics: Vec<VerifyingKey> = signers.iter().map(SigningKey::verifying_key).collect();
     let slowdowns: Vec<f64> = if work.greedy {
         work.slowdowns.clone()
@@ -487,7 +451,7 @@ fn run_reference(work: &Work) -> Result<Measured, String> {
         let queue = &queues[t % queues.len()];
         let mut out = Vec::new();
         loop {
-            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+            let next = lock(queue).pop_front();
             let Some((i, mut item)) = next else { break };
             let packets = item.data.len().div_ceil(work.packet_size).max(1);
             // Per packet, as a node: real work, then the emulated wait.
@@ -504,20 +468,14 @@ fn run_reference(work: &Work) -> Result<Measured, String> {
         out
     })?;
     let elapsed = start.elapsed();
-    let mut outputs: Vec<Option<Out>> = vec![None; work.items.len()];
+    let mut outputs = vec![Out::Verified(false); work.items.len()];
     for (i, o) in outs.into_iter().flatten() {
-        outputs[i] = Some(o?);
+        outputs[i] = o?;
     }
     Ok(Measured {
         elapsed,
-        latencies: Vec::new(),
-        outputs: outputs
-            .into_iter()
-            .map(|o| o.unwrap_or(Out::Verified(false)))
-            .collect(),
-        node_packets: Vec::new(),
-        node_busy: Vec::new(),
-        ed_busy: Vec::new(),
+        outputs,
+        ..Measured::default()
     })
 }
 
@@ -598,7 +556,9 @@ pub fn measure(
     let openssl_range = openssl.as_ref().and_then(Baseline::range);
     let openssl_note = openssl.as_ref().and_then(Baseline::describe);
     let reference = reference.ok_or("no reference run")?;
-    let bytes = work.bytes() as f64;
+    let bytes = work.items.iter().map(|i| i.data.len() as u64).sum::<u64>() as f64;
+    let is_ed = |i: &&Item| matches!(i.spec, Spec::Sign { .. } | Spec::Verify { .. });
+    let ed_ops = work.items.iter().filter(is_ed).count() as f64;
     let ref_mb_s = bytes / reference.elapsed.as_secs_f64() / 1e6;
     let mut rows = Vec::new();
     for ((policy, m), rounds) in policies.iter().zip(runs).zip(rounds) {
@@ -621,7 +581,7 @@ pub fn measure(
             openssl: openssl_mb_s,
             openssl_range,
             openssl_note: openssl_note.clone(),
-            ed_ops: work.ed_ops() as f64 / m.elapsed.as_secs_f64(),
+            ed_ops: ed_ops / m.elapsed.as_secs_f64(),
             mean_latency_us: lat.iter().map(|d| d.as_secs_f64()).sum::<f64>()
                 / lat.len().max(1) as f64
                 * 1e6,

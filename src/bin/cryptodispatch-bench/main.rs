@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 use cryptodispatch::sim::research::experiments::Settings;
 
 mod hetero;
@@ -67,7 +67,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// The paper's experiments (docs/ALGORITHM.md §9) on the simulator.
-    Paper(PaperArgs),
+    Paper(paper::PaperArgs),
     /// Replay a trace, or a generated workload, under one or more policies.
     Sim(replay::SimArgs),
     /// Write a generated trace (CSV) for `sim --trace`.
@@ -81,58 +81,6 @@ enum Command {
     /// The default service under sustained overload: offered, completed, failed and lost jobs,
     /// peak RSS and p99 latency, second by second.
     Soak(soak::SoakArgs),
-}
-
-#[derive(Debug, Args)]
-struct PaperArgs {
-    /// Which experiment: 1 (best alpha against CAP), 2 (alpha sweep), 3 (load per node),
-    /// 4 (against hhs-acdid).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
-    exp: u8,
-    #[command(flatten)]
-    settings: SettingsArgs,
-}
-
-#[derive(Debug, Args)]
-struct SettingsArgs {
-    /// Seeds (repetitions) per point.
-    #[arg(long, default_value_t = 10)]
-    seeds: u32,
-    /// The first seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Node queue capacity, in length units (experiments 2-4).
-    #[arg(long, default_value_t = 32)]
-    cap: u64,
-    /// Packets per run in experiment 1.
-    #[arg(long, default_value_t = 600)]
-    packets: usize,
-    /// Offered load relative to the nodes' full-speed capacity (0: everything at time 0).
-    #[arg(long, default_value_t = 1.5)]
-    load: f64,
-    /// Where CSV and SVG files go.
-    #[arg(long, default_value = "results")]
-    out: PathBuf,
-    /// Threads to run points on (results do not depend on it).
-    #[arg(long)]
-    threads: Option<usize>,
-}
-
-impl SettingsArgs {
-    fn settings(&self) -> Result<Settings, String> {
-        if !(self.load.is_finite() && self.load >= 0.0) {
-            return Err(format!("--load {} must be a number >= 0", self.load));
-        }
-        let mut s = Settings {
-            seeds: self.seeds,
-            base_seed: self.seed,
-            cap: self.cap,
-            ..Settings::default()
-        };
-        s.workload.packets = self.packets;
-        s.workload.load = (self.load > 0.0).then_some(self.load);
-        Ok(s)
-    }
 }
 
 fn summary() -> Result<(), String> {
@@ -187,10 +135,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         None => summary(),
-        Some(Command::Paper(a)) => a.settings.settings().and_then(|s| {
-            let out = &a.settings.out;
-            paper::run(a.exp, &s, a.settings.threads, out)
-        }),
+        Some(Command::Paper(a)) => paper::run(a),
         Some(Command::Sim(a)) => replay::sim(a),
         Some(Command::Gen(a)) => replay::generate(a),
         Some(Command::Live(a)) => runner(a.workload).run(a),

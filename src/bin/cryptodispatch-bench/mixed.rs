@@ -26,15 +26,10 @@ pub fn work(args: &LiveArgs) -> Result<Work, String> {
         Some(s) if s <= 1024 => 20_000,
         _ => 4_000,
     });
-    let aes_keys: Vec<Vec<u8>> = [16, 24, 32]
-        .iter()
-        .map(|&n| random_bytes(&mut rng, n))
-        .collect();
+    let aes_keys: Vec<Vec<u8>> = [16, 24, 32].map(|n| random_bytes(&mut rng, n)).to_vec();
     let seeds: Vec<[u8; 32]> = (0..4).map(|_| rng.random()).collect();
-    let signers: Vec<SigningKey> = seeds
-        .iter()
-        .map(|s| SigningKey::from_seed(s).expect("32 bytes"))
-        .collect();
+    let signer = |s: &[u8; 32]| SigningKey::from_seed(s).expect("32 bytes");
+    let signers: Vec<SigningKey> = seeds.iter().map(signer).collect();
     let mut items = Vec::with_capacity(jobs);
     for _ in 0..jobs {
         let size = args

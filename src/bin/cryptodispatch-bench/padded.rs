@@ -52,11 +52,8 @@ fn round(
             .map(|buf| Job::encrypt(key, Mode::Cbc, &IV, buf).with_padding(padding))
             .collect(),
     };
-    let handles = jobs
-        .into_iter()
-        .map(|job| service.submit(job))
-        .collect::<Result<Vec<_>, _>>()
-        .text()?;
+    let handles = jobs.into_iter().map(|job| service.submit(job));
+    let handles = handles.collect::<Result<Vec<_>, _>>().text()?;
     let mut outputs = Vec::with_capacity(handles.len());
     for h in handles {
         let out = h.wait().text()?;
@@ -117,9 +114,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let op = AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
     let expected = data
         .chunks(size)
-        .map(|chunk| reference.one_shot(op, &IV, chunk))
-        .collect::<Result<Vec<_>, _>>()
-        .text()?;
+        .map(|chunk| reference.one_shot(op, &IV, chunk));
+    let expected = expected.collect::<Result<Vec<_>, _>>().text()?;
     let mut rows = Vec::new();
     for run in 0..args.reps.max(1) {
         for source in [Source::Slices, Source::Vecs] {

@@ -1,6 +1,8 @@
 //! `paper --exp N`: the paper's experiments on the simulator, as tables, CSV and SVG.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
 
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::NodeSet;
@@ -10,15 +12,63 @@ use crate::plot::{Chart, Series};
 use crate::report::{Csv, Table, f, pct, pcts, write_file};
 use crate::support::Pool;
 
-/// Runs experiment `exp` on `threads` threads, prints it and writes its files in `out`.
-pub fn run(exp: u8, settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), String> {
+/// Options of `paper`.
+#[derive(Debug, Args)]
+pub struct PaperArgs {
+    /// Which experiment: 1 (best alpha against CAP), 2 (alpha sweep), 3 (load per node),
+    /// 4 (against hhs-acdid).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+    exp: u8,
+    /// Seeds (repetitions) per point.
+    #[arg(long, default_value_t = 10)]
+    seeds: u32,
+    /// The first seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Node queue capacity, in length units (experiments 2-4).
+    #[arg(long, default_value_t = 32)]
+    cap: u64,
+    /// Packets per run in experiment 1.
+    #[arg(long, default_value_t = 600)]
+    packets: usize,
+    /// Offered load relative to the nodes' full-speed capacity (0: everything at time 0).
+    #[arg(long, default_value_t = 1.5)]
+    load: f64,
+    /// Where CSV and SVG files go.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Threads to run points on (results do not depend on it).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+impl PaperArgs {
+    fn settings(&self) -> Result<Settings, String> {
+        if !(self.load.is_finite() && self.load >= 0.0) {
+            return Err(format!("--load {} must be a number >= 0", self.load));
+        }
+        let mut s = Settings {
+            seeds: self.seeds,
+            base_seed: self.seed,
+            cap: self.cap,
+            ..Settings::default()
+        };
+        s.workload.packets = self.packets;
+        s.workload.load = (self.load > 0.0).then_some(self.load);
+        Ok(s)
+    }
+}
+
+/// Runs the experiment, prints it and writes its files.
+pub fn run(args: &PaperArgs) -> Result<(), String> {
+    let (settings, threads, out) = (&args.settings()?, args.threads, args.out.as_path());
     experiments::check(settings, &CAPS)?;
-    match exp {
+    match args.exp {
         1 => exp1(settings, threads, out),
         2 => exp2(settings, threads, out),
         3 => exp3(settings, threads, out),
-        4 => exp4(settings, threads, out, &experiments::exp4_points()).map(drop),
-        _ => Err(format!("no experiment {exp}: choose 1, 2, 3 or 4")),
+        4 => exp4(settings, threads, out, &experiments::exp4_points()),
+        exp => Err(format!("no experiment {exp}: choose 1, 2, 3 or 4")),
     }
 }
 
@@ -131,10 +181,10 @@ fn exp2(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
         csv.row(&c);
     }
     print!("{}", t.render());
-    let best = rows
+    if let Some(b) = rows
         .iter()
-        .min_by(|a, b| a.makespan.mean.total_cmp(&b.makespan.mean));
-    if let Some(b) = best {
+        .min_by(|a, b| a.makespan.mean.total_cmp(&b.makespan.mean))
+    {
         println!(
             "\nleast makespan at alpha = {:.2} ({:.1}); the paper reports its best at alpha = 0.05",
             b.alpha, b.makespan.mean
@@ -157,17 +207,7 @@ fn exp2(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
         y: "share of busy time",
         series: (0..4)
             .map(|i| Series {
-                label: format!(
-                    "node {} ({})",
-                    i + 1,
-                    if i == 0 {
-                        "fastest"
-                    } else if i == 3 {
-                        "slowest"
-                    } else {
-                        "-"
-                    }
-                ),
+                label: format!("node {} ({})", i + 1, ["fastest", "-", "-", "slowest"][i]),
                 points: rows.iter().map(|r| (r.alpha, r.busy_share[i])).collect(),
             })
             .collect(),
@@ -244,13 +284,13 @@ fn exp3(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
     Ok(())
 }
 
-/// Experiment 4 at `points`; returns the rows (the default summary prints an excerpt).
+/// Experiment 4 at `points` (the default summary runs an excerpt).
 pub fn exp4(
     settings: &Settings,
     threads: Option<usize>,
     out: &Path,
     points: &[(String, usize, usize)],
-) -> Result<Vec<CompareRow>, String> {
+) -> Result<(), String> {
     let policies = [PolicySpec::paper_defaults(), PolicySpec::hhs_acdid()];
     let total = points.len() as u64 * u64::from(settings.seeds);
     let pool = Pool::new(threads, total, "exp 4");
@@ -304,13 +344,7 @@ pub fn exp4(
         if sub.is_empty() {
             continue;
         }
-        let xval = |r: &CompareRow| {
-            if x == "nodes" {
-                r.nodes as f64
-            } else {
-                r.packets as f64
-            }
-        };
+        let xval = |r: &CompareRow| (if x == "nodes" { r.nodes } else { r.packets }) as f64;
         let mut series: Vec<Series> = policies
             .iter()
             .map(|p| Series {
@@ -339,5 +373,5 @@ pub fn exp4(
         .write(out, file)?;
     }
     println!("\nwrote {0}/exp4.csv and {0}/exp4_*.svg", out.display());
-    Ok(rows)
+    Ok(())
 }

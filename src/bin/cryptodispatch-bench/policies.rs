@@ -43,7 +43,7 @@ use cryptodispatch::sim::research::experiments::{
     self, AdaptiveRow, BURST_DUTY, BURST_LOAD, BURST_PACKETS, CAPS, CompareRow, EXP1_PACKETS,
     PolicySettings, Settings,
 };
-use cryptodispatch::sim::research::matrix::ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS;
+use cryptodispatch::sim::research::matrix::{ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS, geo_mean};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -415,18 +415,15 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
     print!("{}", t.render());
     let ratios: Vec<f64> = rows.iter().map(|r| r.adaptive.mean / r.best.mean).collect();
     let within = ratios.iter().filter(|&&x| x <= 1.01).count();
-    let geo = (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len().max(1) as f64).exp();
+    let geo = geo_mean(ratios.iter().copied());
     println!(
         "\nwithin 1% of the best fixed alpha (or better) on {within} of {} settings; geometric mean of adaptive/best {:.3}",
         ratios.len(),
         geo
     );
     write_file(out, "policies_adaptive.csv", csv.as_str())?;
-    let labels: Vec<&str> = {
-        let mut l: Vec<&str> = rows.iter().map(|r| r.nodes.as_str()).collect();
-        l.dedup();
-        l
-    };
+    let mut labels: Vec<&str> = rows.iter().map(|r| r.nodes.as_str()).collect();
+    labels.dedup();
     Chart {
         title: "paper-adaptive: makespan / best fixed alpha's, against CAP",
         x: "node capacity CAP",

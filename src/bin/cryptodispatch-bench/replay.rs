@@ -183,19 +183,8 @@ pub fn sim(args: &SimArgs) -> Result<(), String> {
             trace.len(),
             jobs.len()
         );
-        let times: Vec<String> = nodes
-            .iter()
-            .map(|n| {
-                format!(
-                    "[{}]",
-                    n.unit_times
-                        .0
-                        .iter()
-                        .map(|t| f(*t, 1))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                )
-            })
+        let times: Vec<String> = (nodes.iter())
+            .map(|n| format!("[{}]", n.unit_times.0.map(|t| f(t, 1)).join(" ")))
             .collect();
         println!(
             "nodes: {} (unit times enc dec sign verify: {}), capacity {}",

@@ -120,25 +120,16 @@ fn worst_cases(outcomes: &[Outcome], labels: &[String]) {
     let p = labels.iter().position(|l| l == default).unwrap_or(0);
     let Some(name) = labels.get(p) else { return };
     let ratio = |o: &Outcome| o.makespan[p] / o.best();
-    let mut worst: Vec<&Outcome> = outcomes.iter().collect();
-    worst.sort_by(|a, b| ratio(b).total_cmp(&ratio(a)));
+    let mut worst: Vec<usize> = (0..outcomes.len()).collect();
+    worst.sort_by(|&a, &b| ratio(&outcomes[b]).total_cmp(&ratio(&outcomes[a])));
     println!("{name}'s five worst configurations:\n");
     let mut t = Table::new(&["index", "ratio", "best policy", "configuration"]);
-    for o in worst.iter().take(5) {
-        let best = o
-            .makespan
-            .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.total_cmp(b.1))
-            .map_or(0, |(p, _)| p);
-        let index = outcomes
-            .iter()
-            .position(|x| std::ptr::eq(x, *o))
-            .unwrap_or(0);
+    for &index in worst.iter().take(5) {
+        let o = &outcomes[index];
         t.row(vec![
             index.to_string(),
             f(ratio(o), 3),
-            labels[best].clone(),
+            labels[o.best_policy()].clone(),
             o.config.describe(),
         ]);
     }

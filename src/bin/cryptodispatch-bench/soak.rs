@@ -27,7 +27,7 @@ use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
 use crate::report::{Csv, Table, f};
-use crate::support::{Text, percentile};
+use crate::support::{Text, lock, percentile};
 
 /// Options of `soak`.
 #[derive(Debug, Args)]
@@ -76,12 +76,8 @@ fn make_job(rng: &mut ChaCha8Rng, aes: KeyId, signer: KeyId) -> Job {
         Direction::Decrypt
     };
     let blocks = 1usize << rng.random_range(2..12);
-    Job::aes(
-        aes,
-        AesOp::new(direction, mode),
-        &[3; 16],
-        vec![0x5A; 16 * blocks],
-    )
+    let op = AesOp::new(direction, mode);
+    Job::aes(aes, op, &[3; 16], vec![0x5A; 16 * blocks])
 }
 
 #[derive(Default)]
@@ -142,16 +138,13 @@ pub fn run(args: &SoakArgs) -> Result<(), String> {
                 let job = make_job(&mut rng, aes, signer);
                 offered += 1;
                 counts.offered.fetch_add(1, Ordering::Relaxed);
-                if inflight.lock().unwrap_or_else(|e| e.into_inner()).len() >= MAX_UNCONSUMED {
+                if lock(&inflight).len() >= MAX_UNCONSUMED {
                     continue;
                 }
                 match service.try_submit(job) {
                     Ok(h) => {
                         counts.submitted.fetch_add(1, Ordering::Relaxed);
-                        inflight
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push_back(h);
+                        lock(&inflight).push_back(h);
                     }
                     Err(TrySubmitError::Full(_)) => {}
                     Err(e) => panic!("soak: {e}"),
@@ -161,23 +154,16 @@ pub fn run(args: &SoakArgs) -> Result<(), String> {
         });
         s.spawn(|| {
             loop {
-                let next = inflight
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .pop_front();
+                let next = lock(&inflight).pop_front();
                 match next {
-                    Some(h) => {
-                        let mut h = h;
+                    Some(mut h) => {
                         let r = loop {
                             if let Some(r) = h.wait_timeout(Duration::from_millis(100)) {
                                 break r;
                             }
                         };
                         if let Some(l) = h.latency() {
-                            latencies
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .push(l.as_micros() as u64);
+                            lock(&latencies).push(l.as_micros() as u64);
                         }
                         match r {
                             Ok(_) => counts.completed.fetch_add(1, Ordering::Relaxed),
@@ -207,7 +193,7 @@ fn row(seconds: u64, counts: &Counts, latencies: &Mutex<Vec<u64>>, drained: bool
     let submitted = counts.submitted.load(Ordering::Relaxed);
     let completed = counts.completed.load(Ordering::Relaxed);
     let failed = counts.failed.load(Ordering::Relaxed);
-    let mut l = latencies.lock().unwrap_or_else(|e| e.into_inner());
+    let mut l = lock(latencies);
     l.sort_unstable();
     let p99 = percentile(&l, 0.99);
     // Keep the sample bounded: the latest second's worth is enough for a p99.

@@ -2,8 +2,8 @@
 //! thread pool that runs simulated points behind a progress bar, seed sets, percentiles, the
 //! round-by-round comparison of two live policies, and the policy options' help.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use cryptodispatch::PolicySpec;
 use cryptodispatch::sim::research::experiments::PointRunner;
@@ -58,6 +58,11 @@ impl<T, E: std::fmt::Display> Text<T> for Result<T, E> {
     fn text(self) -> Result<T, String> {
         self.map_err(|e| e.to_string())
     }
+}
+
+/// The data behind `mutex`, whether or not a thread panicked holding it.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `n` seeds from `first` on.
@@ -116,7 +121,7 @@ impl PointRunner for Pool {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(point) = points.get(i) else { break };
                         let r = f(point);
-                        out.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                        lock(&out)[i] = Some(r);
                         self.bar.inc(1);
                     }
                 });

@@ -45,10 +45,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let nodes = args.nodes.unwrap_or_else(cores).max(1);
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let seeds: Vec<[u8; 32]> = (0..8).map(|_| rng.random()).collect();
-    let signers: Vec<SigningKey> = seeds
-        .iter()
-        .map(|s| SigningKey::from_seed(s).text())
-        .collect::<Result<_, _>>()?;
+    let signers = seeds.iter().map(|s| SigningKey::from_seed(s));
+    let signers: Vec<SigningKey> = signers.collect::<Result<_, _>>().text()?;
     let publics: Vec<VerifyingKey> = signers.iter().map(SigningKey::verifying_key).collect();
     if !(0.0..=1.0).contains(&args.bad_share) {
         return Err(format!("--bad-share {} must lie in [0, 1]", args.bad_share));
@@ -74,11 +72,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         .ed25519_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
         .build()
         .text()?;
-    let keys: Vec<_> = seeds
-        .iter()
-        .map(|s| service.add_signing_key(s))
-        .collect::<Result<_, _>>()
-        .text()?;
+    let keys = seeds.iter().map(|s| service.add_signing_key(s));
+    let keys: Vec<_> = keys.collect::<Result<_, _>>().text()?;
 
     let single_jobs = || -> Vec<Job> {
         sigs.iter()
@@ -97,11 +92,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     };
     let run_service = |jobs: Vec<Job>| -> Result<(Duration, Vec<bool>), String> {
         let start = Instant::now();
-        let handles: Vec<_> = jobs
-            .into_iter()
-            .map(|j| service.submit(j))
-            .collect::<Result<_, _>>()
-            .text()?;
+        let handles = jobs.into_iter().map(|j| service.submit(j));
+        let handles: Vec<_> = handles.collect::<Result<_, _>>().text()?;
         let mut answers = Vec::with_capacity(n);
         let mut outs = Vec::with_capacity(handles.len());
         for h in handles.into_iter().rev() {

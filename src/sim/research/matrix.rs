@@ -233,6 +233,14 @@ impl Outcome {
     pub fn best(&self) -> f64 {
         self.makespan.iter().copied().fold(f64::INFINITY, f64::min)
     }
+
+    /// The policy with the least makespan (the first of equals).
+    pub fn best_policy(&self) -> usize {
+        let makespan = self.makespan.iter().enumerate();
+        makespan
+            .min_by(|a, b| a.1.total_cmp(b.1))
+            .map_or(0, |(p, _)| p)
+    }
 }
 
 /// Every policy of `specs` on each configuration of `configs`.
