@@ -181,7 +181,7 @@ impl LiveArgs {
 #[derive(Debug, Clone, Copy)]
 pub enum Runner {
     /// Its jobs, made from the options, through the service under each policy against the
-    /// primitives called directly ([`measure`]), printed by [`print`].
+    /// primitives called directly ([`measure`]), printed by [`print()`].
     Compare(fn(&LiveArgs) -> Result<Work, String>),
     /// A runner of its own, which measures and prints.
     Own(fn(&LiveArgs) -> Result<(), String>),

@@ -11,9 +11,9 @@
 //!
 //! # Seeds
 //! The report runs from seed 1 (`--seed`): cells on seeds 1–100, small instances on seeds
-//! 1–1000. `TUNING_SEEDS` (`sim::research::matrix`) are the seeds kept for shaping and trying policies (`--seed
-//! 1001`: cells on 1001–1100, small instances on 1001–2000); a report whose cells or small
-//! instances overlap them says so.
+//! 1–1000. `TUNING_SEEDS` (`sim::research::matrix`) are the seeds kept for shaping and trying
+//! policies (`--seed 1001`: cells on 1001–1100, small instances on 1001–2000); a report whose
+//! cells or small instances overlap them says so.
 //!
 //! # Files (in `--out`)
 //! - `matrix.csv` ([`CSV_HEADER`]): one row per cell and policy;

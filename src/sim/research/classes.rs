@@ -1,5 +1,5 @@
-//! The kinds of work of the policy matrix (`cryptodispatch-bench policies --matrix`): node sets, capacities and
-//! workloads, each a function of a seed.
+//! The kinds of work of the policy matrix (`cryptodispatch-bench policies --matrix`): node sets,
+//! capacities and workloads, each a function of a seed.
 //!
 //! The paper's kinds use the library's generator ([`WorkloadSpec`]); the others (heavy-tailed
 //! lengths, long chains, chains in a flood of short jobs) are drawn here from job groups: so

@@ -1,7 +1,7 @@
 //! Every policy on the same work, three ways: the policy matrix (every kind of work of
-//! [`classes`](super::classes), with the jobs' lengths known to the policies and not), a sample
-//! of the workload space ([`space`](crate::sim::space)), and small instances against the exact
-//! optimum ([`optimum`](super::optimum)).
+//! [`classes`], with the jobs' lengths known to the policies and not), a sample of the workload
+//! space ([`space`](crate::sim::space)), and small instances against the exact optimum
+//! ([`optimum`](super::optimum)).
 //!
 //! A cell of the matrix is a class with one knowledge of lengths. Every policy of a cell runs
 //! on the same instances, and the cell holds each policy's mean makespan and the mean lower
