@@ -129,8 +129,8 @@
 //!
 //! For research on scheduling, an API that may change between minor versions:
 //! - [`sched`]: the scheduler core (a sans-IO state machine) and its policies;
-//! - [`sim`]: the simulator and its workloads (the experiments that use them are the
-//!   benchmark binary's, `cryptodispatch-bench`);
+//! - [`sim`]: the simulator and its workloads, and the experiments that use them
+//!   ([`sim::research`], which the benchmark binary `cryptodispatch-bench` prints);
 //! - [`packet`]: packets, commands, modes and lengths as the core sees them;
 //! - [`crypto`]: the work of a node, one packet at a time.
 //!

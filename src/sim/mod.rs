@@ -18,15 +18,16 @@
 //! - [`workload`]: the generator that follows the paper ([`WorkloadSpec`]);
 //! - [`model`]: nodes and node sets ([`NodeModel`], [`NodeSet`]);
 //! - [`bound`]: the lower bound on makespan ([`lower_bound`]);
-//! - [`space`]: a sampled space of workloads for comparing policies ([`space::sample`]).
-//!
-//! The paper's experiments, which drive this simulator over grids of settings, live in the
-//! benchmark binary (`cryptodispatch-bench paper`).
+//! - [`space`]: a sampled space of workloads for comparing policies ([`space::sample`]);
+//! - [`research`]: the paper's experiments over grids of settings, the policy matrix's kinds of
+//!   work, the exact optimum of small instances, and every policy compared on them, which the
+//!   benchmark binary (`cryptodispatch-bench paper`, `policies`) prints.
 
 pub mod bound;
 pub mod engine;
 mod error;
 pub mod model;
+pub mod research;
 pub mod space;
 pub mod trace;
 pub mod workload;

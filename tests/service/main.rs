@@ -7,6 +7,7 @@
 mod common;
 
 mod bench_live;
+mod bench_support;
 mod errors;
 mod gcm;
 mod inline;

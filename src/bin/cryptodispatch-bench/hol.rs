@@ -11,7 +11,7 @@ use cryptodispatch::{Admission, Job, Mode, NodeSpec, Service};
 
 use crate::live::LiveArgs;
 use crate::report::{Csv, Table, f};
-use crate::support::cores;
+use crate::support::{Text, cores};
 
 /// The big job's size unless `--size` says otherwise.
 const BIG: usize = 64 << 20;
@@ -19,13 +19,7 @@ const BIG: usize = 64 << 20;
 /// CSV columns of the hol workload.
 pub const CSV_HEADER: &str = "workload,admission,nodes,big_bytes,run,big_ms,small_us,small_share";
 
-struct Run {
-    admission: Admission,
-    run: usize,
-    big_ms: f64,
-    small_us: f64,
-}
-
+/// One run: the big job's time in ms and the small job's latency in µs.
 fn one(admission: Admission, nodes: usize, big: usize) -> Result<(f64, f64), String> {
     let service = Service::builder()
         .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
@@ -34,22 +28,20 @@ fn one(admission: Admission, nodes: usize, big: usize) -> Result<(f64, f64), Str
         // on its submitting thread as a job this small would by default.
         .inline_limit(0)
         .build()
-        .map_err(|e| e.to_string())?;
-    let key = service
-        .add_aes_key(&[0x42; 16])
-        .map_err(|e| e.to_string())?;
+        .text()?;
+    let key = service.add_aes_key(&[0x42; 16]).text()?;
     let data = vec![0x5A; big];
     let start = Instant::now();
     let big = service
         .submit(Job::encrypt(key, Mode::Cbc, &[7; 16], data))
-        .map_err(|e| e.to_string())?;
+        .text()?;
     let small_start = Instant::now();
     let small = service
         .submit(Job::encrypt(key, Mode::Ecb, &[], vec![1; 16]))
-        .map_err(|e| e.to_string())?;
-    small.wait().map_err(|e| e.to_string())?;
+        .text()?;
+    small.wait().text()?;
     let small_us = small_start.elapsed().as_secs_f64() * 1e6;
-    big.wait().map_err(|e| e.to_string())?;
+    big.wait().text()?;
     let big_ms = start.elapsed().as_secs_f64() * 1e3;
     Ok((big_ms, small_us))
 }
@@ -67,26 +59,21 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     for run in 0..args.reps.max(1) {
         for &admission in &admissions {
             let (big_ms, small_us) = one(admission, nodes, big)?;
-            runs.push(Run {
-                admission,
-                run,
-                big_ms,
-                small_us,
-            });
+            runs.push((admission, run, big_ms, small_us));
         }
     }
     if args.csv {
         let mut c = Csv::new(CSV_HEADER);
-        for r in &runs {
+        for &(admission, run, big_ms, small_us) in &runs {
             c.row(&[
                 "hol".into(),
-                r.admission.to_string(),
+                admission.to_string(),
                 nodes.to_string(),
                 big.to_string(),
-                r.run.to_string(),
-                f(r.big_ms, 2),
-                f(r.small_us, 1),
-                f(r.small_us / 1e3 / r.big_ms, 5),
+                run.to_string(),
+                f(big_ms, 2),
+                f(small_us, 1),
+                f(small_us / 1e3 / big_ms, 5),
             ]);
         }
         print!("{}", c.as_str());
@@ -96,29 +83,20 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         "hol: a 16-byte ECB job submitted right after a {} MiB CBC job, {nodes} AES nodes",
         big >> 20
     );
-    let mut t = Table::new(&[
-        "admission",
-        "run",
-        "big job ms",
-        "small job µs",
-        "small / big",
-    ]);
-    for r in &runs {
+    let mut t = Table::with_columns("admission,run,big job ms,small job µs,small / big");
+    for &(admission, run, big_ms, small_us) in &runs {
         t.row(vec![
-            r.admission.to_string(),
-            r.run.to_string(),
-            f(r.big_ms, 1),
-            f(r.small_us, 0),
-            share(r.small_us / 1e3 / r.big_ms),
+            admission.to_string(),
+            run.to_string(),
+            f(big_ms, 1),
+            f(small_us, 0),
+            share(small_us / 1e3 / big_ms),
         ]);
     }
     print!("{}", t.render());
     for &admission in &admissions {
-        let worst = runs
-            .iter()
-            .filter(|r| r.admission == admission)
-            .map(|r| r.small_us / 1e3 / r.big_ms)
-            .fold(0.0, f64::max);
+        let mine = runs.iter().filter(|r| r.0 == admission);
+        let worst = mine.map(|r| r.3 / 1e3 / r.2).fold(0.0, f64::max);
         println!("{admission}: worst small / big {}", share(worst));
     }
     Ok(())

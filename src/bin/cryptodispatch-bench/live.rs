@@ -1,40 +1,40 @@
 //! `live`: real jobs through a real `Service` on this machine, against the same work done by the
-//! same number of threads calling the primitives directly, measured in the same run.
+//! same number of threads calling the primitives directly, measured in the same run; the
+//! options of every live workload, and the interface its runner is chosen by ([`Runner`]).
 //!
-//! Each run builds the service, registers the keys and builds every job before the clock
-//! starts; the clock stops when the last job handle resolves. The reference processes the same
-//! buffers in place with the same expanded keys (`AesKey::process` is RustCrypto's mode over a
-//! borrowed schedule; `SigningKey::sign` and `VerifyingKey::verify` are `ed25519-dalek`'s), on
-//! threads pinned like the nodes. Every service output is compared with the reference's after
-//! the timing: a run that is fast but wrong is an error, not a result. Each side runs `--reps`
+//! The workloads that compare the service with the primitives called directly make their jobs
+//! ([`Work`]: `independent.rs`, `mixed.rs`, `hetero.rs`) and leave the rest to [`measure`]. Each
+//! run builds the service, registers the keys and builds every job before the clock starts;
+//! the clock stops when the last job handle resolves. The reference processes the same buffers
+//! in place with the same expanded keys (`AesKey::process` is RustCrypto's mode over a borrowed
+//! schedule; `SigningKey::sign` and `VerifyingKey::verify` are `ed25519-dalek`'s), on threads
+//! pinned like the nodes. Every service output is compared with the reference's after the
+//! timing: a run that is fast but wrong is an error, not a result. Each side runs `--reps`
 //! times and keeps its fastest run.
 //!
-//! The `gcm` workload also runs `openssl speed -elapsed -multi N -bytes SIZE -evp aes-128-gcm`
-//! (N the number of nodes) in every round, as a third column: the same cipher as openssl
-//! implements it, on the same machine, in the same run (see `openssl.rs`). Without `openssl`
-//! on PATH that column is left out, with a note.
+//! The `gcm` and `manycbc` workloads also run `openssl speed -elapsed -multi N -bytes SIZE -evp
+//! CIPHER` (N the number of nodes) in every round, as a third column: the same cipher as
+//! openssl implements it, on the same machine, in the same run (see `openssl.rs`). Without
+//! `openssl` on PATH that column is left out, with a note.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::thread;
 use std::time::{Duration, Instant};
 
-use clap::{Args, ValueEnum};
+use clap::{Args, Parser, ValueEnum};
 use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction, SigningKey, VerifyingKey};
 use cryptodispatch::runtime::{NodeMetrics, emulate_slowdown};
+use cryptodispatch::sim::research::experiments::Paired;
 use cryptodispatch::{
     Admission, ClusterKind, Job, JobHandle, JobOutput, Metrics, Mode, NodeSpec, PolicySpec,
     Service, ServiceBuilder,
 };
 use rand::rngs::ChaCha8Rng;
-use rand::seq::SliceRandom;
-use rand::{Rng, RngExt, SeedableRng};
+use rand::{Rng, RngExt};
 
 use crate::openssl::{Baseline, Speed};
-#[path = "chains.rs"]
-mod chains;
-use crate::report::{Csv, Table, f, pct};
-use crate::support::{cores, percentile, pin};
+use crate::report::{Csv, Table, f, pct, pcts};
+use crate::support::{Text, cores, lock, on_threads, parse_policies, percentile, policy_help};
 
 /// The live workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -52,7 +52,7 @@ pub enum Workload {
     /// in random order; packets of 64 KiB (or --size).
     HeteroChains,
     /// Overload of many chains: 4 nodes slowed 1x, 1x, 4x, 4x and 160 CBC chains of 4-16
-    /// packets of 16 KiB (or --size), all submitted at once (chains.rs).
+    /// packets of 16 KiB (or --size), all submitted at once (hetero.rs).
     ManyChains,
     /// Ed25519 verification: one job per signature against batch jobs (Job::verify_batch).
     Verify,
@@ -85,22 +85,10 @@ pub enum Workload {
 }
 
 impl Workload {
-    fn name(self) -> &'static str {
-        match self {
-            Workload::Cbc16k => "cbc16k",
-            Workload::Mixed => "mixed",
-            Workload::Hetero => "hetero",
-            Workload::HeteroChains => "hetero-chains",
-            Workload::ManyChains => "many-chains",
-            Workload::Verify => "verify",
-            Workload::Hol => "hol",
-            Workload::Tiny => "tiny",
-            Workload::Gcm => "gcm",
-            Workload::Manycbc => "manycbc",
-            Workload::Padded => "padded",
-            Workload::Stream => "stream",
-            Workload::Tenants => "tenants",
-        }
+    /// The workload's name, as `--workload` takes it.
+    pub fn name(self) -> String {
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_owned())
     }
 }
 
@@ -111,14 +99,14 @@ pub struct LiveArgs {
     #[arg(long, value_enum, default_value = "cbc16k")]
     pub workload: Workload,
     /// The policy to run (ignored with --compare).
-    #[arg(long, default_value = "paper", long_help = crate::policy_help(
+    #[arg(long, default_value = "paper", long_help = policy_help(
         "The policy to run (ignored with --compare)."))]
     pub policy: String,
     /// Run several policies side by side (default: paper and hhs-acdid; see --policies).
     #[arg(long)]
     pub compare: bool,
     /// The policies --compare runs, comma-separated.
-    #[arg(long, default_value = "paper,hhs-acdid", long_help = crate::policy_help(
+    #[arg(long, default_value = "paper,hhs-acdid", long_help = policy_help(
         "The policies --compare runs, comma-separated."))]
     pub policies: String,
     /// Fix the job size in bytes (mixed: 256, 1024, 16384, ...; cbc16k: the job size).
@@ -172,33 +160,55 @@ pub struct LiveArgs {
 }
 
 impl LiveArgs {
-    /// The settings of the default summary: the workload's defaults, three rounds.
+    /// The settings of the default summary: the workload's defaults, both policies, three
+    /// rounds.
     pub fn quick(workload: Workload) -> Self {
-        LiveArgs {
-            workload,
-            policy: "paper".into(),
-            compare: true,
-            policies: "paper,hhs-acdid".into(),
-            size: None,
-            jobs: None,
-            nodes: None,
-            threads: None,
-            reps: 3,
-            seed: 1,
-            bad_share: 0.0,
-            admission: Admission::Fair,
-            inline_limit: ServiceBuilder::DEFAULT_INLINE_LIMIT,
-            burst: 64,
-            packet: None,
-            mode: Mode::Cbc,
-            csv: false,
+        #[derive(Parser)]
+        struct Quick {
+            #[command(flatten)]
+            args: LiveArgs,
+        }
+        let name = workload.name();
+        Quick::parse_from(["live", "--workload", &name, "--compare", "--reps", "3"]).args
+    }
+
+    /// The policies to run: `--policies` with `--compare`, else `--policy`.
+    fn policy_specs(&self) -> Result<Vec<PolicySpec>, String> {
+        if self.compare {
+            parse_policies("--policies", Some(&self.policies))
+        } else {
+            parse_policies("--policy", Some(&self.policy))
+        }
+    }
+}
+
+/// How a live workload runs: what `main.rs`'s `runner` chooses for each workload.
+#[derive(Debug, Clone, Copy)]
+pub enum Runner {
+    /// Its jobs, made from the options, through the service under each policy against the
+    /// primitives called directly ([`measure`]), printed by [`print()`].
+    Compare(fn(&LiveArgs) -> Result<Work, String>),
+    /// A runner of its own, which measures and prints.
+    Own(fn(&LiveArgs) -> Result<(), String>),
+}
+
+impl Runner {
+    /// Runs the workload with `args` and prints its report.
+    pub fn run(self, args: &LiveArgs) -> Result<(), String> {
+        match self {
+            Runner::Compare(work) => {
+                let rows = measure(args, &work(args)?, &args.policy_specs()?)?;
+                print(&rows, args.csv);
+                Ok(())
+            }
+            Runner::Own(run) => run(args),
         }
     }
 }
 
 /// What a job does, before its data is made.
 #[derive(Debug, Clone, Copy)]
-enum Spec {
+pub enum Spec {
     Aes { key: usize, op: AesOp, iv: [u8; 16] },
     Gcm { key: usize, nonce: [u8; 12] },
     Sign { key: usize },
@@ -207,41 +217,39 @@ enum Spec {
 
 /// One job with its data (and, for verify, its signature).
 #[derive(Debug, Clone)]
-struct Item {
-    spec: Spec,
-    data: Vec<u8>,
-    sig: [u8; 64],
+pub struct Item {
+    pub spec: Spec,
+    pub data: Vec<u8>,
+    pub sig: [u8; 64],
 }
 
-/// A generated workload: keys and jobs.
-struct Work {
-    aes_keys: Vec<Vec<u8>>,
-    seeds: Vec<[u8; 32]>,
-    items: Vec<Item>,
-    /// Per AES node: its slowdown factor; Ed25519 nodes (mixed only) follow.
-    slowdowns: Vec<f64>,
-    ed_nodes: usize,
-    packet_size: usize,
-    admission: Admission,
-    inline_limit: usize,
-    size_label: String,
-    submitters: usize,
+/// A workload's jobs and the service that runs them: what a [`Runner::Compare`] workload makes.
+pub struct Work {
+    /// AES keys, by index.
+    pub aes_keys: Vec<Vec<u8>>,
+    /// Ed25519 signing key seeds, by index.
+    pub seeds: Vec<[u8; 32]>,
+    /// The jobs.
+    pub items: Vec<Item>,
+    /// Per AES node: its slowdown factor.
+    pub slowdowns: Vec<f64>,
+    /// Ed25519 nodes (after the AES nodes).
+    pub ed_nodes: usize,
+    /// The service's packet size.
+    pub packet_size: usize,
+    /// The job size, as the tables show it.
+    pub size_label: String,
+    /// Submitting threads.
+    pub submitters: usize,
+    /// Whether the reference runs one thread per AES node, each with the node's slowdown,
+    /// taking the next job when it is free (else one thread per core, equal shares).
+    pub greedy: bool,
+    /// The `openssl speed -evp` cipher run beside the rounds, if any.
+    pub openssl: Option<&'static str>,
 }
 
-impl Work {
-    fn bytes(&self) -> u64 {
-        self.items.iter().map(|i| i.data.len() as u64).sum()
-    }
-
-    fn ed_ops(&self) -> usize {
-        self.items
-            .iter()
-            .filter(|i| matches!(i.spec, Spec::Sign { .. } | Spec::Verify { .. }))
-            .count()
-    }
-}
-
-fn random_bytes(rng: &mut ChaCha8Rng, n: usize) -> Vec<u8> {
+/// `n` random bytes.
+pub fn random_bytes(rng: &mut ChaCha8Rng, n: usize) -> Vec<u8> {
     let mut v = vec![0u8; n];
     rng.fill_bytes(&mut v);
     v
@@ -258,245 +266,8 @@ pub fn whole_blocks(flag: &str, value: usize, workload: &str) -> Result<usize, S
     Ok(value)
 }
 
-/// The shape of a workload of independent one-packet jobs under one AES key.
-struct Independent {
-    /// Bytes of all jobs together, unless --jobs says how many.
-    total: usize,
-    /// The fewest jobs it runs.
-    min_jobs: usize,
-    /// AES nodes.
-    nodes: usize,
-    /// Submitting threads, unless --threads says otherwise.
-    submitters: usize,
-    /// What follows the size in the tables.
-    label: String,
-}
-
-/// Independent jobs of --size bytes (default 16 KiB), one packet each, all under one AES key,
-/// each job's spec drawn by `spec`.
-fn independent(
-    args: &LiveArgs,
-    rng: &mut ChaCha8Rng,
-    shape: Independent,
-    mut spec: impl FnMut(&mut ChaCha8Rng) -> Spec,
-) -> Result<Work, String> {
-    let size = whole_blocks(
-        "--size",
-        args.size.unwrap_or(16 * 1024),
-        args.workload.name(),
-    )?;
-    let jobs = args.jobs.unwrap_or(shape.total / size).max(shape.min_jobs);
-    let items = (0..jobs)
-        .map(|_| Item {
-            spec: spec(rng),
-            data: random_bytes(rng, size),
-            sig: [0; 64],
-        })
-        .collect();
-    Ok(Work {
-        aes_keys: vec![random_bytes(rng, 16)],
-        seeds: Vec::new(),
-        items,
-        slowdowns: vec![1.0; shape.nodes.max(1)],
-        ed_nodes: 0,
-        packet_size: size,
-        admission: args.admission,
-        inline_limit: args.inline_limit,
-        size_label: format!("{size}{}", shape.label),
-        submitters: args.threads.unwrap_or(shape.submitters),
-    })
-}
-
-fn generate(args: &LiveArgs) -> Result<Work, String> {
-    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
-    let cores = cores();
-    let aes_nodes = args.nodes.unwrap_or(cores).max(1);
-    match args.workload {
-        Workload::Verify
-        | Workload::Hol
-        | Workload::Tiny
-        | Workload::Padded
-        | Workload::Stream
-        | Workload::Tenants => Err(format!(
-            "the {} workload has its own runner",
-            args.workload.name()
-        )),
-        Workload::Gcm => independent(
-            args,
-            &mut rng,
-            Independent {
-                total: 128 << 20,
-                min_jobs: 1,
-                nodes: args.nodes.unwrap_or(2),
-                submitters: 1,
-                label: String::new(),
-            },
-            // A fresh nonce per job, as a sender must use.
-            |rng| Spec::Gcm {
-                key: 0,
-                nonce: rng.random(),
-            },
-        ),
-        Workload::Manycbc => {
-            if !matches!(args.mode, Mode::Cbc | Mode::Ofb | Mode::Cfb) {
-                return Err(format!(
-                    "manycbc: --mode {} must be one of cbc, ofb, cfb",
-                    args.mode
-                ));
-            }
-            let op = AesOp::new(Direction::Encrypt, args.mode);
-            independent(
-                args,
-                &mut rng,
-                Independent {
-                    total: 128 << 20,
-                    min_jobs: 64,
-                    nodes: args.nodes.unwrap_or(2),
-                    submitters: 2,
-                    label: format!(" {}", args.mode),
-                },
-                |rng| Spec::Aes {
-                    key: 0,
-                    op,
-                    iv: rng.random(),
-                },
-            )
-        }
-        Workload::Cbc16k => independent(
-            args,
-            &mut rng,
-            Independent {
-                total: 64 << 20,
-                min_jobs: 1,
-                nodes: aes_nodes,
-                submitters: 1,
-                label: String::new(),
-            },
-            |rng| Spec::Aes {
-                key: 0,
-                op: AesOp::new(Direction::Encrypt, Mode::Cbc),
-                iv: rng.random(),
-            },
-        ),
-        Workload::Mixed => {
-            const SIZES: [usize; 6] = [64, 256, 1024, 4096, 16384, 65536];
-            if let Some(s) = args.size {
-                whole_blocks("--size", s, "mixed")?;
-            }
-            let jobs = args.jobs.unwrap_or(match args.size {
-                Some(s) if s <= 1024 => 20_000,
-                Some(_) => 4_000,
-                None => 4_000,
-            });
-            let aes_keys: Vec<Vec<u8>> = [16, 24, 32]
-                .iter()
-                .map(|&n| random_bytes(&mut rng, n))
-                .collect();
-            let seeds: Vec<[u8; 32]> = (0..4).map(|_| rng.random()).collect();
-            let signers: Vec<SigningKey> = seeds
-                .iter()
-                .map(|s| SigningKey::from_seed(s).expect("32 bytes"))
-                .collect();
-            let mut items = Vec::with_capacity(jobs);
-            for _ in 0..jobs {
-                let size = args
-                    .size
-                    .unwrap_or_else(|| SIZES[rng.random_range(0..SIZES.len())]);
-                // One job in ten is Ed25519 (half sign, half verify); the rest AES.
-                let spec = if rng.random_bool(0.1) {
-                    let key = rng.random_range(0..seeds.len());
-                    if rng.random_bool(0.5) {
-                        Spec::Sign { key }
-                    } else {
-                        Spec::Verify {
-                            key,
-                            valid: rng.random_bool(0.9),
-                        }
-                    }
-                } else {
-                    let mode = Mode::ALL[rng.random_range(0..4)];
-                    let direction = if rng.random_bool(0.5) {
-                        Direction::Encrypt
-                    } else {
-                        Direction::Decrypt
-                    };
-                    Spec::Aes {
-                        key: rng.random_range(0..aes_keys.len()),
-                        op: AesOp::new(direction, mode),
-                        iv: rng.random(),
-                    }
-                };
-                let data = random_bytes(&mut rng, size);
-                let sig = match spec {
-                    Spec::Verify { key, valid } => {
-                        let mut s = signers[key].sign(&data);
-                        if !valid {
-                            s[7] ^= 0x10;
-                        }
-                        s
-                    }
-                    _ => [0; 64],
-                };
-                items.push(Item { spec, data, sig });
-            }
-            Ok(Work {
-                aes_keys,
-                seeds,
-                items,
-                slowdowns: vec![1.0; aes_nodes],
-                ed_nodes: aes_nodes,
-                packet_size: 16 * 1024,
-                admission: args.admission,
-                inline_limit: args.inline_limit,
-                size_label: args.size.map_or("64-65536".to_owned(), |s| s.to_string()),
-                submitters: args.threads.unwrap_or(2),
-            })
-        }
-        Workload::Hetero | Workload::HeteroChains | Workload::ManyChains => {
-            let (chains, many) = (
-                args.workload != Workload::Hetero,
-                args.workload == Workload::ManyChains,
-            );
-            let packet = whole_blocks(
-                "--size",
-                args.size.unwrap_or(if many {
-                    chains::PACKET_BYTES
-                } else if chains {
-                    64 * 1024
-                } else {
-                    256 * 1024
-                }),
-                args.workload.name(),
-            )?;
-            let items = if many {
-                chains::items(&mut rng, packet)
-            } else if chains {
-                chain_items(&mut rng, packet)
-            } else {
-                hetero_items(&mut rng, packet, args.jobs.unwrap_or(120))
-            };
-            Ok(Work {
-                aes_keys: vec![random_bytes(&mut rng, 16)],
-                seeds: Vec::new(),
-                items,
-                slowdowns: if many {
-                    chains::SLOWDOWNS.to_vec()
-                } else {
-                    vec![1.0, 1.5, 2.0, 3.0]
-                },
-                ed_nodes: 0,
-                packet_size: packet,
-                admission: args.admission,
-                inline_limit: args.inline_limit,
-                size_label: packet.to_string(),
-                submitters: args.threads.unwrap_or(1),
-            })
-        }
-    }
-}
-
 /// An encryption job in `mode` under key 0, of `bytes` random bytes, with a random IV.
-fn encryption(rng: &mut ChaCha8Rng, mode: Mode, bytes: usize) -> Item {
+pub fn encryption(rng: &mut ChaCha8Rng, mode: Mode, bytes: usize) -> Item {
     Item {
         spec: Spec::Aes {
             key: 0,
@@ -508,38 +279,6 @@ fn encryption(rng: &mut ChaCha8Rng, mode: Mode, bytes: usize) -> Item {
     }
 }
 
-/// The `hetero` jobs: `jobs` CBC or ECB jobs of 1-8 packets.
-fn hetero_items(rng: &mut ChaCha8Rng, packet: usize, jobs: usize) -> Vec<Item> {
-    (0..jobs)
-        .map(|_| {
-            let packets = rng.random_range(1..=8usize);
-            let mode = if rng.random_bool(0.5) {
-                Mode::Cbc
-            } else {
-                Mode::Ecb
-            };
-            encryption(rng, mode, packets * packet)
-        })
-        .collect()
-}
-
-/// The `hetero-chains` jobs: 40 CBC chains of 10-30 packets among 80 ECB jobs of 1-2 packets,
-/// shuffled.
-fn chain_items(rng: &mut ChaCha8Rng, packet: usize) -> Vec<Item> {
-    let mut items: Vec<Item> = (0..120)
-        .map(|k| {
-            let (mode, packets) = if k < 40 {
-                (Mode::Cbc, rng.random_range(10..=30usize))
-            } else {
-                (Mode::Ecb, rng.random_range(1..=2usize))
-            };
-            encryption(rng, mode, packets * packet)
-        })
-        .collect();
-    items.shuffle(rng);
-    items
-}
-
 /// The result of one job, as both sides produce it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Out {
@@ -549,6 +288,7 @@ enum Out {
     Verified(bool),
 }
 
+#[derive(Default)]
 struct Measured {
     elapsed: Duration,
     latencies: Vec<Duration>,
@@ -563,38 +303,25 @@ type Resolved = (usize, JobOutput, Duration);
 
 /// The service side: build, register, submit everything from the submitting threads, each of
 /// which then waits for its own jobs.
-fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
+fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
     let cores = cores();
-    let aes_nodes: Vec<NodeSpec> = work
-        .slowdowns
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| NodeSpec::pinned(i % cores).slowdown(s))
-        .collect();
+    let slowed = work.slowdowns.iter().enumerate();
     let mut builder: ServiceBuilder = Service::builder()
-        .aes_cluster(aes_nodes)
+        .aes_cluster(slowed.map(|(i, &s)| NodeSpec::pinned(i % cores).slowdown(s)))
         .packet_size(work.packet_size)
-        .admission(work.admission)
-        .inline_limit(work.inline_limit)
+        .admission(args.admission)
+        .inline_limit(args.inline_limit)
         .policy(policy.clone());
     if work.ed_nodes > 0 {
         // Ed25519 messages are one packet each, up to 64 KiB here.
         let ed = (0..work.ed_nodes).map(|i| NodeSpec::pinned(i % cores).capacity(8 * 65536));
         builder = builder.ed25519_cluster(ed);
     }
-    let service = builder.build().map_err(|e| e.to_string())?;
-    let aes: Vec<_> = work
-        .aes_keys
-        .iter()
-        .map(|k| service.add_aes_key(k))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    let signers: Vec<_> = work
-        .seeds
-        .iter()
-        .map(|s| service.add_signing_key(s))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+    let service = builder.build().text()?;
+    let aes = work.aes_keys.iter().map(|k| service.add_aes_key(k));
+    let aes: Vec<_> = aes.collect::<Result<_, _>>().text()?;
+    let signers = work.seeds.iter().map(|s| service.add_signing_key(s));
+    let signers: Vec<_> = signers.collect::<Result<_, _>>().text()?;
 
     // Jobs, dealt round robin to the submitting threads, built before the clock starts.
     let threads = work.submitters.max(1);
@@ -615,57 +342,35 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
     // application's threads would (and as the reference's threads each keep their own outputs),
     // so resolving the handles is shared between the threads rather than left to one.
     let start = Instant::now();
-    let results: Vec<Result<Vec<Resolved>, String>> = thread::scope(|s| {
-        let handles: Vec<_> = per_thread
+    let results = on_threads(per_thread, false, |_, jobs| {
+        let mut handles = jobs
             .into_iter()
-            .map(|jobs| {
-                let service = &service;
-                s.spawn(move || {
-                    let mut handles = jobs
-                        .into_iter()
-                        .map(|(i, job)| {
-                            service
-                                .submit(job)
-                                .map(|h| (i, h))
-                                .map_err(|e| e.to_string())
-                        })
-                        .collect::<Result<Vec<_>, String>>()?;
-                    // The last-submitted first: one sleep until the tail is done, instead of
-                    // a wake-up per job (latencies are stamped where the jobs complete, not by
-                    // this loop).
-                    handles.reverse();
-                    handles
-                        .into_iter()
-                        .map(|(i, h)| {
-                            let (out, latency) =
-                                h.wait_timed().map_err(|e| format!("job {i} failed: {e}"))?;
-                            Ok((i, out, latency))
-                        })
-                        .collect::<Result<Vec<_>, String>>()
-                })
-            })
-            .collect();
+            .map(|(i, job)| service.submit(job).map(|h| (i, h)).text())
+            .collect::<Result<Vec<_>, String>>()?;
+        // The last-submitted first: one sleep until the tail is done, instead of a wake-up per
+        // job (latencies are stamped where the jobs complete, not by this loop).
+        handles.reverse();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("submitter panicked".into()))
+            .map(|(i, h)| {
+                let (out, latency) = wait_timed(h).map_err(|e| format!("job {i} failed: {e}"))?;
+                Ok((i, out, latency))
             })
-            .collect()
-    });
+            .collect::<Result<Vec<Resolved>, String>>()
+    })?;
     let elapsed = start.elapsed();
-    let mut outputs: Vec<Option<Out>> = vec![None; work.items.len()];
+    let mut outputs = vec![Out::Verified(false); work.items.len()];
     let mut latencies = Vec::with_capacity(work.items.len());
     for r in results {
         for (i, out, latency) in r? {
             latencies.push(latency);
-            outputs[i] = Some(match out {
+            outputs[i] = match out {
                 JobOutput::Data(d) => Out::Data(d),
                 JobOutput::Sealed { ciphertext, tag } => Out::Sealed(ciphertext, tag),
                 JobOutput::Signature(s) => Out::Sig(s),
                 JobOutput::Verified(v) => Out::Verified(v),
                 other => return Err(format!("job {i}: unexpected output {other:?}")),
-            });
+            };
         }
     }
     let metrics = service.metrics();
@@ -673,10 +378,7 @@ fn run_service(work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
     Ok(Measured {
         elapsed,
         latencies,
-        outputs: outputs
-            .into_iter()
-            .map(|o| o.unwrap_or(Out::Verified(false)))
-            .collect(),
+        outputs,
         node_packets: per_node(&metrics, ClusterKind::Aes, |n| n.packets),
         node_busy: per_node(&metrics, ClusterKind::Aes, |n| n.busy),
         ed_busy: per_node(&metrics, ClusterKind::Ed25519, |n| n.busy),
@@ -693,163 +395,92 @@ fn per_node<T>(metrics: &Metrics, kind: ClusterKind, f: impl Fn(&NodeMetrics) ->
         .collect()
 }
 
-trait WaitTimed {
-    fn wait_timed(self) -> Result<(JobOutput, Duration), cryptodispatch::JobError>;
-}
-
-impl WaitTimed for JobHandle {
-    /// Waits, and returns the output with the job's latency (submission to completion).
-    fn wait_timed(self) -> Result<(JobOutput, Duration), cryptodispatch::JobError> {
-        let mut h = self;
-        loop {
-            if let Some(r) = h.wait_timeout(Duration::from_secs(3600)) {
-                let latency = h.latency().unwrap_or_default();
-                return r.map(|o| (o, latency));
-            }
+/// Waits for a job, and returns its output with its latency (submission to completion).
+fn wait_timed(mut h: JobHandle) -> Result<(JobOutput, Duration), cryptodispatch::JobError> {
+    loop {
+        if let Some(r) = h.wait_timeout(Duration::from_secs(3600)) {
+            return r.map(|o| (o, h.latency().unwrap_or_default()));
         }
     }
 }
 
-/// The reference: the same jobs run directly, on as many threads as the machine has cores (one
-/// per node for `hetero`, each with its node's slowdown), pinned like the nodes.
-fn run_reference(work: &Work, dynamic: bool) -> Result<Measured, String> {
-    let keys: Vec<AesKey> = work
-        .aes_keys
-        .iter()
-        .map(|k| AesKey::new(k))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    let signers: Vec<SigningKey> = work
-        .seeds
-        .iter()
-        .map(|s| SigningKey::from_seed(s))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+/// The reference: the same jobs run directly, pinned like the nodes: on as many threads as
+/// the machine has cores, each working through an equal share dealt round robin; or, for a
+/// [`Work::greedy`] workload, one thread per AES node with its slowdown, each taking the next
+/// job when it is free (a greedy schedule).
+fn run_reference(work: &Work) -> Result<Measured, String> {
+    let keys = work.aes_keys.iter().map(|k| AesKey::new(k));
+    let keys: Vec<AesKey> = keys.collect::<Result<_, _>>().text()?;
+    let signers = work.seeds.iter().map(|s| SigningKey::from_seed(s));
+    let signers: Vec<SigningKey> = signers.collect::<Result<_, _>>().text()?;
     let publics: Vec<VerifyingKey> = signers.iter().map(SigningKey::verifying_key).collect();
-    let cores = cores();
-    let slowdowns: Vec<f64> = if dynamic {
+    let slowdowns: Vec<f64> = if work.greedy {
         work.slowdowns.clone()
     } else {
-        vec![1.0; cores]
+        vec![1.0; cores()]
     };
-    let threads = slowdowns.len();
 
     let run_one = |item: &mut Item| -> Result<Out, String> {
         Ok(match item.spec {
             Spec::Aes { key, op, iv } => {
-                let mut state = ChainState::for_mode(op.mode, &iv).map_err(|e| e.to_string())?;
+                let mut state = ChainState::for_mode(op.mode, &iv).text()?;
                 let len = item.data.len();
                 let n = keys[key]
                     .process(op, &mut state, &mut item.data, len, true)
-                    .map_err(|e| e.to_string())?;
+                    .text()?;
                 item.data.truncate(n);
                 Out::Data(std::mem::take(&mut item.data))
             }
             Spec::Gcm { key, nonce } => {
-                let state = keys[key]
-                    .gcm_start(&nonce, &[])
-                    .map_err(|e| e.to_string())?;
-                let tag = keys[key]
-                    .gcm_seal_final(state, &mut item.data)
-                    .map_err(|e| e.to_string())?;
+                let state = keys[key].gcm_start(&nonce, &[]).text()?;
+                let tag = keys[key].gcm_seal_final(state, &mut item.data).text()?;
                 Out::Sealed(std::mem::take(&mut item.data), tag)
             }
             Spec::Sign { key } => Out::Sig(signers[key].sign(&item.data)),
-            Spec::Verify { key, .. } => Out::Verified(
-                publics[key]
-                    .verify(&item.data, &item.sig)
-                    .map_err(|e| e.to_string())?,
-            ),
+            Spec::Verify { key, .. } => {
+                Out::Verified(publics[key].verify(&item.data, &item.sig).text()?)
+            }
         })
     };
 
-    let items: Vec<(usize, Item)> = work.items.iter().cloned().enumerate().collect();
-    let start;
-    let outs: Vec<(usize, Out)> = if dynamic {
-        // Hetero: each thread takes the next job when it is free (a greedy schedule).
-        let queue = Mutex::new(items.into_iter().collect::<VecDeque<_>>());
-        start = Instant::now();
-        thread::scope(|s| {
-            let hs: Vec<_> = slowdowns
-                .iter()
-                .enumerate()
-                .map(|(t, &slow)| {
-                    let (queue, run_one) = (&queue, &run_one);
-                    s.spawn(move || {
-                        pin(t % cores);
-                        let mut out = Vec::new();
-                        loop {
-                            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
-                            let Some((i, mut item)) = next else { break };
-                            let packets = item.data.len().div_ceil(work.packet_size).max(1);
-                            // Per packet, as a node: real work, then the emulated wait.
-                            let t0 = Instant::now();
-                            let o = run_one(&mut item);
-                            if slow > 1.0 {
-                                let per_packet = t0.elapsed() / packets as u32;
-                                for _ in 0..packets {
-                                    emulate_slowdown(per_packet.mul_f64(slow - 1.0));
-                                }
-                            }
-                            out.push((i, o));
-                        }
-                        out
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .map(|(i, o)| o.map(|o| (i, o)))
-                .collect::<Result<Vec<_>, String>>()
-        })?
-    } else {
-        // Equal shares, dealt round robin, each thread working through its own buffers.
-        let mut shares: Vec<Vec<(usize, Item)>> = (0..threads).map(|_| Vec::new()).collect();
-        for (k, it) in items.into_iter().enumerate() {
-            shares[k % threads].push(it);
+    // One queue for the greedy schedule, else one per thread, each dealt its share.
+    let mut queues: Vec<VecDeque<(usize, Item)>> = vec![VecDeque::new(); slowdowns.len()];
+    queues.truncate(if work.greedy { 1 } else { slowdowns.len() });
+    for (i, item) in work.items.iter().cloned().enumerate() {
+        let n = queues.len();
+        queues[i % n].push_back((i, item));
+    }
+    let queues: Vec<Mutex<VecDeque<(usize, Item)>>> = queues.into_iter().map(Mutex::new).collect();
+    let start = Instant::now();
+    let outs = on_threads(slowdowns, true, |t, slow| {
+        let queue = &queues[t % queues.len()];
+        let mut out = Vec::new();
+        loop {
+            let next = lock(queue).pop_front();
+            let Some((i, mut item)) = next else { break };
+            let packets = item.data.len().div_ceil(work.packet_size).max(1);
+            // Per packet, as a node: real work, then the emulated wait.
+            let t0 = Instant::now();
+            let o = run_one(&mut item);
+            if slow > 1.0 {
+                let per_packet = t0.elapsed() / packets as u32;
+                for _ in 0..packets {
+                    emulate_slowdown(per_packet.mul_f64(slow - 1.0));
+                }
+            }
+            out.push((i, o));
         }
-        start = Instant::now();
-        thread::scope(|s| {
-            let hs: Vec<_> = shares
-                .into_iter()
-                .enumerate()
-                .map(|(t, mut share)| {
-                    let run_one = &run_one;
-                    s.spawn(move || {
-                        pin(t % cores);
-                        share
-                            .iter_mut()
-                            .map(|(i, item)| run_one(item).map(|o| (*i, o)))
-                            .collect::<Result<Vec<_>, String>>()
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("reference thread panicked".into()))
-                })
-                .collect::<Result<Vec<_>, String>>()
-        })?
-        .into_iter()
-        .flatten()
-        .collect()
-    };
+        out
+    })?;
     let elapsed = start.elapsed();
-    let mut outputs: Vec<Option<Out>> = vec![None; work.items.len()];
-    for (i, o) in outs {
-        outputs[i] = Some(o);
+    let mut outputs = vec![Out::Verified(false); work.items.len()];
+    for (i, o) in outs.into_iter().flatten() {
+        outputs[i] = o?;
     }
     Ok(Measured {
         elapsed,
-        latencies: Vec::new(),
-        outputs: outputs
-            .into_iter()
-            .map(|o| o.unwrap_or(Out::Verified(false)))
-            .collect(),
-        node_packets: Vec::new(),
-        node_busy: Vec::new(),
-        ed_busy: Vec::new(),
+        outputs,
+        ..Measured::default()
     })
 }
 
@@ -861,7 +492,7 @@ fn keep_fastest(slot: &mut Option<Measured>, m: Measured) {
 
 /// One row of the live results.
 pub struct LiveRow {
-    pub workload: &'static str,
+    pub workload: String,
     pub policy: String,
     pub nodes: usize,
     pub size: String,
@@ -884,25 +515,18 @@ pub struct LiveRow {
     pub utilization: f64,
     /// The same for the Ed25519 nodes (0 without any).
     pub ed_utilization: f64,
-    /// Every round's makespan, in round order (the fastest is [`makespan`](Self::makespan)).
-    pub rounds: Vec<Duration>,
+    /// Every round's makespan in seconds, in round order (the fastest is
+    /// [`makespan`](Self::makespan)).
+    pub rounds: Vec<f64>,
 }
 
 /// Runs the workload under each policy and the reference; checks every output.
-pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>, String> {
-    let work = generate(args)?;
-    let dynamic = matches!(
-        args.workload,
-        Workload::Hetero | Workload::HeteroChains | Workload::ManyChains
-    );
-    let cipher = match (args.workload, args.mode) {
-        (Workload::Gcm, _) => Some("aes-128-gcm"),
-        (Workload::Manycbc, Mode::Ofb) => Some("aes-128-ofb"),
-        (Workload::Manycbc, Mode::Cfb) => Some("aes-128-cfb"),
-        (Workload::Manycbc, _) => Some("aes-128-cbc"),
-        _ => None,
-    };
-    let mut openssl = cipher.map(|cipher| {
+pub fn measure(
+    args: &LiveArgs,
+    work: &Work,
+    policies: &[PolicySpec],
+) -> Result<Vec<LiveRow>, String> {
+    let mut openssl = work.openssl.map(|cipher| {
         Baseline::new(Speed {
             cipher,
             processes: work.slowdowns.len(),
@@ -916,16 +540,16 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
     // reference.
     let mut reference: Option<Measured> = None;
     let mut runs: Vec<Option<Measured>> = policies.iter().map(|_| None).collect();
-    let mut rounds: Vec<Vec<Duration>> = policies.iter().map(|_| Vec::new()).collect();
+    let mut rounds: Vec<Vec<f64>> = policies.iter().map(|_| Vec::new()).collect();
     for round in 0..args.reps.max(1) {
-        keep_fastest(&mut reference, run_reference(&work, dynamic)?);
+        keep_fastest(&mut reference, run_reference(work)?);
         if let Some(baseline) = openssl.as_mut() {
             baseline.sample()?;
         }
         for k in 0..policies.len() {
             let i = (round + k) % policies.len();
-            let m = run_service(&work, &policies[i])?;
-            rounds[i].push(m.elapsed);
+            let m = run_service(args, work, &policies[i])?;
+            rounds[i].push(m.elapsed.as_secs_f64());
             keep_fastest(&mut runs[i], m);
         }
     }
@@ -937,7 +561,9 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
     let openssl_range = openssl.as_ref().and_then(Baseline::range);
     let openssl_note = openssl.as_ref().and_then(Baseline::describe);
     let reference = reference.ok_or("no reference run")?;
-    let bytes = work.bytes() as f64;
+    let bytes = work.items.iter().map(|i| i.data.len() as u64).sum::<u64>() as f64;
+    let is_ed = |i: &&Item| matches!(i.spec, Spec::Sign { .. } | Spec::Verify { .. });
+    let ed_ops = work.items.iter().filter(is_ed).count() as f64;
     let ref_mb_s = bytes / reference.elapsed.as_secs_f64() / 1e6;
     let mut rows = Vec::new();
     for ((policy, m), rounds) in policies.iter().zip(runs).zip(rounds) {
@@ -960,7 +586,7 @@ pub fn measure(args: &LiveArgs, policies: &[PolicySpec]) -> Result<Vec<LiveRow>,
             openssl: openssl_mb_s,
             openssl_range,
             openssl_note: openssl_note.clone(),
-            ed_ops: work.ed_ops() as f64 / m.elapsed.as_secs_f64(),
+            ed_ops: ed_ops / m.elapsed.as_secs_f64(),
             mean_latency_us: lat.iter().map(|d| d.as_secs_f64()).sum::<f64>()
                 / lat.len().max(1) as f64
                 * 1e6,
@@ -988,76 +614,52 @@ pub const CSV_HEADER: &str = "workload,policy,nodes,size,throughput_mb_s,referen
 
 /// Prints the rows: a table (or CSV), and with several policies the makespan differences.
 pub fn print(rows: &[LiveRow], csv: bool) {
-    if csv {
-        let mut c = Csv::new(CSV_HEADER);
-        for r in rows {
-            c.row(&[
-                r.workload.to_owned(),
-                r.policy.clone(),
-                r.nodes.to_string(),
-                r.size.clone(),
-                f(r.throughput, 1),
-                f(r.reference, 1),
-                f(r.throughput / r.reference, 3),
-                f(r.mean_latency_us, 1),
-                f(r.p99_latency_us, 1),
-                r.openssl.map_or(String::new(), |o| f(o, 1)),
-                r.openssl_range.map_or(String::new(), |(lo, _)| f(lo, 1)),
-                r.openssl_range.map_or(String::new(), |(_, hi)| f(hi, 1)),
-            ]);
-        }
-        print!("{}", c.as_str());
-        return;
-    }
-    let mut t = Table::new(&[
-        "workload",
-        "policy",
-        "nodes",
-        "size",
-        "MB/s",
-        "reference MB/s",
-        "ratio",
-        "openssl MB/s",
-        "vs openssl",
-        "Ed25519 ops/s",
-        "mean lat us",
-        "p99 lat us",
-        "makespan ms",
-        "AES util",
-        "Ed util",
-        "AES node shares",
-    ]);
-    for r in rows {
-        t.row(vec![
-            r.workload.to_owned(),
+    // The columns both forms start with.
+    let head = |r: &LiveRow| {
+        vec![
+            r.workload.clone(),
             r.policy.clone(),
             r.nodes.to_string(),
             r.size.clone(),
             f(r.throughput, 1),
             f(r.reference, 1),
             f(r.throughput / r.reference, 3),
+        ]
+    };
+    if csv {
+        let mut c = Csv::new(CSV_HEADER);
+        for r in rows {
+            let mut cells = head(r);
+            cells.extend([
+                f(r.mean_latency_us, 1),
+                f(r.p99_latency_us, 1),
+                r.openssl.map_or(String::new(), |o| f(o, 1)),
+                r.openssl_range.map_or(String::new(), |(lo, _)| f(lo, 1)),
+                r.openssl_range.map_or(String::new(), |(_, hi)| f(hi, 1)),
+            ]);
+            c.row(&cells);
+        }
+        print!("{}", c.as_str());
+        return;
+    }
+    let mut t = Table::with_columns(
+        "workload,policy,nodes,size,MB/s,reference MB/s,ratio,openssl MB/s,vs openssl,Ed25519 ops/s,mean lat us,p99 lat us,makespan ms,AES util,Ed util,AES node shares",
+    );
+    let or_dash = |x: f64, cell: String| if x > 0.0 { cell } else { "-".into() };
+    for r in rows {
+        let mut cells = head(r);
+        cells.extend([
             r.openssl.map_or("-".into(), |o| f(o, 1)),
             r.openssl.map_or("-".into(), |o| f(r.throughput / o, 3)),
-            if r.ed_ops > 0.0 {
-                f(r.ed_ops, 0)
-            } else {
-                "-".into()
-            },
+            or_dash(r.ed_ops, f(r.ed_ops, 0)),
             f(r.mean_latency_us, 1),
             f(r.p99_latency_us, 1),
             f(r.makespan.as_secs_f64() * 1e3, 1),
             pct(r.utilization),
-            if r.ed_utilization > 0.0 {
-                pct(r.ed_utilization)
-            } else {
-                "-".into()
-            },
-            r.shares
-                .iter()
-                .map(|&s| pct(s))
-                .collect::<Vec<_>>()
-                .join(" "),
+            or_dash(r.ed_utilization, pct(r.ed_utilization)),
+            pcts(&r.shares),
         ]);
+        t.row(cells);
     }
     print!("{}", t.render());
     if let Some(note) = rows.first().and_then(|r| r.openssl_note.as_ref()) {
@@ -1089,89 +691,5 @@ pub fn print(rows: &[LiveRow], csv: bool) {
                 );
             }
         }
-    }
-}
-
-/// Two policies' makespans compared round by round (the same round meets the same machine):
-/// the geometric mean of the ratio a ÷ b with its 95% interval (normal approximation of the
-/// mean log ratio), and the rounds a was faster in. An interval that holds 1 says the two are
-/// within the live noise of each other.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Paired {
-    /// Geometric mean of a ÷ b over the rounds.
-    pub mean: f64,
-    /// Lower end of its 95% interval.
-    pub low: f64,
-    /// Upper end of its 95% interval.
-    pub high: f64,
-    /// Rounds in which a was faster.
-    pub wins: usize,
-    /// Rounds compared.
-    pub rounds: usize,
-}
-
-impl Paired {
-    /// `None` with fewer than 3 rounds (no spread to estimate).
-    pub fn of(a: &[Duration], b: &[Duration]) -> Option<Paired> {
-        let logs: Vec<f64> = a
-            .iter()
-            .zip(b)
-            .map(|(x, y)| (x.as_secs_f64() / y.as_secs_f64()).ln())
-            .filter(|l| l.is_finite())
-            .collect();
-        let n = logs.len();
-        if n < 3 {
-            return None;
-        }
-        let mean = logs.iter().sum::<f64>() / n as f64;
-        let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        let half = 1.96 * (var / n as f64).sqrt();
-        Some(Paired {
-            mean: mean.exp(),
-            low: (mean - half).exp(),
-            high: (mean + half).exp(),
-            wins: logs.iter().filter(|&&l| l < 0.0).count(),
-            rounds: n,
-        })
-    }
-}
-
-pub fn run(args: &LiveArgs) -> Result<(), String> {
-    let names = if args.compare {
-        args.policies.as_str()
-    } else {
-        args.policy.as_str()
-    };
-    let policies = names
-        .split(',')
-        .map(|p| p.parse::<PolicySpec>().map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let rows = measure(args, &policies)?;
-    print(&rows, args.csv);
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ms(v: &[u64]) -> Vec<Duration> {
-        v.iter().map(|&m| Duration::from_millis(m)).collect()
-    }
-
-    #[test]
-    fn paired_rounds_give_the_ratio_its_interval_and_the_wins() {
-        // a is 10% slower in every round: the ratio is 1.1 exactly, with no spread.
-        let p = Paired::of(&ms(&[11, 22, 33, 44]), &ms(&[10, 20, 30, 40])).unwrap();
-        assert!((p.mean - 1.1).abs() < 1e-9, "{p:?}");
-        assert!((p.low - 1.1).abs() < 1e-9 && (p.high - 1.1).abs() < 1e-9);
-        assert_eq!((p.wins, p.rounds), (0, 4));
-        // Half the rounds each way by the same factor: a ratio of 1 and an interval around it.
-        let p = Paired::of(&ms(&[10, 12, 10, 12]), &ms(&[12, 10, 12, 10])).unwrap();
-        assert!((p.mean - 1.0).abs() < 1e-9, "{p:?}");
-        assert!(p.low < 1.0 && p.high > 1.0);
-        assert_eq!(p.wins, 2);
-        // Too few rounds to estimate a spread.
-        assert_eq!(Paired::of(&ms(&[1, 2]), &ms(&[2, 1])), None);
     }
 }

@@ -19,16 +19,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use crate::experiments::Settings;
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
+use cryptodispatch::sim::research::experiments::Settings;
 
-mod classes;
-mod experiments;
+mod hetero;
 mod hol;
+mod independent;
 mod live;
 mod matrix;
+mod milp;
+mod mixed;
 mod openssl;
-mod optimum;
 mod padded;
 mod paper;
 mod plot;
@@ -67,7 +68,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// The paper's experiments (docs/ALGORITHM.md §9) on the simulator.
-    Paper(PaperArgs),
+    Paper(paper::PaperArgs),
     /// Replay a trace, or a generated workload, under one or more policies.
     Sim(replay::SimArgs),
     /// Write a generated trace (CSV) for `sim --trace`.
@@ -83,74 +84,6 @@ enum Command {
     Soak(soak::SoakArgs),
 }
 
-#[derive(Debug, Args)]
-struct PaperArgs {
-    /// Which experiment: 1 (best alpha against CAP), 2 (alpha sweep), 3 (load per node),
-    /// 4 (against hhs-acdid).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
-    exp: u8,
-    #[command(flatten)]
-    settings: SettingsArgs,
-}
-
-#[derive(Debug, Args)]
-struct SettingsArgs {
-    /// Seeds (repetitions) per point.
-    #[arg(long, default_value_t = 10)]
-    seeds: u32,
-    /// The first seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Node queue capacity, in length units (experiments 2-4).
-    #[arg(long, default_value_t = 32)]
-    cap: u64,
-    /// Packets per run in experiment 1.
-    #[arg(long, default_value_t = 600)]
-    packets: usize,
-    /// Offered load relative to the nodes' full-speed capacity (0: everything at time 0).
-    #[arg(long, default_value_t = 1.5)]
-    load: f64,
-    /// Where CSV and SVG files go.
-    #[arg(long, default_value = "results")]
-    out: PathBuf,
-    /// Threads to run points on (results do not depend on it).
-    #[arg(long)]
-    threads: Option<usize>,
-}
-
-impl SettingsArgs {
-    fn settings(&self) -> Result<Settings, String> {
-        if !(self.load.is_finite() && self.load >= 0.0) {
-            return Err(format!("--load {} must be a number >= 0", self.load));
-        }
-        let mut s = Settings {
-            seeds: self.seeds,
-            base_seed: self.seed,
-            cap: self.cap,
-            ..Settings::default()
-        };
-        s.workload.packets = self.packets;
-        s.workload.load = (self.load > 0.0).then_some(self.load);
-        if let Some(t) = self.threads {
-            s.threads = t.max(1);
-        }
-        Ok(s)
-    }
-}
-
-/// The long help of a policy option: `intro`, then the library's policies (its registry), one
-/// a line, each followed by its parameters with their defaults.
-fn policy_help(intro: &str) -> String {
-    let policies: Vec<String> = cryptodispatch::sched::policy::registry()
-        .iter()
-        .map(|entry| format!("  {entry:#}"))
-        .collect();
-    format!(
-        "{intro}\n\nA policy is written NAME or NAME:KEY=VALUE,...; the policies:\n{}",
-        policies.join("\n")
-    )
-}
-
 fn summary() -> Result<(), String> {
     let start = Instant::now();
     println!("cryptodispatch-bench: summary (run with --help for the full experiments)\n");
@@ -162,49 +95,41 @@ fn summary() -> Result<(), String> {
         .iter()
         .map(|&(n, p)| (format!("{n} nodes"), n, p))
         .collect();
-    paper::exp4(&settings, &PathBuf::from("results"), &points)?;
+    paper::exp4(&settings, None, &PathBuf::from("results"), &points)?;
 
     println!("\nLive, on this machine: the same job streams through the service under `paper` and");
     println!(
         "`hhs-acdid`, beside the primitives called directly on as many threads (the reference).\n"
     );
-    let mut rows = Vec::new();
+    // Both with --compare: under `paper` and `hhs-acdid`.
     for workload in [live::Workload::Cbc16k, live::Workload::Hetero] {
-        let args = live::LiveArgs::quick(workload);
-        let policies = [
-            cryptodispatch::PolicySpec::paper_defaults(),
-            cryptodispatch::PolicySpec::hhs_acdid(),
-        ];
-        rows.push(live::measure(&args, &policies)?);
-    }
-    for r in &rows {
-        live::print(r, false);
+        runner(workload).run(&live::LiveArgs::quick(workload))?;
         println!();
     }
     println!("summary took {:.1} s", start.elapsed().as_secs_f64());
     Ok(())
 }
 
-/// The runner of a `live` workload: `live.rs`'s comparison against the primitives called
-/// directly for the workloads of jobs run in rounds (`cbc16k`, `mixed`, `hetero`,
-/// `hetero-chains`, `many-chains`, `manycbc`, `gcm`), a file of its own for each of the others.
-/// Chosen here, above the workloads' files, which all build on `live.rs`.
-fn runner(workload: live::Workload) -> fn(&live::LiveArgs) -> Result<(), String> {
+/// The runner of each `live` workload: its jobs against the primitives called directly
+/// (`live.rs`'s measurement, the jobs made by its own file), or a runner of its own. Chosen
+/// here, above the workloads' files, which all build on `live.rs`.
+fn runner(workload: live::Workload) -> live::Runner {
+    use live::Runner::{Compare, Own};
     use live::Workload as W;
     match workload {
-        W::Verify => verify::run,
-        W::Hol => hol::run,
-        W::Tiny => tiny::run,
-        W::Padded => padded::run,
-        W::Stream => stream::run,
-        W::Tenants => tenants::run,
-        W::Cbc16k
-        | W::Mixed
-        | W::Hetero
-        | W::HeteroChains
-        | W::ManyChains
-        | W::Manycbc
-        | W::Gcm => live::run,
+        W::Cbc16k => Compare(independent::cbc16k),
+        W::Manycbc => Compare(independent::manycbc),
+        W::Gcm => Compare(independent::gcm),
+        W::Mixed => Compare(mixed::work),
+        W::Hetero => Compare(hetero::hetero),
+        W::HeteroChains => Compare(hetero::chains),
+        W::ManyChains => Compare(hetero::many_chains),
+        W::Verify => Own(verify::run),
+        W::Hol => Own(hol::run),
+        W::Tiny => Own(tiny::run),
+        W::Padded => Own(padded::run),
+        W::Stream => Own(stream::run),
+        W::Tenants => Own(tenants::run),
     }
 }
 
@@ -212,13 +137,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         None => summary(),
-        Some(Command::Paper(a)) => a
-            .settings
-            .settings()
-            .and_then(|s| paper::run(a.exp, &s, &a.settings.out)),
+        Some(Command::Paper(a)) => paper::run(a),
         Some(Command::Sim(a)) => replay::sim(a),
         Some(Command::Gen(a)) => replay::generate(a),
-        Some(Command::Live(a)) => runner(a.workload)(a),
+        Some(Command::Live(a)) => runner(a.workload).run(a),
+        Some(Command::Policies(a)) if a.matrix => matrix::run(a),
+        Some(Command::Policies(a)) if a.sample.is_some() => sample::run(a),
         Some(Command::Policies(a)) => policies::run(a),
         Some(Command::Soak(a)) => soak::run(a),
     };

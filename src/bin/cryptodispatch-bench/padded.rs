@@ -19,7 +19,7 @@ use cryptodispatch::{Job, Mode, NodeSpec, Padding, Service};
 
 use crate::live::{LiveArgs, whole_blocks};
 use crate::report::{Csv, Table, f};
-use crate::support::cores;
+use crate::support::{Text, cores};
 
 /// CSV columns of the padded workload.
 pub const CSV_HEADER: &str = "workload,data,nodes,jobs,size,run,unpadded_mb_s,padded_mb_s,ratio";
@@ -52,14 +52,11 @@ fn round(
             .map(|buf| Job::encrypt(key, Mode::Cbc, &IV, buf).with_padding(padding))
             .collect(),
     };
-    let handles = jobs
-        .into_iter()
-        .map(|job| service.submit(job))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+    let handles = jobs.into_iter().map(|job| service.submit(job));
+    let handles = handles.collect::<Result<Vec<_>, _>>().text()?;
     let mut outputs = Vec::with_capacity(handles.len());
     for h in handles {
-        let out = h.wait().map_err(|e| e.to_string())?;
+        let out = h.wait().text()?;
         outputs.push(out.into_data().unwrap_or_default());
     }
     let mb_s = data.len() as f64 / start.elapsed().as_secs_f64() / 1e6;
@@ -111,15 +108,14 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
         .admission(args.admission)
         .build()
-        .map_err(|e| e.to_string())?;
-    let key = service.add_aes_key(&KEY).map_err(|e| e.to_string())?;
-    let reference = AesKey::new(&KEY).map_err(|e| e.to_string())?;
+        .text()?;
+    let key = service.add_aes_key(&KEY).text()?;
+    let reference = AesKey::new(&KEY).text()?;
     let op = AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
     let expected = data
         .chunks(size)
-        .map(|chunk| reference.one_shot(op, &IV, chunk))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+        .map(|chunk| reference.one_shot(op, &IV, chunk));
+    let expected = expected.collect::<Result<Vec<_>, _>>().text()?;
     let mut rows = Vec::new();
     for run in 0..args.reps.max(1) {
         for source in [Source::Slices, Source::Vecs] {
@@ -157,13 +153,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     println!(
         "padded: {jobs} AES-128-CBC encryption jobs of {size} bytes on {nodes} AES nodes, without and with PKCS#7"
     );
-    let mut t = Table::new(&[
-        "data",
-        "run",
-        "unpadded MB/s",
-        "padded MB/s",
-        "padded / unpadded",
-    ]);
+    let mut t = Table::with_columns("data,run,unpadded MB/s,padded MB/s,padded / unpadded");
     for (source, run, plain, padded) in &rows {
         t.row(vec![
             source.name().into(),

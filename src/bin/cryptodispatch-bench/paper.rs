@@ -1,54 +1,87 @@
 //! `paper --exp N`: the paper's experiments on the simulator, as tables, CSV and SVG.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::experiments::{self, AlphaCapRow, CompareRow, Settings};
+use clap::Args;
+
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::NodeSet;
+use cryptodispatch::sim::research::experiments::{self, AlphaCapRow, CAPS, CompareRow, Settings};
 
 use crate::plot::{Chart, Series};
-use crate::report::{Csv, Table, f, pct, write_file};
-use crate::support::progress;
+use crate::report::{Csv, Table, f, pct, pcts, write_file};
+use crate::support::Pool;
 
-/// The capacities experiment 1 sweeps.
-pub const CAPS: [u64; 8] = [4, 8, 16, 32, 64, 100, 150, 200];
+/// Options of `paper`.
+#[derive(Debug, Args)]
+pub struct PaperArgs {
+    /// Which experiment: 1 (best alpha against CAP), 2 (alpha sweep), 3 (load per node),
+    /// 4 (against hhs-acdid).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+    exp: u8,
+    /// Seeds (repetitions) per point.
+    #[arg(long, default_value_t = 10)]
+    seeds: u32,
+    /// The first seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Node queue capacity, in length units (experiments 2-4).
+    #[arg(long, default_value_t = 32)]
+    cap: u64,
+    /// Packets per run in experiment 1.
+    #[arg(long, default_value_t = 600)]
+    packets: usize,
+    /// Offered load relative to the nodes' full-speed capacity (0: everything at time 0).
+    #[arg(long, default_value_t = 1.5)]
+    load: f64,
+    /// Where CSV and SVG files go.
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Threads to run points on (results do not depend on it).
+    #[arg(long)]
+    threads: Option<usize>,
+}
 
-/// The paper's four speed classes (experiment 1, figure 6b), one node drawn from each.
-pub const CLASSES: [(f64, f64); 4] = [(8.0, 28.0), (16.0, 36.0), (32.0, 52.0), (64.0, 84.0)];
-
-pub fn run(exp: u8, settings: &Settings, out: &Path) -> Result<(), String> {
-    experiments::check(settings, &CAPS)?;
-    match exp {
-        1 => exp1(settings, out),
-        2 => exp2(settings, out),
-        3 => exp3(settings, out),
-        4 => exp4(settings, out, &experiments::exp4_points()).map(drop),
-        _ => Err(format!("no experiment {exp}: choose 1, 2, 3 or 4")),
+impl PaperArgs {
+    fn settings(&self) -> Result<Settings, String> {
+        if !(self.load.is_finite() && self.load >= 0.0) {
+            return Err(format!("--load {} must be a number >= 0", self.load));
+        }
+        let mut s = Settings {
+            seeds: self.seeds,
+            base_seed: self.seed,
+            cap: self.cap,
+            ..Settings::default()
+        };
+        s.workload.packets = self.packets;
+        s.workload.load = (self.load > 0.0).then_some(self.load);
+        Ok(s)
     }
 }
 
-fn exp1(settings: &Settings, out: &Path) -> Result<(), String> {
-    let packets = settings.workload.packets;
-    let sets = [
-        ("t in [16,36]", NodeSet::paper(4)),
-        ("four classes", NodeSet::Classes(CLASSES.to_vec())),
-    ];
-    let bar = progress(
-        (sets.len() * CAPS.len()) as u64 * u64::from(settings.seeds),
-        "exp 1",
-    );
-    let mut rows: Vec<AlphaCapRow> = Vec::new();
-    for (label, set) in &sets {
-        rows.extend(experiments::exp1(
-            settings,
-            label,
-            set,
-            &CAPS,
-            packets,
-            &|| bar.inc(1),
-        ));
+/// Runs the experiment, prints it and writes its files.
+pub fn run(args: &PaperArgs) -> Result<(), String> {
+    let (settings, threads, out) = (&args.settings()?, args.threads, args.out.as_path());
+    experiments::check(settings, &CAPS)?;
+    match args.exp {
+        1 => exp1(settings, threads, out),
+        2 => exp2(settings, threads, out),
+        3 => exp3(settings, threads, out),
+        4 => exp4(settings, threads, out, &experiments::exp4_points()),
+        exp => Err(format!("no experiment {exp}: choose 1, 2, 3 or 4")),
     }
-    bar.finish_and_clear();
+}
+
+fn exp1(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), String> {
+    let packets = settings.workload.packets;
+    let sets = experiments::exp1_sets();
+    let seeds = u64::from(settings.seeds);
+    let pool = Pool::new(threads, (sets.len() * CAPS.len()) as u64 * seeds, "exp 1");
+    let rows: Vec<AlphaCapRow> = sets
+        .iter()
+        .flat_map(|(label, set)| experiments::exp1(settings, label, set, &CAPS, packets, &pool))
+        .collect();
+    pool.finish();
 
     println!(
         "Experiment 1: the alpha (beta = 1 - alpha) with the least makespan, against node capacity CAP"
@@ -57,15 +90,7 @@ fn exp1(settings: &Settings, out: &Path) -> Result<(), String> {
         "({packets} packets, 4 nodes, {} seeds; 'four classes': one node from each of t1..t4)\n",
         settings.seeds
     );
-    let mut t = Table::new(&[
-        "nodes",
-        "CAP",
-        "best alpha",
-        "makespan",
-        "std",
-        "at alpha=0.05",
-        "at alpha=1",
-    ]);
+    let mut t = Table::with_columns("nodes,CAP,best alpha,makespan,std,at alpha=0.05,at alpha=1");
     let mut all = Csv::new("nodes,cap,alpha,makespan_mean,makespan_std");
     let mut best = Csv::new("nodes,cap,best_alpha,makespan_mean,makespan_std");
     for r in &rows {
@@ -129,40 +154,26 @@ fn exp1(settings: &Settings, out: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn exp2(settings: &Settings, out: &Path) -> Result<(), String> {
+fn exp2(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), String> {
     let packets = 600;
-    let bar = progress(u64::from(settings.seeds), "exp 2");
-    let rows = experiments::exp2(settings, &NodeSet::paper(4), packets, &|| bar.inc(1));
-    bar.finish_and_clear();
+    let pool = Pool::new(threads, u64::from(settings.seeds), "exp 2");
+    let rows = experiments::exp2(settings, &NodeSet::paper(4), packets, &pool);
+    pool.finish();
 
     println!(
         "Experiment 2: alpha swept over [0, 1], beta = 1 - alpha ({packets} packets, 4 nodes, t in [16,36], CAP {}, {} seeds)",
         settings.cap, settings.seeds
     );
     println!("Load: share of the busy time per node, fastest node first.\n");
-    let mut t = Table::new(&[
-        "alpha",
-        "makespan",
-        "std",
-        "node 1",
-        "node 2",
-        "node 3",
-        "node 4",
-        "packets node 1..4",
-    ]);
+    let mut t =
+        Table::with_columns("alpha,makespan,std,node 1,node 2,node 3,node 4,packets node 1..4");
     let mut csv = Csv::new(
         "alpha,makespan_mean,makespan_std,busy_share_1,busy_share_2,busy_share_3,busy_share_4,packet_share_1,packet_share_2,packet_share_3,packet_share_4",
     );
     for r in &rows {
         let mut cells = vec![f(r.alpha, 2), f(r.makespan.mean, 1), f(r.makespan.std, 1)];
         cells.extend(r.busy_share.iter().map(|&s| pct(s)));
-        cells.push(
-            r.packet_share
-                .iter()
-                .map(|&s| pct(s))
-                .collect::<Vec<_>>()
-                .join(" "),
-        );
+        cells.push(pcts(&r.packet_share));
         t.row(cells);
         let mut c = vec![f(r.alpha, 2), f(r.makespan.mean, 3), f(r.makespan.std, 3)];
         c.extend(r.busy_share.iter().map(|&s| f(s, 4)));
@@ -170,10 +181,10 @@ fn exp2(settings: &Settings, out: &Path) -> Result<(), String> {
         csv.row(&c);
     }
     print!("{}", t.render());
-    let best = rows
+    if let Some(b) = rows
         .iter()
-        .min_by(|a, b| a.makespan.mean.total_cmp(&b.makespan.mean));
-    if let Some(b) = best {
+        .min_by(|a, b| a.makespan.mean.total_cmp(&b.makespan.mean))
+    {
         println!(
             "\nleast makespan at alpha = {:.2} ({:.1}); the paper reports its best at alpha = 0.05",
             b.alpha, b.makespan.mean
@@ -196,17 +207,7 @@ fn exp2(settings: &Settings, out: &Path) -> Result<(), String> {
         y: "share of busy time",
         series: (0..4)
             .map(|i| Series {
-                label: format!(
-                    "node {} ({})",
-                    i + 1,
-                    if i == 0 {
-                        "fastest"
-                    } else if i == 3 {
-                        "slowest"
-                    } else {
-                        "-"
-                    }
-                ),
+                label: format!("node {} ({})", i + 1, ["fastest", "-", "-", "slowest"][i]),
                 points: rows.iter().map(|r| (r.alpha, r.busy_share[i])).collect(),
             })
             .collect(),
@@ -219,14 +220,13 @@ fn exp2(settings: &Settings, out: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn exp3(settings: &Settings, out: &Path) -> Result<(), String> {
+fn exp3(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), String> {
     let mut points: Vec<(usize, usize)> = (100..=700).step_by(100).map(|p| (4, p)).collect();
     points.extend([500, 700, 1000, 1100, 1300, 1500].map(|p| (10, p)));
-    let bar = progress(points.len() as u64 * u64::from(settings.seeds), "exp 3");
-    let rows = experiments::exp3(settings, &points, &PolicySpec::paper_defaults(), &|| {
-        bar.inc(1)
-    });
-    bar.finish_and_clear();
+    let total = points.len() as u64 * u64::from(settings.seeds);
+    let pool = Pool::new(threads, total, "exp 3");
+    let rows = experiments::exp3(settings, &points, &PolicySpec::paper_defaults(), &pool);
+    pool.finish();
 
     println!(
         "Experiment 3: load per node under `paper` (alpha 0.05), t in [16,36], CAP {}, {} seeds",
@@ -235,13 +235,8 @@ fn exp3(settings: &Settings, out: &Path) -> Result<(), String> {
     println!(
         "Share of the busy time per node, fastest node first; CV = std/mean of the nodes' busy times.\n"
     );
-    let mut t = Table::new(&[
-        "nodes",
-        "packets",
-        "makespan",
-        "busy CV",
-        "busy share per node (fastest first)",
-    ]);
+    let mut t =
+        Table::with_columns("nodes,packets,makespan,busy CV,busy share per node (fastest first)");
     let mut csv = Csv::new("nodes,packets,node_rank,busy_share,packet_share,busy_cv_mean");
     for r in &rows {
         t.row(vec![
@@ -249,11 +244,7 @@ fn exp3(settings: &Settings, out: &Path) -> Result<(), String> {
             r.packets.to_string(),
             f(r.makespan.mean, 1),
             f(r.busy_cv.mean, 3),
-            r.busy_share
-                .iter()
-                .map(|&s| pct(s))
-                .collect::<Vec<_>>()
-                .join(" "),
+            pcts(&r.busy_share),
         ]);
         for (i, (b, p)) in r.busy_share.iter().zip(&r.packet_share).enumerate() {
             csv.row(&[
@@ -293,16 +284,18 @@ fn exp3(settings: &Settings, out: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Experiment 4 at `points`; returns the rows (the default summary prints an excerpt).
+/// Experiment 4 at `points` (the default summary runs an excerpt).
 pub fn exp4(
     settings: &Settings,
+    threads: Option<usize>,
     out: &Path,
     points: &[(String, usize, usize)],
-) -> Result<Vec<CompareRow>, String> {
+) -> Result<(), String> {
     let policies = [PolicySpec::paper_defaults(), PolicySpec::hhs_acdid()];
-    let bar = progress(points.len() as u64 * u64::from(settings.seeds), "exp 4");
-    let rows = experiments::compare(settings, points, &policies, &|| bar.inc(1));
-    bar.finish_and_clear();
+    let total = points.len() as u64 * u64::from(settings.seeds);
+    let pool = Pool::new(threads, total, "exp 4");
+    let rows = experiments::compare(settings, points, &policies, &pool);
+    pool.finish();
 
     println!(
         "Experiment 4: makespan of `paper` against `hhs-acdid` (t in [16,36], CAP {}, {} seeds)",
@@ -311,18 +304,9 @@ pub fn exp4(
     println!(
         "The paper reports 10.6%-15.3% less completion time (10.3%-15.3% in the node sweep).\n"
     );
-    let mut t = Table::new(&[
-        "sweep",
-        "nodes",
-        "packets",
-        "paper",
-        "std",
-        "hhs-acdid",
-        "std",
-        "reduction",
-        "lower bound",
-        "paper/bound",
-    ]);
+    let mut t = Table::with_columns(
+        "sweep,nodes,packets,paper,std,hhs-acdid,std,reduction,lower bound,paper/bound",
+    );
     let mut csv = Csv::new("nodes,packets,policy,makespan_mean,makespan_std,lower_bound");
     for pair in rows.chunks(2) {
         let (p, h) = (&pair[0], &pair[1]);
@@ -360,13 +344,7 @@ pub fn exp4(
         if sub.is_empty() {
             continue;
         }
-        let xval = |r: &CompareRow| {
-            if x == "nodes" {
-                r.nodes as f64
-            } else {
-                r.packets as f64
-            }
-        };
+        let xval = |r: &CompareRow| (if x == "nodes" { r.nodes } else { r.packets }) as f64;
         let mut series: Vec<Series> = policies
             .iter()
             .map(|p| Series {
@@ -395,5 +373,5 @@ pub fn exp4(
         .write(out, file)?;
     }
     println!("\nwrote {0}/exp4.csv and {0}/exp4_*.svg", out.display());
-    Ok(rows)
+    Ok(())
 }

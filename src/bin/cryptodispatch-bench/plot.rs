@@ -18,7 +18,8 @@ pub struct Chart<'a> {
     pub series: Vec<Series>,
 }
 
-const COLORS: [RGBColor; 10] = [
+/// The charts' colours, in turn.
+pub const COLORS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),

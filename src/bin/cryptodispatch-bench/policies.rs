@@ -3,15 +3,14 @@
 //!
 //! 1. **paper-adaptive against the best fixed α** (when `paper-adaptive` is among the
 //!    policies): experiment 1's settings (600 packets, 4 nodes, load 1.5, the capacities of
-//!    [`CAPS`], the node sets `t in [16,36]` and `four classes`), every α of the grid and
+//!    `CAPS`, the node sets `t in [16,36]` and `four classes`), every α of the grid and
 //!    `paper-adaptive` on the same instances. Its rule was tuned on base seed 1000; the report
 //!    runs from `--seed` (default 1), so it is not scored on the instances it was tuned on.
 //! 2. **Simulator, the paper's settings**: experiment 4's points 4 nodes × 300 and 700
 //!    packets and 10 nodes × 1000 packets; t ∈ [16, 36], CAP 32, load 1.5.
-//! 3. **Simulator, bursty arrivals**: the same jobs, arriving in bursts of about
-//!    [`BURST_PACKETS`] packets at [`BURST_LOAD`]` / `[`BURST_DUTY`] times the cluster's
-//!    capacity, silent for the rest of each cycle ([`BURST_DUTY`] on); mean load
-//!    [`BURST_LOAD`], so the cluster drains between bursts.
+//! 3. **Simulator, bursty arrivals**: the same jobs, arriving in bursts of about 64 packets at
+//!    0.8 / 0.25 times the cluster's capacity, silent for the rest of each cycle (a quarter
+//!    on); mean load 0.8, so the cluster drains between bursts.
 //! 4. **Simulator, a heterogeneous cluster**: unit times 16, 24, 32, 48 (ratio 1 : 1.5 : 2 : 3),
 //!    CAP 32, load 1.5.
 //! 5. **Live** (unless `--no-live`): the `hetero` workload through the real service (one AES
@@ -19,6 +18,7 @@
 //!    called directly by 4 threads with the same slowdowns taking jobs greedily (the
 //!    reference); each side's fastest of 3 runs.
 //!
+//! The library's `sim::research::experiments::PolicySettings` runs the simulated settings.
 //! Every simulated point runs each policy on the same instances (seed k is `--seed + k`) and
 //! reports the mean makespan, its standard deviation over the seeds, and the distance from the
 //! simulator's lower bound (mean makespan / mean lower bound, ≥ 1). Live rows report the
@@ -37,21 +37,21 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::experiments::{self, AdaptiveRow, CompareRow, Settings};
 use clap::Args;
 use cryptodispatch::sched::PolicySpec;
-use cryptodispatch::sim::NodeSet;
-use cryptodispatch::sim::workload::Burst;
+use cryptodispatch::sim::research::experiments::{
+    self, AdaptiveRow, BURST_DUTY, BURST_LOAD, BURST_PACKETS, CAPS, CompareRow, EXP1_PACKETS,
+    PolicySettings, Settings,
+};
+use cryptodispatch::sim::research::matrix::{ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS, geo_mean};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::live::{self, LiveArgs, Workload};
-use crate::matrix::{ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS, MatrixArgs};
-use crate::optimum::Solver;
-use crate::paper::{CAPS, CLASSES};
-use crate::plot::{Chart, Series};
+use crate::milp::Solver;
+use crate::plot::{COLORS, Chart, Series};
 use crate::report::{Csv, Table, f, pct, write_file};
-use crate::support::progress;
+use crate::support::{Pool, parse_policies, policy_help};
 
 /// The header of `policies.csv`.
 pub const CSV_HEADER: &str =
@@ -60,26 +60,13 @@ pub const CSV_HEADER: &str =
 /// The header of `policies_adaptive.csv`.
 pub const ADAPTIVE_CSV_HEADER: &str = "nodes,cap,seeds,base_seed,best_alpha,best_mean,best_std,adaptive_mean,adaptive_std,ratio,diff_mean,diff_std,per_seed_best_mean,adaptive_mean_alpha";
 
-/// Mean packets per burst in the bursty setting.
-pub const BURST_PACKETS: f64 = 64.0;
-/// Share of the time the bursty source is on.
-pub const BURST_DUTY: f64 = 0.25;
-/// Mean offered load of the bursty setting.
-pub const BURST_LOAD: f64 = 0.8;
-
-/// The heterogeneous cluster's unit times (1 : 1.5 : 2 : 3).
-const HETERO: [f64; 4] = crate::classes::SPREAD;
-
-/// Packets per run in the comparison with the best fixed α (experiment 1's default).
-const EXP1_PACKETS: usize = 600;
-
 /// Options of `policies`.
 #[derive(Debug, Args)]
 pub struct PoliciesArgs {
     /// Policies to compare, comma-separated, e.g. paper,hhs-acdid,paper-adaptive (an unknown
     /// name is an error that lists the known ones; parameters as name:key=value). Default:
     /// every policy.
-    #[arg(long, value_name = "A,B,...", long_help = crate::policy_help(
+    #[arg(long, value_name = "A,B,...", long_help = policy_help(
         "Policies to compare, comma-separated, e.g. paper,hhs-acdid,paper-adaptive. \
          Default: every policy."))]
     pub policies: Option<String>,
@@ -153,32 +140,6 @@ impl Row {
     }
 }
 
-/// The policies `--policies` names (all of [`PolicySpec::names`] by default).
-///
-/// # Errors
-/// A message naming an unknown policy or a bad parameter.
-pub fn parse_policies(list: Option<&str>) -> Result<Vec<PolicySpec>, String> {
-    let Some(list) = list else {
-        return Ok(PolicySpec::all());
-    };
-    let specs = list
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<PolicySpec>()
-                .map_err(|e| format!("--policies: {e}"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if specs.is_empty() {
-        return Err(format!(
-            "--policies: no policy named; choose from {}",
-            PolicySpec::names().join(", ")
-        ));
-    }
-    Ok(specs)
-}
-
 /// A policy's label: its name, or its full spelling (commas as `;`) when it has parameters
 /// other than the defaults.
 fn label(spec: &PolicySpec) -> String {
@@ -189,105 +150,57 @@ fn label(spec: &PolicySpec) -> String {
     }
 }
 
-pub fn run(args: &PoliciesArgs) -> Result<(), String> {
-    let specs = parse_policies(args.policies.as_deref())?;
-    let labels: Vec<String> = specs.iter().map(label).collect();
-    if args.matrix {
-        let seeds = if args.quick {
+impl PoliciesArgs {
+    /// Seeds per simulated point, or per cell with --matrix (10 with --quick).
+    pub fn seeds(&self) -> u32 {
+        let default = if self.matrix { 100 } else { 10 };
+        if self.quick {
             10
         } else {
-            args.seeds.unwrap_or(100)
-        };
-        let matrix = MatrixArgs {
-            seeds,
-            base_seed: args.seed,
-            small: args.small.unwrap_or(1000),
-            threads: args
-                .threads
-                .map_or_else(crate::support::cores, |t| t.max(1)),
-            optimum_cache: args.optimum_cache.clone(),
-            solver: args.optimum,
-        };
-        return crate::matrix::run(&matrix, &specs, &labels, &args.out);
+            self.seeds.unwrap_or(default)
+        }
     }
-    if let Some(n) = args.sample {
-        let sample = crate::sample::SampleArgs {
-            n,
-            seed: args.seed,
-            small: args.small.unwrap_or(200),
-            solver: args.optimum,
-            threads: args
-                .threads
-                .map_or_else(crate::support::cores, |t| t.max(1)),
-        };
-        return crate::sample::run(&sample, &specs, &labels, &args.out);
+
+    /// Small instances against the exact optimum (with --matrix or --sample).
+    pub fn small(&self) -> u32 {
+        self.small.unwrap_or(if self.matrix { 1000 } else { 200 })
     }
-    let mut settings = Settings {
-        seeds: args.seeds.unwrap_or(10),
+
+    /// The policies of `--policies`, and their labels.
+    pub fn specs(&self) -> Result<(Vec<PolicySpec>, Vec<String>), String> {
+        let specs = parse_policies("--policies", self.policies.as_deref())?;
+        let labels = specs.iter().map(label).collect();
+        Ok((specs, labels))
+    }
+}
+
+/// Runs the settings above (not --matrix or --sample, which `matrix.rs` and `sample.rs` run).
+pub fn run(args: &PoliciesArgs) -> Result<(), String> {
+    let (specs, labels) = args.specs()?;
+    let settings = Settings {
+        seeds: args.seeds(),
         base_seed: args.seed,
         ..Settings::default()
     };
-    if let Some(t) = args.threads {
-        settings.threads = t.max(1);
-    }
     experiments::check(&settings, &CAPS)?;
     let out = args.out.as_path();
 
     let adaptive = specs.iter().any(|s| s.name() == "paper-adaptive");
-    let sets = [
-        ("t in [16,36]", NodeSet::paper(4)),
-        ("four classes", NodeSet::Classes(CLASSES.to_vec())),
-    ];
-    let paper_points: Vec<(String, usize, usize)> = [(4, 300), (4, 700), (10, 1000)]
-        .iter()
-        .map(|&(n, p)| (format!("{n} nodes"), n, p))
-        .collect();
-    let burst_points = paper_points.clone();
-    let hetero_points: Vec<(String, NodeSet, usize)> = [300, 700]
-        .iter()
-        .map(|&p| ("1:1.5:2:3".to_owned(), NodeSet::Given(HETERO.to_vec()), p))
-        .collect();
-    let seeds = u64::from(settings.seeds);
-    let total = seeds
-        * ((if adaptive {
-            (sets.len() * CAPS.len()) as u64
-        } else {
-            0
-        }) + (paper_points.len() + burst_points.len() + hetero_points.len()) as u64);
-    let bar = progress(total, "policies");
-    let tick = || bar.inc(1);
-
-    let adaptive_rows: Vec<AdaptiveRow> = if adaptive {
-        let mut s = settings.clone();
-        s.workload.packets = EXP1_PACKETS;
-        sets.iter()
-            .flat_map(|(l, set)| {
-                experiments::adaptive_vs_alpha(&s, l, set, &CAPS, EXP1_PACKETS, &tick)
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-
-    let paper = experiments::compare(&settings, &paper_points, &specs, &tick);
-    let mut bursty_settings = settings.clone();
-    bursty_settings.workload.load = Some(BURST_LOAD);
-    bursty_settings.workload.burst = Some(Burst {
-        packets: BURST_PACKETS,
-        duty: BURST_DUTY,
-    });
-    let bursty = experiments::compare(&bursty_settings, &burst_points, &specs, &tick);
-    let hetero = experiments::compare_sets(&settings, &hetero_points, &specs, &tick);
-    bar.finish_and_clear();
-
+    let pool = Pool::new(
+        args.threads,
+        PolicySettings::runs(&settings, adaptive),
+        "policies",
+    );
+    let runs = PolicySettings::run(&settings, &specs, adaptive, &pool);
+    pool.finish();
     let mut sections = vec![
-        sim_section("paper", &paper, &labels, settings.seeds),
-        sim_section("bursty", &bursty, &labels, settings.seeds),
-        sim_section("hetero", &hetero, &labels, settings.seeds),
+        sim_section("paper", &runs.paper, &labels, settings.seeds),
+        sim_section("bursty", &runs.bursty, &labels, settings.seeds),
+        sim_section("hetero", &runs.hetero, &labels, settings.seeds),
     ];
 
     if adaptive {
-        print_adaptive(&adaptive_rows, &settings, out)?;
+        print_adaptive(&runs.adaptive, &settings, out)?;
         println!();
     }
     println!(
@@ -319,7 +232,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
             specs.len(),
             live_args.reps
         );
-        let rows = live::measure(&live_args, &specs)?;
+        let rows = live::measure(&live_args, &crate::hetero::hetero(&live_args)?, &specs)?;
         let section = Section {
             setting: "live-hetero",
             source: "live",
@@ -417,27 +330,20 @@ fn sim_section(
 fn print_section(s: &Section, title: &str) {
     println!("{title}\n");
     let live = s.source == "live";
-    let mut t = Table::new(&[
-        "nodes",
-        "packets",
-        "policy",
-        if live { "makespan ms" } else { "makespan" },
-        "std",
-        if live { "reference ms" } else { "lower bound" },
-        if live {
-            "makespan/reference"
-        } else {
-            "makespan/bound"
-        },
-    ]);
+    let mut t = Table::with_columns(if live {
+        "nodes,packets,policy,makespan ms,std,reference ms,makespan/reference"
+    } else {
+        "nodes,packets,policy,makespan,std,lower bound,makespan/bound"
+    });
     for r in &s.rows {
+        let packets = if live {
+            "-".into()
+        } else {
+            r.packets.to_string()
+        };
         t.row(vec![
             r.nodes.to_string(),
-            if live {
-                "-".into()
-            } else {
-                r.packets.to_string()
-            },
+            packets,
             r.policy.clone(),
             f(r.makespan, 1),
             r.std.map_or("-".into(), |s| f(s, 1)),
@@ -472,17 +378,9 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
             TUNING_SEEDS.0, TUNING_SEEDS.1
         );
     }
-    let mut t = Table::new(&[
-        "nodes",
-        "CAP",
-        "best alpha",
-        "makespan",
-        "adaptive",
-        "adaptive/best",
-        "diff +- se",
-        "per-seed best",
-        "mean alpha used",
-    ]);
+    let mut t = Table::with_columns(
+        "nodes,CAP,best alpha,makespan,adaptive,adaptive/best,diff +- se,per-seed best,mean alpha used",
+    );
     let mut csv = Csv::new(ADAPTIVE_CSV_HEADER);
     let n = f64::from(settings.seeds.max(1));
     for r in rows {
@@ -517,18 +415,15 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
     print!("{}", t.render());
     let ratios: Vec<f64> = rows.iter().map(|r| r.adaptive.mean / r.best.mean).collect();
     let within = ratios.iter().filter(|&&x| x <= 1.01).count();
-    let geo = (ratios.iter().map(|x| x.ln()).sum::<f64>() / ratios.len().max(1) as f64).exp();
+    let geo = geo_mean(ratios.iter().copied());
     println!(
         "\nwithin 1% of the best fixed alpha (or better) on {within} of {} settings; geometric mean of adaptive/best {:.3}",
         ratios.len(),
         geo
     );
     write_file(out, "policies_adaptive.csv", csv.as_str())?;
-    let labels: Vec<&str> = {
-        let mut l: Vec<&str> = rows.iter().map(|r| r.nodes.as_str()).collect();
-        l.dedup();
-        l
-    };
+    let mut labels: Vec<&str> = rows.iter().map(|r| r.nodes.as_str()).collect();
+    labels.dedup();
     Chart {
         title: "paper-adaptive: makespan / best fixed alpha's, against CAP",
         x: "node capacity CAP",
@@ -548,13 +443,6 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
     .write(out, "policies_adaptive.svg")?;
     Ok(())
 }
-
-const BAR_COLORS: [RGBColor; 4] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-];
 
 /// A horizontal grouped bar chart: one group per policy, one bar per setting (the mean ratio
 /// over the setting's points).
@@ -620,7 +508,7 @@ fn draw_bars(
         .draw()?;
     let slot = 0.8 / groups as f64;
     for (g, s) in sections.iter().enumerate() {
-        let color = BAR_COLORS[g % BAR_COLORS.len()];
+        let color = COLORS[g % COLORS.len()];
         chart
             .draw_series(values[g].iter().enumerate().map(|(i, &v)| {
                 // Policy 0 at the top.

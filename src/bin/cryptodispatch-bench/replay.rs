@@ -4,14 +4,15 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use cryptodispatch::sched::{Affinity, PolicySpec};
+use cryptodispatch::sched::Affinity;
 use cryptodispatch::sim::{
     NodeModel, NodeSet, SimConfig, Trace, WorkloadSpec, lower_bound, simulate,
 };
 use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
 
-use crate::report::{Csv, Table, f, pct};
+use crate::report::{Csv, Table, f, pcts};
+use crate::support::{Text, parse_policies};
 
 /// Which nodes to simulate.
 #[derive(Debug, Clone, Args)]
@@ -59,7 +60,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 600)]
     pub packets: usize,
     /// Policies to run, comma-separated (each on the same trace and nodes).
-    #[arg(long, default_value = "paper", long_help = crate::policy_help(
+    #[arg(long, default_value = "paper", long_help = crate::support::policy_help(
         "Policies to run, comma-separated (each on the same trace and nodes)."))]
     pub policy: String,
     #[command(flatten)]
@@ -119,11 +120,7 @@ fn build(nodes: &NodeArgs, rng: &mut ChaCha8Rng) -> Result<Vec<NodeModel>, Strin
 }
 
 pub fn sim(args: &SimArgs) -> Result<(), String> {
-    let policies = args
-        .policy
-        .split(',')
-        .map(|p| p.parse::<PolicySpec>().map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
+    let policies = parse_policies("--policy", Some(&args.policy))?;
     let mut rng = ChaCha8Rng::seed_from_u64(args.nodes.seed);
     let nodes = build(&args.nodes, &mut rng)?;
     let (trace, source) = match &args.trace {
@@ -148,17 +145,11 @@ pub fn sim(args: &SimArgs) -> Result<(), String> {
     let mut csv = Csv::new(
         "policy,nodes,packets,makespan,lower_bound,mean_latency,p99_latency,max_node_share,min_node_share",
     );
-    let mut table = Table::new(&[
-        "policy",
-        "makespan",
-        "lower bound",
-        "ratio",
-        "mean latency",
-        "p99 latency",
-        "node shares of busy time",
-    ]);
+    let mut table = Table::with_columns(
+        "policy,makespan,lower bound,ratio,mean latency,p99 latency,node shares of busy time",
+    );
     for policy in &policies {
-        let r = simulate(&trace, &config, policy).map_err(|e| e.to_string())?;
+        let r = simulate(&trace, &config, policy).text()?;
         let shares = r.shares();
         let max = shares.iter().copied().fold(0.0, f64::max);
         let min = shares.iter().copied().fold(f64::INFINITY, f64::min);
@@ -180,7 +171,7 @@ pub fn sim(args: &SimArgs) -> Result<(), String> {
             f(r.makespan / bound.value(), 3),
             f(r.mean_latency(), 1),
             f(r.p99_latency(), 1),
-            shares.iter().map(|&s| pct(s)).collect::<Vec<_>>().join(" "),
+            pcts(&shares),
         ]);
     }
     if args.csv {
@@ -192,19 +183,8 @@ pub fn sim(args: &SimArgs) -> Result<(), String> {
             trace.len(),
             jobs.len()
         );
-        let times: Vec<String> = nodes
-            .iter()
-            .map(|n| {
-                format!(
-                    "[{}]",
-                    n.unit_times
-                        .0
-                        .iter()
-                        .map(|t| f(*t, 1))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                )
-            })
+        let times: Vec<String> = (nodes.iter())
+            .map(|n| format!("[{}]", n.unit_times.0.map(|t| f(t, 1)).join(" ")))
             .collect();
         println!(
             "nodes: {} (unit times enc dec sign verify: {}), capacity {}",

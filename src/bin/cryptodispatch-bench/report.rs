@@ -19,6 +19,11 @@ impl Table {
         }
     }
 
+    /// A table whose header is `columns`, comma-separated, as [`Csv::new`] takes its header.
+    pub fn with_columns(columns: &str) -> Self {
+        Table::new(&columns.split(',').collect::<Vec<_>>())
+    }
+
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }
@@ -87,4 +92,9 @@ pub fn f(x: f64, d: usize) -> String {
 /// A share as a percentage with one decimal.
 pub fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
+}
+
+/// Shares as percentages, separated by spaces.
+pub fn pcts(xs: &[f64]) -> String {
+    xs.iter().map(|&x| pct(x)).collect::<Vec<_>>().join(" ")
 }

@@ -7,78 +7,29 @@
 //! sample drawn after the default's rule was fixed, from which the reported figures come;
 //! [`EARLIER_HELD_OUT_SEED`] the first held-out sample, studied since. A run says which one
 //! it is. The small instances are the matrix's generator
-//! (`classes::small`) on seeds `S × 100000 + k`, apart from the matrix's seeds.
+//! (`sim::research::classes::small`) on seeds `S × 100000 + k`, apart from the matrix's seeds.
+//! The library's `sim::research::matrix` computes every figure.
 //!
 //! # Files (in `--out`)
 //! - `sample.csv` ([`CSV_HEADER`]): one row per configuration and policy;
 //! - `sample_optimum.csv` ([`OPTIMUM_HEADER`]): one row per small instance and policy;
 //! - `sample.svg`: per policy, the share of configurations within each ratio of the best.
 
-use std::path::Path;
-
-use cryptodispatch::sched::PolicySpec;
-use cryptodispatch::sim::bound::lower_bound;
-use cryptodispatch::sim::engine::{SimConfig, simulate};
+use cryptodispatch::sim::research::matrix::{self, Outcome, Standing};
 use cryptodispatch::sim::space::{
-    self, EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, SpaceConfig, TUNING_SEED, affinity_name,
+    self, EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, TUNING_SEED, affinity_name,
 };
-use cryptodispatch::sim::trace::Trace;
 
-use crate::classes;
-use crate::experiments::par_map;
-use crate::matrix::optimum_table;
-use crate::optimum::Solver;
+use crate::matrix::{optimum_csv, print_small};
 use crate::plot::{Chart, Series};
+use crate::policies::PoliciesArgs;
 use crate::report::{Csv, Table, f, write_file};
-use crate::support::progress;
+use crate::support::Pool;
 
 /// The header of `sample.csv`.
 pub const CSV_HEADER: &str = "sample_seed,index,seed,nodes,speeds,capacity,load,chains,chain_min,chain_max,starts,short_jobs,lengths,bursts,affinity,known,packets,policy,makespan,bound,ratio_best";
 /// The header of `sample_optimum.csv`.
 pub const OPTIMUM_HEADER: &str = "seed,nodes,packets,lengths,policy,makespan,optimum,ratio";
-/// Within this factor of a configuration's best, a policy holds there.
-const WITHIN_5: f64 = 1.05;
-/// The looser line every configuration should meet.
-const WITHIN_10: f64 = 1.10;
-/// The small instances' seeds start at the sample's seed times this.
-const SMALL_SEED_STRIDE: u64 = 100_000;
-
-/// What a sample run does.
-#[derive(Debug, Clone)]
-pub struct SampleArgs {
-    /// Configurations drawn.
-    pub n: usize,
-    /// The sample's seed.
-    pub seed: u64,
-    /// Small instances against the exact optimum.
-    pub small: u32,
-    /// How their optimum is found.
-    pub solver: Solver,
-    /// Threads.
-    pub threads: usize,
-}
-
-/// One configuration's outcome.
-struct Outcome {
-    config: SpaceConfig,
-    packets: usize,
-    bound: f64,
-    makespan: Vec<f64>,
-}
-
-impl Outcome {
-    fn best(&self) -> f64 {
-        self.makespan.iter().copied().fold(f64::INFINITY, f64::min)
-    }
-}
-
-fn run_one(trace: &Trace, config: &SimConfig, spec: &PolicySpec) -> Result<f64, String> {
-    let r = simulate(trace, config, spec).map_err(|e| format!("{spec}: {e}"))?;
-    if r.placements.len() != trace.len() {
-        return Err(format!("{spec} left packets unserved"));
-    }
-    Ok(r.makespan)
-}
 
 /// Which sample `seed` is.
 pub fn sample_name(seed: u64) -> &'static str {
@@ -94,39 +45,21 @@ pub fn sample_name(seed: u64) -> &'static str {
 ///
 /// # Errors
 /// A policy that fails or leaves packets unserved, a file that cannot be written.
-pub fn run(
-    args: &SampleArgs,
-    specs: &[PolicySpec],
-    labels: &[String],
-    out: &Path,
-) -> Result<(), String> {
-    let configs = space::sample(args.n, args.seed);
-    let bar = progress(configs.len() as u64 + u64::from(args.small), "sample");
-    let tick = || bar.inc(1);
-    let outcomes: Vec<Result<Outcome, String>> = par_map(
-        &configs,
+pub fn run(args: &PoliciesArgs) -> Result<(), String> {
+    let (specs, labels) = &args.specs()?;
+    let configs = space::sample(args.sample.unwrap_or(0), args.seed);
+    let pool = Pool::new(
         args.threads,
-        |c| {
-            let trace = c.trace();
-            let sim = c.sim_config();
-            let bound = lower_bound(&trace, &sim.nodes, sim.unit_len).value();
-            let makespan = specs
-                .iter()
-                .map(|s| run_one(&trace, &sim, s))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("configuration {}: {e}", c.describe()))?;
-            Ok(Outcome {
-                config: c.clone(),
-                packets: trace.len(),
-                bound,
-                makespan,
-            })
-        },
-        &tick,
+        (configs.len() + args.small() as usize) as u64,
+        "sample",
     );
-    let outcomes = outcomes.into_iter().collect::<Result<Vec<_>, _>>()?;
-    let small = small_instances(args, specs, &tick)?;
-    bar.finish_and_clear();
+    let outcomes = matrix::outcomes(&configs, specs, &pool)?;
+    // The small instances' seeds start at the sample's seed times this.
+    let first = args.seed.saturating_mul(100_000);
+    let seeds = crate::support::seeds(first, u64::from(args.small()));
+    let optimum = |_, trace: &_, nodes: &_| args.optimum.solve(trace, nodes, 1);
+    let small = matrix::small_instances(&seeds, specs, optimum, &pool)?;
+    pool.finish();
 
     println!(
         "Policies on {} configurations drawn from the workload space (seed {}: {}).",
@@ -151,13 +84,8 @@ pub fn run(
         }
     }
     worst_cases(&outcomes, labels);
-    print_small(&small, labels, args);
-    write_files(&outcomes, &small, labels, args, out)
-}
-
-fn geo_mean(xs: impl Iterator<Item = f64>) -> f64 {
-    let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x.ln(), n + 1));
-    (sum / n.max(1) as f64).exp()
+    print_small(&small, labels, args.optimum, Some(first));
+    write_files(&outcomes, &small, labels, args)
 }
 
 fn summary(outcomes: &[Outcome], labels: &[String], keep: impl Fn(&Outcome) -> bool, name: &str) {
@@ -166,33 +94,19 @@ fn summary(outcomes: &[Outcome], labels: &[String], keep: impl Fn(&Outcome) -> b
         return;
     }
     println!("{name} ({} configurations):\n", mine.len());
-    let mut t = Table::new(&[
-        "policy",
-        "geo mean /best",
-        "worst /best",
-        "within 5%",
-        "within 10%",
-        "best",
-        "geo mean /bound",
-    ]);
+    let mut t = Table::with_columns(
+        "policy,geo mean /best,worst /best,within 5%,within 10%,best,geo mean /bound",
+    );
     let mut rows: Vec<(f64, Vec<String>)> = labels
         .iter()
         .enumerate()
         .map(|(p, l)| {
-            let ratio = || mine.iter().map(|o| o.makespan[p] / o.best());
-            let geo = geo_mean(ratio());
-            (
-                geo,
-                vec![
-                    l.clone(),
-                    f(geo, 3),
-                    f(ratio().fold(0.0, f64::max), 3),
-                    format!("{}", ratio().filter(|&r| r <= WITHIN_5).count()),
-                    format!("{}", ratio().filter(|&r| r <= WITHIN_10).count()),
-                    format!("{}", ratio().filter(|&r| r <= 1.0 + 1e-9).count()),
-                    f(geo_mean(mine.iter().map(|o| o.makespan[p] / o.bound)), 3),
-                ],
-            )
+            let s = Standing::of(mine.iter().map(|o| (o.makespan[p], o.best(), o.bound)));
+            let counts = [s.within_5, s.within_10, s.best].map(|n| n.to_string());
+            let mut row = vec![l.clone(), f(s.geo_best, 3), f(s.worst, 3)];
+            row.extend(counts);
+            row.push(f(s.geo_bound, 3));
+            (s.geo_best, row)
         })
         .collect();
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -210,25 +124,16 @@ fn worst_cases(outcomes: &[Outcome], labels: &[String]) {
     let p = labels.iter().position(|l| l == default).unwrap_or(0);
     let Some(name) = labels.get(p) else { return };
     let ratio = |o: &Outcome| o.makespan[p] / o.best();
-    let mut worst: Vec<&Outcome> = outcomes.iter().collect();
-    worst.sort_by(|a, b| ratio(b).total_cmp(&ratio(a)));
+    let mut worst: Vec<usize> = (0..outcomes.len()).collect();
+    worst.sort_by(|&a, &b| ratio(&outcomes[b]).total_cmp(&ratio(&outcomes[a])));
     println!("{name}'s five worst configurations:\n");
     let mut t = Table::new(&["index", "ratio", "best policy", "configuration"]);
-    for o in worst.iter().take(5) {
-        let best = o
-            .makespan
-            .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.total_cmp(b.1))
-            .map_or(0, |(p, _)| p);
-        let index = outcomes
-            .iter()
-            .position(|x| std::ptr::eq(x, *o))
-            .unwrap_or(0);
+    for &index in worst.iter().take(5) {
+        let o = &outcomes[index];
         t.row(vec![
             index.to_string(),
             f(ratio(o), 3),
-            labels[best].clone(),
+            labels[o.best_policy()].clone(),
             o.config.describe(),
         ]);
     }
@@ -236,84 +141,13 @@ fn worst_cases(outcomes: &[Outcome], labels: &[String]) {
     println!();
 }
 
-/// One small instance: its optimum and each policy's makespan (strict affinity, lengths
-/// unknown, then known).
-struct Small {
-    seed: u64,
-    nodes: usize,
-    packets: usize,
-    optimum: f64,
-    known: Vec<f64>,
-    unknown: Vec<f64>,
-}
-
-fn small_instances(
-    args: &SampleArgs,
-    specs: &[PolicySpec],
-    tick: &(dyn Fn() + Sync),
-) -> Result<Vec<Small>, String> {
-    let seeds: Vec<u64> = (0..u64::from(args.small))
-        .map(|k| {
-            args.seed
-                .saturating_mul(SMALL_SEED_STRIDE)
-                .saturating_add(k)
-        })
-        .collect();
-    par_map(
-        &seeds,
-        args.threads,
-        |&seed| {
-            let (nodes, trace) = classes::small(seed);
-            let optimum = args.solver.solve(&trace, &nodes, 1)?;
-            let spans = |known| {
-                let config = SimConfig::new(nodes.clone()).with_known_lengths(known);
-                specs
-                    .iter()
-                    .map(|s| run_one(&trace, &config, s))
-                    .collect::<Result<Vec<_>, _>>()
-            };
-            Ok(Small {
-                seed,
-                nodes: nodes.len(),
-                packets: trace.len(),
-                optimum,
-                known: spans(true)?,
-                unknown: spans(false)?,
-            })
-        },
-        tick,
-    )
-    .into_iter()
-    .collect()
-}
-
-fn print_small(small: &[Small], labels: &[String], args: &SampleArgs) {
-    if small.is_empty() {
-        return;
-    }
-    let first = args.seed.saturating_mul(SMALL_SEED_STRIDE);
-    println!(
-        "Small instances against the exact optimum ({}): {} instances (seeds {first}-{}) of 2-3 nodes, 6-14 packets, CAP 32, strict affinity:\n",
-        args.solver.describe(),
-        small.len(),
-        first + small.len() as u64 - 1
-    );
-    let ratios = |p: usize| {
-        small
-            .iter()
-            .map(|s| (s.known[p] / s.optimum, s.unknown[p] / s.optimum))
-            .collect()
-    };
-    print!("{}", optimum_table(labels, ratios).render());
-}
-
 fn write_files(
     outcomes: &[Outcome],
-    small: &[Small],
+    small: &[matrix::Small],
     labels: &[String],
-    args: &SampleArgs,
-    out: &Path,
+    args: &PoliciesArgs,
 ) -> Result<(), String> {
+    let out = args.out.as_path();
     let mut csv = Csv::new(CSV_HEADER);
     for (i, o) in outcomes.iter().enumerate() {
         let c = &o.config;
@@ -344,23 +178,7 @@ fn write_files(
         }
     }
     write_file(out, "sample.csv", csv.as_str())?;
-    let mut csv = Csv::new(OPTIMUM_HEADER);
-    for s in small {
-        for (known, spans) in [("known", &s.known), ("unknown", &s.unknown)] {
-            for (p, l) in labels.iter().enumerate() {
-                csv.row(&[
-                    s.seed.to_string(),
-                    s.nodes.to_string(),
-                    s.packets.to_string(),
-                    known.to_owned(),
-                    l.clone(),
-                    f(spans[p], 3),
-                    f(s.optimum, 3),
-                    f(spans[p] / s.optimum, 4),
-                ]);
-            }
-        }
-    }
+    let csv = optimum_csv(OPTIMUM_HEADER, small, labels, false);
     write_file(out, "sample_optimum.csv", csv.as_str())?;
     // Per policy, the share of configurations within x of the best, for x from 1 to 1.5.
     let grid: Vec<f64> = (0..=50).map(|k| 1.0 + f64::from(k) * 0.01).collect();

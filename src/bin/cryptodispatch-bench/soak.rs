@@ -27,7 +27,7 @@ use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
 use crate::report::{Csv, Table, f};
-use crate::support::percentile;
+use crate::support::{Text, lock, percentile};
 
 /// Options of `soak`.
 #[derive(Debug, Args)]
@@ -50,17 +50,8 @@ pub struct SoakArgs {
 pub const CSV_HEADER: &str =
     "seconds,offered_jobs,completed,failed,lost,peak_rss_mib,rss_mib,p99_latency_us";
 
-/// The process's peak resident set, in MiB (VmHWM), or 0 where /proc is missing.
-fn peak_rss_mib() -> f64 {
-    status_mib("VmHWM:")
-}
-
-/// The process's resident set now, in MiB (VmRSS), or 0 where /proc is missing.
-fn rss_mib() -> f64 {
-    status_mib("VmRSS:")
-}
-
-/// A field of /proc/self/status given in kB, in MiB, or 0 where it is missing.
+/// A field of /proc/self/status given in kB, in MiB, or 0 where it is missing: `VmHWM:`, the
+/// peak resident set, and `VmRSS:`, the resident set now.
 fn status_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -85,12 +76,8 @@ fn make_job(rng: &mut ChaCha8Rng, aes: KeyId, signer: KeyId) -> Job {
         Direction::Decrypt
     };
     let blocks = 1usize << rng.random_range(2..12);
-    Job::aes(
-        aes,
-        AesOp::new(direction, mode),
-        &[3; 16],
-        vec![0x5A; 16 * blocks],
-    )
+    let op = AesOp::new(direction, mode);
+    Job::aes(aes, op, &[3; 16], vec![0x5A; 16 * blocks])
 }
 
 #[derive(Default)]
@@ -113,13 +100,9 @@ pub fn run(args: &SoakArgs) -> Result<(), String> {
             args.overload
         ));
     }
-    let service = Service::new().map_err(|e| e.to_string())?;
-    let aes = service
-        .add_aes_key(&[0x11; 16])
-        .map_err(|e| e.to_string())?;
-    let signer = service
-        .add_signing_key(&[0x22; 32])
-        .map_err(|e| e.to_string())?;
+    let service = Service::new().text()?;
+    let aes = service.add_aes_key(&[0x11; 16]).text()?;
+    let signer = service.add_signing_key(&[0x22; 32]).text()?;
 
     // Calibration: how many jobs of this mix the service completes in half a second.
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
@@ -127,8 +110,8 @@ pub fn run(args: &SoakArgs) -> Result<(), String> {
     let mut done = 0u64;
     while start.elapsed() < Duration::from_millis(500) {
         let batch: Vec<Job> = (0..64).map(|_| make_job(&mut rng, aes, signer)).collect();
-        for h in service.submit_burst(batch).map_err(|e| e.to_string())? {
-            h.wait().map_err(|e| e.to_string())?;
+        for h in service.submit_burst(batch).text()? {
+            h.wait().text()?;
             done += 1;
         }
     }
@@ -155,16 +138,13 @@ pub fn run(args: &SoakArgs) -> Result<(), String> {
                 let job = make_job(&mut rng, aes, signer);
                 offered += 1;
                 counts.offered.fetch_add(1, Ordering::Relaxed);
-                if inflight.lock().unwrap_or_else(|e| e.into_inner()).len() >= MAX_UNCONSUMED {
+                if lock(&inflight).len() >= MAX_UNCONSUMED {
                     continue;
                 }
                 match service.try_submit(job) {
                     Ok(h) => {
                         counts.submitted.fetch_add(1, Ordering::Relaxed);
-                        inflight
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .push_back(h);
+                        lock(&inflight).push_back(h);
                     }
                     Err(TrySubmitError::Full(_)) => {}
                     Err(e) => panic!("soak: {e}"),
@@ -174,23 +154,16 @@ pub fn run(args: &SoakArgs) -> Result<(), String> {
         });
         s.spawn(|| {
             loop {
-                let next = inflight
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .pop_front();
+                let next = lock(&inflight).pop_front();
                 match next {
-                    Some(h) => {
-                        let mut h = h;
+                    Some(mut h) => {
                         let r = loop {
                             if let Some(r) = h.wait_timeout(Duration::from_millis(100)) {
                                 break r;
                             }
                         };
                         if let Some(l) = h.latency() {
-                            latencies
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .push(l.as_micros() as u64);
+                            lock(&latencies).push(l.as_micros() as u64);
                         }
                         match r {
                             Ok(_) => counts.completed.fetch_add(1, Ordering::Relaxed),
@@ -215,22 +188,12 @@ pub fn run(args: &SoakArgs) -> Result<(), String> {
     Ok(())
 }
 
-struct Row {
-    seconds: u64,
-    offered: u64,
-    completed: u64,
-    failed: u64,
-    lost: u64,
-    peak_rss_mib: f64,
-    rss_mib: f64,
-    p99_us: u64,
-}
-
-fn row(seconds: u64, counts: &Counts, latencies: &Mutex<Vec<u64>>, drained: bool) -> Row {
+/// The row of second `seconds`, in the columns of [`CSV_HEADER`].
+fn row(seconds: u64, counts: &Counts, latencies: &Mutex<Vec<u64>>, drained: bool) -> Vec<String> {
     let submitted = counts.submitted.load(Ordering::Relaxed);
     let completed = counts.completed.load(Ordering::Relaxed);
     let failed = counts.failed.load(Ordering::Relaxed);
-    let mut l = latencies.lock().unwrap_or_else(|e| e.into_inner());
+    let mut l = lock(latencies);
     l.sort_unstable();
     let p99 = percentile(&l, 0.99);
     // Keep the sample bounded: the latest second's worth is enough for a p99.
@@ -238,43 +201,27 @@ fn row(seconds: u64, counts: &Counts, latencies: &Mutex<Vec<u64>>, drained: bool
         let cut = l.len() - 100_000;
         l.drain(..cut);
     }
-    Row {
-        seconds,
-        offered: counts.offered.load(Ordering::Relaxed),
-        completed,
-        failed,
-        lost: if drained {
-            submitted - completed - failed
-        } else {
-            0
-        },
-        peak_rss_mib: peak_rss_mib(),
-        rss_mib: rss_mib(),
-        p99_us: p99,
-    }
+    let lost = if drained {
+        submitted - completed - failed
+    } else {
+        0
+    };
+    let offered = counts.offered.load(Ordering::Relaxed);
+    let counts = [seconds, offered, completed, failed, lost].map(|n| n.to_string());
+    let mut cells = counts.to_vec();
+    cells.extend([
+        f(status_mib("VmHWM:"), 1),
+        f(status_mib("VmRSS:"), 1),
+        p99.to_string(),
+    ]);
+    cells
 }
 
-impl Row {
-    /// The row's cells, in the columns of [`CSV_HEADER`].
-    fn cells(&self) -> Vec<String> {
-        vec![
-            self.seconds.to_string(),
-            self.offered.to_string(),
-            self.completed.to_string(),
-            self.failed.to_string(),
-            self.lost.to_string(),
-            f(self.peak_rss_mib, 1),
-            f(self.rss_mib, 1),
-            self.p99_us.to_string(),
-        ]
-    }
-}
-
-fn print(rows: &[Row], args: &SoakArgs, capacity: f64) {
+fn print(rows: &[Vec<String>], args: &SoakArgs, capacity: f64) {
     if args.csv {
         let mut c = Csv::new(CSV_HEADER);
         for r in rows {
-            c.row(&r.cells());
+            c.row(r);
         }
         print!("{}", c.as_str());
         return;
@@ -283,18 +230,11 @@ fn print(rows: &[Row], args: &SoakArgs, capacity: f64) {
         "soak: the default service, jobs offered at {:.1}x its measured rate ({:.0} jobs/s) for {} s",
         args.overload, capacity, args.seconds
     );
-    let mut t = Table::new(&[
-        "seconds",
-        "offered jobs",
-        "completed",
-        "failed",
-        "lost",
-        "peak RSS MiB",
-        "RSS MiB",
-        "p99 latency µs",
-    ]);
+    let mut t = Table::with_columns(
+        "seconds,offered jobs,completed,failed,lost,peak RSS MiB,RSS MiB,p99 latency µs",
+    );
     for r in rows {
-        t.row(r.cells());
+        t.row(r.clone());
     }
     print!("{}", t.render());
     println!("(the last row is taken after the run drained: its `lost` is final)");

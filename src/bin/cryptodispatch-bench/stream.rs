@@ -19,6 +19,7 @@ use cryptodispatch::{Job, Mode, NodeSpec, Service};
 use crate::live::{LiveArgs, whole_blocks};
 use crate::openssl::{Baseline, Speed};
 use crate::report::{Csv, Table, f};
+use crate::support::Text;
 
 /// CSV columns of the stream workload.
 pub const CSV_HEADER: &str =
@@ -36,13 +37,13 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         .collect();
     let (key_bytes, iv) = ([0x2b; 16], [0x0f; 16]);
     let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
-    let key = AesKey::new(&key_bytes).map_err(|e| e.to_string())?;
+    let key = AesKey::new(&key_bytes).text()?;
     let service = Service::builder()
         .aes_cluster([NodeSpec::pinned(0)])
         .packet_size(packet)
         .build()
-        .map_err(|e| e.to_string())?;
-    let id = service.add_aes_key(&key_bytes).map_err(|e| e.to_string())?;
+        .text()?;
+    let id = service.add_aes_key(&key_bytes).text()?;
     let mut openssl = Baseline::new(Speed {
         cipher: "aes-128-cbc",
         processes: 1,
@@ -54,18 +55,14 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     for run in 0..args.reps.max(1) {
         let mut expected = data.clone();
         let start = Instant::now();
-        let mut state = ChainState::from_iv(&iv).map_err(|e| e.to_string())?;
+        let mut state = ChainState::from_iv(&iv).text()?;
         key.process(op, &mut state, &mut expected, size, true)
-            .map_err(|e| e.to_string())?;
+            .text()?;
         let reference = size as f64 / start.elapsed().as_secs_f64() / 1e6;
 
         let job = Job::encrypt(id, Mode::Cbc, &iv, data.clone());
         let start = Instant::now();
-        let out = service
-            .submit(job)
-            .map_err(|e| e.to_string())?
-            .wait()
-            .map_err(|e| e.to_string())?;
+        let out = service.submit(job).text()?.wait().text()?;
         let through = size as f64 / start.elapsed().as_secs_f64() / 1e6;
         if out.into_data().as_deref() != Some(&expected[..]) {
             return Err("the service's output differs from the reference".into());
@@ -101,14 +98,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     println!(
         "stream: one AES-128-CBC encryption job of {size} bytes in {packet}-byte packets, one AES node"
     );
-    let mut t = Table::new(&[
-        "run",
-        "service MB/s",
-        "direct MB/s",
-        "openssl MB/s",
-        "vs direct",
-        "vs openssl",
-    ]);
+    let mut t =
+        Table::with_columns("run,service MB/s,direct MB/s,openssl MB/s,vs direct,vs openssl");
     for (run, through, reference) in &rows {
         t.row(vec![
             run.to_string(),

@@ -1,6 +1,12 @@
-//! Helpers the workloads share: the machine's cores and pinning to one, percentiles, progress
-//! bars.
+//! Helpers the workloads and experiments share: the machine's cores and pinning to one, the
+//! thread pool that runs simulated points behind a progress bar, seed sets, percentiles, the
+//! round-by-round comparison of two live policies, and the policy options' help.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use cryptodispatch::PolicySpec;
+use cryptodispatch::sim::research::experiments::PointRunner;
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// The cores this process may run on (at least 1).
@@ -15,6 +21,55 @@ pub fn pin(core: usize) {
     }
 }
 
+/// `f(t, input)` for each input t, every one on a thread of its own at once (pinned to core
+/// t, as the nodes are, when `pinned`); the results in order, or an error if a thread
+/// panicked.
+pub fn on_threads<T: Send, R: Send>(
+    inputs: Vec<T>,
+    pinned: bool,
+    f: impl Fn(usize, T) -> R + Sync,
+) -> Result<Vec<R>, String> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = (inputs.into_iter().enumerate())
+            .map(|(t, input)| {
+                s.spawn(move || {
+                    if pinned {
+                        pin(t % cores());
+                    }
+                    f(t, input)
+                })
+            })
+            .collect();
+        let joined = handles.into_iter().map(|h| h.join());
+        joined
+            .map(|r| r.map_err(|_| "a thread panicked".to_owned()))
+            .collect()
+    })
+}
+
+/// A result whose error the bench reports as its text.
+pub trait Text<T> {
+    /// The error's text in place of the error.
+    fn text(self) -> Result<T, String>;
+}
+
+impl<T, E: std::fmt::Display> Text<T> for Result<T, E> {
+    fn text(self) -> Result<T, String> {
+        self.map_err(|e| e.to_string())
+    }
+}
+
+/// The data behind `mutex`, whether or not a thread panicked holding it.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `n` seeds from `first` on.
+pub fn seeds(first: u64, n: u64) -> Vec<u64> {
+    (0..n).map(|k| first.saturating_add(k)).collect()
+}
+
 /// The `p`-th percentile (0 < p ≤ 1) of `sorted` by the nearest-rank method: the smallest value
 /// with at least a share `p` of the sample at or below it. Zero for an empty sample.
 pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
@@ -25,29 +80,89 @@ pub fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
     sorted[rank - 1]
 }
 
-/// A progress bar for `total` runs (drawn on stderr when it is a terminal, hidden otherwise).
-pub fn progress(total: u64, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(total);
-    if let Ok(style) = ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} runs ({eta})")
-    {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.set_message(what.to_owned());
-    bar
+/// Simulated points run on `threads` threads (one per core unless `--threads` says otherwise),
+/// each counted on a progress bar (drawn on stderr when it is a terminal, hidden otherwise).
+/// Results do not depend on the number of threads.
+pub struct Pool {
+    threads: usize,
+    bar: ProgressBar,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_percentile_is_the_nearest_rank() {
-        let hundred: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&hundred, 0.99), 99);
-        assert_eq!(percentile(&hundred, 1.0), 100);
-        assert_eq!(percentile(&hundred, 0.5), 50);
-        // A small sample's p99 is its largest value, not one past the end.
-        assert_eq!(percentile(&[3u64, 7, 9], 0.99), 9);
-        assert_eq!(percentile::<u64>(&[], 0.99), 0);
+impl Pool {
+    /// A pool for `total` points, its bar labelled `what`.
+    pub fn new(threads: Option<usize>, total: u64, what: &str) -> Self {
+        let bar = ProgressBar::new(total);
+        if let Ok(style) =
+            ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} runs ({eta})")
+        {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(what.to_owned());
+        Pool {
+            threads: threads.map_or_else(cores, |t| t.max(1)),
+            bar,
+        }
     }
+
+    /// Clears the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl PointRunner for Pool {
+    fn run<T: Sync, R: Send>(&self, points: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+        let next = AtomicUsize::new(0);
+        let out: Mutex<Vec<Option<R>>> = Mutex::new((0..points.len()).map(|_| None).collect());
+        std::thread::scope(|s| {
+            for _ in 0..self.threads.clamp(1, points.len().max(1)) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(point) = points.get(i) else { break };
+                        let r = f(point);
+                        lock(&out)[i] = Some(r);
+                        self.bar.inc(1);
+                    }
+                });
+            }
+        });
+        out.into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .into_iter()
+            .map(|r| r.expect("every point was run"))
+            .collect()
+    }
+}
+
+/// The policies `list` names, comma-separated, as option `flag` gave them (all of
+/// [`PolicySpec::names`] without a list).
+///
+/// # Errors
+/// A message naming the option and an unknown policy or a bad parameter.
+pub fn parse_policies(flag: &str, list: Option<&str>) -> Result<Vec<PolicySpec>, String> {
+    let Some(list) = list else {
+        return Ok(PolicySpec::all());
+    };
+    let specs = (list.split(',').map(str::trim).filter(|s| !s.is_empty()))
+        .map(|s| s.parse::<PolicySpec>().map_err(|e| format!("{flag}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if specs.is_empty() {
+        let names = PolicySpec::names().join(", ");
+        return Err(format!("{flag}: no policy named; choose from {names}"));
+    }
+    Ok(specs)
+}
+
+/// The long help of a policy option: `intro`, then the library's policies (its registry), one
+/// a line, each followed by its parameters with their defaults.
+pub fn policy_help(intro: &str) -> String {
+    let policies: Vec<String> = cryptodispatch::sched::policy::registry()
+        .iter()
+        .map(|entry| format!("  {entry:#}"))
+        .collect();
+    format!(
+        "{intro}\n\nA policy is written NAME or NAME:KEY=VALUE,...; the policies:\n{}",
+        policies.join("\n")
+    )
 }

@@ -13,7 +13,7 @@ use cryptodispatch::{Job, Mode, NodeSpec, Service, ServiceBuilder};
 
 use crate::live::LiveArgs;
 use crate::report::{Csv, Table, f};
-use crate::support::cores;
+use crate::support::{Text, cores};
 
 /// CSV columns of the tiny workload.
 pub const CSV_HEADER: &str = "workload,path,how,threads,nodes,jobs,run,ns_per_job";
@@ -63,7 +63,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             .admission(args.admission)
             .inline_limit(limit)
             .build()
-            .map_err(|e| e.to_string())
+            .text()
     };
     let services = [
         ("inline", build(ServiceBuilder::DEFAULT_INLINE_LIMIT)?),

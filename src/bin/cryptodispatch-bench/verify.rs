@@ -5,7 +5,6 @@
 //! with, which makes the batches holding them fail and split until the bad ones are found.
 //! Every answer is checked against `verify_strict` one by one.
 
-use std::thread;
 use std::time::{Duration, Instant};
 
 use cryptodispatch::crypto::{BatchItem, SigningKey, VerifyingKey, verify_batch};
@@ -15,7 +14,7 @@ use rand::{Rng, RngExt, SeedableRng};
 
 use crate::live::LiveArgs;
 use crate::report::{Csv, Table, f};
-use crate::support::{cores, pin};
+use crate::support::{Text, cores, on_threads};
 
 /// Signatures per packet of the service's batch verification (its packets hold up to 64); the
 /// direct reference verifies batches of the same size.
@@ -32,24 +31,13 @@ fn direct(
     threads: usize,
     n: usize,
     f: impl Fn(std::ops::Range<usize>) -> Vec<bool> + Sync,
-) -> (Duration, Vec<bool>) {
+) -> Result<(Duration, Vec<bool>), String> {
     let chunk = n.div_ceil(threads);
     let start = Instant::now();
-    let parts: Vec<Vec<bool>> = thread::scope(|s| {
-        let hs: Vec<_> = (0..threads)
-            .map(|t| {
-                let f = &f;
-                s.spawn(move || {
-                    pin(t % cores());
-                    f(t * chunk..((t + 1) * chunk).min(n))
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
-    (start.elapsed(), parts.concat())
+    let parts = on_threads(vec![(); threads], true, |t, ()| {
+        f(t * chunk..((t + 1) * chunk).min(n))
+    })?;
+    Ok((start.elapsed(), parts.concat()))
 }
 
 pub fn run(args: &LiveArgs) -> Result<(), String> {
@@ -57,10 +45,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let nodes = args.nodes.unwrap_or_else(cores).max(1);
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let seeds: Vec<[u8; 32]> = (0..8).map(|_| rng.random()).collect();
-    let signers: Vec<SigningKey> = seeds
-        .iter()
-        .map(|s| SigningKey::from_seed(s).map_err(|e| e.to_string()))
-        .collect::<Result<_, _>>()?;
+    let signers = seeds.iter().map(|s| SigningKey::from_seed(s));
+    let signers: Vec<SigningKey> = signers.collect::<Result<_, _>>().text()?;
     let publics: Vec<VerifyingKey> = signers.iter().map(SigningKey::verifying_key).collect();
     if !(0.0..=1.0).contains(&args.bad_share) {
         return Err(format!("--bad-share {} must lie in [0, 1]", args.bad_share));
@@ -85,12 +71,9 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let service = Service::builder()
         .ed25519_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
         .build()
-        .map_err(|e| e.to_string())?;
-    let keys: Vec<_> = seeds
-        .iter()
-        .map(|s| service.add_signing_key(s))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+        .text()?;
+    let keys = seeds.iter().map(|s| service.add_signing_key(s));
+    let keys: Vec<_> = keys.collect::<Result<_, _>>().text()?;
 
     let single_jobs = || -> Vec<Job> {
         sigs.iter()
@@ -109,15 +92,12 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     };
     let run_service = |jobs: Vec<Job>| -> Result<(Duration, Vec<bool>), String> {
         let start = Instant::now();
-        let handles: Vec<_> = jobs
-            .into_iter()
-            .map(|j| service.submit(j))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
+        let handles = jobs.into_iter().map(|j| service.submit(j));
+        let handles: Vec<_> = handles.collect::<Result<_, _>>().text()?;
         let mut answers = Vec::with_capacity(n);
         let mut outs = Vec::with_capacity(handles.len());
         for h in handles.into_iter().rev() {
-            outs.push(h.wait().map_err(|e| e.to_string())?);
+            outs.push(h.wait().text()?);
         }
         let elapsed = start.elapsed();
         for o in outs.into_iter().rev() {
@@ -163,8 +143,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         let runs = [
             run_service(single_jobs())?,
             run_service(batch_jobs())?,
-            direct_single(),
-            direct_batch(),
+            direct_single()?,
+            direct_batch()?,
         ];
         for (b, (t, answers)) in best.iter_mut().zip(runs) {
             if answers != expected {

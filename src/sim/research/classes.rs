@@ -1,5 +1,5 @@
-//! The kinds of work of the policy matrix (`policies --matrix`): node sets, capacities and
-//! workloads, each a function of a seed.
+//! The kinds of work of the policy matrix (`cryptodispatch-bench policies --matrix`): node sets,
+//! capacities and workloads, each a function of a seed.
 //!
 //! The paper's kinds use the library's generator ([`WorkloadSpec`]); the others (heavy-tailed
 //! lengths, long chains, chains in a flood of short jobs) are drawn here from job groups: so
@@ -11,18 +11,23 @@ use rand::rngs::ChaCha8Rng;
 use rand::seq::SliceRandom;
 use rand::{Rng, RngExt, SeedableRng};
 
-use cryptodispatch::packet::Cmd;
-use cryptodispatch::sim::model::{NodeModel, NodeSet};
-use cryptodispatch::sim::trace::{Trace, TraceRecord};
-use cryptodispatch::sim::workload::{Burst, WorkloadSpec};
+use crate::packet::Cmd;
+use crate::sim::model::{NodeModel, NodeSet};
+use crate::sim::trace::{Trace, TraceRecord};
+use crate::sim::workload::{Burst, WorkloadSpec};
 
 /// Packet lengths of a job group.
 #[derive(Debug, Clone, Copy)]
 pub enum Lengths {
     /// Uniform over an inclusive range.
     Uniform(u64, u64),
-    /// Pareto with this shape from 1, cut at the maximum (heavy-tailed).
-    Pareto { shape: f64, max: u64 },
+    /// Pareto from 1, cut at the maximum (heavy-tailed).
+    Pareto {
+        /// The shape.
+        shape: f64,
+        /// The longest length.
+        max: u64,
+    },
 }
 
 impl Lengths {
@@ -58,7 +63,12 @@ pub enum Work {
     /// The library's generator, the paper's task sets.
     Paper(WorkloadSpec),
     /// Job groups at an offered load.
-    Groups { groups: Vec<Group>, load: f64 },
+    Groups {
+        /// The groups.
+        groups: Vec<Group>,
+        /// The offered load (1: as much work per time unit as the nodes serve at full speed).
+        load: f64,
+    },
 }
 
 /// One kind of work: nodes, capacity and workload.

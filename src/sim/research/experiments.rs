@@ -1,22 +1,55 @@
-//! The paper's four experiments (docs/ALGORITHM.md §9), run on the simulator.
+//! The paper's four experiments (docs/ALGORITHM.md §9), run on the simulator, and
+//! `paper-adaptive` against the best fixed α.
 //!
 //! Every point is repeated over several seeds. A seed fixes one instance — the node speeds and
 //! the trace — and every policy or α of a point runs on the same instances, so comparisons are
-//! paired. Points run in parallel on the machine's cores; results do not depend on the number
-//! of threads.
+//! paired. The points are independent of one another: a [`PointRunner`] runs them, in turn or
+//! in parallel, and results do not depend on how.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
 
-use cryptodispatch::sched::PolicySpec;
-use cryptodispatch::sim::bound::lower_bound;
-use cryptodispatch::sim::engine::{SimConfig, SimResult, simulate};
-use cryptodispatch::sim::model::{NodeModel, NodeSet};
-use cryptodispatch::sim::trace::Trace;
-use cryptodispatch::sim::workload::WorkloadSpec;
+use crate::packet::PacketMeta;
+use crate::sched::policy::PaperAdaptive;
+use crate::sched::{ClusterView, Policy, PolicySpec};
+use crate::sim::bound::lower_bound;
+use crate::sim::engine::{SimConfig, SimResult, simulate, simulate_with};
+use crate::sim::model::{NodeModel, NodeSet};
+use crate::sim::trace::Trace;
+use crate::sim::workload::{Burst, WorkloadSpec};
+
+/// How an experiment runs its points, which are independent of one another.
+pub trait PointRunner: Sync {
+    /// `f` of every point, in the points' order whatever order they ran in.
+    fn run<T: Sync, R: Send>(&self, points: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R>;
+}
+
+/// A [`PointRunner`] that runs the points one after another on the calling thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InTurn;
+
+impl PointRunner for InTurn {
+    fn run<T: Sync, R: Send>(&self, points: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+        points.iter().map(f).collect()
+    }
+}
+
+/// The capacities experiment 1 sweeps.
+pub const CAPS: [u64; 8] = [4, 8, 16, 32, 64, 100, 150, 200];
+
+/// The paper's four speed classes (experiment 1, figure 6b), one node drawn from each.
+pub const CLASSES: [(f64, f64); 4] = [(8.0, 28.0), (16.0, 36.0), (32.0, 52.0), (64.0, 84.0)];
+
+/// Experiment 1's node sets with their labels: four nodes drawn from [16, 36], and one node
+/// from each of the four speed classes ([`CLASSES`]).
+pub fn exp1_sets() -> [(&'static str, NodeSet); 2] {
+    [
+        ("t in [16,36]", NodeSet::paper(4)),
+        ("four classes", NodeSet::Classes(CLASSES.to_vec())),
+    ]
+}
 
 /// Settings shared by the experiments.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,8 +64,6 @@ pub struct Settings {
     pub cap: u64,
     /// Cluster queue length in packets.
     pub cluster_queue_len: usize,
-    /// Worker threads for running points (results do not depend on it).
-    pub threads: usize,
 }
 
 impl Default for Settings {
@@ -43,7 +74,6 @@ impl Default for Settings {
             workload: WorkloadSpec::default(),
             cap: 32,
             cluster_queue_len: 32,
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }
@@ -74,6 +104,52 @@ impl Stats {
             mean,
             std: var.sqrt(),
         }
+    }
+}
+
+/// Two policies' makespans compared round by round, where rounds differ more than the policies
+/// do (on a live machine the same round meets the same conditions): the geometric mean of the
+/// ratio a ÷ b with its 95% interval (normal approximation of the mean log ratio), and the
+/// rounds a was faster in. An interval that holds 1 says the two are within the noise of each
+/// other.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paired {
+    /// Geometric mean of a ÷ b over the rounds.
+    pub mean: f64,
+    /// Lower end of its 95% interval.
+    pub low: f64,
+    /// Upper end of its 95% interval.
+    pub high: f64,
+    /// Rounds in which a was faster.
+    pub wins: usize,
+    /// Rounds compared.
+    pub rounds: usize,
+}
+
+impl Paired {
+    /// The comparison of makespans `a` and `b`, one of each per round, in any one unit; `None`
+    /// with fewer than 3 rounds (no spread to estimate).
+    pub fn of(a: &[f64], b: &[f64]) -> Option<Paired> {
+        let logs: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (x / y).ln())
+            .filter(|l| l.is_finite())
+            .collect();
+        let n = logs.len();
+        if n < 3 {
+            return None;
+        }
+        let mean = logs.iter().sum::<f64>() / n as f64;
+        let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let half = 1.96 * (var / n as f64).sqrt();
+        Some(Paired {
+            mean: mean.exp(),
+            low: (mean - half).exp(),
+            high: (mean + half).exp(),
+            wins: logs.iter().filter(|&&l| l < 0.0).count(),
+            rounds: n,
+        })
     }
 }
 
@@ -140,35 +216,6 @@ pub fn check(settings: &Settings, caps: &[u64]) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs `f` over `items` on `threads` threads, keeping the order; `tick` after each item.
-pub fn par_map<T: Sync, R: Send>(
-    items: &[T],
-    threads: usize,
-    f: impl Fn(&T) -> R + Sync,
-    tick: &(dyn Fn() + Sync),
-) -> Vec<R> {
-    let next = AtomicUsize::new(0);
-    let out: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, items.len().max(1)) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(item) = items.get(i) else { break };
-                    let r = f(item);
-                    out.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-                    tick();
-                }
-            });
-        }
-    });
-    out.into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .map(|r| r.expect("every item was run"))
-        .collect()
-}
-
 /// A run's shares of the packets and of the busy time per node, in the order of `rank`.
 fn ranked_shares(r: &SimResult, rank: &[usize]) -> (Vec<f64>, Vec<f64>) {
     let total = r.node_packets.iter().sum::<u64>().max(1) as f64;
@@ -212,7 +259,7 @@ fn alpha_grid_runs<T: Send>(
     nodes: &NodeSet,
     caps: &[u64],
     packets: usize,
-    tick: &(dyn Fn() + Sync),
+    runner: &impl PointRunner,
     extra: impl Fn(&[NodeModel], &Trace) -> T + Sync,
 ) -> Vec<(Vec<f64>, T)> {
     let alphas = alpha_grid();
@@ -220,26 +267,21 @@ fn alpha_grid_runs<T: Send>(
         .iter()
         .flat_map(|&c| (0..settings.seeds).map(move |s| (c, s)))
         .collect();
-    par_map(
-        &points,
-        settings.threads,
-        |&(cap, s)| {
-            let (nodes, trace) = instance(
-                settings,
-                nodes,
-                cap,
-                packets,
-                settings.base_seed + u64::from(s),
-            );
-            let fixed = alphas
-                .iter()
-                .map(|&a| run(settings, nodes.clone(), &trace, &paper_alpha(a)).makespan)
-                .collect();
-            let more = extra(&nodes, &trace);
-            (fixed, more)
-        },
-        tick,
-    )
+    runner.run(&points, |&(cap, s)| {
+        let (nodes, trace) = instance(
+            settings,
+            nodes,
+            cap,
+            packets,
+            settings.base_seed + u64::from(s),
+        );
+        let fixed = alphas
+            .iter()
+            .map(|&a| run(settings, nodes.clone(), &trace, &paper_alpha(a)).makespan)
+            .collect();
+        let more = extra(&nodes, &trace);
+        (fixed, more)
+    })
 }
 
 /// Experiment 1 on one node set: best α against capacity.
@@ -249,10 +291,10 @@ pub fn exp1(
     nodes: &NodeSet,
     caps: &[u64],
     packets: usize,
-    tick: &(dyn Fn() + Sync),
+    runner: &impl PointRunner,
 ) -> Vec<AlphaCapRow> {
     let alphas = alpha_grid();
-    let results = alpha_grid_runs(settings, nodes, caps, packets, tick, |_, _| ());
+    let results = alpha_grid_runs(settings, nodes, caps, packets, runner, |_, _| ());
     let results: Vec<Vec<f64>> = results.into_iter().map(|(fixed, ())| fixed).collect();
     caps.iter()
         .enumerate()
@@ -310,33 +352,28 @@ pub fn exp2(
     settings: &Settings,
     nodes: &NodeSet,
     packets: usize,
-    tick: &(dyn Fn() + Sync),
+    runner: &impl PointRunner,
 ) -> Vec<AlphaRow> {
     let alphas = alpha_grid();
     let seeds: Vec<u32> = (0..settings.seeds).collect();
-    let per_seed = par_map(
-        &seeds,
-        settings.threads,
-        |&s| {
-            let (nodes, trace) = instance(
-                settings,
-                nodes,
-                settings.cap,
-                packets,
-                settings.base_seed + u64::from(s),
-            );
-            let rank = speed_rank(&nodes);
-            alphas
-                .iter()
-                .map(|&a| {
-                    let r = run(settings, nodes.clone(), &trace, &paper_alpha(a));
-                    let (packet_share, busy_share) = ranked_shares(&r, &rank);
-                    (r.makespan, packet_share, busy_share)
-                })
-                .collect::<Vec<_>>()
-        },
-        tick,
-    );
+    let per_seed = runner.run(&seeds, |&s| {
+        let (nodes, trace) = instance(
+            settings,
+            nodes,
+            settings.cap,
+            packets,
+            settings.base_seed + u64::from(s),
+        );
+        let rank = speed_rank(&nodes);
+        alphas
+            .iter()
+            .map(|&a| {
+                let r = run(settings, nodes.clone(), &trace, &paper_alpha(a));
+                let (packet_share, busy_share) = ranked_shares(&r, &rank);
+                (r.makespan, packet_share, busy_share)
+            })
+            .collect::<Vec<_>>()
+    });
     alphas
         .iter()
         .enumerate()
@@ -389,36 +426,31 @@ pub fn exp3(
     settings: &Settings,
     points: &[(usize, usize)],
     policy: &PolicySpec,
-    tick: &(dyn Fn() + Sync),
+    runner: &impl PointRunner,
 ) -> Vec<LoadRow> {
     let runs: Vec<(usize, usize, u32)> = points
         .iter()
         .flat_map(|&(n, p)| (0..settings.seeds).map(move |s| (n, p, s)))
         .collect();
-    let results = par_map(
-        &runs,
-        settings.threads,
-        |&(n, p, s)| {
-            let (nodes, trace) = instance(
-                settings,
-                &NodeSet::paper(n),
-                settings.cap,
-                p,
-                settings.base_seed + u64::from(s),
-            );
-            let rank = speed_rank(&nodes);
-            let r = run(settings, nodes, &trace, policy);
-            let (packet_share, busy_share) = ranked_shares(&r, &rank);
-            let busy = Stats::of(&r.node_busy);
-            let cv = if busy.mean > 0.0 {
-                busy.std / busy.mean
-            } else {
-                0.0
-            };
-            (packet_share, busy_share, cv, r.makespan)
-        },
-        tick,
-    );
+    let results = runner.run(&runs, |&(n, p, s)| {
+        let (nodes, trace) = instance(
+            settings,
+            &NodeSet::paper(n),
+            settings.cap,
+            p,
+            settings.base_seed + u64::from(s),
+        );
+        let rank = speed_rank(&nodes);
+        let r = run(settings, nodes, &trace, policy);
+        let (packet_share, busy_share) = ranked_shares(&r, &rank);
+        let busy = Stats::of(&r.node_busy);
+        let cv = if busy.mean > 0.0 {
+            busy.std / busy.mean
+        } else {
+            0.0
+        };
+        (packet_share, busy_share, cv, r.makespan)
+    });
     points
         .iter()
         .enumerate()
@@ -475,13 +507,13 @@ pub fn compare(
     settings: &Settings,
     points: &[(String, usize, usize)],
     policies: &[PolicySpec],
-    tick: &(dyn Fn() + Sync),
+    runner: &impl PointRunner,
 ) -> Vec<CompareRow> {
     let points: Vec<(String, NodeSet, usize)> = points
         .iter()
         .map(|(sweep, nodes, packets)| (sweep.clone(), NodeSet::paper(*nodes), *packets))
         .collect();
-    compare_sets(settings, &points, policies, tick)
+    compare_sets(settings, &points, policies, runner)
 }
 
 /// Experiment 1 with `paper-adaptive` beside the α grid: one capacity of one node set.
@@ -510,20 +542,16 @@ pub struct AdaptiveRow {
 /// `paper-adaptive` wrapped to add up the α of its choices (sum, count) in `out`.
 #[derive(Debug)]
 struct AlphaRecorder {
-    inner: cryptodispatch::sched::policy::PaperAdaptive,
-    out: std::sync::Arc<Mutex<(f64, u64)>>,
+    inner: PaperAdaptive,
+    out: Arc<Mutex<(f64, u64)>>,
 }
 
-impl cryptodispatch::sched::Policy for AlphaRecorder {
+impl Policy for AlphaRecorder {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
 
-    fn select(
-        &mut self,
-        view: &cryptodispatch::sched::ClusterView<'_>,
-        packet: &cryptodispatch::packet::PacketMeta,
-    ) -> Option<usize> {
+    fn select(&mut self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
         let choice = self.inner.select(view, packet);
         if let Some(a) = self.inner.last_alpha() {
             let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
@@ -544,22 +572,22 @@ pub fn adaptive_vs_alpha(
     nodes: &NodeSet,
     caps: &[u64],
     packets: usize,
-    tick: &(dyn Fn() + Sync),
+    runner: &impl PointRunner,
 ) -> Vec<AdaptiveRow> {
     let alphas = alpha_grid();
     // Per (cap, seed): makespan for every α, then paper-adaptive's, and its α sum and count.
     let results: Vec<(Vec<f64>, f64, f64, u64)> =
-        alpha_grid_runs(settings, nodes, caps, packets, tick, |nodes, trace| {
-            let record = std::sync::Arc::new(Mutex::new((0.0, 0u64)));
+        alpha_grid_runs(settings, nodes, caps, packets, runner, |nodes, trace| {
+            let record = Arc::new(Mutex::new((0.0, 0u64)));
             let config = SimConfig {
                 cluster_queue_len: settings.cluster_queue_len,
                 ..SimConfig::new(nodes.to_vec())
             };
             let policy = Box::new(AlphaRecorder {
-                inner: cryptodispatch::sched::policy::PaperAdaptive::new(),
+                inner: PaperAdaptive::new(),
                 out: record.clone(),
             });
-            let adaptive = cryptodispatch::sim::engine::simulate_with(trace, &config, policy)
+            let adaptive = simulate_with(trace, &config, policy)
                 .unwrap_or_else(|e| panic!("invalid experiment settings: {e}"))
                 .makespan;
             let (sum, count) = *record.lock().unwrap_or_else(|e| e.into_inner());
@@ -613,32 +641,27 @@ pub fn compare_sets(
     settings: &Settings,
     points: &[(String, NodeSet, usize)],
     policies: &[PolicySpec],
-    tick: &(dyn Fn() + Sync),
+    runner: &impl PointRunner,
 ) -> Vec<CompareRow> {
     let runs: Vec<(usize, u32)> = (0..points.len())
         .flat_map(|p| (0..settings.seeds).map(move |s| (p, s)))
         .collect();
-    let results = par_map(
-        &runs,
-        settings.threads,
-        |&(p, s)| {
-            let (_, set, packets) = &points[p];
-            let (nodes, trace) = instance(
-                settings,
-                set,
-                settings.cap,
-                *packets,
-                settings.base_seed + u64::from(s),
-            );
-            let bound = lower_bound(&trace, &nodes, 1).value();
-            let makespans: Vec<f64> = policies
-                .iter()
-                .map(|pol| run(settings, nodes.clone(), &trace, pol).makespan)
-                .collect();
-            (bound, makespans)
-        },
-        tick,
-    );
+    let results = runner.run(&runs, |&(p, s)| {
+        let (_, set, packets) = &points[p];
+        let (nodes, trace) = instance(
+            settings,
+            set,
+            settings.cap,
+            *packets,
+            settings.base_seed + u64::from(s),
+        );
+        let bound = lower_bound(&trace, &nodes, 1).value();
+        let makespans: Vec<f64> = policies
+            .iter()
+            .map(|pol| run(settings, nodes.clone(), &trace, pol).makespan)
+            .collect();
+        (bound, makespans)
+    });
     let k = settings.seeds as usize;
     let mut rows = Vec::new();
     for (pi, (label, set, packets)) in points.iter().enumerate() {
@@ -656,4 +679,89 @@ pub fn compare_sets(
         }
     }
     rows
+}
+
+/// Packets per run in experiment 1 by default, and in [`PolicySettings::adaptive`].
+pub const EXP1_PACKETS: usize = 600;
+/// Mean packets per burst in [`PolicySettings::bursty`].
+pub const BURST_PACKETS: f64 = 64.0;
+/// Share of the time the bursty source is on.
+pub const BURST_DUTY: f64 = 0.25;
+/// Mean offered load of the bursty setting.
+pub const BURST_LOAD: f64 = 0.8;
+/// The heterogeneous cluster's unit times (1 : 1.5 : 2 : 3), [`PolicySettings::hetero`].
+pub const HETERO: [f64; 4] = super::classes::SPREAD;
+
+/// Every policy in the settings `cryptodispatch-bench policies` compares them in, each point on
+/// the same instances for every policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicySettings {
+    /// `paper-adaptive` against the best fixed α, in experiment 1's settings ([`EXP1_PACKETS`]
+    /// packets, [`CAPS`], [`exp1_sets`]); empty unless asked for.
+    pub adaptive: Vec<AdaptiveRow>,
+    /// The paper's settings at experiment 4's points 4 nodes × 300 and 700 packets and
+    /// 10 nodes × 1000 packets.
+    pub paper: Vec<CompareRow>,
+    /// The same points, the jobs arriving in bursts of about [`BURST_PACKETS`] packets at
+    /// [`BURST_LOAD`]` / `[`BURST_DUTY`] times the cluster's capacity, silent for the rest of
+    /// each cycle: mean load [`BURST_LOAD`], so the cluster drains between bursts.
+    pub bursty: Vec<CompareRow>,
+    /// Four nodes of unit times [`HETERO`], 300 and 700 packets.
+    pub hetero: Vec<CompareRow>,
+}
+
+impl PolicySettings {
+    /// The points of the paper's and the bursty settings.
+    fn paper_points() -> Vec<(String, usize, usize)> {
+        [(4, 300), (4, 700), (10, 1000)]
+            .iter()
+            .map(|&(n, p)| (format!("{n} nodes"), n, p))
+            .collect()
+    }
+
+    /// How many runs [`run`](Self::run) makes (each a point and a seed), for a progress count.
+    pub fn runs(settings: &Settings, adaptive: bool) -> u64 {
+        let adaptive = if adaptive { 2 * CAPS.len() } else { 0 };
+        u64::from(settings.seeds) * (adaptive + 2 * Self::paper_points().len() + 2) as u64
+    }
+
+    /// Every policy of `specs` in each setting, and `paper-adaptive` against the best fixed α
+    /// when `adaptive`.
+    pub fn run(
+        settings: &Settings,
+        specs: &[PolicySpec],
+        adaptive: bool,
+        runner: &impl PointRunner,
+    ) -> Self {
+        let adaptive = if adaptive {
+            let mut s = settings.clone();
+            s.workload.packets = EXP1_PACKETS;
+            exp1_sets()
+                .iter()
+                .flat_map(|(l, set)| adaptive_vs_alpha(&s, l, set, &CAPS, EXP1_PACKETS, runner))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let points = Self::paper_points();
+        let paper = compare(settings, &points, specs, runner);
+        let mut bursty = settings.clone();
+        bursty.workload.load = Some(BURST_LOAD);
+        bursty.workload.burst = Some(Burst {
+            packets: BURST_PACKETS,
+            duty: BURST_DUTY,
+        });
+        let bursty = compare(&bursty, &points, specs, runner);
+        let hetero: Vec<(String, NodeSet, usize)> = [300, 700]
+            .iter()
+            .map(|&p| ("1:1.5:2:3".to_owned(), NodeSet::Given(HETERO.to_vec()), p))
+            .collect();
+        let hetero = compare_sets(settings, &hetero, specs, runner);
+        PolicySettings {
+            adaptive,
+            paper,
+            bursty,
+            hetero,
+        }
+    }
 }
