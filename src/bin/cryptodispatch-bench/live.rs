@@ -79,8 +79,8 @@ pub enum Workload {
     Stream,
     /// Two tenants sharing the service (tenants.rs): a quiet tenant's p99 latency beside a
     /// noisy one offering ten times its share, against its p99 alone; and byte shares of two
-    /// backlogged tenants of weights 1 and 3. Jobs of 16 KiB (or --size) on 2 AES nodes (or
-    /// --nodes).
+    /// backlogged tenants of weights 1 and 3. Jobs of 16 KiB (or --size) on AES nodes on
+    /// every core but one, which the clients use (or --nodes).
     Tenants,
 }
 
