@@ -198,69 +198,57 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let secs = until.as_secs_f64().max(1e-9);
     let all = PHASE.as_secs_f64();
     let (qn, nn) = (q.done.len(), n.done.len());
-    let rows = [
-        (
-            "isolation",
-            "quiet",
-            1,
-            quiet_rate,
-            mb_s(qn, all),
-            qn,
-            qn + nn,
+    type Who<'a> = (&'a str, &'a str, u32, f64);
+    let row = |(scenario, tenant, w, offered): Who,
+               (n, of, secs): (usize, usize, f64),
+               seen: &Seen,
+               alone: Option<&Seen>| {
+        let p99_alone = alone.map_or(String::new(), |a| f(a.p99_us(), 1));
+        let lost = seen.lost + alone.map_or(0, |a| a.lost);
+        let share = n as f64 / of.max(1) as f64;
+        [
+            scenario,
+            tenant,
+            &w.to_string(),
+            &f(offered, 1),
+            &f(mb_s(n, secs), 1),
+        ]
+        .map(String::from)
+        .into_iter()
+        .chain([
+            f(share, 4),
+            f(seen.p99_us(), 1),
+            p99_alone,
+            lost.to_string(),
+        ])
+        .collect::<Vec<_>>()
+    };
+    let cells = vec![
+        row(
+            ("isolation", "quiet", 1, quiet_rate),
+            (qn, qn + nn, all),
             &q,
             Some(&alone),
         ),
-        (
-            "isolation",
-            "noisy",
-            1,
-            capacity * 5.0,
-            mb_s(nn, all),
-            nn,
-            qn + nn,
+        row(
+            ("isolation", "noisy", 1, capacity * 5.0),
+            (nn, qn + nn, all),
             &n,
             None,
         ),
-        (
-            "shares",
-            "light",
-            1,
-            capacity * 10.0,
-            mb_s(nl, secs),
-            nl,
-            nl + nh,
+        row(
+            ("shares", "light", 1, capacity * 10.0),
+            (nl, nl + nh, secs),
             &l,
             None,
         ),
-        (
-            "shares",
-            "heavy",
-            3,
-            capacity * 10.0,
-            mb_s(nh, secs),
-            nh,
-            nl + nh,
+        row(
+            ("shares", "heavy", 3, capacity * 10.0),
+            (nh, nl + nh, secs),
             &h,
             None,
         ),
     ];
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|&(scenario, tenant, w, offered, mbs, n, of, seen, alone)| {
-            let lost = seen.lost + alone.map_or(0, |a| a.lost);
-            vec![
-                scenario.into(),
-                tenant.into(),
-                w.to_string(),
-                f(offered, 1),
-                f(mbs, 1),
-                f(n as f64 / of.max(1) as f64, 4),
-                f(seen.p99_us(), 1),
-                alone.map_or(String::new(), |a| f(a.p99_us(), 1)),
-                lost.to_string(),
-            ]
-        })
-        .collect();
     if args.csv {
         let mut csv = Csv::new(CSV_HEADER);
         cells.iter().for_each(|c| csv.row(c));
