@@ -191,14 +191,11 @@ impl Histogram {
         }
     }
 
+    /// The bucket of `ns` nanoseconds; values below 8 ns count as 8.
     fn index(ns: u64) -> usize {
-        let ns = ns.max(1);
+        let ns = ns.max(u64::from(SUB));
         let exp = 63 - ns.leading_zeros();
-        let sub = if exp >= 3 {
-            ((ns >> (exp - 3)) & u64::from(SUB - 1)) as u32
-        } else {
-            ((ns << (3 - exp)) & u64::from(SUB - 1)) as u32
-        };
+        let sub = ((ns >> (exp - 3)) & u64::from(SUB - 1)) as u32;
         (exp * SUB + sub) as usize
     }
 
@@ -729,11 +726,15 @@ mod tests {
 
     #[test]
     fn histogram_buckets_bound_the_value_within_a_ninth() {
-        for ns in [1u64, 7, 8, 9, 1000, 12_345, 999_999, 1 << 40] {
+        for ns in [8u64, 9, 15, 16, 17, 1000, 12_345, 999_999, 1 << 40, u64::MAX] {
             let i = Histogram::index(ns);
             let upper = Histogram::upper(i);
             assert!(upper >= ns, "{ns}: bucket tops at {upper}");
-            assert!(upper as f64 <= ns as f64 * 1.125 + 1.0, "{ns}: {upper}");
+            assert!(upper as f64 <= ns as f64 * 1.125, "{ns}: {upper}");
+        }
+        // Below 8 ns, the first bucket.
+        for ns in [0u64, 1, 7] {
+            assert_eq!(Histogram::upper(Histogram::index(ns)), 8);
         }
         let h = Histogram::new();
         for us in 1..=100 {
