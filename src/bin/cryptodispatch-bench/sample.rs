@@ -23,7 +23,7 @@ use cryptodispatch::sim::space::{
 use crate::matrix::{optimum_csv, print_small};
 use crate::plot::{Chart, Series};
 use crate::policies::PoliciesArgs;
-use crate::report::{Csv, Table, f, write_file};
+use crate::report::{Csv, Table, f, write_file, wrote};
 use crate::support::Pool;
 
 /// The header of `sample.csv`.
@@ -123,16 +123,13 @@ fn worst_cases(outcomes: &[Outcome], labels: &[String]) {
     let default = cryptodispatch::sched::policy::DEFAULT.name();
     let p = labels.iter().position(|l| l == default).unwrap_or(0);
     let Some(name) = labels.get(p) else { return };
-    let ratio = |o: &Outcome| o.makespan[p] / o.best();
-    let mut worst: Vec<usize> = (0..outcomes.len()).collect();
-    worst.sort_by(|&a, &b| ratio(&outcomes[b]).total_cmp(&ratio(&outcomes[a])));
     println!("{name}'s five worst configurations:\n");
     let mut t = Table::new(&["index", "ratio", "best policy", "configuration"]);
-    for &index in worst.iter().take(5) {
+    for index in matrix::worst_first(outcomes, p).into_iter().take(5) {
         let o = &outcomes[index];
         t.row(vec![
             index.to_string(),
-            f(ratio(o), 3),
+            f(o.makespan[p] / o.best(), 3),
             labels[o.best_policy()].clone(),
             o.config.describe(),
         ]);
@@ -182,7 +179,6 @@ fn write_files(
     write_file(out, "sample_optimum.csv", csv.as_str())?;
     // Per policy, the share of configurations within x of the best, for x from 1 to 1.5.
     let grid: Vec<f64> = (0..=50).map(|k| 1.0 + f64::from(k) * 0.01).collect();
-    let n = outcomes.len().max(1) as f64;
     Chart {
         title: "Share of configurations within x of the best policy",
         x: "makespan / the configuration's best",
@@ -192,23 +188,14 @@ fn write_files(
             .enumerate()
             .map(|(p, l)| Series {
                 label: l.clone(),
-                points: grid
-                    .iter()
-                    .map(|&x| {
-                        let within = outcomes
-                            .iter()
-                            .filter(|o| o.makespan[p] / o.best() <= x + 1e-9)
-                            .count();
-                        (x, within as f64 / n)
-                    })
+                points: (grid.iter())
+                    .map(|&x| (x, matrix::share_within(outcomes, p, x)))
                     .collect(),
             })
             .collect(),
     }
     .write(out, "sample.svg")?;
-    println!(
-        "\nwrote {0}/sample.csv, {0}/sample_optimum.csv, {0}/sample.svg",
-        out.display()
-    );
+    let files = ["sample.csv", "sample_optimum.csv", "sample.svg"];
+    println!("\n{}", wrote(out, &files));
     Ok(())
 }

@@ -251,6 +251,16 @@ pub struct AlphaCapRow {
     pub best: Stats,
 }
 
+impl AlphaCapRow {
+    /// The mean makespan at `alpha` (NaN if `alpha` is not of the grid).
+    pub fn at(&self, alpha: f64) -> f64 {
+        let mut by_alpha = self.by_alpha.iter();
+        by_alpha
+            .find(|(a, _)| (a - alpha).abs() < 1e-9)
+            .map_or(f64::NAN, |(_, s)| s.mean)
+    }
+}
+
 /// Experiment 1's runs: for each capacity and seed (seed k of a capacity is `base_seed + k`),
 /// the makespan under every α of [`alpha_grid`], and whatever `extra` computes on the same
 /// instance; in capacity-major order.
@@ -486,6 +496,13 @@ pub struct CompareRow {
     pub lower_bound: f64,
 }
 
+/// The points of experiment 3: 4 nodes with 100…700 packets, 10 nodes with 500…1500.
+pub fn exp3_points() -> Vec<(usize, usize)> {
+    let mut points: Vec<(usize, usize)> = (100..=700).step_by(100).map(|p| (4, p)).collect();
+    points.extend([500, 700, 1000, 1100, 1300, 1500].map(|p| (10, p)));
+    points
+}
+
 /// The points of experiment 4: 4 nodes with 100…700 packets, 10 nodes with 500…1500, and
 /// 1000 packets on 4…10 nodes.
 pub fn exp4_points() -> Vec<(String, usize, usize)> {
@@ -537,6 +554,13 @@ pub struct AdaptiveRow {
     pub per_seed_best: f64,
     /// The mean α `paper-adaptive` used, over its placements and the seeds.
     pub mean_alpha: f64,
+}
+
+impl AdaptiveRow {
+    /// `paper-adaptive`'s mean makespan over the best fixed α's (below 1: adaptive wins).
+    pub fn ratio(&self) -> f64 {
+        self.adaptive.mean / self.best.mean
+    }
 }
 
 /// `paper-adaptive` wrapped to add up the α of its choices (sum, count) in `out`.
