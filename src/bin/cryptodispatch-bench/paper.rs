@@ -7,7 +7,7 @@ use clap::Args;
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::NodeSet;
 use cryptodispatch::sim::research::experiments::{
-    self, AlphaCapRow, CAPS, CompareRow, Settings, Stats,
+    self, AlphaCapRow, AlphaRow, CAPS, CompareRow, LoadRow, Settings, Stats,
 };
 
 use crate::plot::{Chart, Series};
@@ -125,13 +125,9 @@ fn exp1(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
     write_file(out, "exp1_best.csv", best.as_str())?;
     let series = sets
         .iter()
-        .map(|(label, _)| Series {
-            label: (*label).to_owned(),
-            points: rows
-                .iter()
-                .filter(|r| r.nodes == *label)
-                .map(|r| (r.cap as f64, r.best_alpha))
-                .collect(),
+        .map(|&(label, _)| {
+            let best = |r: &AlphaCapRow| (r.nodes == label).then_some((r.cap as f64, r.best_alpha));
+            Series::of(label, &rows, best)
         })
         .collect();
     Chart {
@@ -173,10 +169,7 @@ fn exp2(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
         csv.row(&c);
     }
     print!("{}", t.render());
-    if let Some(b) = rows
-        .iter()
-        .min_by(|a, b| a.makespan.mean.total_cmp(&b.makespan.mean))
-    {
+    if let Some(b) = AlphaRow::least(&rows) {
         println!(
             "\nleast makespan at alpha = {:.2} ({:.1}); the paper reports its best at alpha = 0.05",
             b.alpha, b.makespan.mean
@@ -187,10 +180,9 @@ fn exp2(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
         title: "Exp 2 (fig. 7a): makespan against alpha",
         x: "alpha (beta = 1 - alpha)",
         y: "makespan",
-        series: vec![Series {
-            label: "paper".into(),
-            points: rows.iter().map(|r| (r.alpha, r.makespan.mean)).collect(),
-        }],
+        series: vec![Series::of("paper", &rows, |r| {
+            Some((r.alpha, r.makespan.mean))
+        })],
     }
     .write(out, "exp2_makespan.svg")?;
     Chart {
@@ -198,9 +190,9 @@ fn exp2(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
         x: "alpha (beta = 1 - alpha)",
         y: "share of busy time",
         series: (0..4)
-            .map(|i| Series {
-                label: format!("node {} ({})", i + 1, ["fastest", "-", "-", "slowest"][i]),
-                points: rows.iter().map(|r| (r.alpha, r.busy_share[i])).collect(),
+            .map(|i| {
+                let label = format!("node {} ({})", i + 1, ["fastest", "-", "-", "slowest"][i]);
+                Series::of(label, &rows, |r| Some((r.alpha, r.busy_share[i])))
             })
             .collect(),
     }
@@ -255,12 +247,9 @@ fn exp3(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
             x: "packets",
             y: "share of busy time",
             series: (0..n)
-                .map(|i| Series {
-                    label: format!("node {}", i + 1),
-                    points: sub
-                        .iter()
-                        .map(|r| (r.packets as f64, r.busy_share[i]))
-                        .collect(),
+                .map(|i| {
+                    let share = |r: &&LoadRow| Some((r.packets as f64, r.busy_share[i]));
+                    Series::of(format!("node {}", i + 1), &sub, share)
                 })
                 .collect(),
         }
@@ -333,11 +322,10 @@ pub fn exp4(
         }
         let xval = |r: &CompareRow| (if x == "nodes" { r.nodes } else { r.packets }) as f64;
         // A policy's rows of the sweep, as a line of `y` against x.
-        let line = |label: &str, policy: &str, y: fn(&CompareRow) -> f64| Series {
-            label: label.to_owned(),
-            points: (sub.iter().filter(|r| r.policy == policy))
-                .map(|r| (xval(r), y(r)))
-                .collect(),
+        let line = |label: &str, policy: &str, y: fn(&CompareRow) -> f64| {
+            Series::of(label, &sub, |r| {
+                (r.policy == policy).then(|| (xval(r), y(r)))
+            })
         };
         let mut series: Vec<Series> = (policies.iter())
             .map(|p| line(p.name(), p.name(), |r| r.makespan.mean))

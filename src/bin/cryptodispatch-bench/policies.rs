@@ -43,7 +43,7 @@ use cryptodispatch::sim::research::experiments::{
     self, AdaptiveRow, BURST_DUTY, BURST_LOAD, BURST_PACKETS, CAPS, CompareRow, EXP1_PACKETS,
     PolicySettings, Settings, Stats,
 };
-use cryptodispatch::sim::research::matrix::{ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS, geo_mean};
+use cryptodispatch::sim::research::matrix::ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -132,16 +132,6 @@ fn ratio(r: &CompareRow) -> f64 {
     r.makespan.mean / r.lower_bound
 }
 
-/// A policy's label: its name, or its full spelling (commas as `;`) when it has parameters
-/// other than the defaults.
-fn label(spec: &PolicySpec) -> String {
-    if spec.name().parse::<PolicySpec>().as_ref() == Ok(spec) {
-        spec.name().to_owned()
-    } else {
-        spec.to_string().replace(',', ";")
-    }
-}
-
 impl PoliciesArgs {
     /// Seeds per simulated point, or per cell with --matrix (10 with --quick).
     pub fn seeds(&self) -> u32 {
@@ -161,7 +151,7 @@ impl PoliciesArgs {
     /// The policies of `--policies`, and their labels.
     pub fn specs(&self) -> Result<(Vec<PolicySpec>, Vec<String>), String> {
         let specs = parse_policies("--policies", self.policies.as_deref())?;
-        let labels = specs.iter().map(label).collect();
+        let labels = specs.iter().map(experiments::label).collect();
         Ok((specs, labels))
     }
 }
@@ -386,13 +376,10 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
         ]);
     }
     print!("{}", t.render());
-    let ratios: Vec<f64> = rows.iter().map(AdaptiveRow::ratio).collect();
-    let within = ratios.iter().filter(|&&x| x <= 1.01).count();
-    let geo = geo_mean(ratios.iter().copied());
+    let (within, geo) = AdaptiveRow::summary(rows);
     println!(
-        "\nwithin 1% of the best fixed alpha (or better) on {within} of {} settings; geometric mean of adaptive/best {:.3}",
-        ratios.len(),
-        geo
+        "\nwithin 1% of the best fixed alpha (or better) on {within} of {} settings; geometric mean of adaptive/best {geo:.3}",
+        rows.len()
     );
     write_file(out, "policies_adaptive.csv", csv.as_str())?;
     let mut labels: Vec<&str> = rows.iter().map(|r| r.nodes.as_str()).collect();
@@ -403,13 +390,10 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
         y: "makespan ratio (below 1: adaptive wins)",
         series: labels
             .iter()
-            .map(|&l| Series {
-                label: l.to_owned(),
-                points: rows
-                    .iter()
-                    .filter(|r| r.nodes == l)
-                    .map(|r| (r.cap as f64, r.ratio()))
-                    .collect(),
+            .map(|&l| {
+                Series::of(l, rows, |r| {
+                    (r.nodes == l).then(|| (r.cap as f64, r.ratio()))
+                })
             })
             .collect(),
     }
@@ -417,29 +401,24 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
     Ok(())
 }
 
-/// A horizontal grouped bar chart: one group per policy, one bar per setting (the mean ratio
-/// over the setting's points).
+/// A horizontal grouped bar chart, as SVG text: one group per policy, one bar per setting (the
+/// mean ratio over the setting's points).
 fn bars(
     title: &str,
     x_desc: &str,
     labels: &[String],
     sections: &[Section],
 ) -> Result<String, String> {
-    let values: Vec<Vec<f64>> = sections
-        .iter()
+    let values: Vec<Vec<f64>> = (sections.iter())
         .map(|s| {
-            labels
-                .iter()
-                .map(|l| {
-                    let r: Vec<f64> = s
-                        .rows
-                        .iter()
-                        .filter(|r| &r.policy == l)
-                        .map(ratio)
-                        .collect();
-                    r.iter().sum::<f64>() / r.len().max(1) as f64
-                })
-                .collect()
+            let ratios = |l| {
+                s.rows
+                    .iter()
+                    .filter(|r| &r.policy == l)
+                    .map(ratio)
+                    .collect::<Vec<_>>()
+            };
+            labels.iter().map(|l| Stats::of(&ratios(l)).mean).collect()
         })
         .collect();
     let mut svg = String::new();

@@ -153,6 +153,28 @@ impl Paired {
     }
 }
 
+/// The median of `xs` (the mean of the middle two of an even count); `None` for none.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    let mut xs = xs.to_vec();
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(xs[n / 2]),
+        _ => Some((xs[n / 2 - 1] + xs[n / 2]) / 2.0),
+    }
+}
+
+/// A policy's label in the reports: its name, or its full spelling (commas as `;`, so that it
+/// fits a CSV cell) when it has parameters other than the defaults.
+pub fn label(spec: &PolicySpec) -> String {
+    if spec.name().parse::<PolicySpec>().as_ref() == Ok(spec) {
+        spec.name().to_owned()
+    } else {
+        spec.to_string().replace(',', ";")
+    }
+}
+
 /// The α grid of experiments 1 and 2: 0, 0.05, …, 1.
 pub fn alpha_grid() -> Vec<f64> {
     (0..=20).map(|i| f64::from(i) / 20.0).collect()
@@ -355,6 +377,14 @@ pub struct AlphaRow {
     pub packet_share: Vec<f64>,
     /// Mean share of the busy time per node, fastest node first.
     pub busy_share: Vec<f64>,
+}
+
+impl AlphaRow {
+    /// The row of `rows` with the least mean makespan (the first of equals).
+    pub fn least(rows: &[AlphaRow]) -> Option<&AlphaRow> {
+        rows.iter()
+            .min_by(|a, b| a.makespan.mean.total_cmp(&b.makespan.mean))
+    }
 }
 
 /// Experiment 2: α swept over [0, 1] with β = 1 − α, on `nodes` with `packets` packets.
@@ -560,6 +590,14 @@ impl AdaptiveRow {
     /// `paper-adaptive`'s mean makespan over the best fixed α's (below 1: adaptive wins).
     pub fn ratio(&self) -> f64 {
         self.adaptive.mean / self.best.mean
+    }
+
+    /// Over `rows`: in how many `paper-adaptive` is within 1% of the best fixed α (or better),
+    /// and the geometric mean of its [`ratio`](Self::ratio).
+    pub fn summary(rows: &[AdaptiveRow]) -> (usize, f64) {
+        let ratios = rows.iter().map(AdaptiveRow::ratio);
+        let within = ratios.clone().filter(|&x| x <= 1.01).count();
+        (within, super::matrix::geo_mean(ratios))
     }
 }
 

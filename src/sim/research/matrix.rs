@@ -17,7 +17,7 @@ use crate::sim::engine::{SimConfig, simulate};
 use crate::sim::model::NodeModel;
 use crate::sim::research::classes::{self, Class};
 use crate::sim::research::experiments::PointRunner;
-use crate::sim::space::SpaceConfig;
+use crate::sim::space::{EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, SpaceConfig, TUNING_SEED};
 use crate::sim::trace::Trace;
 
 /// The seeds kept for tuning (first, last): `mct` was shaped on some of them and variants of
@@ -282,6 +282,32 @@ pub fn worst_first(outcomes: &[Outcome], policy: usize) -> Vec<usize> {
     let mut indices: Vec<usize> = (0..outcomes.len()).collect();
     indices.sort_by(|&a, &b| ratio(b).total_cmp(&ratio(a)));
     indices
+}
+
+/// Which sample of the workload space `seed` draws: the tuning sample, the held-out one, the
+/// first held-out one (studied since), or another.
+pub fn sample_name(seed: u64) -> &'static str {
+    match seed {
+        TUNING_SEED => "the tuning sample",
+        HELD_OUT_SEED => "the held-out sample",
+        EARLIER_HELD_OUT_SEED => "the first held-out sample, studied since: no longer held out",
+        _ => "a sample that is neither the tuning nor the held-out one",
+    }
+}
+
+/// Every policy's [`Standing`] over `outcomes`, as (policy, standing), the least geometric
+/// mean over the best first.
+pub fn standings(outcomes: &[&Outcome], policies: usize) -> Vec<(usize, Standing)> {
+    let mut standings: Vec<(usize, Standing)> = (0..policies)
+        .map(|p| {
+            (
+                p,
+                Standing::of(outcomes.iter().map(|o| (o.makespan[p], o.best(), o.bound))),
+            )
+        })
+        .collect();
+    standings.sort_by(|a, b| a.1.geo_best.total_cmp(&b.1.geo_best));
+    standings
 }
 
 /// Every policy of `specs` on each configuration of `configs`.
