@@ -409,17 +409,14 @@ fn bars(
     labels: &[String],
     sections: &[Section],
 ) -> Result<String, String> {
+    let mean = |s: &Section, l: &String| {
+        let mine: Vec<f64> = (s.rows.iter().filter(|r| &r.policy == l))
+            .map(ratio)
+            .collect();
+        Stats::of(&mine).mean
+    };
     let values: Vec<Vec<f64>> = (sections.iter())
-        .map(|s| {
-            let ratios = |l| {
-                s.rows
-                    .iter()
-                    .filter(|r| &r.policy == l)
-                    .map(ratio)
-                    .collect::<Vec<_>>()
-            };
-            labels.iter().map(|l| Stats::of(&ratios(l)).mean).collect()
-        })
+        .map(|s| labels.iter().map(|l| mean(s, l)).collect())
         .collect();
     let mut svg = String::new();
     draw_bars(&mut svg, title, x_desc, labels, sections, &values)

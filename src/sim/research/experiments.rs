@@ -549,6 +549,13 @@ pub fn exp4_points() -> Vec<(String, usize, usize)> {
     points
 }
 
+/// The points of the benchmark's default summary, an excerpt of experiment 4: 4 nodes with 300
+/// and 700 packets, 10 nodes with 1000 and 1500.
+pub fn summary_points() -> Vec<(String, usize, usize)> {
+    let points = [(4, 300), (4, 700), (10, 1000), (10, 1500)];
+    points.map(|(n, p)| (format!("{n} nodes"), n, p)).to_vec()
+}
+
 /// Experiment 4 (and any policy comparison): every policy on the same instances at each point.
 pub fn compare(
     settings: &Settings,
