@@ -262,9 +262,11 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
                 r.policy.clone(),
                 s.runs.to_string(),
                 f(r.makespan.mean, 3),
-                (s.source == "sim")
-                    .then(|| f(r.makespan.std, 3))
-                    .unwrap_or_default(),
+                if s.source == "sim" {
+                    f(r.makespan.std, 3)
+                } else {
+                    String::new()
+                },
                 f(r.lower_bound, 3),
                 f(ratio(r), 4),
             ]);
