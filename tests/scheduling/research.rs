@@ -1,11 +1,20 @@
 //! The research API's statistics and its cache of optima (`sim::research`): two policies
-//! compared round by round, a policy's standing over a set of cases, and optima kept in a file.
+//! compared round by round, a policy's standing over a set of cases, optima kept in a file, and
+//! the figures the reports derive (medians, labels, small instances against their optimum,
+//! outcomes ranked).
 
 use cryptodispatch::packet::UnitTimes;
+use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::model::NodeModel;
 use cryptodispatch::sim::research::classes;
-use cryptodispatch::sim::research::experiments::Paired;
-use cryptodispatch::sim::research::matrix::{OptimumCache, Standing};
+use cryptodispatch::sim::research::experiments::{
+    AlphaRow, Paired, Stats, exp3_points, label, median, summary_points,
+};
+use cryptodispatch::sim::research::matrix::{
+    OptimumCache, Outcome, Small, Standing, against_optimum, bound_against_optimum, sample_name,
+    share_within, standings, worst_first,
+};
+use cryptodispatch::sim::space::{self, TUNING_SEED};
 
 #[test]
 fn paired_rounds_give_the_ratio_its_interval_and_the_wins() {
@@ -62,4 +71,78 @@ fn the_cache_of_optima_reads_back_what_it_wrote() {
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
     assert!(err.to_string().contains("line 2"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_reports_helpers_give_medians_labels_points_and_the_least() {
+    assert_eq!(median(&[]), None);
+    assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+    assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    let paper: PolicySpec = "paper".parse().unwrap();
+    assert_eq!(label(&paper), "paper");
+    let tuned: PolicySpec = "paper:alpha=0.5,beta=0.5".parse().unwrap();
+    assert_eq!(label(&tuned), "paper:alpha=0.5;beta=0.5");
+    let points = summary_points();
+    assert_eq!(points.len(), 4);
+    assert!(exp3_points().iter().all(|&(n, _)| n == 4 || n == 10));
+    let row = |alpha, mean| AlphaRow {
+        alpha,
+        makespan: Stats { mean, std: 0.0 },
+        packet_share: Vec::new(),
+        busy_share: Vec::new(),
+    };
+    // The least mean makespan, the first of equals.
+    let rows = [row(0.0, 12.0), row(0.05, 10.0), row(0.1, 10.0)];
+    assert_eq!(AlphaRow::least(&rows).map(|r| r.alpha), Some(0.05));
+    assert!(AlphaRow::least(&[]).is_none());
+}
+
+#[test]
+fn small_instances_are_summed_up_against_their_optimum() {
+    let small = |seed, optimum, bound, known: [f64; 2], unknown: [f64; 2]| Small {
+        seed,
+        nodes: 2,
+        packets: 6,
+        optimum,
+        bound,
+        known: known.to_vec(),
+        unknown: unknown.to_vec(),
+    };
+    let all = [
+        small(1, 10.0, 9.0, [10.0, 12.0], [11.0, 15.0]),
+        small(2, 20.0, 20.0, [22.0, 20.0], [20.0, 30.0]),
+    ];
+    let per_policy = against_optimum(&all);
+    assert_eq!(per_policy.len(), 2);
+    // Policy 0: known 1.0 and 1.1, unknown 1.1 and 1.0.
+    let [(known_mean, known_worst), (unknown_mean, unknown_worst)] = per_policy[0];
+    assert!((known_mean - 1.05).abs() < 1e-12 && (known_worst - 1.1).abs() < 1e-12);
+    assert!((unknown_mean - 1.05).abs() < 1e-12 && (unknown_worst - 1.1).abs() < 1e-12);
+    let (over, mean) = bound_against_optimum(&all);
+    assert_eq!(over, 0);
+    assert!((mean - 0.95).abs() < 1e-12);
+}
+
+#[test]
+fn outcomes_rank_the_policies_and_the_worst_cases() {
+    let config = space::sample(1, TUNING_SEED).remove(0);
+    let outcome = |makespan: Vec<f64>| Outcome {
+        config: config.clone(),
+        packets: 10,
+        bound: 5.0,
+        makespan,
+    };
+    let outcomes = [
+        outcome(vec![10.0, 11.0]),
+        outcome(vec![12.0, 10.0]),
+        outcome(vec![10.0, 10.0]),
+    ];
+    // Policy 0 is 1.0, 1.2 and 1.0 times the best; policy 1, 1.1, 1.0 and 1.0.
+    assert_eq!(worst_first(&outcomes, 0), vec![1, 0, 2]);
+    assert!((share_within(&outcomes, 0, 1.0) - 2.0 / 3.0).abs() < 1e-12);
+    assert!((share_within(&outcomes, 1, 1.1) - 1.0).abs() < 1e-12);
+    let refs: Vec<&Outcome> = outcomes.iter().collect();
+    let order: Vec<usize> = standings(&refs, 2).iter().map(|&(p, _)| p).collect();
+    assert_eq!(order, vec![1, 0]);
+    assert_eq!(sample_name(TUNING_SEED), "the tuning sample");
 }

@@ -51,13 +51,18 @@ fn independent(
 
 /// `cbc16k`: 64 MiB of CBC encryption jobs on one node per core (or --nodes).
 pub fn cbc16k(args: &LiveArgs) -> Result<Work, String> {
-    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
     let nodes = args.nodes.unwrap_or_else(cores);
-    independent(args, 64 << 20, 1, nodes, 1, |rng| Spec::Aes {
+    independent(args, 64 << 20, 1, nodes, 1, encrypt(Mode::Cbc))
+}
+
+/// Encryption in `mode` under key 0, with a random IV.
+fn encrypt(mode: Mode) -> impl FnMut(&mut ChaCha8Rng) -> Spec {
+    let op = AesOp::new(Direction::Encrypt, mode);
+    move |rng| Spec::Aes {
         key: 0,
         op,
         iv: rng.random(),
-    })
+    }
 }
 
 /// `manycbc`: 128 MiB (at least 64 jobs) in --mode cbc, ofb or cfb on 2 nodes (or --nodes),
@@ -73,13 +78,8 @@ pub fn manycbc(args: &LiveArgs) -> Result<Work, String> {
             ));
         }
     };
-    let op = AesOp::new(Direction::Encrypt, args.mode);
     let nodes = args.nodes.unwrap_or(2);
-    let mut work = independent(args, 128 << 20, 64, nodes, 2, |rng| Spec::Aes {
-        key: 0,
-        op,
-        iv: rng.random(),
-    })?;
+    let mut work = independent(args, 128 << 20, 64, nodes, 2, encrypt(args.mode))?;
     work.size_label = format!("{} {}", work.size_label, args.mode);
     work.openssl = Some(cipher);
     Ok(work)

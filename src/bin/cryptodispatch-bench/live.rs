@@ -279,20 +279,12 @@ pub fn encryption(rng: &mut ChaCha8Rng, mode: Mode, bytes: usize) -> Item {
     }
 }
 
-/// The result of one job, as both sides produce it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Out {
-    Data(Vec<u8>),
-    Sealed(Vec<u8>, [u8; 16]),
-    Sig([u8; 64]),
-    Verified(bool),
-}
-
 #[derive(Default)]
 struct Measured {
     elapsed: Duration,
     latencies: Vec<Duration>,
-    outputs: Vec<Out>,
+    /// Every job's output, as both sides produce it.
+    outputs: Vec<JobOutput>,
     node_packets: Vec<u64>,
     node_busy: Vec<Duration>,
     ed_busy: Vec<Duration>,
@@ -359,19 +351,11 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
             .collect::<Result<Vec<Resolved>, String>>()
     })?;
     let elapsed = start.elapsed();
-    let mut outputs = vec![Out::Verified(false); work.items.len()];
+    let mut outputs = vec![JobOutput::Verified(false); work.items.len()];
     let mut latencies = Vec::with_capacity(work.items.len());
-    for r in results {
-        for (i, out, latency) in r? {
-            latencies.push(latency);
-            outputs[i] = match out {
-                JobOutput::Data(d) => Out::Data(d),
-                JobOutput::Sealed { ciphertext, tag } => Out::Sealed(ciphertext, tag),
-                JobOutput::Signature(s) => Out::Sig(s),
-                JobOutput::Verified(v) => Out::Verified(v),
-                other => return Err(format!("job {i}: unexpected output {other:?}")),
-            };
-        }
+    for (i, out, latency) in results.into_iter().collect::<Result<Vec<_>, _>>()?.concat() {
+        latencies.push(latency);
+        outputs[i] = out;
     }
     let metrics = service.metrics();
     service.shutdown();
@@ -420,7 +404,7 @@ fn run_reference(work: &Work) -> Result<Measured, String> {
         vec![1.0; cores()]
     };
 
-    let run_one = |item: &mut Item| -> Result<Out, String> {
+    let run_one = |item: &mut Item| -> Result<JobOutput, String> {
         Ok(match item.spec {
             Spec::Aes { key, op, iv } => {
                 let mut state = ChainState::for_mode(op.mode, &iv).text()?;
@@ -429,16 +413,17 @@ fn run_reference(work: &Work) -> Result<Measured, String> {
                     .process(op, &mut state, &mut item.data, len, true)
                     .text()?;
                 item.data.truncate(n);
-                Out::Data(std::mem::take(&mut item.data))
+                JobOutput::Data(std::mem::take(&mut item.data))
             }
             Spec::Gcm { key, nonce } => {
                 let state = keys[key].gcm_start(&nonce, &[]).text()?;
                 let tag = keys[key].gcm_seal_final(state, &mut item.data).text()?;
-                Out::Sealed(std::mem::take(&mut item.data), tag)
+                let ciphertext = std::mem::take(&mut item.data);
+                JobOutput::Sealed { ciphertext, tag }
             }
-            Spec::Sign { key } => Out::Sig(signers[key].sign(&item.data)),
+            Spec::Sign { key } => JobOutput::Signature(signers[key].sign(&item.data)),
             Spec::Verify { key, .. } => {
-                Out::Verified(publics[key].verify(&item.data, &item.sig).text()?)
+                JobOutput::Verified(publics[key].verify(&item.data, &item.sig).text()?)
             }
         })
     };
@@ -473,7 +458,7 @@ fn run_reference(work: &Work) -> Result<Measured, String> {
         out
     })?;
     let elapsed = start.elapsed();
-    let mut outputs = vec![Out::Verified(false); work.items.len()];
+    let mut outputs = vec![JobOutput::Verified(false); work.items.len()];
     for (i, o) in outs.into_iter().flatten() {
         outputs[i] = o?;
     }

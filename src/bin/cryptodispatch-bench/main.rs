@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
-use cryptodispatch::sim::research::experiments::Settings;
+use cryptodispatch::sim::research::experiments::{self, Settings};
 
 mod hetero;
 mod hol;
@@ -91,10 +91,7 @@ fn summary() -> Result<(), String> {
         seeds: 5,
         ..Settings::default()
     };
-    let points: Vec<(String, usize, usize)> = [(4, 300), (4, 700), (10, 1000), (10, 1500)]
-        .iter()
-        .map(|&(n, p)| (format!("{n} nodes"), n, p))
-        .collect();
+    let points = experiments::summary_points();
     paper::exp4(&settings, None, &PathBuf::from("results"), &points)?;
 
     println!("\nLive, on this machine: the same job streams through the service under `paper` and");

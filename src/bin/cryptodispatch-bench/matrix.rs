@@ -36,7 +36,7 @@ use cryptodispatch::sim::trace::Trace;
 
 use crate::milp::Solver;
 use crate::policies::PoliciesArgs;
-use crate::report::{Csv, Table, f, write_file};
+use crate::report::{Csv, Table, f, write_file, wrote};
 use crate::support::{Pool, seeds};
 
 /// The header of `matrix.csv`.
@@ -87,10 +87,7 @@ fn small_instances(
     };
     let small = matrix::small_instances(seeds, specs, optimum, pool)?;
     if let Some(path) = path {
-        for s in &small {
-            let (nodes, trace) = classes::small(s.seed);
-            cache.insert(&nodes, &trace, s.optimum);
-        }
+        cache.insert_small(&small);
         cache.write(path).map_err(|e| in_file(e, path))?;
     }
     Ok(small)
@@ -117,25 +114,25 @@ fn print_cells(cells: &[Cell], labels: &[String], args: &PoliciesArgs, classes: 
             TUNING_SEEDS.0, TUNING_SEEDS.1
         );
     }
-    println!("\nMean makespan / the cell's best policy's (1.000 = best in the cell):\n");
     let mut header = vec!["class", "lengths"];
     header.extend(labels.iter().map(String::as_str));
-    let mut t = Table::new(&header);
-    for c in cells {
-        let best = c.best();
-        let mut row = vec![c.class.to_owned(), c.lengths().to_owned()];
-        row.extend(c.makespan.iter().map(|m| f(m / best, 3)));
-        t.row(row);
+    for (title, by_best) in [
+        (
+            "Mean makespan / the cell's best policy's (1.000 = best in the cell)",
+            true,
+        ),
+        ("Mean makespan / mean lower bound", false),
+    ] {
+        println!("\n{title}:\n");
+        let mut t = Table::new(&header);
+        for c in cells {
+            let per = if by_best { c.best() } else { c.bound };
+            let mut row = vec![c.class.to_owned(), c.lengths().to_owned()];
+            row.extend(c.makespan.iter().map(|m| f(m / per, 3)));
+            t.row(row);
+        }
+        print!("{}", t.render());
     }
-    print!("{}", t.render());
-    println!("\nMean makespan / mean lower bound:\n");
-    let mut t = Table::new(&header);
-    for c in cells {
-        let mut row = vec![c.class.to_owned(), c.lengths().to_owned()];
-        row.extend(c.makespan.iter().map(|m| f(m / c.bound, 3)));
-        t.row(row);
-    }
-    print!("{}", t.render());
     println!("\nSummary over the {} cells:\n", cells.len());
     let mut t = Table::with_columns(
         "policy,geo mean /bound,geo mean /best,worst /best,cells within 5% of best",
@@ -161,22 +158,14 @@ pub fn print_small(small: &[Small], labels: &[String], solver: Solver, first: Op
         return;
     }
     let Some(first) = first else {
-        let over = small
-            .iter()
-            .filter(|s| s.bound > s.optimum * (1.0 + 1e-6))
-            .count();
+        let (over, mean) = matrix::bound_against_optimum(small);
         println!(
             "\nSmall instances against the exact optimum ({}): {} instances of 2-3 nodes, 6-14 packets;",
             solver.describe(),
             small.len()
         );
-        println!(
-            "lower bound above the optimum on {over} of them; mean bound / optimum {}.\n",
-            f(
-                small.iter().map(|s| s.bound / s.optimum).sum::<f64>() / small.len() as f64,
-                3
-            )
-        );
+        let mean = f(mean, 3);
+        println!("lower bound above the optimum on {over} of them; mean bound / optimum {mean}.\n");
         print!("{}", optimum_table(labels, small).render());
         return;
     };
@@ -246,10 +235,8 @@ fn write_files(
     let mut svg = String::new();
     heat_map(&mut svg, cells, labels).map_err(|e| format!("cannot draw the matrix: {e}"))?;
     write_file(out, "matrix.svg", &svg)?;
-    println!(
-        "\nwrote {0}/matrix.csv, {0}/matrix_optimum.csv, {0}/matrix.svg",
-        out.display()
-    );
+    let files = ["matrix.csv", "matrix_optimum.csv", "matrix.svg"];
+    println!("\n{}", wrote(out, &files));
     Ok(())
 }
 
@@ -325,17 +312,14 @@ fn optimum_table(labels: &[String], small: &[Small]) -> Table {
     let mut t = Table::with_columns(
         "policy,mean /optimum (known),worst (known),mean /optimum (unknown),worst (unknown)",
     );
-    let n = small.len().max(1) as f64;
-    for (p, l) in labels.iter().enumerate() {
-        let known = || small.iter().map(|s| s.ratios(p).0);
-        let unknown = || small.iter().map(|s| s.ratios(p).1);
-        t.row(vec![
-            l.clone(),
-            f(known().sum::<f64>() / n, 3),
-            f(known().fold(0.0, f64::max), 3),
-            f(unknown().sum::<f64>() / n, 3),
-            f(unknown().fold(0.0, f64::max), 3),
-        ]);
+    for (l, ratios) in labels.iter().zip(matrix::against_optimum(small)) {
+        let mut row = vec![l.clone()];
+        row.extend(
+            ratios
+                .iter()
+                .flat_map(|&(mean, worst)| [f(mean, 3), f(worst, 3)]),
+        );
+        t.row(row);
     }
     t
 }

@@ -112,14 +112,7 @@ impl Baseline {
 
     /// The median run in MB/s; `None` without openssl.
     pub fn median(&self) -> Option<f64> {
-        let mut runs = self.runs.clone();
-        runs.sort_by(f64::total_cmp);
-        let n = runs.len();
-        match n {
-            0 => None,
-            _ if n % 2 == 1 => Some(runs[n / 2]),
-            _ => Some((runs[n / 2 - 1] + runs[n / 2]) / 2.0),
-        }
+        cryptodispatch::sim::research::experiments::median(&self.runs)
     }
 
     /// The slowest and the fastest run in MB/s.

@@ -18,7 +18,7 @@ use cryptodispatch::crypto::{AesKey, AesOp, Direction};
 use cryptodispatch::{Job, Mode, NodeSpec, Padding, Service};
 
 use crate::live::{LiveArgs, whole_blocks};
-use crate::report::{Csv, Table, f};
+use crate::report::{f, print_rows};
 use crate::support::{Text, cores};
 
 /// CSV columns of the padded workload.
@@ -132,37 +132,27 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             rows.push((source, run, plain, padded));
         }
     }
-    if args.csv {
-        let mut c = Csv::new(CSV_HEADER);
-        for (source, run, plain, padded) in &rows {
-            c.row(&[
-                "padded".into(),
-                source.name().into(),
-                nodes.to_string(),
-                jobs.to_string(),
-                size.to_string(),
-                run.to_string(),
-                f(*plain, 1),
-                f(*padded, 1),
-                f(padded / plain, 3),
-            ]);
-        }
-        print!("{}", c.as_str());
-        return Ok(());
-    }
-    println!(
+    let rows: Vec<Vec<String>> = (rows.iter())
+        .map(|(source, run, plain, padded)| {
+            let (source, run) = (source.name().to_owned(), run.to_string());
+            let sizes = [nodes, jobs, size].map(|n| n.to_string());
+            let mut cells = vec!["padded".to_owned(), source];
+            cells.extend(sizes);
+            cells.extend([run, f(*plain, 1), f(*padded, 1), f(padded / plain, 3)]);
+            cells
+        })
+        .collect();
+    let title = format!(
         "padded: {jobs} AES-128-CBC encryption jobs of {size} bytes on {nodes} AES nodes, without and with PKCS#7"
     );
-    let mut t = Table::with_columns("data,run,unpadded MB/s,padded MB/s,padded / unpadded");
-    for (source, run, plain, padded) in &rows {
-        t.row(vec![
-            source.name().into(),
-            run.to_string(),
-            f(*plain, 1),
-            f(*padded, 1),
-            f(padded / plain, 3),
-        ]);
-    }
-    print!("{}", t.render());
+    let columns = "data,run,unpadded MB/s,padded MB/s,padded / unpadded";
+    print_rows(
+        args.csv,
+        CSV_HEADER,
+        &rows,
+        &title,
+        columns,
+        &[1, 5, 6, 7, 8],
+    );
     Ok(())
 }

@@ -6,10 +6,12 @@ use clap::Args;
 
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::NodeSet;
-use cryptodispatch::sim::research::experiments::{self, AlphaCapRow, CAPS, CompareRow, Settings};
+use cryptodispatch::sim::research::experiments::{
+    self, AlphaCapRow, AlphaRow, CAPS, CompareRow, LoadRow, Settings, Stats,
+};
 
 use crate::plot::{Chart, Series};
-use crate::report::{Csv, Table, f, pct, pcts, write_file};
+use crate::report::{Csv, Table, f, pct, pcts, write_file, wrote};
 use crate::support::Pool;
 
 /// Options of `paper`.
@@ -94,36 +96,28 @@ fn exp1(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
     let mut all = Csv::new("nodes,cap,alpha,makespan_mean,makespan_std");
     let mut best = Csv::new("nodes,cap,best_alpha,makespan_mean,makespan_std");
     for r in &rows {
-        let at = |a: f64| {
-            r.by_alpha
-                .iter()
-                .find(|(x, _)| (x - a).abs() < 1e-9)
-                .map_or(f64::NAN, |(_, s)| s.mean)
-        };
         t.row(vec![
             r.nodes.clone(),
             r.cap.to_string(),
             f(r.best_alpha, 2),
             f(r.best.mean, 1),
             f(r.best.std, 1),
-            f(at(0.05), 1),
-            f(at(1.0), 1),
+            f(r.at(0.05), 1),
+            f(r.at(1.0), 1),
         ]);
-        best.row(&[
-            r.nodes.replace(',', ";"),
-            r.cap.to_string(),
-            f(r.best_alpha, 2),
-            f(r.best.mean, 3),
-            f(r.best.std, 3),
-        ]);
-        for (a, s) in &r.by_alpha {
-            all.row(&[
-                r.nodes.replace(',', ";"),
+        let cells = |alpha: f64, s: &Stats| {
+            let nodes = r.nodes.replace(',', ";");
+            [
+                nodes,
                 r.cap.to_string(),
-                f(*a, 2),
+                f(alpha, 2),
                 f(s.mean, 3),
                 f(s.std, 3),
-            ]);
+            ]
+        };
+        best.row(&cells(r.best_alpha, &r.best));
+        for (a, s) in &r.by_alpha {
+            all.row(&cells(*a, s));
         }
     }
     print!("{}", t.render());
@@ -131,13 +125,9 @@ fn exp1(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
     write_file(out, "exp1_best.csv", best.as_str())?;
     let series = sets
         .iter()
-        .map(|(label, _)| Series {
-            label: (*label).to_owned(),
-            points: rows
-                .iter()
-                .filter(|r| r.nodes == *label)
-                .map(|r| (r.cap as f64, r.best_alpha))
-                .collect(),
+        .map(|&(label, _)| {
+            let best = |r: &AlphaCapRow| (r.nodes == label).then_some((r.cap as f64, r.best_alpha));
+            Series::of(label, &rows, best)
         })
         .collect();
     Chart {
@@ -147,10 +137,8 @@ fn exp1(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
         series,
     }
     .write(out, "exp1_best_alpha.svg")?;
-    println!(
-        "\nwrote {0}/exp1.csv, {0}/exp1_best.csv, {0}/exp1_best_alpha.svg",
-        out.display()
-    );
+    let files = ["exp1.csv", "exp1_best.csv", "exp1_best_alpha.svg"];
+    println!("\n{}", wrote(out, &files));
     Ok(())
 }
 
@@ -181,10 +169,7 @@ fn exp2(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
         csv.row(&c);
     }
     print!("{}", t.render());
-    if let Some(b) = rows
-        .iter()
-        .min_by(|a, b| a.makespan.mean.total_cmp(&b.makespan.mean))
-    {
+    if let Some(b) = AlphaRow::least(&rows) {
         println!(
             "\nleast makespan at alpha = {:.2} ({:.1}); the paper reports its best at alpha = 0.05",
             b.alpha, b.makespan.mean
@@ -195,10 +180,9 @@ fn exp2(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
         title: "Exp 2 (fig. 7a): makespan against alpha",
         x: "alpha (beta = 1 - alpha)",
         y: "makespan",
-        series: vec![Series {
-            label: "paper".into(),
-            points: rows.iter().map(|r| (r.alpha, r.makespan.mean)).collect(),
-        }],
+        series: vec![Series::of("paper", &rows, |r| {
+            Some((r.alpha, r.makespan.mean))
+        })],
     }
     .write(out, "exp2_makespan.svg")?;
     Chart {
@@ -206,23 +190,20 @@ fn exp2(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
         x: "alpha (beta = 1 - alpha)",
         y: "share of busy time",
         series: (0..4)
-            .map(|i| Series {
-                label: format!("node {} ({})", i + 1, ["fastest", "-", "-", "slowest"][i]),
-                points: rows.iter().map(|r| (r.alpha, r.busy_share[i])).collect(),
+            .map(|i| {
+                let label = format!("node {} ({})", i + 1, ["fastest", "-", "-", "slowest"][i]);
+                Series::of(label, &rows, |r| Some((r.alpha, r.busy_share[i])))
             })
             .collect(),
     }
     .write(out, "exp2_load.svg")?;
-    println!(
-        "wrote {0}/exp2.csv, {0}/exp2_makespan.svg, {0}/exp2_load.svg",
-        out.display()
-    );
+    let files = ["exp2.csv", "exp2_makespan.svg", "exp2_load.svg"];
+    println!("{}", wrote(out, &files));
     Ok(())
 }
 
 fn exp3(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), String> {
-    let mut points: Vec<(usize, usize)> = (100..=700).step_by(100).map(|p| (4, p)).collect();
-    points.extend([500, 700, 1000, 1100, 1300, 1500].map(|p| (10, p)));
+    let points = experiments::exp3_points();
     let total = points.len() as u64 * u64::from(settings.seeds);
     let pool = Pool::new(threads, total, "exp 3");
     let rows = experiments::exp3(settings, &points, &PolicySpec::paper_defaults(), &pool);
@@ -266,21 +247,16 @@ fn exp3(settings: &Settings, threads: Option<usize>, out: &Path) -> Result<(), S
             x: "packets",
             y: "share of busy time",
             series: (0..n)
-                .map(|i| Series {
-                    label: format!("node {}", i + 1),
-                    points: sub
-                        .iter()
-                        .map(|r| (r.packets as f64, r.busy_share[i]))
-                        .collect(),
+                .map(|i| {
+                    let share = |r: &&LoadRow| Some((r.packets as f64, r.busy_share[i]));
+                    Series::of(format!("node {}", i + 1), &sub, share)
                 })
                 .collect(),
         }
         .write(out, &format!("exp3_{n}nodes.svg"))?;
     }
-    println!(
-        "\nwrote {0}/exp3.csv, {0}/exp3_4nodes.svg, {0}/exp3_10nodes.svg",
-        out.display()
-    );
+    let files = ["exp3.csv", "exp3_4nodes.svg", "exp3_10nodes.svg"];
+    println!("\n{}", wrote(out, &files));
     Ok(())
 }
 
@@ -345,25 +321,16 @@ pub fn exp4(
             continue;
         }
         let xval = |r: &CompareRow| (if x == "nodes" { r.nodes } else { r.packets }) as f64;
-        let mut series: Vec<Series> = policies
-            .iter()
-            .map(|p| Series {
-                label: p.name().to_owned(),
-                points: sub
-                    .iter()
-                    .filter(|r| r.policy == p.name())
-                    .map(|r| (xval(r), r.makespan.mean))
-                    .collect(),
+        // A policy's rows of the sweep, as a line of `y` against x.
+        let line = |label: &str, policy: &str, y: fn(&CompareRow) -> f64| {
+            Series::of(label, &sub, |r| {
+                (r.policy == policy).then(|| (xval(r), y(r)))
             })
+        };
+        let mut series: Vec<Series> = (policies.iter())
+            .map(|p| line(p.name(), p.name(), |r| r.makespan.mean))
             .collect();
-        series.push(Series {
-            label: "lower bound".into(),
-            points: sub
-                .iter()
-                .filter(|r| r.policy == "paper")
-                .map(|r| (xval(r), r.lower_bound))
-                .collect(),
-        });
+        series.push(line("lower bound", "paper", |r| r.lower_bound));
         Chart {
             title: &format!("Exp 4 (fig. {fig}): makespan, {sweep}"),
             x,

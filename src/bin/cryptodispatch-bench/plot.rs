@@ -10,6 +10,18 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
+impl Series {
+    /// The line `label` through the point `point` gives of each item of `items` it keeps.
+    pub fn of<T>(
+        label: impl Into<String>,
+        items: impl IntoIterator<Item = T>,
+        point: impl FnMut(T) -> Option<(f64, f64)>,
+    ) -> Self {
+        let (label, points) = (label.into(), items.into_iter().filter_map(point).collect());
+        Series { label, points }
+    }
+}
+
 /// A line chart: title, axis labels, series.
 pub struct Chart<'a> {
     pub title: &'a str,

@@ -41,16 +41,16 @@ use clap::Args;
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::research::experiments::{
     self, AdaptiveRow, BURST_DUTY, BURST_LOAD, BURST_PACKETS, CAPS, CompareRow, EXP1_PACKETS,
-    PolicySettings, Settings,
+    PolicySettings, Settings, Stats,
 };
-use cryptodispatch::sim::research::matrix::{ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS, geo_mean};
+use cryptodispatch::sim::research::matrix::ADAPTIVE_TUNING_SEEDS as TUNING_SEEDS;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::live::{self, LiveArgs, Workload};
 use crate::milp::Solver;
 use crate::plot::{COLORS, Chart, Series};
-use crate::report::{Csv, Table, f, pct, write_file};
+use crate::report::{Csv, Table, f, pct, write_file, wrote};
 use crate::support::{Pool, parse_policies, policy_help};
 
 /// The header of `policies.csv`.
@@ -117,37 +117,19 @@ pub struct PoliciesArgs {
     pub sample: Option<usize>,
 }
 
-/// One setting's rows, as printed and written.
+/// One setting's rows, as printed and written: per point and policy (its label), the mean
+/// makespan and its reference, the lower bound (sim) or the reference's makespan (live, in ms,
+/// with no spread).
 struct Section {
     setting: &'static str,
     source: &'static str,
-    rows: Vec<Row>,
-}
-
-struct Row {
-    nodes: usize,
-    packets: usize,
-    policy: String,
     runs: usize,
-    makespan: f64,
-    std: Option<f64>,
-    reference: f64,
+    rows: Vec<CompareRow>,
 }
 
-impl Row {
-    fn ratio(&self) -> f64 {
-        self.makespan / self.reference
-    }
-}
-
-/// A policy's label: its name, or its full spelling (commas as `;`) when it has parameters
-/// other than the defaults.
-fn label(spec: &PolicySpec) -> String {
-    if spec.name().parse::<PolicySpec>().as_ref() == Ok(spec) {
-        spec.name().to_owned()
-    } else {
-        spec.to_string().replace(',', ";")
-    }
+/// A row's mean makespan over its reference.
+fn ratio(r: &CompareRow) -> f64 {
+    r.makespan.mean / r.lower_bound
 }
 
 impl PoliciesArgs {
@@ -169,7 +151,7 @@ impl PoliciesArgs {
     /// The policies of `--policies`, and their labels.
     pub fn specs(&self) -> Result<(Vec<PolicySpec>, Vec<String>), String> {
         let specs = parse_policies("--policies", self.policies.as_deref())?;
-        let labels = specs.iter().map(label).collect();
+        let labels = specs.iter().map(experiments::label).collect();
         Ok((specs, labels))
     }
 }
@@ -193,11 +175,25 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     );
     let runs = PolicySettings::run(&settings, &specs, adaptive, &pool);
     pool.finish();
-    let mut sections = vec![
-        sim_section("paper", &runs.paper, &labels, settings.seeds),
-        sim_section("bursty", &runs.bursty, &labels, settings.seeds),
-        sim_section("hetero", &runs.hetero, &labels, settings.seeds),
+    let sims = [
+        ("paper", &runs.paper),
+        ("bursty", &runs.bursty),
+        ("hetero", &runs.hetero),
     ];
+    // `compare` returns the policies in the order given, point after point.
+    let mut sections: Vec<Section> = (sims.iter())
+        .map(|&(setting, rows)| Section {
+            setting,
+            source: "sim",
+            runs: settings.seeds as usize,
+            rows: (rows.iter().zip(labels.iter().cycle()))
+                .map(|(r, l)| CompareRow {
+                    policy: l.clone(),
+                    ..r.clone()
+                })
+                .collect(),
+        })
+        .collect();
 
     if adaptive {
         print_adaptive(&runs.adaptive, &settings, out)?;
@@ -208,22 +204,18 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
         settings.seeds, settings.base_seed
     );
     println!("from the lower bound (mean makespan / mean lower bound; 1 would be optimal).\n");
-    print_section(
-        &sections[0],
-        "paper: the paper's settings (t in [16,36], CAP 32, load 1.5)",
-    );
-    print_section(
-        &sections[1],
-        &format!(
+    let titles = [
+        "paper: the paper's settings (t in [16,36], CAP 32, load 1.5)".to_owned(),
+        format!(
             "bursty: t in [16,36], CAP 32, bursts of ~{BURST_PACKETS} packets at {:.1}x capacity, on {}, mean load {BURST_LOAD}",
             BURST_LOAD / BURST_DUTY,
             pct(BURST_DUTY)
         ),
-    );
-    print_section(
-        &sections[2],
-        "hetero: 4 nodes, unit times 16, 24, 32, 48 (1 : 1.5 : 2 : 3), CAP 32, load 1.5",
-    );
+        "hetero: 4 nodes, unit times 16, 24, 32, 48 (1 : 1.5 : 2 : 3), CAP 32, load 1.5".to_owned(),
+    ];
+    for (section, title) in sections.iter().zip(&titles) {
+        print_section(section, title);
+    }
 
     if !args.no_live {
         let live_args = LiveArgs::quick(Workload::Hetero);
@@ -236,20 +228,18 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
         let section = Section {
             setting: "live-hetero",
             source: "live",
-            rows: rows
-                .iter()
-                .zip(&labels)
+            runs: live_args.reps,
+            rows: (rows.iter().zip(&labels))
                 .map(|(r, l)| {
                     let ms = r.makespan.as_secs_f64() * 1e3;
-                    Row {
+                    CompareRow {
+                        sweep: String::new(),
                         nodes: r.nodes,
                         packets: 0,
                         policy: l.clone(),
-                        runs: live_args.reps,
-                        makespan: ms,
-                        std: None,
+                        makespan: Stats { mean: ms, std: 0.0 },
                         // Same bytes on both sides: makespan ratio = throughput ratio.
-                        reference: ms * r.throughput / r.reference,
+                        lower_bound: ms * r.throughput / r.reference,
                     }
                 })
                 .collect(),
@@ -270,11 +260,15 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
                 r.nodes.to_string(),
                 r.packets.to_string(),
                 r.policy.clone(),
-                r.runs.to_string(),
-                f(r.makespan, 3),
-                r.std.map_or(String::new(), |s| f(s, 3)),
-                f(r.reference, 3),
-                f(r.ratio(), 4),
+                s.runs.to_string(),
+                f(r.makespan.mean, 3),
+                if s.source == "sim" {
+                    f(r.makespan.std, 3)
+                } else {
+                    String::new()
+                },
+                f(r.lower_bound, 3),
+                f(ratio(r), 4),
             ]);
         }
     }
@@ -286,45 +280,12 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
         &sections,
     )?;
     write_file(out, "policies.svg", &svg)?;
-    println!(
-        "wrote {0}/policies.csv, {0}/policies.svg{1}",
-        out.display(),
-        if adaptive {
-            format!(
-                ", {0}/policies_adaptive.csv, {0}/policies_adaptive.svg",
-                out.display()
-            )
-        } else {
-            String::new()
-        }
-    );
-    Ok(())
-}
-
-fn sim_section(
-    setting: &'static str,
-    rows: &[CompareRow],
-    labels: &[String],
-    seeds: u32,
-) -> Section {
-    // `compare` returns the policies in the order given, point after point.
-    Section {
-        setting,
-        source: "sim",
-        rows: rows
-            .iter()
-            .zip(labels.iter().cycle())
-            .map(|(r, l)| Row {
-                nodes: r.nodes,
-                packets: r.packets,
-                policy: l.clone(),
-                runs: seeds as usize,
-                makespan: r.makespan.mean,
-                std: Some(r.makespan.std),
-                reference: r.lower_bound,
-            })
-            .collect(),
+    let mut files = vec!["policies.csv", "policies.svg"];
+    if adaptive {
+        files.extend(["policies_adaptive.csv", "policies_adaptive.svg"]);
     }
+    println!("{}", wrote(out, &files));
+    Ok(())
 }
 
 fn print_section(s: &Section, title: &str) {
@@ -345,10 +306,14 @@ fn print_section(s: &Section, title: &str) {
             r.nodes.to_string(),
             packets,
             r.policy.clone(),
-            f(r.makespan, 1),
-            r.std.map_or("-".into(), |s| f(s, 1)),
-            f(r.reference, 1),
-            f(r.ratio(), 3),
+            f(r.makespan.mean, 1),
+            if live {
+                "-".into()
+            } else {
+                f(r.makespan.std, 1)
+            },
+            f(r.lower_bound, 1),
+            f(ratio(r), 3),
         ]);
     }
     print!("{}", t.render());
@@ -390,7 +355,7 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
             f(r.best_alpha, 2),
             f(r.best.mean, 1),
             f(r.adaptive.mean, 1),
-            f(r.adaptive.mean / r.best.mean, 3),
+            f(r.ratio(), 3),
             format!("{:+.1} +- {:.1}", r.diff.mean, r.diff.std / n.sqrt()),
             f(r.per_seed_best, 1),
             f(r.mean_alpha, 2),
@@ -405,7 +370,7 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
             f(r.best.std, 3),
             f(r.adaptive.mean, 3),
             f(r.adaptive.std, 3),
-            f(r.adaptive.mean / r.best.mean, 4),
+            f(r.ratio(), 4),
             f(r.diff.mean, 3),
             f(r.diff.std, 3),
             f(r.per_seed_best, 3),
@@ -413,13 +378,10 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
         ]);
     }
     print!("{}", t.render());
-    let ratios: Vec<f64> = rows.iter().map(|r| r.adaptive.mean / r.best.mean).collect();
-    let within = ratios.iter().filter(|&&x| x <= 1.01).count();
-    let geo = geo_mean(ratios.iter().copied());
+    let (within, geo) = AdaptiveRow::summary(rows);
     println!(
-        "\nwithin 1% of the best fixed alpha (or better) on {within} of {} settings; geometric mean of adaptive/best {:.3}",
-        ratios.len(),
-        geo
+        "\nwithin 1% of the best fixed alpha (or better) on {within} of {} settings; geometric mean of adaptive/best {geo:.3}",
+        rows.len()
     );
     write_file(out, "policies_adaptive.csv", csv.as_str())?;
     let mut labels: Vec<&str> = rows.iter().map(|r| r.nodes.as_str()).collect();
@@ -430,13 +392,10 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
         y: "makespan ratio (below 1: adaptive wins)",
         series: labels
             .iter()
-            .map(|&l| Series {
-                label: l.to_owned(),
-                points: rows
-                    .iter()
-                    .filter(|r| r.nodes == l)
-                    .map(|r| (r.cap as f64, r.adaptive.mean / r.best.mean))
-                    .collect(),
+            .map(|&l| {
+                Series::of(l, rows, |r| {
+                    (r.nodes == l).then(|| (r.cap as f64, r.ratio()))
+                })
             })
             .collect(),
     }
@@ -444,30 +403,22 @@ fn print_adaptive(rows: &[AdaptiveRow], settings: &Settings, out: &Path) -> Resu
     Ok(())
 }
 
-/// A horizontal grouped bar chart: one group per policy, one bar per setting (the mean ratio
-/// over the setting's points).
+/// A horizontal grouped bar chart, as SVG text: one group per policy, one bar per setting (the
+/// mean ratio over the setting's points).
 fn bars(
     title: &str,
     x_desc: &str,
     labels: &[String],
     sections: &[Section],
 ) -> Result<String, String> {
-    let values: Vec<Vec<f64>> = sections
-        .iter()
-        .map(|s| {
-            labels
-                .iter()
-                .map(|l| {
-                    let r: Vec<f64> = s
-                        .rows
-                        .iter()
-                        .filter(|r| &r.policy == l)
-                        .map(Row::ratio)
-                        .collect();
-                    r.iter().sum::<f64>() / r.len().max(1) as f64
-                })
-                .collect()
-        })
+    let mean = |s: &Section, l: &String| {
+        let mine: Vec<f64> = (s.rows.iter().filter(|r| &r.policy == l))
+            .map(ratio)
+            .collect();
+        Stats::of(&mine).mean
+    };
+    let values: Vec<Vec<f64>> = (sections.iter())
+        .map(|s| labels.iter().map(|l| mean(s, l)).collect())
         .collect();
     let mut svg = String::new();
     draw_bars(&mut svg, title, x_desc, labels, sections, &values)

@@ -76,12 +76,50 @@ impl Csv {
     }
 }
 
+/// Prints `rows`, each a CSV row's cells: as CSV under `header` when `csv`, else `title` and a
+/// table under `columns` of the cells at `picks` (every cell when `picks` is empty).
+pub fn print_rows(
+    csv: bool,
+    header: &str,
+    rows: &[Vec<String>],
+    title: &str,
+    columns: &str,
+    picks: &[usize],
+) {
+    if csv {
+        let mut c = Csv::new(header);
+        rows.iter().for_each(|r| c.row(r));
+        print!("{}", c.as_str());
+        return;
+    }
+    println!("{title}");
+    let mut t = Table::with_columns(columns);
+    for r in rows {
+        let picked = picks.iter().map(|&i| r[i].clone());
+        t.row(if picks.is_empty() {
+            r.clone()
+        } else {
+            picked.collect()
+        });
+    }
+    print!("{}", t.render());
+}
+
 /// Creates `dir` and writes `name` into it; returns the path written.
 pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<PathBuf, String> {
     fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let path = dir.join(name);
     fs::write(&path, contents).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     Ok(path)
+}
+
+/// `wrote DIR/A, DIR/B, ...`: the report's line naming the files `names` written to `dir`.
+pub fn wrote(dir: &Path, names: &[&str]) -> String {
+    let paths: Vec<String> = names
+        .iter()
+        .map(|n| format!("{}/{n}", dir.display()))
+        .collect();
+    format!("wrote {}", paths.join(", "))
 }
 
 /// A number with `d` decimals.

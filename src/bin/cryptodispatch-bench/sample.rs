@@ -3,10 +3,10 @@
 //! policy's on the same configuration; and small instances against the exact optimum.
 //!
 //! # Samples
-//! The space's [`TUNING_SEED`] names the sample rules may be shaped on; [`HELD_OUT_SEED`] the
+//! The space's `TUNING_SEED` names the sample rules may be shaped on; `HELD_OUT_SEED` the
 //! sample drawn after the default's rule was fixed, from which the reported figures come;
-//! [`EARLIER_HELD_OUT_SEED`] the first held-out sample, studied since. A run says which one
-//! it is. The small instances are the matrix's generator
+//! `EARLIER_HELD_OUT_SEED` the first held-out sample, studied since. A run says which one it
+//! is (`sim::research::matrix::sample_name`). The small instances are the matrix's generator
 //! (`sim::research::classes::small`) on seeds `S × 100000 + k`, apart from the matrix's seeds.
 //! The library's `sim::research::matrix` computes every figure.
 //!
@@ -15,31 +15,19 @@
 //! - `sample_optimum.csv` ([`OPTIMUM_HEADER`]): one row per small instance and policy;
 //! - `sample.svg`: per policy, the share of configurations within each ratio of the best.
 
-use cryptodispatch::sim::research::matrix::{self, Outcome, Standing};
-use cryptodispatch::sim::space::{
-    self, EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, TUNING_SEED, affinity_name,
-};
+use cryptodispatch::sim::research::matrix::{self, Outcome};
+use cryptodispatch::sim::space::{self, affinity_name};
 
 use crate::matrix::{optimum_csv, print_small};
 use crate::plot::{Chart, Series};
 use crate::policies::PoliciesArgs;
-use crate::report::{Csv, Table, f, write_file};
+use crate::report::{Csv, Table, f, write_file, wrote};
 use crate::support::Pool;
 
 /// The header of `sample.csv`.
 pub const CSV_HEADER: &str = "sample_seed,index,seed,nodes,speeds,capacity,load,chains,chain_min,chain_max,starts,short_jobs,lengths,bursts,affinity,known,packets,policy,makespan,bound,ratio_best";
 /// The header of `sample_optimum.csv`.
 pub const OPTIMUM_HEADER: &str = "seed,nodes,packets,lengths,policy,makespan,optimum,ratio";
-
-/// Which sample `seed` is.
-pub fn sample_name(seed: u64) -> &'static str {
-    match seed {
-        TUNING_SEED => "the tuning sample",
-        HELD_OUT_SEED => "the held-out sample",
-        EARLIER_HELD_OUT_SEED => "the first held-out sample, studied since: no longer held out",
-        _ => "a sample that is neither the tuning nor the held-out one",
-    }
-}
 
 /// Runs the sample and the small instances, prints the tables and writes the files.
 ///
@@ -65,7 +53,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
         "Policies on {} configurations drawn from the workload space (seed {}: {}).",
         outcomes.len(),
         args.seed,
-        sample_name(args.seed)
+        matrix::sample_name(args.seed)
     );
     println!("Makespan / the best policy's on the same configuration (1.000 = best).\n");
     summary(&outcomes, labels, |_| true, "every configuration");
@@ -97,21 +85,12 @@ fn summary(outcomes: &[Outcome], labels: &[String], keep: impl Fn(&Outcome) -> b
     let mut t = Table::with_columns(
         "policy,geo mean /best,worst /best,within 5%,within 10%,best,geo mean /bound",
     );
-    let mut rows: Vec<(f64, Vec<String>)> = labels
-        .iter()
-        .enumerate()
-        .map(|(p, l)| {
-            let s = Standing::of(mine.iter().map(|o| (o.makespan[p], o.best(), o.bound)));
-            let counts = [s.within_5, s.within_10, s.best].map(|n| n.to_string());
-            let mut row = vec![l.clone(), f(s.geo_best, 3), f(s.worst, 3)];
-            row.extend(counts);
-            row.push(f(s.geo_bound, 3));
-            (s.geo_best, row)
-        })
-        .collect();
-    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
-    for (_, r) in rows {
-        t.row(r);
+    for (p, s) in matrix::standings(&mine, labels.len()) {
+        let counts = [s.within_5, s.within_10, s.best].map(|n| n.to_string());
+        let mut row = vec![labels[p].clone(), f(s.geo_best, 3), f(s.worst, 3)];
+        row.extend(counts);
+        row.push(f(s.geo_bound, 3));
+        t.row(row);
     }
     print!("{}", t.render());
     println!();
@@ -123,16 +102,13 @@ fn worst_cases(outcomes: &[Outcome], labels: &[String]) {
     let default = cryptodispatch::sched::policy::DEFAULT.name();
     let p = labels.iter().position(|l| l == default).unwrap_or(0);
     let Some(name) = labels.get(p) else { return };
-    let ratio = |o: &Outcome| o.makespan[p] / o.best();
-    let mut worst: Vec<usize> = (0..outcomes.len()).collect();
-    worst.sort_by(|&a, &b| ratio(&outcomes[b]).total_cmp(&ratio(&outcomes[a])));
     println!("{name}'s five worst configurations:\n");
     let mut t = Table::new(&["index", "ratio", "best policy", "configuration"]);
-    for &index in worst.iter().take(5) {
+    for index in matrix::worst_first(outcomes, p).into_iter().take(5) {
         let o = &outcomes[index];
         t.row(vec![
             index.to_string(),
-            f(ratio(o), 3),
+            f(o.makespan[p] / o.best(), 3),
             labels[o.best_policy()].clone(),
             o.config.describe(),
         ]);
@@ -182,7 +158,6 @@ fn write_files(
     write_file(out, "sample_optimum.csv", csv.as_str())?;
     // Per policy, the share of configurations within x of the best, for x from 1 to 1.5.
     let grid: Vec<f64> = (0..=50).map(|k| 1.0 + f64::from(k) * 0.01).collect();
-    let n = outcomes.len().max(1) as f64;
     Chart {
         title: "Share of configurations within x of the best policy",
         x: "makespan / the configuration's best",
@@ -190,25 +165,15 @@ fn write_files(
         series: labels
             .iter()
             .enumerate()
-            .map(|(p, l)| Series {
-                label: l.clone(),
-                points: grid
-                    .iter()
-                    .map(|&x| {
-                        let within = outcomes
-                            .iter()
-                            .filter(|o| o.makespan[p] / o.best() <= x + 1e-9)
-                            .count();
-                        (x, within as f64 / n)
-                    })
-                    .collect(),
+            .map(|(p, l)| {
+                Series::of(l, &grid, |&x| {
+                    Some((x, matrix::share_within(outcomes, p, x)))
+                })
             })
             .collect(),
     }
     .write(out, "sample.svg")?;
-    println!(
-        "\nwrote {0}/sample.csv, {0}/sample_optimum.csv, {0}/sample.svg",
-        out.display()
-    );
+    let files = ["sample.csv", "sample_optimum.csv", "sample.svg"];
+    println!("\n{}", wrote(out, &files));
     Ok(())
 }

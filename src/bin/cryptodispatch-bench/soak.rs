@@ -26,7 +26,7 @@ use cryptodispatch::{AesOp, Direction, Job, JobHandle, KeyId, Mode, Service, Try
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
-use crate::report::{Csv, Table, f};
+use crate::report::{f, print_rows};
 use crate::support::{Text, lock, percentile};
 
 /// Options of `soak`.
@@ -218,24 +218,13 @@ fn row(seconds: u64, counts: &Counts, latencies: &Mutex<Vec<u64>>, drained: bool
 }
 
 fn print(rows: &[Vec<String>], args: &SoakArgs, capacity: f64) {
-    if args.csv {
-        let mut c = Csv::new(CSV_HEADER);
-        for r in rows {
-            c.row(r);
-        }
-        print!("{}", c.as_str());
-        return;
-    }
-    println!(
+    let title = format!(
         "soak: the default service, jobs offered at {:.1}x its measured rate ({:.0} jobs/s) for {} s",
         args.overload, capacity, args.seconds
     );
-    let mut t = Table::with_columns(
-        "seconds,offered jobs,completed,failed,lost,peak RSS MiB,RSS MiB,p99 latency µs",
-    );
-    for r in rows {
-        t.row(r.clone());
+    let columns = "seconds,offered jobs,completed,failed,lost,peak RSS MiB,RSS MiB,p99 latency µs";
+    print_rows(args.csv, CSV_HEADER, rows, &title, columns, &[]);
+    if !args.csv {
+        println!("(the last row is taken after the run drained: its `lost` is final)");
     }
-    print!("{}", t.render());
-    println!("(the last row is taken after the run drained: its `lost` is final)");
 }

@@ -18,7 +18,7 @@ use cryptodispatch::{Job, Mode, NodeSpec, Service};
 
 use crate::live::{LiveArgs, whole_blocks};
 use crate::openssl::{Baseline, Speed};
-use crate::report::{Csv, Table, f};
+use crate::report::{f, print_rows};
 use crate::support::Text;
 
 /// CSV columns of the stream workload.
@@ -74,45 +74,31 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     openssl.finish()?;
     let ossl = openssl.median();
     let opt = |x: Option<f64>, d| x.map_or(String::new(), |x| f(x, d));
-    if args.csv {
-        let mut c = Csv::new(CSV_HEADER);
-        for (run, through, reference) in &rows {
-            c.row(&[
-                "stream".into(),
-                run.to_string(),
-                size.to_string(),
-                packet.to_string(),
-                f(*through, 1),
-                f(*reference, 1),
-                opt(ossl, 1),
-                f(through / reference, 3),
-                opt(ossl.map(|o| through / o), 3),
-            ]);
-        }
-        print!("{}", c.as_str());
-        if let Some(line) = openssl.describe() {
-            eprintln!("{line}");
-        }
-        return Ok(());
-    }
-    println!(
+    let rows: Vec<Vec<String>> = (rows.iter())
+        .map(|(run, through, reference)| {
+            let mut cells = vec!["stream".to_owned(), run.to_string()];
+            cells.extend([size, packet].map(|n| n.to_string()));
+            cells.extend([f(*through, 1), f(*reference, 1), opt(ossl, 1)]);
+            cells.extend([f(through / reference, 3), opt(ossl.map(|o| through / o), 3)]);
+            cells
+        })
+        .collect();
+    let title = format!(
         "stream: one AES-128-CBC encryption job of {size} bytes in {packet}-byte packets, one AES node"
     );
-    let mut t =
-        Table::with_columns("run,service MB/s,direct MB/s,openssl MB/s,vs direct,vs openssl");
-    for (run, through, reference) in &rows {
-        t.row(vec![
-            run.to_string(),
-            f(*through, 1),
-            f(*reference, 1),
-            opt(ossl, 1),
-            f(through / reference, 3),
-            opt(ossl.map(|o| through / o), 3),
-        ]);
-    }
-    print!("{}", t.render());
-    if let Some(line) = openssl.describe() {
-        println!("{line}");
+    let columns = "run,service MB/s,direct MB/s,openssl MB/s,vs direct,vs openssl";
+    print_rows(
+        args.csv,
+        CSV_HEADER,
+        &rows,
+        &title,
+        columns,
+        &[1, 4, 5, 6, 7, 8],
+    );
+    match openssl.describe() {
+        Some(line) if args.csv => eprintln!("{line}"),
+        Some(line) => println!("{line}"),
+        None => {}
     }
     Ok(())
 }

@@ -113,25 +113,25 @@ impl Pool {
 impl PointRunner for Pool {
     fn run<T: Sync, R: Send>(&self, points: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
         let next = AtomicUsize::new(0);
-        let out: Mutex<Vec<Option<R>>> = Mutex::new((0..points.len()).map(|_| None).collect());
-        std::thread::scope(|s| {
-            for _ in 0..self.threads.clamp(1, points.len().max(1)) {
-                s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(point) = points.get(i) else { break };
-                        let r = f(point);
-                        lock(&out)[i] = Some(r);
-                        self.bar.inc(1);
-                    }
-                });
+        let threads = vec![(); self.threads.clamp(1, points.len().max(1))];
+        let done = on_threads(threads, false, |_, ()| {
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(point) = points.get(i) else {
+                    break done;
+                };
+                done.push((i, f(point)));
+                self.bar.inc(1);
             }
         });
-        out.into_inner()
-            .unwrap_or_else(|e| e.into_inner())
+        let mut done: Vec<(usize, R)> = done
+            .expect("a point panicked")
             .into_iter()
-            .map(|r| r.expect("every point was run"))
-            .collect()
+            .flatten()
+            .collect();
+        done.sort_by_key(|d| d.0);
+        done.into_iter().map(|d| d.1).collect()
     }
 }
 

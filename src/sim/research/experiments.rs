@@ -153,6 +153,28 @@ impl Paired {
     }
 }
 
+/// The median of `xs` (the mean of the middle two of an even count); `None` for none.
+pub fn median(xs: &[f64]) -> Option<f64> {
+    let mut xs = xs.to_vec();
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(xs[n / 2]),
+        _ => Some((xs[n / 2 - 1] + xs[n / 2]) / 2.0),
+    }
+}
+
+/// A policy's label in the reports: its name, or its full spelling (commas as `;`, so that it
+/// fits a CSV cell) when it has parameters other than the defaults.
+pub fn label(spec: &PolicySpec) -> String {
+    if spec.name().parse::<PolicySpec>().as_ref() == Ok(spec) {
+        spec.name().to_owned()
+    } else {
+        spec.to_string().replace(',', ";")
+    }
+}
+
 /// The α grid of experiments 1 and 2: 0, 0.05, …, 1.
 pub fn alpha_grid() -> Vec<f64> {
     (0..=20).map(|i| f64::from(i) / 20.0).collect()
@@ -251,6 +273,16 @@ pub struct AlphaCapRow {
     pub best: Stats,
 }
 
+impl AlphaCapRow {
+    /// The mean makespan at `alpha` (NaN if `alpha` is not of the grid).
+    pub fn at(&self, alpha: f64) -> f64 {
+        let mut by_alpha = self.by_alpha.iter();
+        by_alpha
+            .find(|(a, _)| (a - alpha).abs() < 1e-9)
+            .map_or(f64::NAN, |(_, s)| s.mean)
+    }
+}
+
 /// Experiment 1's runs: for each capacity and seed (seed k of a capacity is `base_seed + k`),
 /// the makespan under every α of [`alpha_grid`], and whatever `extra` computes on the same
 /// instance; in capacity-major order.
@@ -345,6 +377,14 @@ pub struct AlphaRow {
     pub packet_share: Vec<f64>,
     /// Mean share of the busy time per node, fastest node first.
     pub busy_share: Vec<f64>,
+}
+
+impl AlphaRow {
+    /// The row of `rows` with the least mean makespan (the first of equals).
+    pub fn least(rows: &[AlphaRow]) -> Option<&AlphaRow> {
+        rows.iter()
+            .min_by(|a, b| a.makespan.mean.total_cmp(&b.makespan.mean))
+    }
 }
 
 /// Experiment 2: α swept over [0, 1] with β = 1 − α, on `nodes` with `packets` packets.
@@ -486,6 +526,13 @@ pub struct CompareRow {
     pub lower_bound: f64,
 }
 
+/// The points of experiment 3: 4 nodes with 100…700 packets, 10 nodes with 500…1500.
+pub fn exp3_points() -> Vec<(usize, usize)> {
+    let mut points: Vec<(usize, usize)> = (100..=700).step_by(100).map(|p| (4, p)).collect();
+    points.extend([500, 700, 1000, 1100, 1300, 1500].map(|p| (10, p)));
+    points
+}
+
 /// The points of experiment 4: 4 nodes with 100…700 packets, 10 nodes with 500…1500, and
 /// 1000 packets on 4…10 nodes.
 pub fn exp4_points() -> Vec<(String, usize, usize)> {
@@ -500,6 +547,13 @@ pub fn exp4_points() -> Vec<(String, usize, usize)> {
         points.push(("1000 packets".to_owned(), n, 1000));
     }
     points
+}
+
+/// The points of the benchmark's default summary, an excerpt of experiment 4: 4 nodes with 300
+/// and 700 packets, 10 nodes with 1000 and 1500.
+pub fn summary_points() -> Vec<(String, usize, usize)> {
+    let points = [(4, 300), (4, 700), (10, 1000), (10, 1500)];
+    points.map(|(n, p)| (format!("{n} nodes"), n, p)).to_vec()
 }
 
 /// Experiment 4 (and any policy comparison): every policy on the same instances at each point.
@@ -537,6 +591,21 @@ pub struct AdaptiveRow {
     pub per_seed_best: f64,
     /// The mean α `paper-adaptive` used, over its placements and the seeds.
     pub mean_alpha: f64,
+}
+
+impl AdaptiveRow {
+    /// `paper-adaptive`'s mean makespan over the best fixed α's (below 1: adaptive wins).
+    pub fn ratio(&self) -> f64 {
+        self.adaptive.mean / self.best.mean
+    }
+
+    /// Over `rows`: in how many `paper-adaptive` is within 1% of the best fixed α (or better),
+    /// and the geometric mean of its [`ratio`](Self::ratio).
+    pub fn summary(rows: &[AdaptiveRow]) -> (usize, f64) {
+        let ratios = rows.iter().map(AdaptiveRow::ratio);
+        let within = ratios.clone().filter(|&x| x <= 1.01).count();
+        (within, super::matrix::geo_mean(ratios))
+    }
 }
 
 /// `paper-adaptive` wrapped to add up the α of its choices (sum, count) in `out`.

@@ -17,7 +17,7 @@ use crate::sim::engine::{SimConfig, simulate};
 use crate::sim::model::NodeModel;
 use crate::sim::research::classes::{self, Class};
 use crate::sim::research::experiments::PointRunner;
-use crate::sim::space::SpaceConfig;
+use crate::sim::space::{EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, SpaceConfig, TUNING_SEED};
 use crate::sim::trace::Trace;
 
 /// The seeds kept for tuning (first, last): `mct` was shaped on some of them and variants of
@@ -180,6 +180,33 @@ impl Small {
     }
 }
 
+/// Every policy's makespan over the optimum on `small`, as (mean, worst) with the jobs'
+/// lengths known, then unknown; a policy per entry, in the order of the makespans.
+pub fn against_optimum(small: &[Small]) -> Vec<[(f64, f64); 2]> {
+    let n = small.len().max(1) as f64;
+    let policies = small.first().map_or(0, |s| s.known.len());
+    let of = |r: Vec<f64>| {
+        (
+            r.iter().sum::<f64>() / n,
+            r.iter().copied().fold(0.0, f64::max),
+        )
+    };
+    (0..policies)
+        .map(|p| {
+            let (known, unknown): (Vec<f64>, Vec<f64>) = small.iter().map(|s| s.ratios(p)).unzip();
+            [of(known), of(unknown)]
+        })
+        .collect()
+}
+
+/// How the lower bound fares against the optimum on `small`: the instances where it lies
+/// above the optimum (it should on none), and the mean bound over the optimum.
+pub fn bound_against_optimum(small: &[Small]) -> (usize, f64) {
+    let over = small.iter().filter(|s| s.bound > s.optimum * (1.0 + 1e-6));
+    let ratios = small.iter().map(|s| s.bound / s.optimum);
+    (over.count(), ratios.sum::<f64>() / small.len() as f64)
+}
+
 /// The small instances of `seeds`, every policy of `specs` on each, the optimum found by
 /// `optimum` (given the seed and the instance).
 ///
@@ -241,6 +268,46 @@ impl Outcome {
             .min_by(|a, b| a.1.total_cmp(b.1))
             .map_or(0, |(p, _)| p)
     }
+}
+
+/// The share of `outcomes` in which `policy`'s makespan is within `x` times the best.
+pub fn share_within(outcomes: &[Outcome], policy: usize, x: f64) -> f64 {
+    let ratios = outcomes.iter().map(|o| o.makespan[policy] / o.best());
+    ratios.filter(|&r| r <= x + 1e-9).count() as f64 / outcomes.len().max(1) as f64
+}
+
+/// The indices of `outcomes`, `policy`'s makespan over the best the largest first.
+pub fn worst_first(outcomes: &[Outcome], policy: usize) -> Vec<usize> {
+    let ratio = |i: usize| outcomes[i].makespan[policy] / outcomes[i].best();
+    let mut indices: Vec<usize> = (0..outcomes.len()).collect();
+    indices.sort_by(|&a, &b| ratio(b).total_cmp(&ratio(a)));
+    indices
+}
+
+/// Which sample of the workload space `seed` draws: the tuning sample, the held-out one, the
+/// first held-out one (studied since), or another.
+pub fn sample_name(seed: u64) -> &'static str {
+    match seed {
+        TUNING_SEED => "the tuning sample",
+        HELD_OUT_SEED => "the held-out sample",
+        EARLIER_HELD_OUT_SEED => "the first held-out sample, studied since: no longer held out",
+        _ => "a sample that is neither the tuning nor the held-out one",
+    }
+}
+
+/// Every policy's [`Standing`] over `outcomes`, as (policy, standing), the least geometric
+/// mean over the best first.
+pub fn standings(outcomes: &[&Outcome], policies: usize) -> Vec<(usize, Standing)> {
+    let mut standings: Vec<(usize, Standing)> = (0..policies)
+        .map(|p| {
+            (
+                p,
+                Standing::of(outcomes.iter().map(|o| (o.makespan[p], o.best(), o.bound))),
+            )
+        })
+        .collect();
+    standings.sort_by(|a, b| a.1.geo_best.total_cmp(&b.1.geo_best));
+    standings
 }
 
 /// Every policy of `specs` on each configuration of `configs`.
@@ -320,6 +387,14 @@ impl OptimumCache {
     /// Keeps an instance's optimum.
     pub fn insert(&mut self, nodes: &[NodeModel], trace: &Trace, optimum: f64) {
         self.0.insert(Self::key(nodes, trace), optimum);
+    }
+
+    /// Keeps the optimum of every instance of `small` (of [`classes::small`], by seed).
+    pub fn insert_small(&mut self, small: &[Small]) {
+        for s in small {
+            let (nodes, trace) = classes::small(s.seed);
+            self.insert(&nodes, &trace, s.optimum);
+        }
     }
 
     /// Writes the cache to `path`.
