@@ -726,7 +726,18 @@ mod tests {
 
     #[test]
     fn histogram_buckets_bound_the_value_within_a_ninth() {
-        for ns in [8u64, 9, 15, 16, 17, 1000, 12_345, 999_999, 1 << 40, u64::MAX] {
+        for ns in [
+            8u64,
+            9,
+            15,
+            16,
+            17,
+            1000,
+            12_345,
+            999_999,
+            1 << 40,
+            u64::MAX,
+        ] {
             let i = Histogram::index(ns);
             let upper = Histogram::upper(i);
             assert!(upper >= ns, "{ns}: bucket tops at {upper}");

@@ -186,6 +186,29 @@ pub struct DaemonProcess {
     pub metrics: Option<std::net::SocketAddr>,
 }
 
+/// HAProxy's setup in front of `daemons`, on a free port (with their agent checks, if `agent`).
+pub fn behind_haproxy(daemons: &[DaemonProcess], agent: bool) -> Result<Setup, String> {
+    Ok(Setup {
+        frontend: format!(
+            "127.0.0.1:{}",
+            haproxy::free_port().map_err(|e| e.to_string())?
+        )
+        .parse()
+        .map_err(|e| format!("{e}"))?,
+        backends: daemons
+            .iter()
+            .enumerate()
+            .map(|(i, d)| Backend {
+                name: format!("d{i}"),
+                grpc: d.grpc,
+                agent_port: if agent { d.agent_port } else { None },
+            })
+            .collect(),
+        agent_inter_ms: 100,
+        check_inter_ms: 500,
+    })
+}
+
 impl Drop for DaemonProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -454,25 +477,7 @@ fn measure(
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let setup = Setup {
-        frontend: format!(
-            "127.0.0.1:{}",
-            haproxy::free_port().map_err(|e| e.to_string())?
-        )
-        .parse()
-        .map_err(|e| format!("{e}"))?,
-        backends: daemons
-            .iter()
-            .enumerate()
-            .map(|(i, d)| Backend {
-                name: format!("d{i}"),
-                grpc: d.grpc,
-                agent_port: if plan.agent { d.agent_port } else { None },
-            })
-            .collect(),
-        agent_inter_ms: 100,
-        check_inter_ms: 500,
-    };
+    let setup = behind_haproxy(&daemons, plan.agent)?;
     let proxy = Haproxy::start(haproxy_bin, &setup, dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

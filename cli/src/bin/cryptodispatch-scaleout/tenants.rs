@@ -37,10 +37,10 @@ use tokio::sync::Semaphore;
 use tonic::Code;
 
 use crate::remote::client::{Client, ClientConfig};
-use crate::remote::haproxy::{self, Backend, Haproxy, Setup};
+use crate::remote::haproxy::Haproxy;
 use crate::remote::proto::{self, AesRequest};
 use crate::report::{Csv, Table, f, write_file};
-use crate::scaleout::{DaemonProcess, IV, Jobs, ScaleoutArgs, start_daemon};
+use crate::scaleout::{DaemonProcess, IV, Jobs, ScaleoutArgs, behind_haproxy, start_daemon};
 
 /// The CSV header, the same as the library benchmark's `live --workload tenants`.
 pub const CSV_HEADER: &str =
@@ -339,25 +339,7 @@ pub fn measure(
             )
         })
         .collect::<Result<_, _>>()?;
-    let setup = Setup {
-        frontend: format!(
-            "127.0.0.1:{}",
-            haproxy::free_port().map_err(|e| e.to_string())?
-        )
-        .parse()
-        .map_err(|e| format!("{e}"))?,
-        backends: daemons
-            .iter()
-            .enumerate()
-            .map(|(i, d)| Backend {
-                name: format!("d{i}"),
-                grpc: d.grpc,
-                agent_port: None,
-            })
-            .collect(),
-        agent_inter_ms: 100,
-        check_inter_ms: 500,
-    };
+    let setup = behind_haproxy(&daemons, false)?;
     let proxy = Haproxy::start(haproxy_bin, &setup, dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
