@@ -604,7 +604,7 @@ impl AdaptiveRow {
     pub fn summary(rows: &[AdaptiveRow]) -> (usize, f64) {
         let ratios = rows.iter().map(AdaptiveRow::ratio);
         let within = ratios.clone().filter(|&x| x <= 1.01).count();
-        (within, super::matrix::geo_mean(ratios))
+        (within, geo_mean(ratios))
     }
 }
 
@@ -833,4 +833,10 @@ impl PolicySettings {
             hetero,
         }
     }
+}
+
+/// The geometric mean of `xs` (1 for none).
+pub fn geo_mean(xs: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x.ln(), n + 1));
+    (sum / n.max(1) as f64).exp()
 }

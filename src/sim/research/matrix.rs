@@ -17,6 +17,7 @@ use crate::sim::engine::{SimConfig, simulate};
 use crate::sim::model::NodeModel;
 use crate::sim::research::classes::{self, Class};
 use crate::sim::research::experiments::PointRunner;
+pub use crate::sim::research::experiments::geo_mean;
 use crate::sim::space::{EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, SpaceConfig, TUNING_SEED};
 use crate::sim::trace::Trace;
 
@@ -44,12 +45,6 @@ pub fn makespan(trace: &Trace, config: &SimConfig, spec: &PolicySpec) -> Result<
 /// The makespan of every policy of `specs`, in order.
 fn makespans(trace: &Trace, config: &SimConfig, specs: &[PolicySpec]) -> Result<Vec<f64>, String> {
     specs.iter().map(|s| makespan(trace, config, s)).collect()
-}
-
-/// The geometric mean of `xs` (1 for none).
-pub fn geo_mean(xs: impl Iterator<Item = f64>) -> f64 {
-    let (sum, n) = xs.fold((0.0, 0usize), |(s, n), x| (s + x.ln(), n + 1));
-    (sum / n.max(1) as f64).exp()
 }
 
 /// A policy's standing over a set of cases (the matrix's cells, the sample's configurations):

@@ -16,6 +16,7 @@ mod report;
 mod scaleout;
 mod tenants;
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -35,7 +36,13 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match scaleout::run(&cli.args) {
+    let tenants: scaleout::TenantsSetup = &|haproxy, daemon, dir, slowdown, args| {
+        let outcome = tenants::measure(haproxy, daemon, dir, slowdown, args)?;
+        Ok(Box::new(move |out: &Path, csv: bool| {
+            tenants::report(&outcome, out, csv)
+        }))
+    };
+    match scaleout::run(&cli.args, tenants) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cryptodispatch-scaleout: {e}");

@@ -41,7 +41,6 @@ use crate::remote::client::{Client, ClientConfig};
 use crate::remote::haproxy::{self, Backend, Haproxy, Setup};
 use crate::remote::proto::{self, AesRequest};
 use crate::report::{Csv, Table, f, write_file};
-use crate::tenants;
 
 const TOKEN: &str = "scaleout-bench-token-0123456789";
 const KEY: [u8; 16] = [0x42; 16];
@@ -302,7 +301,17 @@ fn raw_packet_ns() -> Result<f64, String> {
 }
 
 /// Runs `scaleout`.
-pub fn run(args: &ScaleoutArgs) -> Result<(), String> {
+/// A reporter of a setup measured apart (the tenants'): prints its table or CSV and writes its
+/// file in `out`.
+pub type Report = Box<dyn FnOnce(&Path, bool) -> Result<(), String>>;
+
+/// The tenants setup, given by the binary's `main.rs` (it builds on this module): measures
+/// with HAProxy's and the daemon's binaries, in a scratch folder, at a slowdown.
+pub type TenantsSetup<'a> =
+    &'a dyn Fn(&Path, &Path, &Path, f64, &ScaleoutArgs) -> Result<Report, String>;
+
+/// Runs the setups `args` names (the tenants one through `tenants`).
+pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
     let Some(haproxy_bin) = haproxy::find() else {
         println!(
             "scaleout: haproxy is not on PATH; install it (apt-get install haproxy) to run this experiment"
@@ -396,13 +405,7 @@ pub fn run(args: &ScaleoutArgs) -> Result<(), String> {
             outcomes.push(measure(&haproxy_bin, &daemon_bin, &dir, p, fs, args)?);
         }
         let tenants = if wanted.contains(&"tenants") {
-            Some(tenants::measure(
-                &haproxy_bin,
-                &daemon_bin,
-                &dir,
-                slowdown,
-                args,
-            )?)
+            Some(tenants(&haproxy_bin, &daemon_bin, &dir, slowdown, args)?)
         } else {
             None
         };
@@ -417,7 +420,7 @@ pub fn run(args: &ScaleoutArgs) -> Result<(), String> {
         if !outcomes.is_empty() && !args.csv {
             println!();
         }
-        tenants::report(&t, &args.out, args.csv)?;
+        t(&args.out, args.csv)?;
     }
     Ok(())
 }
