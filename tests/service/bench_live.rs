@@ -143,3 +143,21 @@ fn the_tenants_workload_prints_a_row_per_tenant_and_loses_nothing() {
     let sum: f64 = rows[2][5].parse::<f64>().unwrap() + rows[3][5].parse::<f64>().unwrap();
     assert!((sum - 1.0).abs() < 1e-3);
 }
+
+#[test]
+fn the_verify_workloads_csv_has_a_cell_under_every_column() {
+    let out = bench(&["live", "--workload", "verify", "--jobs", "64", "--csv"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let columns = lines.next().unwrap().split(',').count();
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 2);
+    for row in rows {
+        assert_eq!(row.split(',').count(), columns, "{row}");
+    }
+}
