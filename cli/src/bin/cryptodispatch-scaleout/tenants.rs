@@ -210,17 +210,30 @@ async fn closed_loop(
         if Instant::now() >= until {
             break;
         }
-        let (client, jobs, tally) = (client.clone(), Arc::clone(&jobs), Arc::clone(&tally));
-        let k = i % jobs.plains.len();
+        tasks.push(spawn_call(&client, &jobs, i, &tally, start, permit));
         i += 1;
-        tasks.push(tokio::spawn(async move {
-            call(client, jobs, k, tally, start).await;
-            drop(permit);
-        }));
     }
     for t in tasks {
         let _ = t.await;
     }
+}
+
+/// Starts call `i` (of the jobs in turn) on a task of its own, which gives `permit` back when
+/// the call is over.
+fn spawn_call(
+    client: &Client,
+    jobs: &Arc<Jobs>,
+    i: usize,
+    tally: &Shared,
+    start: Instant,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> tokio::task::JoinHandle<()> {
+    let (client, jobs, tally) = (client.clone(), Arc::clone(jobs), Arc::clone(tally));
+    let k = i % jobs.plains.len();
+    tokio::spawn(async move {
+        call(client, jobs, k, tally, start).await;
+        drop(permit);
+    })
 }
 
 /// Sends calls of `client` at `rate` per second, evenly spaced, from `from` to `until`, with at
@@ -249,13 +262,8 @@ async fn open_loop(
             tally.lock().unwrap_or_else(|e| e.into_inner()).dropped += 1;
             continue;
         };
-        let (client, jobs, tally) = (client.clone(), Arc::clone(&jobs), Arc::clone(&tally));
-        let k = i % jobs.plains.len();
+        tasks.push(spawn_call(&client, &jobs, i, &tally, start, permit));
         i += 1;
-        tasks.push(tokio::spawn(async move {
-            call(client, jobs, k, tally, start).await;
-            drop(permit);
-        }));
     }
     for t in tasks {
         let _ = t.await;
