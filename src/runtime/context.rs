@@ -3,10 +3,25 @@
 //! very worker it runs on.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+/// Shards of counters that many threads bump per job (threads beyond this share them).
+pub(crate) const SHARDS: usize = 16;
 
 thread_local! {
     /// On a worker thread: its service's serial number (0 elsewhere; services number from 1).
     static WORKER_OF: Cell<u64> = const { Cell::new(0) };
+    /// This thread's shard of per-job counters.
+    static SLOT: usize = {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Relaxed) % SHARDS
+    };
+}
+
+/// The calling thread's shard of per-job counters (below [`SHARDS`]), so that threads
+/// submitting or finishing jobs do not write one cache line by turns.
+pub(crate) fn shard() -> usize {
+    SLOT.with(|s| *s)
 }
 
 /// Marks the calling thread as a worker of the service numbered `service`.

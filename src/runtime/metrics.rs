@@ -15,6 +15,7 @@ use std::time::Duration;
 use crossbeam_utils::CachePadded;
 
 use crate::packet::{Cmd, NodeId, UnitTimes};
+use crate::runtime::context::{self, SHARDS};
 use crate::runtime::ids::ClusterKind;
 use crate::runtime::tenant::TenantMetrics;
 
@@ -71,7 +72,7 @@ pub(crate) struct ServiceCounters {
     out_of_attempts: AtomicU64,
     /// Jobs run on submitting threads: one shard per thread slot, so that submitting threads
     /// running small jobs do not write one cache line by turns.
-    inline: [CachePadded<InlineShard>; INLINE_SHARDS],
+    inline: [CachePadded<InlineShard>; SHARDS],
 }
 
 /// One shard of the inline job counts: jobs run, and how many of them failed.
@@ -79,17 +80,6 @@ pub(crate) struct ServiceCounters {
 struct InlineShard {
     jobs: AtomicU64,
     failed: AtomicU64,
-}
-
-/// Shards of the inline job counts (threads beyond this share them).
-const INLINE_SHARDS: usize = 16;
-
-thread_local! {
-    /// This thread's shard of the inline job counts.
-    static INLINE_SLOT: usize = {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        NEXT.fetch_add(1, Relaxed) % INLINE_SHARDS
-    };
 }
 
 impl ServiceCounters {
@@ -143,7 +133,7 @@ impl ServiceCounters {
     /// `jobs` jobs ran on this (submitting) thread, `failed` of them with an error: counted
     /// as submitted and finished, each as one packet admitted and resolved.
     pub(crate) fn jobs_inline(&self, jobs: u64, failed: u64) {
-        let shard = &self.inline[INLINE_SLOT.with(|s| *s)];
+        let shard = &self.inline[context::shard()];
         shard.jobs.fetch_add(jobs, Release);
         if failed > 0 {
             shard.failed.fetch_add(failed, Release);

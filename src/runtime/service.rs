@@ -307,13 +307,14 @@ impl Service {
                         .counters
                         .jobs_inline(1, u64::from(done.failed()));
                     tenant.admitted(bytes);
-                    wake_all(lease.finish(!done.failed()));
-                    return Ok(done.handle(submitted, Instant::now()));
+                    let finished = Instant::now();
+                    wake_all(lease.finish(!done.failed(), finished - submitted));
+                    return Ok(done.handle(submitted, finished));
                 }
                 Err(job) => job,
             }
         };
-        let p = self.prepare(job, task)?;
+        let p = self.prepare(job, task, Arc::clone(&tenant))?;
         p.job.attach(lease);
         let wait = if context::on_worker_of(self.engine.serial()) {
             Wait::No
@@ -354,7 +355,9 @@ impl Service {
     /// # Errors
     /// As [`submit`](Self::submit).
     pub fn submit_async(&self, job: Job) -> SubmitFuture<'_> {
-        let pending = self.prepare(job, self.engine.next_task());
+        let pending = self
+            .tenant_of(job.tenant)
+            .and_then(|tenant| self.prepare(job, self.engine.next_task(), tenant));
         let door = pending
             .as_ref()
             .ok()
@@ -394,7 +397,9 @@ impl Service {
                 let bytes = job.len() as u64;
                 let checked = match inline::check(&self.engine, job, &mut keys, task)? {
                     Ok(small) => Burst::Small(small),
-                    Err(job) => Burst::Node(Box::new(self.prepare(job, task)?)),
+                    Err(job) => {
+                        Burst::Node(Box::new(self.prepare(job, task, Arc::clone(&tenant))?))
+                    }
                 };
                 Ok((checked, tenant, bytes))
             })
@@ -418,7 +423,7 @@ impl Service {
                     ran += 1;
                     failed += u64::from(done.failed());
                     tenant.admitted(bytes);
-                    wake_all(lease.finish(!done.failed()));
+                    wake_all(lease.finish(!done.failed(), submitted.elapsed()));
                     slots.push(Ok(done));
                 }
                 Burst::Node(p) => {
@@ -485,7 +490,7 @@ impl Service {
             tenant.refused(bytes);
             return Err(TrySubmitError::OverLimit(job));
         };
-        let p = self.prepare(job, self.engine.next_task())?;
+        let p = self.prepare(job, self.engine.next_task(), Arc::clone(&tenant))?;
         p.job.attach(lease);
         match self.admit(p, Wait::No) {
             Ok(h) => {
@@ -610,10 +615,14 @@ impl Service {
             .ok_or(SubmitError::UnknownTenant(id))
     }
 
-    /// Checks a job and cuts it into packets, under its tenant (whose room it does not take
-    /// yet).
-    fn prepare(&self, job: Job, task: TaskId) -> Result<CutJob, SubmitError> {
-        let tenant = self.tenant_of(job.tenant)?;
+    /// Checks a job and cuts it into packets, under its tenant, looked up by the caller (whose
+    /// room it does not take yet).
+    fn prepare(
+        &self,
+        job: Job,
+        task: TaskId,
+        tenant: Arc<TenantState>,
+    ) -> Result<CutJob, SubmitError> {
         let bytes = job.len() as u64;
         let Cut {
             cluster,
@@ -892,10 +901,11 @@ impl Service {
         self.engine
             .counters
             .jobs_inline(1, u64::from(done.failed()));
+        let finished = Instant::now();
         if let Some(lease) = lease {
-            wake_all(lease.finish(!done.failed()));
+            wake_all(lease.finish(!done.failed(), finished - submitted));
         }
-        done.handle(submitted, Instant::now())
+        done.handle(submitted, finished)
     }
 
     /// Admits a prepared job; if the queue is full (and `wait` does not block), hands it back.

@@ -21,14 +21,16 @@
 //! a tenant's room. Wakers of futures waiting at the door are woken with no lock held.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
+use crossbeam_utils::CachePadded;
 use rustc_hash::FxHashMap;
 
 use crate::packet::TenantId;
+use crate::runtime::context::{self, SHARDS};
 use crate::runtime::error::TenantError;
 
 /// The longest name a tenant may have, in bytes.
@@ -177,17 +179,24 @@ pub struct TenantMetrics {
     pub latency: Option<[Duration; 4]>,
 }
 
-/// Latencies in a log-scale histogram: 8 buckets per power of two of nanoseconds.
+/// Latencies in a log-scale histogram: 8 buckets per power of two of nanoseconds, in
+/// [`HIST_SHARDS`] copies that threads record into by their shard (summed on read).
 struct Histogram {
     buckets: Vec<AtomicU64>,
 }
 
 const SUB: u32 = 8;
+/// Buckets of one copy.
+const BUCKETS: usize = 64 * SUB as usize;
+/// Copies of the histogram: 4 KiB each, a few so that two threads rarely share one.
+const HIST_SHARDS: usize = 4;
 
 impl Histogram {
     fn new() -> Self {
         Histogram {
-            buckets: (0..64 * SUB).map(|_| AtomicU64::new(0)).collect(),
+            buckets: (0..HIST_SHARDS * BUCKETS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
         }
     }
 
@@ -211,11 +220,18 @@ impl Histogram {
 
     fn record(&self, d: Duration) {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.buckets[Self::index(ns)].fetch_add(1, Relaxed);
+        let copy = context::shard() % HIST_SHARDS;
+        self.buckets[copy * BUCKETS + Self::index(ns)].fetch_add(1, Relaxed);
     }
 
     fn percentiles(&self) -> Option<[Duration; 4]> {
-        let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
+        let counts: Vec<u64> = (0..BUCKETS)
+            .map(|i| {
+                (0..HIST_SHARDS)
+                    .map(|c| self.buckets[c * BUCKETS + i].load(Relaxed))
+                    .sum()
+            })
+            .collect();
         let total: u64 = counts.iter().sum();
         if total == 0 {
             return None;
@@ -236,15 +252,60 @@ impl Histogram {
     }
 }
 
+/// One shard of a tenant's per-job counts (see `context::shard`): jobs and bytes that
+/// entered and left its limits (in flight: in less out, summed over the shards), admitted,
+/// completed and failed.
 #[derive(Default)]
-struct Counters {
+struct Shard {
+    jobs_in: AtomicU64,
+    bytes_in: AtomicU64,
+    jobs_out: AtomicU64,
+    bytes_out: AtomicU64,
     jobs_admitted: AtomicU64,
     bytes_admitted: AtomicU64,
     jobs_completed: AtomicU64,
     bytes_completed: AtomicU64,
     jobs_failed: AtomicU64,
+}
+
+/// A tenant's counts, sharded so that threads submitting and finishing its jobs (every job of
+/// a service without tenants is the default tenant's) do not write one cache line by turns.
+struct Counters {
+    shards: Box<[CachePadded<Shard>]>,
     jobs_refused: AtomicU64,
     bytes_refused: AtomicU64,
+}
+
+impl Counters {
+    fn new() -> Self {
+        Counters {
+            shards: (0..SHARDS).map(|_| CachePadded::default()).collect(),
+            jobs_refused: AtomicU64::new(0),
+            bytes_refused: AtomicU64::new(0),
+        }
+    }
+
+    /// The calling thread's shard.
+    fn mine(&self) -> &Shard {
+        &self.shards[context::shard()]
+    }
+
+    /// A count summed over the shards.
+    fn sum(&self, field: impl Fn(&Shard) -> &AtomicU64) -> u64 {
+        self.shards
+            .iter()
+            .fold(0u64, |acc, s| acc.wrapping_add(field(s).load(Relaxed)))
+    }
+
+    /// Jobs and bytes in flight.
+    fn in_flight(&self) -> (u64, u64) {
+        (
+            self.sum(|s| &s.jobs_in)
+                .wrapping_sub(self.sum(|s| &s.jobs_out)),
+            self.sum(|s| &s.bytes_in)
+                .wrapping_sub(self.sum(|s| &s.bytes_out)),
+        )
+    }
 }
 
 /// What waits for a tenant with limits, and its rate bucket.
@@ -273,14 +334,12 @@ pub(crate) enum Closed {
 pub(crate) struct TenantState {
     pub(crate) id: TenantId,
     name: String,
-    weight: AtomicU32,
+    weight: u32,
     limits: TenantLimits,
     /// Whether any limit is set: only then do jobs entering and leaving take `usage`'s lock
     /// (the in-flight counts change under it), so that a tenant without limits, the default
     /// one included, costs its submitters two atomic additions and no lock.
     limited: bool,
-    jobs: AtomicU64,
-    bytes: AtomicU64,
     usage: Mutex<Usage>,
     room: Condvar,
     counters: Counters,
@@ -302,11 +361,9 @@ impl TenantState {
         TenantState {
             id,
             name: spec.name.clone(),
-            weight: AtomicU32::new(spec.weight),
+            weight: spec.weight,
             limits: spec.limits,
             limited: spec.limits != TenantLimits::default(),
-            jobs: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
             usage: Mutex::new(Usage {
                 tokens: burst,
                 refilled: Instant::now(),
@@ -316,14 +373,9 @@ impl TenantState {
                 timed: Vec::new(),
             }),
             room: Condvar::new(),
-            counters: Counters::default(),
+            counters: Counters::new(),
             latency: Histogram::new(),
         }
-    }
-
-    /// The tenant's weight.
-    pub(crate) fn weight(&self) -> u32 {
-        self.weight.load(Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, Usage> {
@@ -334,7 +386,7 @@ impl TenantState {
     /// lock held, for a tenant with limits).
     fn try_enter_locked(&self, u: &mut Usage, bytes: u64) -> Result<(), Closed> {
         let l = self.limits;
-        let (jobs, in_flight) = (self.jobs.load(Relaxed), self.bytes.load(Relaxed));
+        let (jobs, in_flight) = self.counters.in_flight();
         if l.jobs_in_flight.is_some_and(|max| jobs >= max) {
             return Err(Closed::InFlight);
         }
@@ -362,8 +414,15 @@ impl TenantState {
     }
 
     fn count_in(&self, bytes: u64) {
-        self.jobs.fetch_add(1, Relaxed);
-        self.bytes.fetch_add(bytes, Relaxed);
+        let shard = self.counters.mine();
+        shard.jobs_in.fetch_add(1, Relaxed);
+        shard.bytes_in.fetch_add(bytes, Relaxed);
+    }
+
+    fn count_out(&self, bytes: u64) {
+        let shard = self.counters.mine();
+        shard.jobs_out.fetch_add(1, Relaxed);
+        shard.bytes_out.fetch_add(bytes, Relaxed);
     }
 
     /// Lets a job of `bytes` in now, or says why not.
@@ -461,13 +520,11 @@ impl TenantState {
     /// Gives back a job's room; returns the wakers to wake once no lock is held.
     fn leave(&self, bytes: u64, refund: bool) -> Vec<Waker> {
         if !self.limited {
-            self.jobs.fetch_sub(1, Relaxed);
-            self.bytes.fetch_sub(bytes, Relaxed);
+            self.count_out(bytes);
             return Vec::new();
         }
         let mut u = self.lock();
-        self.jobs.fetch_sub(1, Relaxed);
-        self.bytes.fetch_sub(bytes, Relaxed);
+        self.count_out(bytes);
         if refund && let Some(rate) = self.limits.bytes_per_sec {
             u.tokens = (u.tokens + bytes as f64).min(rate as f64);
         }
@@ -491,8 +548,9 @@ impl TenantState {
 
     /// Counts a job admitted.
     pub(crate) fn admitted(&self, bytes: u64) {
-        self.counters.jobs_admitted.fetch_add(1, Relaxed);
-        self.counters.bytes_admitted.fetch_add(bytes, Relaxed);
+        let shard = self.counters.mine();
+        shard.jobs_admitted.fetch_add(1, Relaxed);
+        shard.bytes_admitted.fetch_add(bytes, Relaxed);
     }
 
     /// Counts a job refused.
@@ -503,18 +561,18 @@ impl TenantState {
 
     fn metrics(&self) -> TenantMetrics {
         let waiting = self.lock().waiting_bytes;
-        let (jobs, bytes) = (self.jobs.load(Relaxed), self.bytes.load(Relaxed));
         let c = &self.counters;
+        let (jobs, bytes) = c.in_flight();
         TenantMetrics {
             tenant: self.id,
             name: self.name.clone(),
-            weight: self.weight(),
+            weight: self.weight,
             limits: self.limits,
-            jobs_admitted: c.jobs_admitted.load(Relaxed),
-            bytes_admitted: c.bytes_admitted.load(Relaxed),
-            jobs_completed: c.jobs_completed.load(Relaxed),
-            bytes_completed: c.bytes_completed.load(Relaxed),
-            jobs_failed: c.jobs_failed.load(Relaxed),
+            jobs_admitted: c.sum(|s| &s.jobs_admitted),
+            bytes_admitted: c.sum(|s| &s.bytes_admitted),
+            jobs_completed: c.sum(|s| &s.jobs_completed),
+            bytes_completed: c.sum(|s| &s.bytes_completed),
+            jobs_failed: c.sum(|s| &s.jobs_failed),
             jobs_refused: c.jobs_refused.load(Relaxed),
             bytes_refused: c.bytes_refused.load(Relaxed),
             jobs_in_flight: jobs,
@@ -531,7 +589,6 @@ impl TenantState {
 pub(crate) struct Lease {
     state: Arc<TenantState>,
     bytes: u64,
-    submitted: Instant,
     done: bool,
 }
 
@@ -549,23 +606,22 @@ impl Lease {
         Lease {
             state: Arc::clone(state),
             bytes,
-            submitted: Instant::now(),
             done: false,
         }
     }
 
-    /// The job finished (`ok`: with an output): counts it and its latency, and gives its room
-    /// back. Returns the wakers to wake once no lock is held.
+    /// The job finished (`ok`: with an output) `latency` after its submission: counts it and
+    /// its latency, and gives its room back. Returns the wakers to wake once no lock is held.
     #[must_use = "the wakers must be woken"]
-    pub(crate) fn finish(mut self, ok: bool) -> Vec<Waker> {
-        let c = &self.state.counters;
+    pub(crate) fn finish(mut self, ok: bool, latency: Duration) -> Vec<Waker> {
+        let shard = self.state.counters.mine();
         if ok {
-            c.jobs_completed.fetch_add(1, Relaxed);
-            c.bytes_completed.fetch_add(self.bytes, Relaxed);
+            shard.jobs_completed.fetch_add(1, Relaxed);
+            shard.bytes_completed.fetch_add(self.bytes, Relaxed);
         } else {
-            c.jobs_failed.fetch_add(1, Relaxed);
+            shard.jobs_failed.fetch_add(1, Relaxed);
         }
-        self.state.latency.record(self.submitted.elapsed());
+        self.state.latency.record(latency);
         self.done = true;
         self.state.leave(self.bytes, false)
     }
@@ -583,6 +639,9 @@ impl Drop for Lease {
 
 /// Every tenant of a service.
 pub(crate) struct Tenants {
+    /// The default tenant, also in `by_id`: every job of a service without tenants is its,
+    /// so it is found without the lock.
+    default: Arc<TenantState>,
     by_id: RwLock<FxHashMap<TenantId, Arc<TenantState>>>,
 }
 
@@ -595,10 +654,14 @@ impl fmt::Debug for Tenants {
 impl Tenants {
     /// The registry, with the default tenant in it.
     pub(crate) fn new() -> Self {
-        let default = TenantState::new(TenantId::DEFAULT, &TenantSpec::new("default"));
+        let default = Arc::new(TenantState::new(
+            TenantId::DEFAULT,
+            &TenantSpec::new("default"),
+        ));
         let mut by_id = FxHashMap::default();
-        by_id.insert(TenantId::DEFAULT, Arc::new(default));
+        by_id.insert(TenantId::DEFAULT, Arc::clone(&default));
         Tenants {
+            default,
             by_id: RwLock::new(by_id),
         }
     }
@@ -618,6 +681,9 @@ impl Tenants {
 
     /// The tenant `id`, if registered.
     pub(crate) fn get(&self, id: TenantId) -> Option<Arc<TenantState>> {
+        if id == TenantId::DEFAULT {
+            return Some(Arc::clone(&self.default));
+        }
         self.by_id
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -678,7 +744,7 @@ mod tests {
         let a = t.try_enter(10).unwrap();
         let b = t.try_enter(10).unwrap();
         assert_eq!(t.try_enter(10).unwrap_err(), Closed::InFlight);
-        drop(a.finish(true));
+        drop(a.finish(true, Duration::from_micros(5)));
         let c = t.try_enter(10).unwrap();
         drop((b, c));
         let m = t.metrics();
@@ -711,8 +777,8 @@ mod tests {
             Err(Closed::Rate(d)) => assert!(d <= Duration::from_millis(500) && !d.is_zero()),
             other => panic!("{other:?}"),
         }
-        drop(a.finish(true));
-        drop(b.finish(true));
+        drop(a.finish(true, Duration::from_micros(5)));
+        drop(b.finish(true, Duration::from_micros(5)));
         // A finished job's bytes stay spent; a withdrawn one's come back.
         assert!(t.try_enter(500).is_err());
         std::thread::sleep(Duration::from_millis(600));

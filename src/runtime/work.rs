@@ -199,9 +199,11 @@ impl JobRecord {
         counters.job_finished(ok);
         // The tenant counts the job before its outcome is published; the futures waiting for
         // the tenant's room are woken with no lock held.
-        let tenant_wakers = c.lease.take().map(|l| l.finish(ok));
+        let finished = Instant::now();
+        let latency = finished - self.submitted;
+        let tenant_wakers = c.lease.take().map(|l| l.finish(ok, latency));
         c.outcome = Outcome::Ready(outcome);
-        c.finished = Some(Instant::now());
+        c.finished = Some(finished);
         let waker = c.waker.take();
         let waiting = c.waiting > 0;
         drop(c);
