@@ -13,6 +13,17 @@ fn bench(args: &[&str]) -> Output {
         .expect("run cryptodispatch-bench")
 }
 
+/// The bench's standard output for `args`, after checking that it succeeded.
+fn stdout_of(args: &[&str]) -> String {
+    let out = bench(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
 #[test]
 fn every_live_workload_runs_and_checks_its_outputs() {
     let small: &[&[&str]] = &[
@@ -57,7 +68,7 @@ fn every_live_workload_runs_and_checks_its_outputs() {
 #[test]
 fn one_stream_runs_in_the_packets_asked_for() {
     for packet in ["65536", "4096"] {
-        let out = bench(&[
+        let text = stdout_of(&[
             "live",
             "--workload",
             "stream",
@@ -69,12 +80,6 @@ fn one_stream_runs_in_the_packets_asked_for() {
             "1",
             "--csv",
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
         let mut lines = text.lines();
         assert_eq!(
             lines.next(),
@@ -107,13 +112,7 @@ fn a_packet_size_that_is_not_whole_blocks_is_refused() {
 
 #[test]
 fn the_tenants_workload_prints_a_row_per_tenant_and_loses_nothing() {
-    let out = bench(&["live", "--workload", "tenants", "--csv", "--size", "4096"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = stdout_of(&["live", "--workload", "tenants", "--csv", "--size", "4096"]);
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
@@ -146,13 +145,7 @@ fn the_tenants_workload_prints_a_row_per_tenant_and_loses_nothing() {
 
 #[test]
 fn the_verify_workloads_csv_has_a_cell_under_every_column() {
-    let out = bench(&["live", "--workload", "verify", "--jobs", "64", "--csv"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = stdout_of(&["live", "--workload", "verify", "--jobs", "64", "--csv"]);
     let mut lines = text.lines();
     let columns = lines.next().unwrap().split(',').count();
     let rows: Vec<&str> = lines.collect();

@@ -185,6 +185,18 @@ pub struct DaemonProcess {
     pub metrics: Option<std::net::SocketAddr>,
 }
 
+/// A client of HAProxy's frontend `frontend` calling with `token`, on a connection of its own.
+pub async fn connect(frontend: std::net::SocketAddr, token: &str) -> Result<Client, String> {
+    Client::connect(&ClientConfig {
+        url: format!("http://{frontend}"),
+        token: Some(zeroize::Zeroizing::new(token.to_owned())),
+        max_message_bytes: 64 << 20,
+        ..ClientConfig::default()
+    })
+    .await
+    .map_err(|e| e.to_string())
+}
+
 /// HAProxy's setup in front of `daemons`, on a free port (with their agent checks, if `agent`).
 pub fn behind_haproxy(daemons: &[DaemonProcess], agent: bool) -> Result<Setup, String> {
     Ok(Setup {
@@ -489,14 +501,7 @@ fn measure(
         .map_err(|e| e.to_string())?;
     let concurrency = args.concurrency * plan.slowdowns.len();
     let (runs, retries) = runtime.block_on(async {
-        let client = Client::connect(&ClientConfig {
-            url: format!("http://{}", proxy.frontend),
-            token: Some(zeroize::Zeroizing::new(TOKEN.to_owned())),
-            max_message_bytes: 64 << 20,
-            ..ClientConfig::default()
-        })
-        .await
-        .map_err(|e| e.to_string())?;
+        let client = connect(proxy.frontend, TOKEN).await?;
         // Let HAProxy read the agents' weights (several agent intervals), and warm up.
         tokio::time::sleep(Duration::from_millis(600)).await;
         let jobs = Jobs::new(args.job_bytes)?;

@@ -36,11 +36,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tonic::Code;
 
-use crate::remote::client::{Client, ClientConfig};
+use crate::remote::client::Client;
 use crate::remote::haproxy::Haproxy;
 use crate::remote::proto::{self, AesRequest};
 use crate::report::{Csv, Table, f, write_file};
-use crate::scaleout::{DaemonProcess, IV, Jobs, ScaleoutArgs, behind_haproxy, start_daemon};
+use crate::scaleout::{
+    DaemonProcess, IV, Jobs, ScaleoutArgs, behind_haproxy, connect, start_daemon,
+};
 
 /// The CSV header, the same as the library benchmark's `live --workload tenants`.
 pub const CSV_HEADER: &str =
@@ -360,14 +362,7 @@ pub fn measure(
         let mut clients = Vec::new();
         for (name, _, token) in TENANTS {
             // A connection of its own per tenant, as separate clients would have.
-            let client = Client::connect(&ClientConfig {
-                url: format!("http://{}", proxy.frontend),
-                token: Some(zeroize::Zeroizing::new(token.to_owned())),
-                max_message_bytes: 64 << 20,
-                ..ClientConfig::default()
-            })
-            .await
-            .map_err(|e| e.to_string())?;
+            let client = connect(proxy.frontend, token).await?;
             clients.push((name, client));
         }
         let client = |name: &str| {
