@@ -412,9 +412,23 @@ pub fn measure_rounds(
         // The same checks a packet of a job gets (padding only for ECB and CBC).
         op.check_job_len(packet)?;
     }
-    let mut benches: Vec<Bench<'_>> = AesImpl::candidates(op)
-        .into_iter()
-        .map(|implementation| Bench::new(key, op, packet, implementation))
+    let candidates = AesImpl::candidates(op);
+    measure_these(key, op, packet, rounds, MIN_SAMPLE_BYTES, &candidates)
+}
+
+/// [`measure_rounds`] over the implementations `these` (each must run `op`; `packet` checked by
+/// the caller), each sample over at least `sample_bytes` of data.
+pub(crate) fn measure_these(
+    key: &AesKey,
+    op: AesOp,
+    packet: usize,
+    rounds: usize,
+    sample_bytes: usize,
+    these: &[AesImpl],
+) -> Result<Vec<Measured>, CryptoError> {
+    let mut benches: Vec<Bench<'_>> = these
+        .iter()
+        .map(|&implementation| Bench::new(key, op, packet, implementation, sample_bytes))
         .collect::<Result<_, _>>()?;
     for bench in &mut benches {
         bench.run_once()?; // warm-up: caches, page faults, the backends' feature checks
@@ -459,6 +473,7 @@ impl<'k> Bench<'k> {
         op: AesOp,
         packet: usize,
         implementation: AesImpl,
+        sample_bytes: usize,
     ) -> Result<Self, CryptoError> {
         let packets = match implementation {
             AesImpl::Lanes { width } => width,
@@ -477,7 +492,7 @@ impl<'k> Bench<'k> {
             None
         };
         let bytes_per_run = packets * packet;
-        let runs_per_sample = MIN_SAMPLE_BYTES.div_ceil(bytes_per_run).max(1);
+        let runs_per_sample = sample_bytes.div_ceil(bytes_per_run).max(1);
         Ok(Bench {
             key,
             op,

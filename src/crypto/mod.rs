@@ -13,13 +13,15 @@
 //!
 //! Which code runs a packet is a choice ([`AesImpl`]): RustCrypto, the lanes at a width, or
 //! AWS-LC (the `aws-lc` feature); all give the same bytes, and [`measure`] times them on the
-//! machine so that the fastest can be picked per operation and packet size.
+//! machine so that the fastest can be picked per operation and packet size: an [`ImplTable`]
+//! holds the pick, and a service's nodes run every AES packet on it.
 
 mod aes;
 #[cfg(feature = "aws-lc")]
 mod awslc;
 #[cfg(feature = "aws-lc")]
 mod awslc_keys;
+mod choice;
 mod ed25519;
 mod error;
 mod gcm;
@@ -28,6 +30,7 @@ mod lanes;
 mod serial;
 
 pub use self::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, Padding, padded_len};
+pub use self::choice::{ImplChoice, ImplTable, op_name};
 pub use self::ed25519::{
     BatchItem, KEY_LEN, SIGNATURE_LEN, SigningKey, VerifyingKey, verify_batch,
 };

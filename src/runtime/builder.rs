@@ -5,7 +5,7 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::Duration;
 
-use crate::crypto::BLOCK;
+use crate::crypto::{AesImpl, BLOCK, ImplTable, MAX_LANES};
 use crate::packet::{ClusterId, NodeId, UnitTimes};
 use crate::runtime::engine::Engine;
 use crate::runtime::error::BuildError;
@@ -26,7 +26,7 @@ pub struct NodeSpec {
     core: Option<usize>,
     capacity: Option<u64>,
     slots: u32,
-    lanes: usize,
+    lanes: Option<usize>,
     slowdown: f64,
     unit_times: Option<UnitTimes>,
     #[cfg(feature = "fault-injection")]
@@ -39,7 +39,7 @@ impl Default for NodeSpec {
             core: None,
             capacity: None,
             slots: NodeSpec::DEFAULT_SLOTS,
-            lanes: NodeSpec::DEFAULT_LANES,
+            lanes: None,
             slowdown: 1.0,
             unit_times: None,
             #[cfg(feature = "fault-injection")]
@@ -51,8 +51,10 @@ impl Default for NodeSpec {
 impl NodeSpec {
     /// The default bound on the packets a node queues at once, whatever their size.
     pub const DEFAULT_SLOTS: u32 = 64;
-    /// The default number of lanes of an AES node: serial packets (CBC and CFB encryption,
-    /// OFB) of different jobs it runs interleaved block by block (docs/ALGORITHM.md §15.3).
+    /// A usual number of lanes of an AES node: serial packets (CBC and CFB encryption, OFB) of
+    /// different jobs it runs interleaved block by block (docs/ALGORITHM.md §15.3). Unless set
+    /// with [`lanes`](Self::lanes), a node's lane sets are as wide as the implementation table
+    /// chose for their operation; the scheduler counts this many lanes on it.
     pub const DEFAULT_LANES: usize = crate::crypto::DEFAULT_LANES;
     /// The largest slowdown factor a node may emulate (a node a thousand times slower than
     /// the machine is a test of patience, not of scheduling).
@@ -98,13 +100,14 @@ impl NodeSpec {
         self
     }
 
-    /// The node's lanes: how many packets of serial AES operations (CBC and CFB encryption,
-    /// OFB) of different jobs it runs interleaved, block by block, to keep the AES unit busy
-    /// (default [`DEFAULT_LANES`](Self::DEFAULT_LANES); 1 runs one packet at a time). A node
-    /// never waits for a lane set to fill: it runs the serial packets at the front of its
-    /// queue, up to this many (docs/ALGORITHM.md §15.3).
+    /// The node's lanes: at most how many packets of serial AES operations (CBC and CFB
+    /// encryption, OFB) of different jobs it runs interleaved, block by block, to keep the AES
+    /// unit busy (1 runs one packet at a time). By default a node takes the lane width the
+    /// service's implementation table chose for the operation ([`ImplTable`]; no lane set where
+    /// another implementation won). A node never waits for a lane set to fill: it runs the
+    /// serial packets at the front of its queue, up to this many (docs/ALGORITHM.md §15.3).
     pub fn lanes(mut self, lanes: usize) -> Self {
-        self.lanes = lanes;
+        self.lanes = Some(lanes);
         self
     }
 
@@ -165,6 +168,7 @@ pub struct ServiceBuilder {
     max_attempts: u32,
     stream_outputs: usize,
     inline_limit: usize,
+    aes_implementation: Option<AesImpl>,
 }
 
 impl Default for ServiceBuilder {
@@ -183,6 +187,7 @@ impl Default for ServiceBuilder {
             max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             stream_outputs: 64,
             inline_limit: Self::DEFAULT_INLINE_LIMIT,
+            aes_implementation: None,
         }
     }
 }
@@ -205,6 +210,17 @@ impl ServiceBuilder {
     /// encryption, OFB) of an eighth of its length does, and a node runs it no faster than the
     /// submitting thread would (docs/ALGORITHM.md §15.6).
     pub const PARALLEL_INLINE_FACTOR: usize = crate::runtime::layout::PARALLEL_INLINE_FACTOR;
+
+    /// Pins `implementation` for every AES operation it can run ([`ImplTable::pinned`]: the
+    /// lanes run only the serial operations, RustCrypto the rest), for experiments and
+    /// comparisons. By default an operation's implementations are measured when its first job
+    /// is submitted and it runs on the fastest ([`ImplTable::measured`]); the choice shows in
+    /// [`Metrics::aes_implementations`](crate::runtime::Metrics::aes_implementations). AWS-LC
+    /// without the `aws-lc` feature is refused at [`build`](Self::build).
+    pub fn aes_implementation(mut self, implementation: AesImpl) -> Self {
+        self.aes_implementation = Some(implementation);
+        self
+    }
 
     /// Declares the AES cluster with these nodes.
     pub fn aes_cluster(self, nodes: impl IntoIterator<Item = NodeSpec>) -> Self {
@@ -400,6 +416,12 @@ impl ServiceBuilder {
         } else {
             self.clusters
         };
+        let aes_impls = match self.aes_implementation {
+            Some(implementation) => {
+                Arc::new(ImplTable::pinned(implementation).map_err(BuildError::Implementation)?)
+            }
+            None => machine_table(self.packet_size),
+        };
         let packet = self.packet_size as u64;
         // Eight of the largest packets a cluster makes: an AES packet may carry a padding block.
         let default_capacity = |kind: ClusterKind| match kind {
@@ -422,6 +444,7 @@ impl ServiceBuilder {
             stream_outputs: self.stream_outputs,
             inline_limit: self.inline_limit,
             fold_padding: false,
+            aes_impls,
         };
         let mut specs = Vec::new();
         let mut sched_clusters = Vec::new();
@@ -452,18 +475,21 @@ impl ServiceBuilder {
                     })?),
                     None => None,
                 };
+                // Only AES nodes have lanes (docs/ALGORITHM.md §15.3): at most the width set by
+                // hand, or the implementation table's choice.
+                let lanes = match kind {
+                    ClusterKind::Aes => node.lanes.unwrap_or(MAX_LANES).max(1),
+                    ClusterKind::Ed25519 => 1,
+                };
                 let capacity = node.capacity.unwrap_or(default_capacity(*kind));
                 let declared = node.unit_times;
                 // Placeholder unit times until the worker calibrates; declared times as given.
-                // Only AES nodes have lanes (docs/ALGORITHM.md §15.3).
-                let lanes = match kind {
-                    ClusterKind::Aes => node.lanes.max(1),
-                    ClusterKind::Ed25519 => 1,
-                };
                 configs.push(
                     NodeConfig::new(declared.unwrap_or(UnitTimes::uniform(1.0)), capacity)
                         .with_slots(node.slots)
-                        .with_lanes(u32::try_from(lanes).unwrap_or(u32::MAX)),
+                        .with_lanes(
+                            u32::try_from(sched_lanes(*kind, node.lanes)).unwrap_or(u32::MAX),
+                        ),
                 );
                 specs.push(WorkerSpec {
                     node: NodeId(specs.len() as u32),
@@ -593,4 +619,31 @@ impl Service {
     pub fn new() -> Result<Self, BuildError> {
         Service::builder().build()
     }
+}
+
+/// The lanes the scheduler counts on a node (`NodeStatus::lanes`): the width set by hand, or
+/// the usual [`NodeSpec::DEFAULT_LANES`] where the implementation table chooses per operation.
+fn sched_lanes(kind: ClusterKind, lanes: Option<usize>) -> usize {
+    match kind {
+        ClusterKind::Aes => lanes.unwrap_or(NodeSpec::DEFAULT_LANES).max(1),
+        ClusterKind::Ed25519 => 1,
+    }
+}
+
+/// The implementation table for packets of `packet` bytes: one per process and packet size
+/// (packets beyond [`ImplTable::MAX_MEASURE_PACKET`] share that size's), shared by every
+/// service built with it. It measures each operation the first time a job of it is submitted
+/// ([`ImplTable::measured`]); the nodes of one machine share its CPU, so one measurement serves
+/// them all. Should the packet size be refused (it cannot be: the builder checked it),
+/// RustCrypto runs everything.
+fn machine_table(packet: usize) -> Arc<ImplTable> {
+    static TABLES: std::sync::Mutex<Vec<Arc<ImplTable>>> = std::sync::Mutex::new(Vec::new());
+    let packet = packet.min(ImplTable::MAX_MEASURE_PACKET);
+    let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(table) = tables.iter().find(|t| t.packet() == packet) {
+        return Arc::clone(table);
+    }
+    let table = Arc::new(ImplTable::measured(packet).unwrap_or_else(|_| ImplTable::rustcrypto()));
+    tables.push(Arc::clone(&table));
+    table
 }

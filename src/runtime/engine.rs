@@ -953,6 +953,11 @@ impl Engine {
             keys: self.keys.len(),
             stored_states: self.store.len(),
             tenants: self.tenants.metrics(),
+            aes_implementations: if self.layout.aes.is_some() {
+                self.layout.aes_impls.choices()
+            } else {
+                Vec::new()
+            },
         }
     }
 }

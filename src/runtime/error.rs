@@ -45,6 +45,10 @@ pub enum BuildError {
     /// The operating system refused a worker thread.
     #[error("could not start a worker thread: {0}")]
     Spawn(String),
+    /// The pinned AES implementation cannot run here (AWS-LC without the `aws-lc` feature, or
+    /// lanes of a width out of range).
+    #[error("AES implementation: {0}")]
+    Implementation(CryptoError),
 }
 
 /// A key operation that failed.

@@ -19,27 +19,32 @@ use bytes::BytesMut;
 use smallvec::SmallVec;
 
 use crate::crypto::{
-    BatchItem, ChainState, CryptoError, Direction, LaneItem, run_lanes, verify_batch,
+    AesOp, BatchItem, ChainState, CryptoError, Direction, ImplTable, LaneItem, Tag, run_lanes,
+    verify_batch,
 };
 use crate::packet::{Packet, PacketMeta, TaskId};
 use crate::runtime::error::JobError;
 use crate::runtime::store::{StateStore, StoredState};
 use crate::runtime::work::{JobRecord, Operation, PacketData, PartOutput};
+use zeroize::Zeroize;
 
 /// A set of packets a worker runs at once.
 pub(crate) type PacketSet = SmallVec<[Packet<PacketData>; 1]>;
 
 /// The state store as a set being run sees it: states are read from the store, and the states
-/// the set leaves for its jobs' next packets wait here until [`commit`](Self::commit).
+/// the set leaves for its jobs' next packets wait here until [`commit`](Self::commit). It also
+/// carries the service's [`ImplTable`]: which implementation each AES operation runs on.
 pub(crate) struct States<'a> {
     store: &'a StateStore,
+    impls: &'a ImplTable,
     puts: SmallVec<[(TaskId, u32, StoredState); 1]>,
 }
 
 impl<'a> States<'a> {
-    pub(crate) fn new(store: &'a StateStore) -> Self {
+    pub(crate) fn new(store: &'a StateStore, impls: &'a ImplTable) -> Self {
         States {
             store,
+            impls,
             puts: SmallVec::new(),
         }
     }
@@ -60,12 +65,17 @@ impl<'a> States<'a> {
 /// The next packets to run from the front of the worker's hand: one packet; or a chain run,
 /// when it is of a chained AES job whose next packets follow it in the hand (they run one after
 /// another, the chaining state kept by the worker between them, not passed through the store);
-/// or, when it is of a serial AES operation (CBC or CFB encryption, OFB) and the node has
-/// lanes, the longest prefix of the hand (up to `lanes`) made of such packets of different
-/// jobs: a lane set. A set runs at once, whatever its size: a lane never waits for others to
-/// fill it, so a chained job's next packet is not held back. Taking a prefix keeps the node's
-/// packets in the order the scheduler placed them (docs/ALGORITHM.md §15.3).
-pub(crate) fn take_set(hand: &mut VecDeque<Packet<PacketData>>, lanes: usize) -> PacketSet {
+/// or, when it is of a serial AES operation (CBC or CFB encryption, OFB) that `impls` runs on
+/// the lanes, the longest prefix of the hand made of such packets of different jobs, up to the
+/// lane width `impls` chose for the first one and at most `lanes` (the node's own bound): a
+/// lane set. A set runs at once, whatever its size: a lane never waits for others to fill it,
+/// so a chained job's next packet is not held back. Taking a prefix keeps the node's packets in
+/// the order the scheduler placed them (docs/ALGORITHM.md §15.3).
+pub(crate) fn take_set(
+    hand: &mut VecDeque<Packet<PacketData>>,
+    lanes: usize,
+    impls: &ImplTable,
+) -> PacketSet {
     let Some(first) = hand.pop_front() else {
         return SmallVec::new();
     };
@@ -84,23 +94,28 @@ pub(crate) fn take_set(hand: &mut VecDeque<Packet<PacketData>>, lanes: usize) ->
         }
         return run;
     }
-    lane_set(hand, lanes, first)
+    lane_set(hand, lanes, impls, first)
 }
 
-/// `first` and, if it is serial and the node has lanes, the serial packets of other jobs that
-/// follow it in the hand, up to `lanes` in all.
+/// `first` and, if it is of a serial operation `impls` runs on the lanes, the packets of such
+/// operations of other jobs that follow it in the hand, up to the width chosen for `first`'s
+/// operation and at most `lanes`.
 fn lane_set(
     hand: &mut VecDeque<Packet<PacketData>>,
     lanes: usize,
+    impls: &ImplTable,
     first: Packet<PacketData>,
 ) -> PacketSet {
+    let laned = |p: &Packet<PacketData>| match &p.data.job.operation {
+        Operation::Aes { op, .. } if op.is_serial() => impls.lane_width(*op),
+        _ => 1,
+    };
+    let width = laned(&first).min(lanes);
     let mut set: PacketSet = SmallVec::new();
-    let serial = |p: &Packet<PacketData>| matches!(&p.data.job.operation, Operation::Aes { op, .. } if op.is_serial());
-    let lane_set = lanes > 1 && serial(&first);
     set.push(first);
-    while lane_set && set.len() < lanes {
+    while set.len() < width {
         match hand.front() {
-            Some(p) if serial(p) && set.iter().all(|q| q.meta.task != p.meta.task) => {
+            Some(p) if laned(p) > 1 && set.iter().all(|q| q.meta.task != p.meta.task) => {
                 if let Some(p) = hand.pop_front() {
                     set.push(p);
                 }
@@ -178,7 +193,14 @@ fn run_chain(store: &mut States<'_>, set: PacketSet) -> Vec<Result<PartOutput, J
                 continue;
             }
         };
-        match key.process(*op, &mut s, &mut data, msg_len, meta.last) {
+        match key.process_with(
+            store.impls.get(*op),
+            *op,
+            &mut s,
+            &mut data,
+            msg_len,
+            meta.last,
+        ) {
             Ok(n) => {
                 data.truncate(n);
                 results.push(Ok(PartOutput::Data(data)));
@@ -245,7 +267,14 @@ pub(crate) fn execute(
                 None if !chained => ChainState::default(),
                 iv => chain_state(store.store, job, meta.seq, iv)?,
             };
-            let n = key.process(*op, &mut state, data, msg_len, meta.last)?;
+            let n = key.process_with(
+                store.impls.get(*op),
+                *op,
+                &mut state,
+                data,
+                msg_len,
+                meta.last,
+            )?;
             if chained && !meta.last {
                 store.put(
                     job.task,
@@ -265,6 +294,19 @@ pub(crate) fn execute(
             aad,
             tag,
         } => {
+            if meta.seq == 0 && meta.last {
+                // A job of one packet: one call of the chosen implementation.
+                return gcm_whole(
+                    store.impls,
+                    key,
+                    *direction,
+                    nonce,
+                    aad,
+                    tag.as_ref(),
+                    data,
+                    msg_len,
+                );
+            }
             let mut state = if meta.seq == 0 {
                 Box::new(key.gcm_start(nonce, aad)?)
             } else {
@@ -311,6 +353,38 @@ pub(crate) fn execute(
         Operation::Verify { key, sig } => Ok(PartOutput::Verified(
             key.verify(&data[..msg_len], &sig[..])?,
         )),
+    }
+}
+
+/// Seals or opens a GCM job of one packet in one call of the implementation `impls` chose
+/// for it. On a failed open the packet is zeroized (AWS-LC may have decrypted it before
+/// comparing the tag), so nothing unauthenticated leaves.
+#[allow(clippy::too_many_arguments)]
+fn gcm_whole(
+    impls: &ImplTable,
+    key: &crate::crypto::AesKey,
+    direction: Direction,
+    nonce: &[u8],
+    aad: &[u8],
+    tag: Option<&Tag>,
+    data: &mut BytesMut,
+    msg_len: usize,
+) -> Result<PartOutput, JobError> {
+    let implementation = impls.get(AesOp::new(direction, crate::packet::Mode::Gcm));
+    let text = &mut data[..msg_len];
+    match (direction, tag) {
+        (Direction::Encrypt, _) => {
+            let tag = key.gcm_seal_in_place_with(implementation, nonce, aad, text)?;
+            Ok(PartOutput::Sealed(std::mem::take(data), tag))
+        }
+        (Direction::Decrypt, Some(tag)) => {
+            if let Err(e) = key.gcm_open_in_place_with(implementation, nonce, aad, text, &tag[..]) {
+                text.zeroize();
+                return Err(e.into());
+            }
+            Ok(PartOutput::Data(std::mem::take(data)))
+        }
+        (Direction::Decrypt, None) => Err(CryptoError::TagLength { got: 0 }.into()),
     }
 }
 
@@ -472,7 +546,8 @@ mod tests {
     /// Runs a set as a worker does: the states it leaves are committed before its results are
     /// delivered.
     fn run(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
-        let mut states = States::new(store);
+        let impls = crate::crypto::ImplTable::rustcrypto();
+        let mut states = States::new(store, &impls);
         let results = run_set(&mut states, set);
         states.commit();
         results
@@ -503,11 +578,38 @@ mod tests {
         // a time (ECB is not chained).
         let mut hand: VecDeque<Packet<PacketData>> = a.into_iter().chain(b).chain(c).collect();
         let sizes: Vec<Vec<u64>> = std::iter::from_fn(|| {
-            let set = take_set(&mut hand, 8);
+            let set = take_set(&mut hand, 8, &lanes(8));
             (!set.is_empty()).then(|| set.iter().map(|p| p.meta.task.0).collect())
         })
         .collect();
         assert_eq!(sizes, vec![vec![1, 1, 1, 1], vec![2], vec![3], vec![3]]);
+    }
+
+    fn lanes(width: usize) -> crate::crypto::ImplTable {
+        crate::crypto::ImplTable::pinned(crate::crypto::AesImpl::Lanes { width }).unwrap()
+    }
+
+    /// The sets a hand of one-packet serial jobs `1..=n` is taken in, by task.
+    fn sets_of(n: u64, cap: usize, impls: &crate::crypto::ImplTable) -> Vec<Vec<u64>> {
+        let key = Arc::new(AesKey::new(&[7; 16]).unwrap());
+        let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let mut hand: VecDeque<Packet<PacketData>> = (1..=n)
+            .flat_map(|t| packets(t, &key, cbc, &[1; 16], &[0; 32]))
+            .collect();
+        std::iter::from_fn(|| {
+            let set = take_set(&mut hand, cap, impls);
+            (!set.is_empty()).then(|| set.iter().map(|p| p.meta.task.0).collect())
+        })
+        .collect()
+    }
+
+    #[test]
+    fn lane_sets_are_as_wide_as_the_table_chose_within_the_nodes_bound() {
+        assert_eq!(sets_of(5, 64, &lanes(2)), [vec![1, 2], vec![3, 4], vec![5]]);
+        assert_eq!(sets_of(5, 3, &lanes(16)), [vec![1, 2, 3], vec![4, 5]]);
+        // Where the lanes did not win, serial packets run one at a time.
+        let one_by_one = crate::crypto::ImplTable::rustcrypto();
+        assert_eq!(sets_of(3, 64, &one_by_one), [vec![1], vec![2], vec![3]]);
     }
 
     #[test]

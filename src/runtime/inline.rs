@@ -214,7 +214,7 @@ pub(crate) fn run_prepared(
     } = work;
     // A single packet is its job's last, so the state store is not involved.
     let ran = catch_unwind(AssertUnwindSafe(|| {
-        let mut states = exec::States::new(&engine.store);
+        let mut states = exec::States::new(&engine.store, &engine.layout.aes_impls);
         let out = exec::execute(&mut states, &job, &meta, &mut data, msg_len, start);
         states.commit();
         out

@@ -1,8 +1,10 @@
 //! The facts fixed when a service is built: which cluster serves which kind, each node's
 //! place, and the limits and sizes every part of the runtime reads.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::crypto::ImplTable;
 use crate::packet::ClusterId;
 use crate::runtime::cut::Cutting;
 use crate::runtime::ids::ClusterKind;
@@ -39,6 +41,9 @@ pub(crate) struct Layout {
     /// Whether an encryption's padding block rides in its last packet (every AES node can
     /// hold a packet and a block; see [`Cutting`]).
     pub(crate) fold_padding: bool,
+    /// Which implementation each AES operation runs on, measured on its first job or pinned
+    /// when the service was built (the same for every node: they share the machine's CPU).
+    pub(crate) aes_impls: Arc<ImplTable>,
 }
 
 impl Layout {

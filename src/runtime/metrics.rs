@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
+use crate::crypto::ImplChoice;
 use crate::packet::{Cmd, NodeId, UnitTimes};
 use crate::runtime::context::{self, SHARDS};
 use crate::runtime::ids::ClusterKind;
@@ -214,6 +215,11 @@ pub struct Metrics {
     pub stored_states: usize,
     /// Every tenant, by id, the default tenant first.
     pub tenants: Vec<TenantMetrics>,
+    /// Which implementation each AES operation runs on, and the measured time per byte it was
+    /// chosen by ([`ImplTable`](crate::crypto::ImplTable); the same on every AES node). An
+    /// operation is measured the first time a job of it is submitted, and listed from then on
+    /// (every operation, when the implementation is pinned).
+    pub aes_implementations: Vec<ImplChoice>,
 }
 
 /// One node's counters.
@@ -393,6 +399,14 @@ impl fmt::Display for Metrics {
                 n.unit_times.get(a),
                 n.unit_times.get(b),
             )?;
+        }
+        if !self.aes_implementations.is_empty() {
+            let choices: Vec<String> = self
+                .aes_implementations
+                .iter()
+                .map(|c| c.to_string())
+                .collect();
+            writeln!(f, "aes implementations: {}", choices.join(", "))?;
         }
         for c in &self.clusters {
             writeln!(

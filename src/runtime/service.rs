@@ -532,6 +532,7 @@ impl Service {
         if self.engine.is_closing() {
             return Err(SubmitError::ShutDown);
         }
+        self.choose_implementation(op);
         let task = self.engine.next_task();
         let start = op.mode.takes_iv().then_some(state);
         Ok(Stream::new(
@@ -643,6 +644,13 @@ impl Service {
         })
     }
 
+    /// Makes sure the implementation `op` runs on is chosen: the first job of an operation
+    /// measures the implementations on the submitting thread (about half a millisecond), so
+    /// that no node measures in the middle of its work (docs/ALGORITHM.md §15.3).
+    fn choose_implementation(&self, op: AesOp) {
+        self.engine.layout.aes_impls.get(op);
+    }
+
     /// Checks a job and cuts it into packets.
     fn cut(&self, job: Job, task: TaskId) -> Result<Cut, SubmitError> {
         match job.kind {
@@ -651,6 +659,7 @@ impl Service {
                 op.check_job_len(data.len())?;
                 let state = ChainState::for_mode(op.mode, &iv)?;
                 let cluster = self.cluster(ClusterKind::Aes)?;
+                self.choose_implementation(op);
                 let len = data.len();
                 let job = Arc::new(JobRecord::new(
                     task,
@@ -710,6 +719,7 @@ impl Service {
         } = request;
         let aad = Arc::new(aad);
         let op = AesOp::new(direction, Mode::Gcm);
+        self.choose_implementation(op);
         let work = Operation::Gcm {
             key: aes,
             direction,

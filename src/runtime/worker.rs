@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use crate::crypto::{AesKey, AesOp, ChainState, Direction, SigningKey};
+use crate::crypto::{AesKey, AesOp, ChainState, Direction, ImplTable, SigningKey};
 use crate::packet::Packet;
 use crate::packet::{Cmd, Mode, NodeId, PacketMeta, TaskId, UnitTimes};
 use crate::runtime::context;
@@ -43,7 +43,8 @@ pub(crate) struct WorkerSpec {
     pub(crate) slowdown: f64,
     pub(crate) declared: Option<UnitTimes>,
     pub(crate) unit_len: usize,
-    /// Serial packets of different jobs the node runs interleaved (1: no lanes).
+    /// At most how many serial packets of different jobs the node runs interleaved (1: no
+    /// lanes); within it, the lane width the implementation table chose.
     pub(crate) lanes: usize,
     /// Faults to inject (tests and chaos tests; the `fault-injection` feature).
     #[cfg(feature = "fault-injection")]
@@ -96,9 +97,14 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         // Pinning is best effort: an unpinned node still works.
         let _ = core_affinity::set_for_current(core);
     }
-    let times = spec
-        .declared
-        .unwrap_or_else(|| calibrate(spec.kind, spec.unit_len, spec.slowdown));
+    let times = spec.declared.unwrap_or_else(|| {
+        calibrate(
+            spec.kind,
+            spec.unit_len,
+            spec.slowdown,
+            &engine.layout.aes_impls,
+        )
+    });
     engine.set_unit_times(spec.node, times);
     if let Some(ready) = ready {
         let _ = ready.send(());
@@ -126,7 +132,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             if faults.exit_now() {
                 return;
             }
-            let set = take_set(&mut hand.waiting(), spec.lanes);
+            let set = take_set(&mut hand.waiting(), spec.lanes, &engine.layout.aes_impls);
             if set.is_empty() {
                 break;
             }
@@ -156,7 +162,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 .store(engine.now_ns() + 1, Ordering::Release);
             faults.panic_now();
             let start = Instant::now();
-            let mut states = States::new(&engine.store);
+            let mut states = States::new(&engine.store, &engine.layout.aes_impls);
             let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set)))
                 .unwrap_or_else(|_| {
                     local.panics += 1;
@@ -229,9 +235,10 @@ pub fn emulate_slowdown(extra: Duration) {
     }
 }
 
-/// Measures the node's unit times: nanoseconds per packet of `unit_len` bytes (AES) or per
-/// operation (Ed25519), the fastest of a few runs, times the slowdown factor.
-fn calibrate(kind: ClusterKind, unit_len: usize, slowdown: f64) -> UnitTimes {
+/// Measures the node's unit times: nanoseconds per packet of `unit_len` bytes (AES, a packet
+/// alone on the implementation `impls` chose) or per operation (Ed25519), the fastest of a few
+/// runs, times the slowdown factor.
+fn calibrate(kind: ClusterKind, unit_len: usize, slowdown: f64, impls: &ImplTable) -> UnitTimes {
     fn fastest(runs: usize, mut f: impl FnMut()) -> f64 {
         (0..runs)
             .map(|_| {
@@ -252,7 +259,8 @@ fn calibrate(kind: ClusterKind, unit_len: usize, slowdown: f64) -> UnitTimes {
                 let op = AesOp::new(direction, Mode::Cbc);
                 fastest(5, || {
                     let mut state = ChainState::default();
-                    let _ = key.process(op, &mut state, &mut buf, unit_len, false);
+                    let _ =
+                        key.process_with(impls.get(op), op, &mut state, &mut buf, unit_len, false);
                 })
             };
             (run(Direction::Encrypt), run(Direction::Decrypt))

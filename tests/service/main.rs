@@ -10,6 +10,7 @@ mod bench_live;
 mod bench_support;
 mod errors;
 mod gcm;
+mod implementations;
 mod inline;
 mod layers;
 mod lifecycle;

@@ -854,6 +854,23 @@ async fn metrics_and_health() {
         ),
         Some(0.0)
     );
+    // The implementation of each AES operation run so far, with its measured figure.
+    let implementations: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("cryptodispatch_aes_implementation_ns_per_byte{"))
+        .collect();
+    assert!(!implementations.is_empty(), "{text}");
+    for line in &implementations {
+        assert!(line.contains("implementation=\""), "{line}");
+        let ns: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(ns > 0.0, "{line}");
+    }
+    assert!(
+        implementations
+            .iter()
+            .any(|l| l.contains("op=\"ecb-encrypt\"")),
+        "{text}"
+    );
     // Node state: both nodes (one per cluster) up, never failed.
     for (name, expect) in [
         ("cryptodispatch_node_up{", 1.0),

@@ -9,6 +9,9 @@
 //!   `_unit_time_seconds{cmd}` (per packet of the packet size), `_up` (1 up, 0 down: failed and
 //!   not back yet), `_failures_total`, `_stalls_total` (of the failures) and `_restarts_total`,
 //!   labelled `node` and `cluster`;
+//! - per AES operation run so far: `cryptodispatch_aes_implementation_ns_per_byte{op,
+//!   implementation}`, the implementation it runs on and its measured time per byte (0 when
+//!   pinned);
 //! - per cluster: `cryptodispatch_cluster_receive_queue`, `_cluster_queue`, `_wait_queue`
 //!   (packets), `_choose_list` (jobs bound to a node), `_policy_alarms_total`;
 //! - the service: `cryptodispatch_jobs_{submitted,completed,failed}_total`,
@@ -399,6 +402,21 @@ impl Collector for ServiceCollector {
              operation for Ed25519)",
             gauge,
             unit_times,
+        )?;
+
+        family(
+            e,
+            "cryptodispatch_aes_implementation_ns_per_byte",
+            "The implementation each AES operation run so far runs on (label `implementation`), \
+             with the time per byte measured on its first job (0 when pinned)",
+            gauge,
+            m.aes_implementations.iter().map(|c| {
+                let labels: Labels = vec![
+                    ("op", cryptodispatch::crypto::op_name(c.op)),
+                    ("implementation", c.implementation.to_string()),
+                ];
+                (labels, ConstGauge::new(c.ns_per_byte.unwrap_or(0.0)))
+            }),
         )?;
 
         let cluster = |kind| vec![("cluster", cluster_name(kind))];

@@ -1,0 +1,388 @@
+//! Which implementation runs each AES operation: an [`ImplTable`], measured on the machine
+//! ([`ImplTable::measure`]) or pinned ([`ImplTable::pinned`]). A service builds one when it
+//! starts and its nodes run every AES packet on the implementation the table names for the
+//! packet's operation (docs/ALGORITHM.md §15.3).
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use crate::crypto::aes::{AesKey, AesOp, BLOCK, Direction};
+use crate::crypto::error::CryptoError;
+use crate::crypto::impls::{AesImpl, Measured, measure_these};
+use crate::packet::Mode;
+
+/// The implementation chosen for one AES operation, and what it was chosen by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ImplChoice {
+    /// The operation (mode and direction; padding does not change the choice).
+    pub op: AesOp,
+    /// The implementation its packets run on.
+    pub implementation: AesImpl,
+    /// Its measured time per byte, in nanoseconds (for the lanes, per byte of a full set); `None`
+    /// when the choice was pinned rather than measured.
+    pub ns_per_byte: Option<f64>,
+    /// The measured time per byte of RustCrypto on its own path, for comparison; `None` when
+    /// pinned.
+    pub rustcrypto_ns_per_byte: Option<f64>,
+}
+
+impl fmt::Display for ImplChoice {
+    /// `cbc-encrypt lanes-16 (0.28 ns/B)`, or without the figure when pinned.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", op_name(self.op), self.implementation)?;
+        if let Some(ns) = self.ns_per_byte {
+            write!(f, " ({ns:.3} ns/B)")?;
+        }
+        Ok(())
+    }
+}
+
+/// An operation's name as metrics print it: `cbc-encrypt`, `gcm-decrypt`, ...
+pub fn op_name(op: AesOp) -> String {
+    let direction = match op.direction {
+        Direction::Encrypt => "encrypt",
+        Direction::Decrypt => "decrypt",
+    };
+    format!("{}-{direction}", op.mode.as_str())
+}
+
+/// The number of (mode, direction) pairs a table holds.
+const OPS: usize = Mode::ALL.len() * 2;
+
+/// The slot of an operation in a table: mode by mode, encryption before decryption.
+fn slot(op: AesOp) -> usize {
+    let mode = Mode::ALL.iter().position(|&m| m == op.mode).unwrap_or(0);
+    mode * 2 + usize::from(op.direction == Direction::Decrypt)
+}
+
+/// Every (mode, direction) pair, in slot order.
+fn all_ops() -> impl Iterator<Item = AesOp> {
+    Mode::ALL.into_iter().flat_map(|mode| {
+        [Direction::Encrypt, Direction::Decrypt]
+            .into_iter()
+            .map(move |direction| AesOp::new(direction, mode))
+    })
+}
+
+/// For each AES operation (mode and direction), the implementation its packets run on: pinned
+/// for every operation at once ([`pinned`](Self::pinned), [`rustcrypto`](Self::rustcrypto)),
+/// or measured on the machine ([`measured`](Self::measured)), each operation the first time
+/// it is asked for, so that a program pays only for the operations it runs (about half a
+/// millisecond each on the machine the project is measured on).
+///
+/// Every implementation gives the same bytes and hands on the same chaining state, so a table
+/// changes only speed: a job cut into packets may have them run on different implementations.
+/// A table is shared between threads; an operation is measured once, by the first thread to
+/// ask, while others asking for it wait.
+#[derive(Debug)]
+pub struct ImplTable {
+    slots: [OnceLock<ImplChoice>; OPS],
+    /// The packet size measured at; 0 for a pinned table.
+    packet: usize,
+}
+
+impl ImplTable {
+    /// The rounds a measurement times each implementation for: fewer than
+    /// [`MEASURE_ROUNDS`](crate::crypto::MEASURE_ROUNDS), as it runs on a job's first
+    /// submission.
+    pub const ROUNDS: usize = 3;
+
+    /// The largest packet a measurement times: per byte, the implementations' order no longer
+    /// changes beyond it, and a lane set of 64 packets of 16 MiB would take seconds to time.
+    pub const MAX_MEASURE_PACKET: usize = 4096;
+
+    /// The least data one timed sample of a measurement runs: 16 KiB, 4 to 16 µs on the
+    /// machine the project is measured on, long beside the clock's own cost.
+    pub const SAMPLE_BYTES: usize = 16 * 1024;
+
+    /// How much slower than the fastest a narrower lane set may measure and still be chosen
+    /// over it: a wider set needs more serial packets at once to fill, and widths 8 to 64 are
+    /// often within the measurement's noise of each other.
+    pub const NARROWER_LANES_SLACK: f64 = 1.05;
+
+    /// RustCrypto for every operation, with no lanes.
+    pub fn rustcrypto() -> Self {
+        Self::fixed(|_| AesImpl::RustCrypto)
+    }
+
+    fn fixed(choose: impl Fn(AesOp) -> AesImpl) -> Self {
+        let ops: Vec<AesOp> = all_ops().collect();
+        ImplTable {
+            slots: std::array::from_fn(|i| {
+                let op = ops[i];
+                OnceLock::from(ImplChoice {
+                    op,
+                    implementation: choose(op),
+                    ns_per_byte: None,
+                    rustcrypto_ns_per_byte: None,
+                })
+            }),
+            packet: 0,
+        }
+    }
+
+    /// `implementation` for every operation it runs ([`AesImpl::runs`]), RustCrypto for the
+    /// others (the lanes run only the serial operations). For experiments and comparisons.
+    ///
+    /// # Errors
+    /// [`CryptoError::ImplementationUnavailable`] for AWS-LC without the `aws-lc` feature,
+    /// [`CryptoError::LaneWidth`] for lanes of a width out of range.
+    pub fn pinned(implementation: AesImpl) -> Result<Self, CryptoError> {
+        if let AesImpl::Lanes { width } = implementation {
+            crate::crypto::lanes::check_width(width)?;
+        }
+        if !implementation.is_built() {
+            return Err(CryptoError::ImplementationUnavailable {
+                implementation: "aws-lc",
+                what: "a pinned table (the aws-lc feature is off)",
+            });
+        }
+        Ok(Self::fixed(|op| {
+            if implementation.runs(op) {
+                implementation
+            } else {
+                AesImpl::RustCrypto
+            }
+        }))
+    }
+
+    /// A table that measures each operation the first time it is asked for
+    /// ([`get`](Self::get)), on packets of `packet` bytes (a non-zero multiple of 16; at most
+    /// [`MAX_MEASURE_PACKET`](Self::MAX_MEASURE_PACKET) are timed), on the asking thread,
+    /// [`ROUNDS`](Self::ROUNDS) rounds each, and keeps the fastest. [`measure_all`] measures
+    /// every operation at once.
+    ///
+    /// Lane widths are tried narrowest first ([`LANE_WIDTHS`](crate::crypto::LANE_WIDTHS)): a
+    /// wider set is timed only while each width beats the one before it by more than
+    /// [`NARROWER_LANES_SLACK`](Self::NARROWER_LANES_SLACK), and of the widths timed the
+    /// narrowest within that slack of the fastest is chosen, since a wider set needs more
+    /// serial packets at once to fill. OFB and CTR decryption are the same computation as their
+    /// encryption and take its choice.
+    ///
+    /// [`measure_all`]: Self::measure_all
+    ///
+    /// # Errors
+    /// [`CryptoError::MeasurePacket`] unless `packet` is a non-zero multiple of 16 bytes.
+    pub fn measured(packet: usize) -> Result<Self, CryptoError> {
+        if packet == 0 || packet % BLOCK != 0 {
+            return Err(CryptoError::MeasurePacket { len: packet });
+        }
+        Ok(ImplTable {
+            slots: std::array::from_fn(|_| OnceLock::new()),
+            packet: packet.min(Self::MAX_MEASURE_PACKET),
+        })
+    }
+
+    /// Measures every operation not measured yet (see [`measured`](Self::measured)).
+    pub fn measure_all(&self) -> &Self {
+        for op in all_ops() {
+            self.get(op);
+        }
+        self
+    }
+
+    /// The implementation `op`'s packets run on; measured first if the table measures and
+    /// `op` has not been.
+    #[inline]
+    pub fn get(&self, op: AesOp) -> AesImpl {
+        self.choice(op).implementation
+    }
+
+    /// `op`'s choice, measured first if the table measures and `op` has not been.
+    pub fn choice(&self, op: AesOp) -> ImplChoice {
+        let i = slot(op);
+        *self.slots[i].get_or_init(|| {
+            let op = AesOp::new(op.direction, op.mode);
+            let same_as_encryption =
+                op.direction == Direction::Decrypt && matches!(op.mode, Mode::Ofb | Mode::Ctr);
+            if same_as_encryption {
+                let encryption = self.choice(AesOp::new(Direction::Encrypt, op.mode));
+                return ImplChoice { op, ..encryption };
+            }
+            measure_op(op, self.packet).unwrap_or(ImplChoice {
+                op,
+                implementation: AesImpl::RustCrypto,
+                ns_per_byte: None,
+                rustcrypto_ns_per_byte: None,
+            })
+        })
+    }
+
+    /// The choices made so far (every operation's, for a pinned table), mode by mode,
+    /// encryption before decryption.
+    pub fn choices(&self) -> Vec<ImplChoice> {
+        self.slots.iter().filter_map(|s| s.get().copied()).collect()
+    }
+
+    /// The packet size the table measures at (0 when pinned).
+    pub fn packet(&self) -> usize {
+        self.packet
+    }
+
+    /// Whether the table measures (rather than being pinned).
+    pub fn is_measured(&self) -> bool {
+        self.packet > 0
+    }
+
+    /// The lane-set width `op`'s choice asks for: the lanes' width, or 1 for any other
+    /// implementation (its packets run one at a time).
+    #[inline]
+    pub fn lane_width(&self, op: AesOp) -> usize {
+        match self.get(op) {
+            AesImpl::Lanes { width } => width,
+            _ => 1,
+        }
+    }
+}
+
+/// Times the implementations of `op` and returns its choice: the candidates other than the
+/// lanes, and lane widths narrowest first while each beats the one before by more than the
+/// slack.
+fn measure_op(op: AesOp, packet: usize) -> Result<ImplChoice, CryptoError> {
+    // The measurement's own key: its bytes never leave this function and are zeroized with it.
+    let key = &AesKey::new(&[0x6b; 16])?;
+    let rounds = ImplTable::ROUNDS;
+    let candidates = AesImpl::candidates(op);
+    let (lanes, others): (Vec<AesImpl>, Vec<AesImpl>) = candidates
+        .into_iter()
+        .partition(|i| matches!(i, AesImpl::Lanes { .. }));
+    let mut measured = measure_these(key, op, packet, rounds, ImplTable::SAMPLE_BYTES, &others)?;
+    let mut narrower: Option<Measured> = None;
+    for lane in lanes {
+        let m = measure_these(key, op, packet, rounds, ImplTable::SAMPLE_BYTES, &[lane])?;
+        let Some(&m) = m.first() else { break };
+        measured.push(m);
+        let gains = narrower
+            .is_none_or(|n| m.ns_per_byte * ImplTable::NARROWER_LANES_SLACK < n.ns_per_byte);
+        if !gains {
+            break;
+        }
+        narrower = Some(m);
+    }
+    measured.sort_by(|a, b| a.ns_per_byte.total_cmp(&b.ns_per_byte));
+    let best = pick(&measured);
+    Ok(ImplChoice {
+        op,
+        implementation: best.map_or(AesImpl::RustCrypto, |b| b.implementation),
+        ns_per_byte: best.map(|b| b.ns_per_byte),
+        rustcrypto_ns_per_byte: measured
+            .iter()
+            .find(|m| m.implementation == AesImpl::RustCrypto)
+            .map(|m| m.ns_per_byte),
+    })
+}
+
+/// The choice among `measured` (fastest first): the fastest, except that when it is a lane
+/// set, the narrowest lane set within [`ImplTable::NARROWER_LANES_SLACK`] of it.
+fn pick(measured: &[Measured]) -> Option<Measured> {
+    let best = *measured.first()?;
+    if !matches!(best.implementation, AesImpl::Lanes { .. }) {
+        return Some(best);
+    }
+    let width = |m: &Measured| match m.implementation {
+        AesImpl::Lanes { width } => Some(width),
+        _ => None,
+    };
+    measured
+        .iter()
+        .filter(|m| m.ns_per_byte <= best.ns_per_byte * ImplTable::NARROWER_LANES_SLACK)
+        .filter(|m| width(m).is_some())
+        .min_by_key(|m| width(m))
+        .copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::aes::Padding;
+
+    #[test]
+    fn slots_cover_every_operation_once() {
+        let mut seen = [false; OPS];
+        for op in all_ops() {
+            assert!(!std::mem::replace(&mut seen[slot(op)], true), "{op:?}");
+        }
+        assert!(seen.iter().all(|&s| s));
+        let table = ImplTable::rustcrypto();
+        for (i, c) in table.choices().iter().enumerate() {
+            assert_eq!(slot(c.op), i);
+        }
+        // Padding does not change the slot.
+        let padded = AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+        assert_eq!(
+            slot(padded),
+            slot(AesOp::new(Direction::Encrypt, Mode::Cbc))
+        );
+    }
+
+    #[test]
+    fn pinned_lanes_take_only_the_serial_operations() {
+        let table = ImplTable::pinned(AesImpl::Lanes { width: 16 }).unwrap();
+        assert_eq!(table.choices().len(), OPS);
+        for c in table.choices() {
+            let expected = if c.op.is_serial() {
+                AesImpl::Lanes { width: 16 }
+            } else {
+                AesImpl::RustCrypto
+            };
+            assert_eq!(c.implementation, expected, "{:?}", c.op);
+            assert_eq!(
+                table.lane_width(c.op),
+                if c.op.is_serial() { 16 } else { 1 }
+            );
+        }
+        assert!(!table.is_measured());
+        assert!(matches!(
+            ImplTable::pinned(AesImpl::Lanes { width: 0 }),
+            Err(CryptoError::LaneWidth { .. })
+        ));
+    }
+
+    #[test]
+    fn the_narrowest_lane_set_within_the_slack_is_picked() {
+        let m = |implementation, ns_per_byte| Measured {
+            implementation,
+            ns_per_byte,
+        };
+        let lanes = |width| AesImpl::Lanes { width };
+        let measured = [
+            m(lanes(32), 1.00),
+            m(lanes(16), 1.04),
+            m(lanes(8), 1.06),
+            m(AesImpl::RustCrypto, 1.01),
+        ];
+        assert_eq!(pick(&measured).unwrap().implementation, lanes(16));
+        let measured = [m(AesImpl::RustCrypto, 1.0), m(lanes(8), 1.01)];
+        assert_eq!(pick(&measured).unwrap().implementation, AesImpl::RustCrypto);
+        assert_eq!(pick(&[]), None);
+    }
+
+    #[test]
+    fn a_measured_table_measures_what_is_asked_for_and_names_a_candidate() {
+        let table = ImplTable::measured(256).unwrap();
+        assert!(table.is_measured());
+        assert_eq!(table.packet(), 256);
+        assert!(table.choices().is_empty());
+        let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        table.get(cbc);
+        assert_eq!(table.choices().len(), 1);
+        for c in table.measure_all().choices() {
+            assert!(AesImpl::candidates(c.op).contains(&c.implementation), "{c}");
+            assert!(c.ns_per_byte.is_some_and(|ns| ns > 0.0), "{c}");
+            assert!(c.rustcrypto_ns_per_byte.is_some(), "{c}");
+        }
+        assert_eq!(table.choices().len(), OPS);
+        // OFB and CTR decryption take their encryption's choice.
+        for mode in [Mode::Ofb, Mode::Ctr] {
+            let enc = table.choice(AesOp::new(Direction::Encrypt, mode));
+            let dec = table.choice(AesOp::new(Direction::Decrypt, mode));
+            assert_eq!(dec.implementation, enc.implementation);
+            assert_eq!(dec.ns_per_byte, enc.ns_per_byte);
+        }
+        assert_eq!(ImplTable::measured(1 << 20).unwrap().packet(), 4096);
+        assert!(matches!(
+            ImplTable::measured(100),
+            Err(CryptoError::MeasurePacket { len: 100 })
+        ));
+    }
+}
