@@ -30,7 +30,7 @@ use cryptodispatch::{
     Service, ServiceBuilder,
 };
 use rand::rngs::ChaCha8Rng;
-use rand::{Rng, RngExt};
+use rand::{Rng, RngExt, SeedableRng};
 
 use crate::openssl::{Baseline, Speed};
 use crate::report::{Csv, Table, f, pct, pcts};
@@ -279,6 +279,37 @@ pub fn encryption(rng: &mut ChaCha8Rng, mode: Mode, bytes: usize) -> Item {
     }
 }
 
+impl Work {
+    /// AES jobs under one key (drawn after them), made by `items` from `--seed` with packets
+    /// of `--size` bytes (default `packet`), on AES nodes slowed by `slowdowns`, from
+    /// `--threads` submitting threads (default `submitters`), the reference [`greedy`](
+    /// Self::greedy) or not.
+    pub fn aes(
+        args: &LiveArgs,
+        packet: usize,
+        slowdowns: &[f64],
+        submitters: usize,
+        greedy: bool,
+        items: impl FnOnce(&mut ChaCha8Rng, usize) -> Vec<Item>,
+    ) -> Result<Work, String> {
+        let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+        let packet = whole_blocks("--size", args.size.unwrap_or(packet), &args.workload.name())?;
+        let items = items(&mut rng, packet);
+        Ok(Work {
+            aes_keys: vec![random_bytes(&mut rng, 16)],
+            seeds: Vec::new(),
+            items,
+            slowdowns: slowdowns.to_vec(),
+            ed_nodes: 0,
+            packet_size: packet,
+            size_label: packet.to_string(),
+            submitters: args.threads.unwrap_or(submitters),
+            greedy,
+            openssl: None,
+        })
+    }
+}
+
 #[derive(Default)]
 struct Measured {
     elapsed: Duration,
@@ -483,14 +514,10 @@ pub struct LiveRow {
     pub size: String,
     pub throughput: f64,
     pub reference: f64,
-    /// `openssl speed`'s MB/s for the same cipher and size on as many processes as nodes (the
-    /// gcm and manycbc workloads, with openssl on PATH): the median of the runs interleaved
-    /// with the rounds.
-    pub openssl: Option<f64>,
-    /// The slowest and the fastest of those runs.
-    pub openssl_range: Option<(f64, f64)>,
-    /// The baseline in one line, for the report.
-    pub openssl_note: Option<String>,
+    /// `openssl speed` runs of the same cipher and size on as many processes as nodes,
+    /// interleaved with the rounds (the gcm and manycbc workloads): their median, spread and
+    /// line in the report.
+    pub openssl: Option<Baseline>,
     pub ed_ops: f64,
     pub mean_latency_us: f64,
     pub p99_latency_us: f64,
@@ -542,9 +569,6 @@ pub fn measure(
     if let Some(baseline) = openssl.as_mut() {
         baseline.finish()?;
     }
-    let openssl_mb_s = openssl.as_ref().and_then(Baseline::median);
-    let openssl_range = openssl.as_ref().and_then(Baseline::range);
-    let openssl_note = openssl.as_ref().and_then(Baseline::describe);
     let reference = reference.ok_or("no reference run")?;
     let bytes = work.items.iter().map(|i| i.data.len() as u64).sum::<u64>() as f64;
     let is_ed = |i: &&Item| matches!(i.spec, Spec::Sign { .. } | Spec::Verify { .. });
@@ -568,9 +592,7 @@ pub fn measure(
             size: work.size_label.clone(),
             throughput: bytes / m.elapsed.as_secs_f64() / 1e6,
             reference: ref_mb_s,
-            openssl: openssl_mb_s,
-            openssl_range,
-            openssl_note: openssl_note.clone(),
+            openssl: openssl.clone(),
             ed_ops: ed_ops / m.elapsed.as_secs_f64(),
             mean_latency_us: lat.iter().map(|d| d.as_secs_f64()).sum::<f64>()
                 / lat.len().max(1) as f64
@@ -611,16 +633,18 @@ pub fn print(rows: &[LiveRow], csv: bool) {
             f(r.throughput / r.reference, 3),
         ]
     };
+    let openssl = |r: &LiveRow| r.openssl.as_ref().and_then(Baseline::median);
     if csv {
         let mut c = Csv::new(CSV_HEADER);
         for r in rows {
+            let range = r.openssl.as_ref().and_then(Baseline::range);
             let mut cells = head(r);
             cells.extend([
                 f(r.mean_latency_us, 1),
                 f(r.p99_latency_us, 1),
-                r.openssl.map_or(String::new(), |o| f(o, 1)),
-                r.openssl_range.map_or(String::new(), |(lo, _)| f(lo, 1)),
-                r.openssl_range.map_or(String::new(), |(_, hi)| f(hi, 1)),
+                openssl(r).map_or(String::new(), |o| f(o, 1)),
+                range.map_or(String::new(), |(lo, _)| f(lo, 1)),
+                range.map_or(String::new(), |(_, hi)| f(hi, 1)),
             ]);
             c.row(&cells);
         }
@@ -634,8 +658,8 @@ pub fn print(rows: &[LiveRow], csv: bool) {
     for r in rows {
         let mut cells = head(r);
         cells.extend([
-            r.openssl.map_or("-".into(), |o| f(o, 1)),
-            r.openssl.map_or("-".into(), |o| f(r.throughput / o, 3)),
+            openssl(r).map_or("-".into(), |o| f(o, 1)),
+            openssl(r).map_or("-".into(), |o| f(r.throughput / o, 3)),
             or_dash(r.ed_ops, f(r.ed_ops, 0)),
             f(r.mean_latency_us, 1),
             f(r.p99_latency_us, 1),
@@ -647,7 +671,7 @@ pub fn print(rows: &[LiveRow], csv: bool) {
         t.row(cells);
     }
     print!("{}", t.render());
-    if let Some(note) = rows.first().and_then(|r| r.openssl_note.as_ref()) {
+    if let Some(note) = rows.first().and_then(|r| r.openssl.as_ref()?.describe()) {
         println!("{note}");
     }
     if let Some(first) = rows.first() {
