@@ -127,11 +127,6 @@ struct Section {
     rows: Vec<CompareRow>,
 }
 
-/// A row's mean makespan over its reference.
-fn ratio(r: &CompareRow) -> f64 {
-    r.makespan.mean / r.lower_bound
-}
-
 impl PoliciesArgs {
     /// Seeds per simulated point, or per cell with --matrix (10 with --quick).
     pub fn seeds(&self) -> u32 {
@@ -176,22 +171,16 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let runs = PolicySettings::run(&settings, &specs, adaptive, &pool);
     pool.finish();
     let sims = [
-        ("paper", &runs.paper),
-        ("bursty", &runs.bursty),
-        ("hetero", &runs.hetero),
+        ("paper", runs.paper),
+        ("bursty", runs.bursty),
+        ("hetero", runs.hetero),
     ];
-    // `compare` returns the policies in the order given, point after point.
-    let mut sections: Vec<Section> = (sims.iter())
-        .map(|&(setting, rows)| Section {
+    let mut sections: Vec<Section> = (sims.into_iter())
+        .map(|(setting, rows)| Section {
             setting,
             source: "sim",
             runs: settings.seeds as usize,
-            rows: (rows.iter().zip(labels.iter().cycle()))
-                .map(|(r, l)| CompareRow {
-                    policy: l.clone(),
-                    ..r.clone()
-                })
-                .collect(),
+            rows,
         })
         .collect();
 
@@ -268,7 +257,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
                     String::new()
                 },
                 f(r.lower_bound, 3),
-                f(ratio(r), 4),
+                f(r.ratio(), 4),
             ]);
         }
     }
@@ -313,7 +302,7 @@ fn print_section(s: &Section, title: &str) {
                 f(r.makespan.std, 1)
             },
             f(r.lower_bound, 1),
-            f(ratio(r), 3),
+            f(r.ratio(), 3),
         ]);
     }
     print!("{}", t.render());
@@ -411,14 +400,13 @@ fn bars(
     labels: &[String],
     sections: &[Section],
 ) -> Result<String, String> {
-    let mean = |s: &Section, l: &String| {
-        let mine: Vec<f64> = (s.rows.iter().filter(|r| &r.policy == l))
-            .map(ratio)
-            .collect();
-        Stats::of(&mine).mean
-    };
     let values: Vec<Vec<f64>> = (sections.iter())
-        .map(|s| labels.iter().map(|l| mean(s, l)).collect())
+        .map(|s| {
+            labels
+                .iter()
+                .map(|l| CompareRow::mean_ratio(&s.rows, l))
+                .collect()
+        })
         .collect();
     let mut svg = String::new();
     draw_bars(&mut svg, title, x_desc, labels, sections, &values)
