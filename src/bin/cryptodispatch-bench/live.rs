@@ -266,6 +266,24 @@ pub fn whole_blocks(flag: &str, value: usize, workload: &str) -> Result<usize, S
     Ok(value)
 }
 
+/// `n` bytes of a fixed pattern, for the workloads whose data need not be random.
+pub fn pattern(n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
+        .collect()
+}
+
+/// An AES operation in a random mode and direction.
+pub fn random_op(rng: &mut ChaCha8Rng) -> AesOp {
+    let mode = Mode::ALL[rng.random_range(0..4)];
+    let direction = if rng.random_bool(0.5) {
+        Direction::Encrypt
+    } else {
+        Direction::Decrypt
+    };
+    AesOp::new(direction, mode)
+}
+
 /// An encryption job in `mode` under key 0, of `bytes` random bytes, with a random IV.
 pub fn encryption(rng: &mut ChaCha8Rng, mode: Mode, bytes: usize) -> Item {
     Item {
