@@ -1,14 +1,15 @@
 //! The research API's statistics and its cache of optima (`sim::research`): two policies
 //! compared round by round, a policy's standing over a set of cases, optima kept in a file, and
-//! the figures the reports derive (medians, labels, small instances against their optimum,
-//! outcomes ranked).
+//! the figures the reports derive (medians, labels, ratios to the lower bound, small instances
+//! against their optimum, outcomes ranked).
 
 use cryptodispatch::packet::UnitTimes;
 use cryptodispatch::sched::PolicySpec;
 use cryptodispatch::sim::model::NodeModel;
 use cryptodispatch::sim::research::classes;
 use cryptodispatch::sim::research::experiments::{
-    AlphaRow, Paired, Stats, exp3_points, label, median, summary_points,
+    AlphaRow, CompareRow, InTurn, Paired, Settings, Stats, compare, exp3_points, label, median,
+    summary_points,
 };
 use cryptodispatch::sim::research::matrix::{
     OptimumCache, Outcome, Small, Standing, against_optimum, bound_against_optimum, sample_name,
@@ -145,4 +146,31 @@ fn outcomes_rank_the_policies_and_the_worst_cases() {
     let order: Vec<usize> = standings(&refs, 2).iter().map(|&(p, _)| p).collect();
     assert_eq!(order, vec![1, 0]);
     assert_eq!(sample_name(TUNING_SEED), "the tuning sample");
+}
+
+#[test]
+fn compared_rows_are_labelled_and_give_their_ratio_to_the_bound() {
+    let row = |policy: &str, mean: f64| CompareRow {
+        sweep: "4 nodes".to_owned(),
+        nodes: 4,
+        packets: 100,
+        policy: policy.to_owned(),
+        makespan: Stats { mean, std: 0.0 },
+        lower_bound: 100.0,
+    };
+    assert!((row("paper", 125.0).ratio() - 1.25).abs() < 1e-12);
+    let rows = [row("paper", 120.0), row("mct", 150.0), row("paper", 140.0)];
+    assert!((CompareRow::mean_ratio(&rows, "paper") - 1.3).abs() < 1e-12);
+    // A policy with parameters of its own is named by its full spelling, commas as `;`.
+    let settings = Settings {
+        seeds: 1,
+        ..Settings::default()
+    };
+    let specs = [PolicySpec::paper_defaults(), PolicySpec::paper(0.5, 0.5)];
+    let points = [("4 nodes".to_owned(), 4, 20)];
+    let rows = compare(&settings, &points, &specs, &InTurn);
+    let names: Vec<&str> = rows.iter().map(|r| r.policy.as_str()).collect();
+    assert_eq!(names, ["paper".to_owned(), label(&specs[1])]);
+    assert!(names[1].starts_with("paper:") && !names[1].contains(','));
+    assert!(rows.iter().all(|r| r.ratio() >= 1.0 - 1e-9));
 }

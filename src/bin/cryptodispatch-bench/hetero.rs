@@ -8,11 +8,10 @@
 //! run checks the same on real nodes.
 
 use cryptodispatch::Mode;
-use rand::rngs::ChaCha8Rng;
+use rand::RngExt;
 use rand::seq::SliceRandom;
-use rand::{RngExt, SeedableRng};
 
-use crate::live::{Item, LiveArgs, Work, encryption, random_bytes, whole_blocks};
+use crate::live::{Item, LiveArgs, Work, encryption};
 
 /// The slowdowns of `hetero` and `hetero-chains`.
 const SLOWDOWNS: [f64; 4] = [1.0, 1.5, 2.0, 3.0];
@@ -23,35 +22,10 @@ pub const CHAINS: usize = 160;
 /// Packets per chain of `many-chains`, uniform over this inclusive range.
 pub const PACKETS: (usize, usize) = (4, 16);
 
-/// The jobs `items` makes with packets of --size bytes (default `packet`), on nodes slowed by
-/// `slowdowns`.
-fn slowed(
-    args: &LiveArgs,
-    packet: usize,
-    slowdowns: &[f64],
-    items: impl FnOnce(&mut ChaCha8Rng, usize) -> Vec<Item>,
-) -> Result<Work, String> {
-    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
-    let packet = whole_blocks("--size", args.size.unwrap_or(packet), &args.workload.name())?;
-    let items = items(&mut rng, packet);
-    Ok(Work {
-        aes_keys: vec![random_bytes(&mut rng, 16)],
-        seeds: Vec::new(),
-        items,
-        slowdowns: slowdowns.to_vec(),
-        ed_nodes: 0,
-        packet_size: packet,
-        size_label: packet.to_string(),
-        submitters: args.threads.unwrap_or(1),
-        greedy: true,
-        openssl: None,
-    })
-}
-
 /// `hetero`: --jobs (default 120) CBC or ECB jobs of 1-8 packets.
 pub fn hetero(args: &LiveArgs) -> Result<Work, String> {
     let jobs = args.jobs.unwrap_or(120);
-    slowed(args, 256 * 1024, &SLOWDOWNS, |rng, packet| {
+    Work::aes(args, 256 * 1024, &SLOWDOWNS, 1, true, |rng, packet| {
         (0..jobs)
             .map(|_| {
                 let packets = rng.random_range(1..=8usize);
@@ -68,7 +42,7 @@ pub fn hetero(args: &LiveArgs) -> Result<Work, String> {
 
 /// `hetero-chains`: 40 CBC chains of 10-30 packets among 80 ECB jobs of 1-2 packets, shuffled.
 pub fn chains(args: &LiveArgs) -> Result<Work, String> {
-    slowed(args, 64 * 1024, &SLOWDOWNS, |rng, packet| {
+    Work::aes(args, 64 * 1024, &SLOWDOWNS, 1, true, |rng, packet| {
         let mut items: Vec<Item> = (0..120)
             .map(|k| {
                 let (mode, packets) = if k < 40 {
@@ -86,7 +60,7 @@ pub fn chains(args: &LiveArgs) -> Result<Work, String> {
 
 /// `many-chains`: [`CHAINS`] CBC chains of [`PACKETS`] packets.
 pub fn many_chains(args: &LiveArgs) -> Result<Work, String> {
-    slowed(args, 16 * 1024, &MANY_SLOWDOWNS, |rng, packet| {
+    Work::aes(args, 16 * 1024, &MANY_SLOWDOWNS, 1, true, |rng, packet| {
         (0..CHAINS)
             .map(|_| {
                 let packets = rng.random_range(PACKETS.0..=PACKETS.1);

@@ -30,7 +30,7 @@ use cryptodispatch::{
     Service, ServiceBuilder,
 };
 use rand::rngs::ChaCha8Rng;
-use rand::{Rng, RngExt};
+use rand::{Rng, RngExt, SeedableRng};
 
 use crate::openssl::{Baseline, Speed};
 use crate::report::{Csv, Table, f, pct, pcts};
@@ -266,6 +266,24 @@ pub fn whole_blocks(flag: &str, value: usize, workload: &str) -> Result<usize, S
     Ok(value)
 }
 
+/// `n` bytes of a fixed pattern, for the workloads whose data need not be random.
+pub fn pattern(n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
+        .collect()
+}
+
+/// An AES operation in a random mode and direction.
+pub fn random_op(rng: &mut ChaCha8Rng) -> AesOp {
+    let mode = Mode::ALL[rng.random_range(0..4)];
+    let direction = if rng.random_bool(0.5) {
+        Direction::Encrypt
+    } else {
+        Direction::Decrypt
+    };
+    AesOp::new(direction, mode)
+}
+
 /// An encryption job in `mode` under key 0, of `bytes` random bytes, with a random IV.
 pub fn encryption(rng: &mut ChaCha8Rng, mode: Mode, bytes: usize) -> Item {
     Item {
@@ -276,6 +294,37 @@ pub fn encryption(rng: &mut ChaCha8Rng, mode: Mode, bytes: usize) -> Item {
         },
         data: random_bytes(rng, bytes),
         sig: [0; 64],
+    }
+}
+
+impl Work {
+    /// AES jobs under one key (drawn after them), made by `items` from `--seed` with packets
+    /// of `--size` bytes (default `packet`), on AES nodes slowed by `slowdowns`, from
+    /// `--threads` submitting threads (default `submitters`), the reference [`greedy`](
+    /// Self::greedy) or not.
+    pub fn aes(
+        args: &LiveArgs,
+        packet: usize,
+        slowdowns: &[f64],
+        submitters: usize,
+        greedy: bool,
+        items: impl FnOnce(&mut ChaCha8Rng, usize) -> Vec<Item>,
+    ) -> Result<Work, String> {
+        let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+        let packet = whole_blocks("--size", args.size.unwrap_or(packet), &args.workload.name())?;
+        let items = items(&mut rng, packet);
+        Ok(Work {
+            aes_keys: vec![random_bytes(&mut rng, 16)],
+            seeds: Vec::new(),
+            items,
+            slowdowns: slowdowns.to_vec(),
+            ed_nodes: 0,
+            packet_size: packet,
+            size_label: packet.to_string(),
+            submitters: args.threads.unwrap_or(submitters),
+            greedy,
+            openssl: None,
+        })
     }
 }
 
@@ -483,14 +532,10 @@ pub struct LiveRow {
     pub size: String,
     pub throughput: f64,
     pub reference: f64,
-    /// `openssl speed`'s MB/s for the same cipher and size on as many processes as nodes (the
-    /// gcm and manycbc workloads, with openssl on PATH): the median of the runs interleaved
-    /// with the rounds.
-    pub openssl: Option<f64>,
-    /// The slowest and the fastest of those runs.
-    pub openssl_range: Option<(f64, f64)>,
-    /// The baseline in one line, for the report.
-    pub openssl_note: Option<String>,
+    /// `openssl speed` runs of the same cipher and size on as many processes as nodes,
+    /// interleaved with the rounds (the gcm and manycbc workloads): their median, spread and
+    /// line in the report.
+    pub openssl: Option<Baseline>,
     pub ed_ops: f64,
     pub mean_latency_us: f64,
     pub p99_latency_us: f64,
@@ -542,9 +587,6 @@ pub fn measure(
     if let Some(baseline) = openssl.as_mut() {
         baseline.finish()?;
     }
-    let openssl_mb_s = openssl.as_ref().and_then(Baseline::median);
-    let openssl_range = openssl.as_ref().and_then(Baseline::range);
-    let openssl_note = openssl.as_ref().and_then(Baseline::describe);
     let reference = reference.ok_or("no reference run")?;
     let bytes = work.items.iter().map(|i| i.data.len() as u64).sum::<u64>() as f64;
     let is_ed = |i: &&Item| matches!(i.spec, Spec::Sign { .. } | Spec::Verify { .. });
@@ -568,9 +610,7 @@ pub fn measure(
             size: work.size_label.clone(),
             throughput: bytes / m.elapsed.as_secs_f64() / 1e6,
             reference: ref_mb_s,
-            openssl: openssl_mb_s,
-            openssl_range,
-            openssl_note: openssl_note.clone(),
+            openssl: openssl.clone(),
             ed_ops: ed_ops / m.elapsed.as_secs_f64(),
             mean_latency_us: lat.iter().map(|d| d.as_secs_f64()).sum::<f64>()
                 / lat.len().max(1) as f64
@@ -611,16 +651,18 @@ pub fn print(rows: &[LiveRow], csv: bool) {
             f(r.throughput / r.reference, 3),
         ]
     };
+    let openssl = |r: &LiveRow| r.openssl.as_ref().and_then(Baseline::median);
     if csv {
         let mut c = Csv::new(CSV_HEADER);
         for r in rows {
+            let range = r.openssl.as_ref().and_then(Baseline::range);
             let mut cells = head(r);
             cells.extend([
                 f(r.mean_latency_us, 1),
                 f(r.p99_latency_us, 1),
-                r.openssl.map_or(String::new(), |o| f(o, 1)),
-                r.openssl_range.map_or(String::new(), |(lo, _)| f(lo, 1)),
-                r.openssl_range.map_or(String::new(), |(_, hi)| f(hi, 1)),
+                openssl(r).map_or(String::new(), |o| f(o, 1)),
+                range.map_or(String::new(), |(lo, _)| f(lo, 1)),
+                range.map_or(String::new(), |(_, hi)| f(hi, 1)),
             ]);
             c.row(&cells);
         }
@@ -634,8 +676,8 @@ pub fn print(rows: &[LiveRow], csv: bool) {
     for r in rows {
         let mut cells = head(r);
         cells.extend([
-            r.openssl.map_or("-".into(), |o| f(o, 1)),
-            r.openssl.map_or("-".into(), |o| f(r.throughput / o, 3)),
+            openssl(r).map_or("-".into(), |o| f(o, 1)),
+            openssl(r).map_or("-".into(), |o| f(r.throughput / o, 3)),
             or_dash(r.ed_ops, f(r.ed_ops, 0)),
             f(r.mean_latency_us, 1),
             f(r.p99_latency_us, 1),
@@ -647,7 +689,7 @@ pub fn print(rows: &[LiveRow], csv: bool) {
         t.row(cells);
     }
     print!("{}", t.render());
-    if let Some(note) = rows.first().and_then(|r| r.openssl_note.as_ref()) {
+    if let Some(note) = rows.first().and_then(|r| r.openssl.as_ref()?.describe()) {
         println!("{note}");
     }
     if let Some(first) = rows.first() {

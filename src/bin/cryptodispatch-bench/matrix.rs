@@ -35,6 +35,7 @@ use cryptodispatch::sim::research::matrix::{
 use cryptodispatch::sim::trace::Trace;
 
 use crate::milp::Solver;
+use crate::plot::svg;
 use crate::policies::PoliciesArgs;
 use crate::report::{Csv, Table, f, write_file, wrote};
 use crate::support::{Pool, seeds};
@@ -232,9 +233,7 @@ fn write_files(
     write_file(out, "matrix.csv", csv.as_str())?;
     let csv = optimum_csv(OPTIMUM_HEADER, small, labels, true);
     write_file(out, "matrix_optimum.csv", csv.as_str())?;
-    let mut svg = String::new();
-    heat_map(&mut svg, cells, labels).map_err(|e| format!("cannot draw the matrix: {e}"))?;
-    write_file(out, "matrix.svg", &svg)?;
+    write_file(out, "matrix.svg", &heat_map(cells, labels)?)?;
     let files = ["matrix.csv", "matrix_optimum.csv", "matrix.svg"];
     println!("\n{}", wrote(out, &files));
     Ok(())
@@ -257,53 +256,49 @@ fn shade(ratio: f64) -> RGBColor {
     }
 }
 
-fn heat_map(
-    out: &mut String,
-    cells: &[Cell],
-    labels: &[String],
-) -> Result<(), Box<dyn std::error::Error>> {
+/// The heat map of makespan / the cell's best, as SVG text.
+fn heat_map(cells: &[Cell], labels: &[String]) -> Result<String, String> {
     let (cw, ch, left, top) = (74i32, 22i32, 230i32, 90i32);
     let width = (left + cw * labels.len() as i32 + 20) as u32;
     let height = (top + ch * cells.len() as i32 + 40) as u32;
-    let root = SVGBackend::with_string(out, (width, height)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let title = TextStyle::from(("sans-serif", 18).into_font());
-    root.draw(&Text::new(
-        "makespan / the cell's best policy (white: best; yellow: within 5%; red: 1.5 or worse)",
-        (10, 10),
-        title,
-    ))?;
-    let small = TextStyle::from(("sans-serif", 12).into_font());
-    let centred = small.pos(Pos::new(HPos::Center, VPos::Center));
-    let right = small.pos(Pos::new(HPos::Right, VPos::Center));
-    for (p, l) in labels.iter().enumerate() {
-        let x = left + cw * p as i32 + cw / 2;
-        root.draw(&Text::new(l.clone(), (x, top - 14), centred.clone()))?;
-    }
-    for (r, c) in cells.iter().enumerate() {
-        let y = top + ch * r as i32;
+    svg("the matrix", (width, height), |root| {
+        let title = TextStyle::from(("sans-serif", 18).into_font());
         root.draw(&Text::new(
-            format!("{} ({})", c.class, c.lengths()),
-            (left - 6, y + ch / 2),
-            right.clone(),
+            "makespan / the cell's best policy (white: best; yellow: within 5%; red: 1.5 or worse)",
+            (10, 10),
+            title,
         ))?;
-        let best = c.best();
-        for (p, m) in c.makespan.iter().enumerate() {
-            let x = left + cw * p as i32;
-            let ratio = m / best;
-            root.draw(&Rectangle::new(
-                [(x, y), (x + cw - 1, y + ch - 1)],
-                shade(ratio).filled(),
-            ))?;
-            root.draw(&Text::new(
-                f(ratio, 3),
-                (x + cw / 2, y + ch / 2),
-                centred.clone(),
-            ))?;
+        let small = TextStyle::from(("sans-serif", 12).into_font());
+        let centred = small.pos(Pos::new(HPos::Center, VPos::Center));
+        let right = small.pos(Pos::new(HPos::Right, VPos::Center));
+        for (p, l) in labels.iter().enumerate() {
+            let x = left + cw * p as i32 + cw / 2;
+            root.draw(&Text::new(l.clone(), (x, top - 14), centred.clone()))?;
         }
-    }
-    root.present()?;
-    Ok(())
+        for (r, c) in cells.iter().enumerate() {
+            let y = top + ch * r as i32;
+            root.draw(&Text::new(
+                format!("{} ({})", c.class, c.lengths()),
+                (left - 6, y + ch / 2),
+                right.clone(),
+            ))?;
+            let best = c.best();
+            for (p, m) in c.makespan.iter().enumerate() {
+                let x = left + cw * p as i32;
+                let ratio = m / best;
+                root.draw(&Rectangle::new(
+                    [(x, y), (x + cw - 1, y + ch - 1)],
+                    shade(ratio).filled(),
+                ))?;
+                root.draw(&Text::new(
+                    f(ratio, 3),
+                    (x + cw / 2, y + ch / 2),
+                    centred.clone(),
+                ))?;
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Every policy's makespan over the exact optimum on the small instances, as a table: the mean

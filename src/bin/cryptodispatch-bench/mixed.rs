@@ -3,12 +3,11 @@
 //! submitting threads, on as many Ed25519 nodes as AES nodes, against the primitives called
 //! directly.
 
-use cryptodispatch::Mode;
-use cryptodispatch::crypto::{AesOp, Direction, SigningKey};
+use cryptodispatch::crypto::SigningKey;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
-use crate::live::{Item, LiveArgs, Spec, Work, random_bytes, whole_blocks};
+use crate::live::{Item, LiveArgs, Spec, Work, random_bytes, random_op, whole_blocks};
 use crate::support::cores;
 
 /// The job sizes drawn without --size.
@@ -46,15 +45,10 @@ pub fn work(args: &LiveArgs) -> Result<Work, String> {
                 }
             }
         } else {
-            let mode = Mode::ALL[rng.random_range(0..4)];
-            let direction = if rng.random_bool(0.5) {
-                Direction::Encrypt
-            } else {
-                Direction::Decrypt
-            };
+            let op = random_op(&mut rng);
             Spec::Aes {
                 key: rng.random_range(0..aes_keys.len()),
-                op: AesOp::new(direction, mode),
+                op,
                 iv: rng.random(),
             }
         };

@@ -58,7 +58,7 @@ pub const MIN_RUNS: usize = 3;
 /// `openssl speed` runs interleaved with the rounds they are compared to: every figure printed
 /// against openssl is against the median of at least [`MIN_RUNS`] runs, and their spread is
 /// printed beside it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Baseline {
     speed: Speed,
     runs: Vec<f64>,

@@ -17,7 +17,7 @@ use std::time::Instant;
 use cryptodispatch::crypto::{AesKey, AesOp, Direction};
 use cryptodispatch::{Job, Mode, NodeSpec, Padding, Service};
 
-use crate::live::{LiveArgs, whole_blocks};
+use crate::live::{LiveArgs, pattern, whole_blocks};
 use crate::report::{f, print_rows};
 use crate::support::{Text, cores};
 
@@ -101,9 +101,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let nodes = args.nodes.unwrap_or(2).max(1);
     let jobs = args.jobs.unwrap_or(48).max(1);
     let size = whole_blocks("--size", args.size.unwrap_or(1 << 20), "padded")?;
-    let data: Vec<u8> = (0..jobs * size)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
-        .collect();
+    let data = pattern(jobs * size);
     let service = Service::builder()
         .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
         .admission(args.admission)

@@ -296,7 +296,7 @@ pub fn exp4(
             f(h.makespan.std, 1),
             pct(1.0 - p.makespan.mean / h.makespan.mean),
             f(p.lower_bound, 1),
-            f(p.makespan.mean / p.lower_bound, 3),
+            f(p.ratio(), 3),
         ]);
     }
     for r in &rows {

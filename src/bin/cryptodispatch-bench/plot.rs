@@ -1,7 +1,9 @@
 //! SVG line charts (plotters), drawn from the same numbers the CSV files hold.
 
+use std::error::Error;
 use std::path::{Path, PathBuf};
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 /// One line of a chart.
@@ -44,13 +46,30 @@ pub const COLORS: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 
+/// The SVG text of a `size` picture that `draw` draws on a white area, or an error naming
+/// `what`.
+pub fn svg(
+    what: &str,
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend, Shift>) -> Result<(), Box<dyn Error>>,
+) -> Result<String, String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        let drawn = || -> Result<(), Box<dyn Error>> {
+            root.fill(&WHITE)?;
+            draw(&root)?;
+            Ok(root.present()?)
+        };
+        drawn().map_err(|e| format!("cannot draw {what}: {e}"))?;
+    }
+    Ok(out)
+}
+
 impl Chart<'_> {
     /// Renders the chart as SVG text.
     pub fn svg(&self) -> Result<String, String> {
-        let mut out = String::new();
-        self.draw(&mut out)
-            .map_err(|e| format!("cannot draw {}: {e}", self.title))?;
-        Ok(out)
+        svg(self.title, (800, 500), |root| self.draw(root))
     }
 
     /// Renders and writes `dir/name`.
@@ -58,30 +77,15 @@ impl Chart<'_> {
         crate::report::write_file(dir, name, &self.svg()?)
     }
 
-    fn draw(&self, out: &mut String) -> Result<(), Box<dyn std::error::Error + '_>> {
-        let points = self.series.iter().flat_map(|s| s.points.iter());
-        let (mut x0, mut x1, mut y0, mut y1) = (
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-        );
-        for &(x, y) in points {
-            x0 = x0.min(x);
-            x1 = x1.max(x);
-            y0 = y0.min(y);
-            y1 = y1.max(y);
-        }
-        if !x0.is_finite() {
-            (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
-        }
+    fn draw(&self, root: &DrawingArea<SVGBackend, Shift>) -> Result<(), Box<dyn Error>> {
+        let points = || self.series.iter().flat_map(|s| s.points.iter().copied());
+        let (x0, x1) = range(points().map(|p| p.0)).unwrap_or((0.0, 1.0));
+        let (y0, y1) = range(points().map(|p| p.1)).unwrap_or((0.0, 1.0));
         let pad = ((y1 - y0) * 0.08).max(1e-9);
         let (y0, y1) = (y0 - pad, y1 + pad);
         let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
 
-        let root = SVGBackend::with_string(out, (800, 500)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption(self.title, ("sans-serif", 20))
             .margin(15)
             .x_label_area_size(45)
@@ -114,7 +118,14 @@ impl Chart<'_> {
                 .position(SeriesLabelPosition::UpperRight)
                 .draw()?;
         }
-        root.present()?;
         Ok(())
     }
+}
+
+/// The least and the greatest of `xs`, if any.
+fn range(xs: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    let (lo, hi) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+        (lo.min(x), hi.max(x))
+    });
+    lo.is_finite().then_some((lo, hi))
 }

@@ -49,7 +49,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::live::{self, LiveArgs, Workload};
 use crate::milp::Solver;
-use crate::plot::{COLORS, Chart, Series};
+use crate::plot::{COLORS, Chart, Series, svg};
 use crate::report::{Csv, Table, f, pct, write_file, wrote};
 use crate::support::{Pool, parse_policies, policy_help};
 
@@ -127,11 +127,6 @@ struct Section {
     rows: Vec<CompareRow>,
 }
 
-/// A row's mean makespan over its reference.
-fn ratio(r: &CompareRow) -> f64 {
-    r.makespan.mean / r.lower_bound
-}
-
 impl PoliciesArgs {
     /// Seeds per simulated point, or per cell with --matrix (10 with --quick).
     pub fn seeds(&self) -> u32 {
@@ -176,22 +171,16 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let runs = PolicySettings::run(&settings, &specs, adaptive, &pool);
     pool.finish();
     let sims = [
-        ("paper", &runs.paper),
-        ("bursty", &runs.bursty),
-        ("hetero", &runs.hetero),
+        ("paper", runs.paper),
+        ("bursty", runs.bursty),
+        ("hetero", runs.hetero),
     ];
-    // `compare` returns the policies in the order given, point after point.
-    let mut sections: Vec<Section> = (sims.iter())
-        .map(|&(setting, rows)| Section {
+    let mut sections: Vec<Section> = (sims.into_iter())
+        .map(|(setting, rows)| Section {
             setting,
             source: "sim",
             runs: settings.seeds as usize,
-            rows: (rows.iter().zip(labels.iter().cycle()))
-                .map(|(r, l)| CompareRow {
-                    policy: l.clone(),
-                    ..r.clone()
-                })
-                .collect(),
+            rows,
         })
         .collect();
 
@@ -268,7 +257,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
                     String::new()
                 },
                 f(r.lower_bound, 3),
-                f(ratio(r), 4),
+                f(r.ratio(), 4),
             ]);
         }
     }
@@ -313,7 +302,7 @@ fn print_section(s: &Section, title: &str) {
                 f(r.makespan.std, 1)
             },
             f(r.lower_bound, 1),
-            f(ratio(r), 3),
+            f(r.ratio(), 3),
         ]);
     }
     print!("{}", t.render());
@@ -411,29 +400,14 @@ fn bars(
     labels: &[String],
     sections: &[Section],
 ) -> Result<String, String> {
-    let mean = |s: &Section, l: &String| {
-        let mine: Vec<f64> = (s.rows.iter().filter(|r| &r.policy == l))
-            .map(ratio)
-            .collect();
-        Stats::of(&mine).mean
-    };
     let values: Vec<Vec<f64>> = (sections.iter())
-        .map(|s| labels.iter().map(|l| mean(s, l)).collect())
+        .map(|s| {
+            labels
+                .iter()
+                .map(|l| CompareRow::mean_ratio(&s.rows, l))
+                .collect()
+        })
         .collect();
-    let mut svg = String::new();
-    draw_bars(&mut svg, title, x_desc, labels, sections, &values)
-        .map_err(|e| format!("cannot draw {title}: {e}"))?;
-    Ok(svg)
-}
-
-fn draw_bars(
-    out: &mut String,
-    title: &str,
-    x_desc: &str,
-    labels: &[String],
-    sections: &[Section],
-    values: &[Vec<f64>],
-) -> Result<(), Box<dyn std::error::Error>> {
     let n = labels.len().max(1);
     let groups = sections.len().max(1);
     // Ratios are about 1 and above: the axis starts just below the smallest, so the bars show
@@ -442,45 +416,46 @@ fn draw_bars(
     let x1 = finite().fold(1.0f64, f64::max) * 1.02;
     let x0 = (finite().fold(1.0f64, f64::min) - 0.05).max(0.0);
     let height = (90 + 26 * n * groups.min(4) / 2).max(400) as u32;
-    let root = SVGBackend::with_string(out, (900, height)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(120)
-        .build_cartesian_2d(x0..x1, 0.0..n as f64)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_desc)
-        .y_labels(0)
-        .disable_y_mesh()
-        .light_line_style(WHITE.mix(0.0))
-        .draw()?;
-    let slot = 0.8 / groups as f64;
-    for (g, s) in sections.iter().enumerate() {
-        let color = COLORS[g % COLORS.len()];
+    svg(title, (900, height), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, ("sans-serif", 20))
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(120)
+            .build_cartesian_2d(x0..x1, 0.0..n as f64)?;
         chart
-            .draw_series(values[g].iter().enumerate().map(|(i, &v)| {
-                // Policy 0 at the top.
-                let top = (n - i) as f64 - 0.1 - g as f64 * slot;
-                Rectangle::new([(x0, top - slot), (v.max(x0), top)], color.filled())
-            }))?
-            .label(s.setting)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()?;
-    let style =
-        TextStyle::from(("sans-serif", 14).into_font()).pos(Pos::new(HPos::Right, VPos::Center));
-    for (i, l) in labels.iter().enumerate() {
-        let (x, y) = chart.backend_coord(&(x0, (n - i) as f64 - 0.5));
-        root.draw(&Text::new(l.clone(), (x - 8, y), style.clone()))?;
-    }
-    root.present()?;
-    Ok(())
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_labels(0)
+            .disable_y_mesh()
+            .light_line_style(WHITE.mix(0.0))
+            .draw()?;
+        let slot = 0.8 / groups as f64;
+        for (g, s) in sections.iter().enumerate() {
+            let color = COLORS[g % COLORS.len()];
+            chart
+                .draw_series(values[g].iter().enumerate().map(|(i, &v)| {
+                    // Policy 0 at the top.
+                    let top = (n - i) as f64 - 0.1 - g as f64 * slot;
+                    Rectangle::new([(x0, top - slot), (v.max(x0), top)], color.filled())
+                }))?
+                .label(s.setting)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()?;
+        let style = TextStyle::from(("sans-serif", 14).into_font())
+            .pos(Pos::new(HPos::Right, VPos::Center));
+        for (i, l) in labels.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(x0, (n - i) as f64 - 0.5));
+            root.draw(&Text::new(l.clone(), (x - 8, y), style.clone()))?;
+        }
+        Ok(())
+    })
 }

@@ -22,10 +22,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use cryptodispatch::{AesOp, Direction, Job, JobHandle, KeyId, Mode, Service, TrySubmitError};
+use cryptodispatch::{Job, JobHandle, KeyId, Service, TrySubmitError};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
+use crate::live::random_op;
 use crate::report::{f, print_rows};
 use crate::support::{Text, lock, percentile};
 
@@ -69,14 +70,8 @@ fn make_job(rng: &mut ChaCha8Rng, aes: KeyId, signer: KeyId) -> Job {
         let n = rng.random_range(0..256);
         return Job::sign(signer, vec![7u8; n]);
     }
-    let mode = Mode::ALL[rng.random_range(0..4)];
-    let direction = if rng.random_bool(0.5) {
-        Direction::Encrypt
-    } else {
-        Direction::Decrypt
-    };
+    let op = random_op(rng);
     let blocks = 1usize << rng.random_range(2..12);
-    let op = AesOp::new(direction, mode);
     Job::aes(aes, op, &[3; 16], vec![0x5A; 16 * blocks])
 }
 

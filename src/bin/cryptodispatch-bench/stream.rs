@@ -16,7 +16,7 @@ use std::time::Instant;
 use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction};
 use cryptodispatch::{Job, Mode, NodeSpec, Service};
 
-use crate::live::{LiveArgs, whole_blocks};
+use crate::live::{LiveArgs, pattern, whole_blocks};
 use crate::openssl::{Baseline, Speed};
 use crate::report::{f, print_rows};
 use crate::support::Text;
@@ -32,9 +32,7 @@ const PACKET: usize = 16 * 1024;
 pub fn run(args: &LiveArgs) -> Result<(), String> {
     let size = whole_blocks("--size", args.size.unwrap_or(64 << 20), "stream")?;
     let packet = whole_blocks("--packet", args.packet.unwrap_or(PACKET), "stream")?;
-    let data: Vec<u8> = (0..size)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
-        .collect();
+    let data = pattern(size);
     let (key_bytes, iv) = ([0x2b; 16], [0x0f; 16]);
     let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
     let key = AesKey::new(&key_bytes).text()?;

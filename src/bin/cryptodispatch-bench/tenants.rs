@@ -13,14 +13,14 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::thread::{scope, sleep};
 use std::time::{Duration, Instant};
 
-use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction};
+use cryptodispatch::crypto::{AesKey, AesOp, Direction};
 use cryptodispatch::{
     Job, JobHandle, JobOutput, KeyId, Mode, NodeSpec, Service, TenantId, TenantSpec,
 };
 
 use crate::live::LiveArgs;
-use crate::report::{Csv, Table, f};
-use crate::support::{cores, percentile, pin};
+use crate::report::{f, print_rows};
+use crate::support::{Text, cores, percentile, pin};
 
 /// CSV columns of the tenants workload.
 pub const CSV_HEADER: &str =
@@ -41,19 +41,16 @@ struct Traffic {
 
 impl Traffic {
     fn new(service: &Service, name: &str, weight: u32, size: usize) -> Result<Self, String> {
-        let err = |e: &dyn std::fmt::Display| e.to_string();
         let tenant = service
             .add_tenant(TenantSpec::new(name).weight(weight))
-            .map_err(|e| err(&e))?;
+            .text()?;
         let raw = [name.len() as u8 ^ weight as u8; 16];
-        let key = service.add_aes_key(&raw).map_err(|e| err(&e))?;
+        let key = service.add_aes_key(&raw).text()?;
         let data: Vec<u8> = (0..size).map(|i| (i * 7) as u8).collect();
-        let mut expected = data.clone();
-        let mut state = ChainState::for_mode(Mode::Cbc, &IV).map_err(|e| err(&e))?;
         let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
-        AesKey::new(&raw)
-            .and_then(|k| k.process(op, &mut state, &mut expected, size, true))
-            .map_err(|e| err(&e))?;
+        let expected = AesKey::new(&raw)
+            .and_then(|k| k.one_shot(op, &IV, &data))
+            .text()?;
         Ok(Traffic {
             tenant,
             key,
@@ -167,7 +164,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let service = Service::builder()
         .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
         .build()
-        .map_err(|e| e.to_string())?;
+        .text()?;
     let [quiet, noisy, light, heavy] = [("quiet", 1), ("noisy", 1), ("light", 1), ("heavy", 3)]
         .map(|(name, weight)| Traffic::new(&service, name, weight, size));
     let (quiet, noisy, light, heavy) = (quiet?, noisy?, light?, heavy?);
@@ -199,31 +196,26 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let all = PHASE.as_secs_f64();
     let (qn, nn) = (q.done.len(), n.done.len());
     type Who<'a> = (&'a str, &'a str, u32, f64);
+    // A tenant's row: who it is and what it offered; its jobs, of both tenants' in `secs`; what
+    // it saw, and what it saw alone.
     let row = |(scenario, tenant, w, offered): Who,
                (n, of, secs): (usize, usize, f64),
                seen: &Seen,
                alone: Option<&Seen>| {
-        let p99_alone = alone.map_or(String::new(), |a| f(a.p99_us(), 1));
         let lost = seen.lost + alone.map_or(0, |a| a.lost);
-        let share = n as f64 / of.max(1) as f64;
-        [
-            scenario,
-            tenant,
-            &w.to_string(),
-            &f(offered, 1),
-            &f(mb_s(n, secs), 1),
-        ]
-        .map(String::from)
-        .into_iter()
-        .chain([
-            f(share, 4),
+        vec![
+            scenario.to_owned(),
+            tenant.to_owned(),
+            w.to_string(),
+            f(offered, 1),
+            f(mb_s(n, secs), 1),
+            f(n as f64 / of.max(1) as f64, 4),
             f(seen.p99_us(), 1),
-            p99_alone,
+            alone.map_or(String::new(), |a| f(a.p99_us(), 1)),
             lost.to_string(),
-        ])
-        .collect::<Vec<_>>()
+        ]
     };
-    let cells = vec![
+    let rows = vec![
         row(
             ("isolation", "quiet", 1, quiet_rate),
             (qn, qn + nn, all),
@@ -249,21 +241,16 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             None,
         ),
     ];
-    if args.csv {
-        let mut csv = Csv::new(CSV_HEADER);
-        cells.iter().for_each(|c| csv.row(c));
-        print!("{}", csv.as_str());
-        return Ok(());
-    }
-    println!(
+    let title = format!(
         "tenants: {size}-byte AES-128-CBC jobs on {nodes} AES nodes, {} MB/s with one tenant \
          backlogged; phases of {} s",
         f(capacity, 0),
         PHASE.as_secs()
     );
-    let mut t = Table::new(&CSV_HEADER.split(',').collect::<Vec<_>>());
-    cells.into_iter().for_each(|c| t.row(c));
-    print!("{}", t.render());
+    print_rows(args.csv, CSV_HEADER, &rows, &title, CSV_HEADER, &[]);
+    if args.csv {
+        return Ok(());
+    }
     // The heavy tenant's share of each whole second while both were backlogged.
     let per_second: Vec<f64> = (0..until.as_secs())
         .map(|s| {

@@ -518,12 +518,26 @@ pub struct CompareRow {
     pub nodes: usize,
     /// Packets.
     pub packets: usize,
-    /// The policy.
+    /// The policy's [`label`].
     pub policy: String,
     /// Makespan over the seeds.
     pub makespan: Stats,
     /// The mean lower bound over the seeds (the same instances for every policy).
     pub lower_bound: f64,
+}
+
+impl CompareRow {
+    /// The mean makespan over the mean lower bound.
+    pub fn ratio(&self) -> f64 {
+        self.makespan.mean / self.lower_bound
+    }
+
+    /// The mean [`ratio`](Self::ratio) of `policy`'s rows among `rows` (its mean over a
+    /// setting's points).
+    pub fn mean_ratio(rows: &[CompareRow], policy: &str) -> f64 {
+        let mine = rows.iter().filter(|r| r.policy == policy);
+        Stats::of(&mine.map(CompareRow::ratio).collect::<Vec<_>>()).mean
+    }
 }
 
 /// The points of experiment 3: 4 nodes with 100…700 packets, 10 nodes with 500…1500.
@@ -733,15 +747,15 @@ pub fn compare_sets(
     });
     let k = settings.seeds as usize;
     let mut rows = Vec::new();
-    for (pi, (label, set, packets)) in points.iter().enumerate() {
+    for (pi, (sweep, set, packets)) in points.iter().enumerate() {
         let chunk = &results[pi * k..(pi + 1) * k];
         let bound = Stats::of(&chunk.iter().map(|r| r.0).collect::<Vec<_>>()).mean;
         for (qi, pol) in policies.iter().enumerate() {
             rows.push(CompareRow {
-                sweep: label.clone(),
+                sweep: sweep.clone(),
                 nodes: set.len(),
                 packets: *packets,
-                policy: pol.name().to_owned(),
+                policy: label(pol),
                 makespan: Stats::of(&chunk.iter().map(|r| r.1[qi]).collect::<Vec<_>>()),
                 lower_bound: bound,
             });
