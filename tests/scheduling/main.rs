@@ -8,6 +8,7 @@ mod common;
 mod adaptive;
 mod classic;
 mod mct_wait;
+#[cfg(feature = "milp")]
 mod optimum;
 mod props;
 mod registry;

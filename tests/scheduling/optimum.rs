@@ -1,5 +1,5 @@
 //! The exact optimum of small instances (`sim::research::optimum`): the branch and bound
-//! agrees with the benchmark binary's mixed-integer program and with every assignment tried
+//! agrees with the mixed-integer program (`sim::research::milp`) and with every assignment tried
 //! in turn, and the simulator's lower bound never exceeds it.
 
 use std::collections::HashMap;
@@ -12,11 +12,7 @@ use cryptodispatch::sim::trace::{Trace, TraceRecord};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
-// The benchmark binary's mixed-integer program (good_lp with microlp), shared by path.
-#[allow(dead_code)]
-#[path = "../../src/bin/cryptodispatch-bench/milp.rs"]
-mod milp;
-use milp::milp_makespan;
+use cryptodispatch::sim::research::milp::milp_makespan;
 
 const UNIT: u64 = 16;
 

@@ -14,10 +14,14 @@
 //!   comparison of makespans;
 //! - [`classes`]: the matrix's kinds of work, each a function of a seed;
 //! - [`optimum`]: the least makespan of a small instance, by branch and bound;
+//! - `milp` (the `milp` feature): the same as a mixed-integer program, the check on
+//!   [`optimum`];
 //! - [`matrix`]: every policy on every class, on a sample of the workload space, and on small
 //!   instances against the optimum; a policy's standing over them; the cache of optima.
 
 pub mod classes;
 pub mod experiments;
 pub mod matrix;
+#[cfg(feature = "milp")]
+pub mod milp;
 pub mod optimum;
