@@ -4,7 +4,7 @@
 //! packet's operation (docs/ALGORITHM.md §15.3).
 
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::crypto::aes::{AesKey, AesOp, BLOCK, Direction};
 use crate::crypto::error::CryptoError;
@@ -171,6 +171,27 @@ impl ImplTable {
             slots: std::array::from_fn(|_| OnceLock::new()),
             packet: packet.min(Self::MAX_MEASURE_PACKET),
         })
+    }
+
+    /// The process's measured table for packets of `packet` bytes: one per packet size
+    /// (packets beyond [`MAX_MEASURE_PACKET`](Self::MAX_MEASURE_PACKET) share that size's),
+    /// made on first use and shared by every service built with that packet size, and by any
+    /// caller that wants to run what the services run. The nodes of one machine share its CPU,
+    /// so one measurement serves them all, and measuring again would cost every service built
+    /// after the first. A packet size that is not a positive multiple of 16 gets a table of
+    /// RustCrypto for every operation.
+    pub fn shared(packet: usize) -> Arc<ImplTable> {
+        static TABLES: Mutex<Vec<Arc<ImplTable>>> = Mutex::new(Vec::new());
+        let Ok(table) = ImplTable::measured(packet) else {
+            return Arc::new(ImplTable::rustcrypto());
+        };
+        let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(shared) = tables.iter().find(|t| t.packet == table.packet) {
+            return Arc::clone(shared);
+        }
+        let table = Arc::new(table);
+        tables.push(Arc::clone(&table));
+        table
     }
 
     /// Measures every operation not measured yet (see [`measured`](Self::measured)).
@@ -380,6 +401,16 @@ mod tests {
             assert_eq!(dec.ns_per_byte, enc.ns_per_byte);
         }
         assert_eq!(ImplTable::measured(1 << 20).unwrap().packet(), 4096);
+        // One shared table per measured packet size.
+        assert!(Arc::ptr_eq(
+            &ImplTable::shared(8192),
+            &ImplTable::shared(4096)
+        ));
+        assert!(!Arc::ptr_eq(
+            &ImplTable::shared(1024),
+            &ImplTable::shared(4096)
+        ));
+        assert!(!ImplTable::shared(100).is_measured());
         assert!(matches!(
             ImplTable::measured(100),
             Err(CryptoError::MeasurePacket { len: 100 })

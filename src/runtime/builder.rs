@@ -420,7 +420,7 @@ impl ServiceBuilder {
             Some(implementation) => {
                 Arc::new(ImplTable::pinned(implementation).map_err(BuildError::Implementation)?)
             }
-            None => machine_table(self.packet_size),
+            None => ImplTable::shared(self.packet_size),
         };
         let packet = self.packet_size as u64;
         // Eight of the largest packets a cluster makes: an AES packet may carry a padding block.
@@ -628,22 +628,4 @@ fn sched_lanes(kind: ClusterKind, lanes: Option<usize>) -> usize {
         ClusterKind::Aes => lanes.unwrap_or(NodeSpec::DEFAULT_LANES).max(1),
         ClusterKind::Ed25519 => 1,
     }
-}
-
-/// The implementation table for packets of `packet` bytes: one per process and packet size
-/// (packets beyond [`ImplTable::MAX_MEASURE_PACKET`] share that size's), shared by every
-/// service built with it. It measures each operation the first time a job of it is submitted
-/// ([`ImplTable::measured`]); the nodes of one machine share its CPU, so one measurement serves
-/// them all. Should the packet size be refused (it cannot be: the builder checked it),
-/// RustCrypto runs everything.
-fn machine_table(packet: usize) -> Arc<ImplTable> {
-    static TABLES: std::sync::Mutex<Vec<Arc<ImplTable>>> = std::sync::Mutex::new(Vec::new());
-    let packet = packet.min(ImplTable::MAX_MEASURE_PACKET);
-    let mut tables = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(table) = tables.iter().find(|t| t.packet() == packet) {
-        return Arc::clone(table);
-    }
-    let table = Arc::new(ImplTable::measured(packet).unwrap_or_else(|_| ImplTable::rustcrypto()));
-    tables.push(Arc::clone(&table));
-    table
 }

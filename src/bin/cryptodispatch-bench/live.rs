@@ -18,11 +18,13 @@
 //! `openssl` on PATH that column is left out, with a note.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, ValueEnum};
-use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction, SigningKey, VerifyingKey};
+use cryptodispatch::crypto::{
+    AesImpl, AesKey, AesOp, ChainState, Direction, ImplTable, SigningKey, VerifyingKey,
+};
 use cryptodispatch::runtime::{NodeMetrics, emulate_slowdown};
 use cryptodispatch::sim::research::experiments::Paired;
 use cryptodispatch::{
@@ -147,6 +149,10 @@ pub struct LiveArgs {
     /// manycbc: the serial mode (cbc, ofb or cfb).
     #[arg(long, default_value = "cbc")]
     pub mode: Mode,
+    /// Pin the AES implementation (`rustcrypto`, `lanes-<width>`, `aws-lc`) instead of the
+    /// one measured fastest per operation.
+    #[arg(long)]
+    pub implementation: Option<AesImpl>,
     /// tiny: jobs per `submit_burst` call.
     #[arg(long, default_value_t = 64)]
     pub burst: usize,
@@ -358,6 +364,9 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
         let ed = (0..work.ed_nodes).map(|i| NodeSpec::pinned(i % cores).capacity(8 * 65536));
         builder = builder.ed25519_cluster(ed);
     }
+    if let Some(implementation) = args.implementation {
+        builder = builder.aes_implementation(implementation);
+    }
     let service = builder.build().text()?;
     let aes = work.aes_keys.iter().map(|k| service.add_aes_key(k));
     let aes: Vec<_> = aes.collect::<Result<_, _>>().text()?;
@@ -437,11 +446,17 @@ fn wait_timed(mut h: JobHandle) -> Result<(JobOutput, Duration), cryptodispatch:
     }
 }
 
-/// The reference: the same jobs run directly, pinned like the nodes: on as many threads as
-/// the machine has cores, each working through an equal share dealt round robin; or, for a
+/// The reference: the same jobs run directly, on the implementations the service runs (the
+/// one pinned with --implementation, or the shared measured table), pinned like the nodes: on
+/// as many threads as the machine has cores, each working through an equal share dealt round robin; or, for a
 /// [`Work::greedy`] workload, one thread per AES node with its slowdown, each taking the next
 /// job when it is free (a greedy schedule).
-fn run_reference(work: &Work) -> Result<Measured, String> {
+fn run_reference(work: &Work, implementation: Option<AesImpl>) -> Result<Measured, String> {
+    // The implementations the service runs: the same pinned one, or its shared measured table.
+    let table = match implementation {
+        Some(i) => Arc::new(ImplTable::pinned(i).text()?),
+        None => ImplTable::shared(work.packet_size),
+    };
     let keys = work.aes_keys.iter().map(|k| AesKey::new(k));
     let keys: Vec<AesKey> = keys.collect::<Result<_, _>>().text()?;
     let signers = work.seeds.iter().map(|s| SigningKey::from_seed(s));
@@ -459,14 +474,16 @@ fn run_reference(work: &Work) -> Result<Measured, String> {
                 let mut state = ChainState::for_mode(op.mode, &iv).text()?;
                 let len = item.data.len();
                 let n = keys[key]
-                    .process(op, &mut state, &mut item.data, len, true)
+                    .process_with(table.get(op), op, &mut state, &mut item.data, len, true)
                     .text()?;
                 item.data.truncate(n);
                 JobOutput::Data(std::mem::take(&mut item.data))
             }
             Spec::Gcm { key, nonce } => {
-                let state = keys[key].gcm_start(&nonce, &[]).text()?;
-                let tag = keys[key].gcm_seal_final(state, &mut item.data).text()?;
+                let gcm = table.get(AesOp::new(Direction::Encrypt, Mode::Gcm));
+                let tag = keys[key]
+                    .gcm_seal_in_place_with(gcm, &nonce, &[], &mut item.data)
+                    .text()?;
                 let ciphertext = std::mem::take(&mut item.data);
                 JobOutput::Sealed { ciphertext, tag }
             }
@@ -572,7 +589,7 @@ pub fn measure(
     let mut runs: Vec<Option<Measured>> = policies.iter().map(|_| None).collect();
     let mut rounds: Vec<Vec<f64>> = policies.iter().map(|_| Vec::new()).collect();
     for round in 0..args.reps.max(1) {
-        keep_fastest(&mut reference, run_reference(work)?);
+        keep_fastest(&mut reference, run_reference(work, args.implementation)?);
         if let Some(baseline) = openssl.as_mut() {
             baseline.sample()?;
         }
