@@ -53,6 +53,17 @@ fn every_live_workload_runs_and_checks_its_outputs() {
             "--implementation",
             "lanes-16",
         ],
+        &["--workload", "parallel", "--jobs", "32", "--mode", "ctr"],
+        &[
+            "--workload",
+            "parallel",
+            "--jobs",
+            "8",
+            "--mode",
+            "cbc",
+            "--size",
+            "65536",
+        ],
         &["--workload", "verify", "--jobs", "64", "--bad-share", "0.1"],
         &["--workload", "tiny", "--jobs", "256"],
         &["--workload", "padded", "--jobs", "4", "--size", "65536"],
@@ -102,6 +113,20 @@ fn one_stream_runs_in_the_packets_asked_for() {
         let service: f64 = row[4].parse().unwrap();
         assert!(service > 0.0, "{row:?}");
         assert_eq!(lines.next(), None);
+    }
+}
+
+#[test]
+fn a_mode_a_workload_does_not_run_is_refused() {
+    for (workload, mode, modes) in [
+        ("parallel", "ofb", "ctr, ecb, cbc"),
+        ("manycbc", "ctr", "cbc, ofb, cfb"),
+    ] {
+        let out = bench(&["live", "--workload", workload, "--mode", mode]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        let want = format!("{workload}: --mode {mode} must be one of {modes}");
+        assert!(err.contains(&want), "{err}");
     }
 }
 

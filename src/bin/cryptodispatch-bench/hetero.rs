@@ -7,11 +7,11 @@
 //! to whichever node has room loses most in the simulator (docs/ALGORITHM.md §11.15); the live
 //! run checks the same on real nodes.
 
-use cryptodispatch::Mode;
+use cryptodispatch::{AesOp, Direction::Encrypt, Mode};
 use rand::RngExt;
 use rand::seq::SliceRandom;
 
-use crate::live::{Item, LiveArgs, Work, encryption};
+use crate::live::{Item, LiveArgs, Work, aes_item};
 
 /// The slowdowns of `hetero` and `hetero-chains`.
 const SLOWDOWNS: [f64; 4] = [1.0, 1.5, 2.0, 3.0];
@@ -34,7 +34,7 @@ pub fn hetero(args: &LiveArgs) -> Result<Work, String> {
                 } else {
                     Mode::Ecb
                 };
-                encryption(rng, mode, packets * packet)
+                aes_item(rng, AesOp::new(Encrypt, mode), packets * packet)
             })
             .collect()
     })
@@ -50,7 +50,7 @@ pub fn chains(args: &LiveArgs) -> Result<Work, String> {
                 } else {
                     (Mode::Ecb, rng.random_range(1..=2usize))
                 };
-                encryption(rng, mode, packets * packet)
+                aes_item(rng, AesOp::new(Encrypt, mode), packets * packet)
             })
             .collect();
         items.shuffle(rng);
@@ -64,7 +64,7 @@ pub fn many_chains(args: &LiveArgs) -> Result<Work, String> {
         (0..CHAINS)
             .map(|_| {
                 let packets = rng.random_range(PACKETS.0..=PACKETS.1);
-                encryption(rng, Mode::Cbc, packets * packet)
+                aes_item(rng, AesOp::new(Encrypt, Mode::Cbc), packets * packet)
             })
             .collect()
     })

@@ -1,12 +1,13 @@
 //! The live workloads of independent one-packet AES jobs under one key, against the primitives
 //! called directly: `cbc16k` (CBC encryption on every core), `manycbc` (a serial mode on two
-//! nodes, beside `openssl speed`) and `gcm` (GCM sealing on two nodes, beside `openssl speed`).
+//! nodes, beside `openssl speed`), `parallel` (CTR, ECB or CBC decryption, the same) and `gcm`
+//! (GCM sealing on two nodes, beside `openssl speed`).
 
-use cryptodispatch::Mode;
+use cryptodispatch::{AesOp, Direction, Mode};
 use rand::RngExt;
 use rand::rngs::ChaCha8Rng;
 
-use crate::live::{Item, LiveArgs, Spec, Work, encryption, random_bytes};
+use crate::live::{Item, LiveArgs, Spec, Work, aes_item, random_bytes};
 use crate::support::cores;
 
 /// Jobs of --size bytes (default 16 KiB), one packet each, all under one AES key, each made by
@@ -38,7 +39,7 @@ fn independent(
 pub fn cbc16k(args: &LiveArgs) -> Result<Work, String> {
     let nodes = args.nodes.unwrap_or_else(cores);
     independent(args, 64 << 20, 1, nodes, 1, |rng, size| {
-        encryption(rng, Mode::Cbc, size)
+        aes_item(rng, AesOp::new(Direction::Encrypt, Mode::Cbc), size)
     })
 }
 
@@ -55,11 +56,38 @@ pub fn manycbc(args: &LiveArgs) -> Result<Work, String> {
             ));
         }
     };
+    of_mode(args, Direction::Encrypt, cipher)
+}
+
+/// `parallel`: as `manycbc`, in CTR, ECB encryption or CBC decryption (--mode ctr, ecb or
+/// cbc), beside `openssl speed` of the same (`-decrypt` for CBC).
+pub fn parallel(args: &LiveArgs) -> Result<Work, String> {
+    let (direction, cipher) = match args.mode {
+        Mode::Ctr => (Direction::Encrypt, "aes-128-ctr"),
+        Mode::Ecb => (Direction::Encrypt, "aes-128-ecb"),
+        Mode::Cbc => (Direction::Decrypt, "aes-128-cbc -decrypt"),
+        mode => {
+            return Err(format!(
+                "parallel: --mode {mode} must be one of ctr, ecb, cbc"
+            ));
+        }
+    };
+    of_mode(args, direction, cipher)
+}
+
+/// 128 MiB (at least 64 jobs) in --mode and `direction` on 2 nodes (or --nodes), from 2
+/// submitting threads, beside `openssl speed -evp cipher`.
+fn of_mode(args: &LiveArgs, direction: Direction, cipher: &'static str) -> Result<Work, String> {
+    let op = AesOp::new(direction, args.mode);
     let nodes = args.nodes.unwrap_or(2);
     let mut work = independent(args, 128 << 20, 64, nodes, 2, |rng, size| {
-        encryption(rng, args.mode, size)
+        aes_item(rng, op, size)
     })?;
-    work.size_label = format!("{} {}", work.size_label, args.mode);
+    work.size_label = format!(
+        "{} {}",
+        work.size_label,
+        cipher.trim_start_matches("aes-128-")
+    );
     work.openssl = Some(cipher);
     Ok(work)
 }

@@ -72,6 +72,10 @@ pub enum Workload {
     /// --nodes), one packet each, against the primitives called directly and against
     /// `openssl speed -multi <nodes> -evp aes-128-gcm` run in the same rounds.
     Gcm,
+    /// Many independent AES-128 jobs of 16 KiB (or --size) of a parallel operation (--mode ctr,
+    /// ecb, or cbc for CBC decryption) on 2 AES nodes (or --nodes), from 2 submitting threads,
+    /// against the same jobs run directly and `openssl speed -multi <nodes>` of the same.
+    Parallel,
     /// PKCS#7 padding's cost: 48 AES-128-CBC encryption jobs of 1 MiB (or --jobs, --size) on
     /// 2 AES nodes (or --nodes), without and with padding, in the same rounds.
     Padded,
@@ -146,7 +150,7 @@ pub struct LiveArgs {
     /// service's `inline_limit`; 0: every job goes to a node).
     #[arg(long, default_value_t = ServiceBuilder::DEFAULT_INLINE_LIMIT)]
     pub inline_limit: usize,
-    /// manycbc: the serial mode (cbc, ofb or cfb).
+    /// manycbc: the serial mode (cbc, ofb or cfb); parallel: ctr, ecb, or cbc (decryption).
     #[arg(long, default_value = "cbc")]
     pub mode: Mode,
     /// Pin the AES implementation (`rustcrypto`, `lanes-<width>`, `aws-lc`) instead of the
@@ -290,14 +294,11 @@ pub fn random_op(rng: &mut ChaCha8Rng) -> AesOp {
     AesOp::new(direction, mode)
 }
 
-/// An encryption job in `mode` under key 0, of `bytes` random bytes, with a random IV.
-pub fn encryption(rng: &mut ChaCha8Rng, mode: Mode, bytes: usize) -> Item {
+/// A job of `op` under key 0, of `bytes` random bytes, with a random IV.
+pub fn aes_item(rng: &mut ChaCha8Rng, op: AesOp, bytes: usize) -> Item {
+    let iv = rng.random();
     Item {
-        spec: Spec::Aes {
-            key: 0,
-            op: AesOp::new(Direction::Encrypt, mode),
-            iv: rng.random(),
-        },
+        spec: Spec::Aes { key: 0, op, iv },
         data: random_bytes(rng, bytes),
         sig: [0; 64],
     }

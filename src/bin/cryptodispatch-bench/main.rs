@@ -117,6 +117,7 @@ fn runner(workload: live::Workload) -> live::Runner {
         W::Cbc16k => Compare(independent::cbc16k),
         W::Manycbc => Compare(independent::manycbc),
         W::Gcm => Compare(independent::gcm),
+        W::Parallel => Compare(independent::parallel),
         W::Mixed => Compare(mixed::work),
         W::Hetero => Compare(hetero::hetero),
         W::HeteroChains => Compare(hetero::chains),

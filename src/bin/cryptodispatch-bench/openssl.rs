@@ -11,7 +11,7 @@ use std::process::Command;
 /// One `openssl speed` run.
 #[derive(Debug, Clone)]
 pub struct Speed {
-    /// The `-evp` cipher name, e.g. `aes-128-gcm`.
+    /// The `-evp` cipher name, e.g. `aes-128-gcm`, followed by ` -decrypt` to time decryption.
     pub cipher: &'static str,
     /// Parallel processes (`-multi`).
     pub processes: usize,
@@ -45,7 +45,9 @@ impl Speed {
             ));
         }
         let text = String::from_utf8_lossy(&out.stdout);
-        parse_summary(&text, self.cipher)
+        // The summary line names the cipher alone, without a trailing `-decrypt`.
+        let name = self.cipher.split(' ').next().unwrap_or(self.cipher);
+        parse_summary(&text, name)
             .map(|k| Some(k * 1e3 / 1e6))
             .ok_or_else(|| format!("no `{}  <n>k` line in openssl speed's output", self.cipher))
     }
