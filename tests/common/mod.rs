@@ -27,6 +27,21 @@ use cryptodispatch::packet::Mode;
 use cryptodispatch::{AesOp, Direction, Padding};
 use ed25519_dalek::{Signature, Signer};
 
+/// Every plain operation: each unauthenticated mode in both directions, ECB and CBC also with
+/// PKCS#7 padding.
+pub fn plain_ops() -> Vec<AesOp> {
+    let mut ops = Vec::new();
+    for mode in Mode::UNAUTHENTICATED {
+        for direction in [Direction::Encrypt, Direction::Decrypt] {
+            ops.push(AesOp::new(direction, mode));
+            if mode.needs_whole_blocks() {
+                ops.push(AesOp::new(direction, mode).with_padding(Padding::Pkcs7));
+            }
+        }
+    }
+    ops
+}
+
 /// What the reference refuses: only bad PKCS#7 padding on decryption can happen for the inputs
 /// the tests build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 
 use crate::common;
 
-use common::{Gen, cores, ref_aes, ref_gcm_seal};
+use common::{Gen, cores, plain_ops, ref_aes, ref_gcm_seal};
 use cryptodispatch::crypto::AesImpl;
 use cryptodispatch::{
     AesOp, Direction, Job, JobHandle, JobOutput, Mode, NodeSpec, Padding, Service,
@@ -24,20 +24,6 @@ fn nodes(n: usize) -> Vec<NodeSpec> {
             c => NodeSpec::pinned(i % c),
         })
         .collect()
-}
-
-/// Every plain operation: each mode and direction, ECB and CBC with and without padding.
-fn plain_ops() -> Vec<AesOp> {
-    let mut ops = Vec::new();
-    for mode in Mode::UNAUTHENTICATED {
-        for direction in [Direction::Encrypt, Direction::Decrypt] {
-            ops.push(AesOp::new(direction, mode));
-            if mode.needs_whole_blocks() {
-                ops.push(AesOp::new(direction, mode).with_padding(Padding::Pkcs7));
-            }
-        }
-    }
-    ops
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use common::{Gen, SubmittingWaker, block_on, node_packets, ref_aes, ref_gcm_seal};
+use common::{Gen, SubmittingWaker, block_on, node_packets, plain_ops, ref_aes, ref_gcm_seal};
 use cryptodispatch::error::CryptoError;
 use cryptodispatch::{
     AesOp, Direction, Job, JobError, JobOutput, KeyId, Mode, NodeSpec, Padding, Service,
@@ -56,20 +56,6 @@ fn ran_inline(s: &Service, run: impl FnOnce()) -> bool {
     }
 }
 
-/// Every unauthenticated mode, both directions, with and without padding where it applies.
-fn ops() -> Vec<AesOp> {
-    let mut ops = Vec::new();
-    for mode in Mode::UNAUTHENTICATED {
-        for direction in [Direction::Encrypt, Direction::Decrypt] {
-            ops.push(AesOp::new(direction, mode));
-            if mode.needs_whole_blocks() {
-                ops.push(AesOp::new(direction, mode).with_padding(Padding::Pkcs7));
-            }
-        }
-    }
-    ops
-}
-
 /// A job's input for `op` of about `len` bytes, and the reference output.
 fn case(g: &mut Gen, raw: &[u8], op: AesOp, len: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     let iv = g.bytes(16);
@@ -94,7 +80,7 @@ fn every_mode_and_key_size_runs_inline_byte_exact_through_every_call() {
     for key_len in [16, 24, 32] {
         let raw = g.bytes(key_len);
         let key = s.add_aes_key(&raw).unwrap();
-        for op in ops() {
+        for op in plain_ops() {
             for len in [0, 1, 15, 16, 17, 100, 512, 1000] {
                 let (iv, input, expected) = case(&mut g, &raw, op, len);
                 let what = format!("{op:?} of {} bytes, {key_len}-byte key", input.len());
