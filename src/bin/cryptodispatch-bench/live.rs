@@ -306,7 +306,7 @@ pub fn aes_item(rng: &mut ChaCha8Rng, op: AesOp, bytes: usize) -> Item {
 
 impl Work {
     /// AES jobs under one key (drawn after them), made by `items` from `--seed` with packets
-    /// of `--size` bytes (default `packet`), on AES nodes slowed by `slowdowns`, from
+    /// of `--size` bytes (default `packet`; at most 16 MiB, longer jobs are cut), on AES nodes slowed by `slowdowns`, from
     /// `--threads` submitting threads (default `submitters`), the reference [`greedy`](
     /// Self::greedy) or not.
     pub fn aes(
@@ -318,16 +318,17 @@ impl Work {
         items: impl FnOnce(&mut ChaCha8Rng, usize) -> Vec<Item>,
     ) -> Result<Work, String> {
         let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
-        let packet = whole_blocks("--size", args.size.unwrap_or(packet), &args.workload.name())?;
-        let items = items(&mut rng, packet);
+        let size = whole_blocks("--size", args.size.unwrap_or(packet), &args.workload.name())?;
+        let items = items(&mut rng, size);
         Ok(Work {
             aes_keys: vec![random_bytes(&mut rng, 16)],
             seeds: Vec::new(),
             items,
             slowdowns: slowdowns.to_vec(),
             ed_nodes: 0,
-            packet_size: packet,
-            size_label: packet.to_string(),
+            // Jobs longer than the largest packet are cut into packets of that size.
+            packet_size: size.min(ServiceBuilder::MAX_PACKET_SIZE),
+            size_label: size.to_string(),
             submitters: args.threads.unwrap_or(submitters),
             greedy,
             openssl: None,
