@@ -13,6 +13,19 @@ mod remote;
 #[allow(dead_code)]
 #[path = "../../../../src/bin/cryptodispatch-bench/report.rs"]
 mod report;
+
+/// A report line: on standard output, or on standard error when `csv_only` (with `--csv`,
+/// standard output is the CSV alone).
+macro_rules! say {
+    ($csv_only:expr, $($t:tt)*) => {
+        if $csv_only {
+            eprintln!($($t)*)
+        } else {
+            println!($($t)*)
+        }
+    };
+}
+
 mod scaleout;
 mod tenants;
 

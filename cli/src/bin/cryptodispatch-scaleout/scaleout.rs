@@ -45,7 +45,7 @@ use crate::report::{Csv, Table, f, write_file};
 const TOKEN: &str = "scaleout-bench-token-0123456789";
 const KEY: [u8; 16] = [0x42; 16];
 /// The IV of every job.
-pub const IV: [u8; 16] = [0x24; 16];
+const IV: [u8; 16] = [0x24; 16];
 const PACKET: usize = 16 * 1024;
 const SETUPS: [&str; 6] = [
     "one",
@@ -550,6 +550,17 @@ impl Jobs {
             .collect::<Result<_, _>>()?;
         Ok(Jobs { plains, expected })
     }
+
+    /// The call that encrypts job `k` (of the jobs in turn) with the daemons' key `bench`.
+    pub fn request(&self, k: usize) -> AesRequest {
+        AesRequest {
+            key: "bench".into(),
+            mode: proto::Mode::Cbc as i32,
+            iv: IV.to_vec(),
+            padding: proto::Padding::None as i32,
+            data: self.plains[k % self.plains.len()].clone(),
+        }
+    }
 }
 
 /// Sends `count` jobs with `concurrency` in flight and checks every result.
@@ -567,13 +578,7 @@ async fn drive(
             .await
             .map_err(|e| e.to_string())?;
         let k = i % jobs.plains.len();
-        let request = AesRequest {
-            key: "bench".into(),
-            mode: proto::Mode::Cbc as i32,
-            iv: IV.to_vec(),
-            padding: proto::Padding::None as i32,
-            data: jobs.plains[k].clone(),
-        };
+        let request = jobs.request(k);
         let client = client.clone();
         tasks.push((
             k,
@@ -597,16 +602,6 @@ async fn drive(
 }
 
 fn report(outcomes: &[Outcome], out: &Path, csv_only: bool) -> Result<(), String> {
-    // With `--csv`, standard output is the CSV alone; the rest goes to standard error.
-    macro_rules! say {
-        ($($t:tt)*) => {
-            if csv_only {
-                eprintln!($($t)*)
-            } else {
-                println!($($t)*)
-            }
-        };
-    }
     let header = [
         "setup",
         "daemons",
@@ -638,20 +633,27 @@ fn report(outcomes: &[Outcome], out: &Path, csv_only: bool) -> Result<(), String
     for o in outcomes {
         let runs: Vec<String> = o.runs.iter().map(|r| f(r.as_secs_f64() * 1e3, 0)).collect();
         say!(
+            csv_only,
             "  {}: runs of {} ms (the median is reported)",
             o.name,
             runs.join(", ")
         );
     }
     let retries: u64 = outcomes.iter().map(|o| o.retries).sum();
-    say!("every result checked against the library's one-shot result; {retries} calls retried\n");
+    say!(
+        csv_only,
+        "every result checked against the library's one-shot result; {retries} calls retried\n"
+    );
     let find = |name: &str| outcomes.iter().find(|o| o.name == name);
     if let Some(one) = find("one") {
         for (name, target) in [("two", 1.8), ("four", 3.2)] {
             if let Some(o) = find(name) {
                 let x = o.throughput() / one.throughput();
                 let verdict = if x >= target { "met" } else { "NOT met" };
-                say!("{name}: {x:.2}x the throughput of one (target {target}x: {verdict})");
+                say!(
+                    csv_only,
+                    "{name}: {x:.2}x the throughput of one (target {target}x: {verdict})"
+                );
             }
         }
     }
@@ -659,11 +661,12 @@ fn report(outcomes: &[Outcome], out: &Path, csv_only: bool) -> Result<(), String
         let cut = 1.0 - a.makespan.as_secs_f64() / s.makespan.as_secs_f64();
         let verdict = if cut >= 0.25 { "met" } else { "NOT met" };
         say!(
+            csv_only,
             "hetero-agent: makespan {:.0}% below hetero-static (target 25%: {verdict})",
             cut * 100.0
         );
     }
     let path = write_file(out, "scaleout.csv", csv.as_str())?;
-    say!("\nCSV: {}", path.display());
+    say!(csv_only, "\nCSV: {}", path.display());
     Ok(())
 }

@@ -38,11 +38,8 @@ use tonic::Code;
 
 use crate::remote::client::Client;
 use crate::remote::haproxy::Haproxy;
-use crate::remote::proto::{self, AesRequest};
 use crate::report::{Csv, Table, f, write_file};
-use crate::scaleout::{
-    DaemonProcess, IV, Jobs, ScaleoutArgs, behind_haproxy, connect, start_daemon,
-};
+use crate::scaleout::{DaemonProcess, Jobs, ScaleoutArgs, behind_haproxy, connect, start_daemon};
 
 /// The CSV header, the same as the library benchmark's `live --workload tenants`.
 pub const CSV_HEADER: &str =
@@ -162,13 +159,7 @@ fn percentile(sorted: &[Duration], q: f64) -> Option<Duration> {
 
 /// One call of `tenant`, counted in `tally`; `start` is the run's start.
 async fn call(client: Client, jobs: Arc<Jobs>, k: usize, tally: Shared, start: Instant) {
-    let request = AesRequest {
-        key: "bench".into(),
-        mode: proto::Mode::Cbc as i32,
-        iv: IV.to_vec(),
-        padding: proto::Padding::None as i32,
-        data: jobs.plains[k].clone(),
-    };
+    let request = jobs.request(k);
     let bytes = jobs.plains[k].len() as u64;
     tally.lock().unwrap_or_else(|e| e.into_inner()).sent_bytes += bytes;
     let sent = Instant::now();
@@ -570,16 +561,6 @@ pub fn csv(o: &Outcome) -> Csv {
 /// Prints the table (or the CSV with `csv_only`) and the verdicts, and writes
 /// `scaleout_tenants.csv` into `out`.
 pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
-    // With `--csv`, standard output is the CSV alone; the rest goes to standard error.
-    macro_rules! say {
-        ($($t:tt)*) => {
-            if csv_only {
-                eprintln!($($t)*)
-            } else {
-                println!($($t)*)
-            }
-        };
-    }
     let csv = csv(o);
     if csv_only {
         print!("{}", csv.as_str());
@@ -632,7 +613,11 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
         .iter()
         .map(|(a, b)| format!("{a:.3}:{b:.3}"))
         .collect();
-    say!("shares, second by second (w1:w3): {}", seconds.join(" "));
+    say!(
+        csv_only,
+        "shares, second by second (w1:w3): {}",
+        seconds.join(" ")
+    );
     let within = |share: f64, target: f64| (share - target).abs() <= 0.1 * target;
     let worst = o
         .seconds
@@ -644,6 +629,7 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
             .iter()
             .all(|(a, b)| within(*a, 0.25) && within(*b, 0.75));
     say!(
+        csv_only,
         "shares: every second within 10% of 1:3: {} (worst: w1's share {:.0}% off 0.25)",
         if met { "met" } else { "NOT met" },
         worst * 100.0
@@ -652,6 +638,7 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
     if let (Some(with), Some(alone)) = (quiet.and_then(|r| r.p99), o.alone.p99) {
         let x = with.as_secs_f64() / alone.as_secs_f64();
         say!(
+            csv_only,
             "isolation: quiet p99 {} us beside noisy, {} us alone: {x:.2}x (target <= 1.5x: {})",
             us(Some(with)),
             us(Some(alone)),
@@ -660,6 +647,7 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
     }
     if let (Some(with), Some(alone)) = o.daemon_p99 {
         say!(
+            csv_only,
             "  in the daemons (submission to output, the larger daemon's p99): {} us beside \
              noisy, {} us alone: {:.2}x",
             us(Some(with)),
@@ -676,14 +664,15 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
     for r in all {
         lost += r.lost;
         if let Some(loss) = &r.first_loss {
-            say!("  {}: first call lost: {loss}", r.tenant);
+            say!(csv_only, "  {}: first call lost: {loss}", r.tenant);
         }
     }
     say!(
+        csv_only,
         "every output checked against the library's one-shot result; {lost} calls lost \
          (target 0); refused calls got RESOURCE_EXHAUSTED with a retry pushback"
     );
     let path = write_file(out, "scaleout_tenants.csv", csv.as_str())?;
-    say!("CSV: {}", path.display());
+    say!(csv_only, "CSV: {}", path.display());
     Ok(())
 }
