@@ -4,6 +4,10 @@
 //! so the difference is what the service adds per packet (submission, scheduling, hand-off,
 //! completion).
 //!
+//! `service/retry-copy`: 256 CTR jobs of 16 KiB on one node, with `max_attempts` 2 (the
+//! default: each packet's input is copied before it runs, to run again elsewhere should the
+//! node fail) and 1 (no copy): what the copy costs a node.
+//!
 //! `cargo bench --bench service`
 
 use std::hint::black_box;
@@ -67,5 +71,38 @@ fn per_packet(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, per_packet);
+fn retry_copy(c: &mut Criterion) {
+    const SIZE: usize = 16 * 1024;
+    let mut group = c.benchmark_group("service/retry-copy");
+    group.throughput(Throughput::Bytes((JOBS * SIZE) as u64));
+    for attempts in [2u32, 1] {
+        let service = Service::builder()
+            .aes_cluster([NodeSpec::pinned(0)])
+            .max_attempts(attempts)
+            .build()
+            .expect("service");
+        let key = service.add_aes_key(&[7; 16]).expect("key");
+        group.bench_function(format!("max_attempts={attempts}"), |b| {
+            b.iter_batched(
+                || (0..JOBS).map(|_| vec![0u8; SIZE]).collect::<Vec<_>>(),
+                |data| {
+                    let handles: Vec<_> = data
+                        .into_iter()
+                        .map(|d| {
+                            let job = Job::encrypt(key, Mode::Ctr, &[1; 16], d);
+                            service.submit(job).expect("submit")
+                        })
+                        .collect();
+                    for h in handles.into_iter().rev() {
+                        black_box(h.wait().expect("job"));
+                    }
+                },
+                BatchSize::LargeInput,
+            );
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, per_packet, retry_copy);
 criterion_main!(benches);
