@@ -214,4 +214,29 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn a_retry_copy_reuses_a_spare_buffer() {
+        let packets = cut_padded(vec![7u8; 100]);
+        let first = &packets[0].data;
+        // No spare: a new buffer, the same bytes.
+        let mut spare = Vec::new();
+        let copy = first.copy_for_retry(&mut spare);
+        assert_eq!(&copy.data[..], &first.data[..]);
+        assert_ne!(copy.data.as_ptr(), first.data.as_ptr());
+        // A spare larger than the packet, holding other bytes: the copy goes into it.
+        let mut old = BytesMut::from(&[9u8; 200][..]);
+        old.truncate(150);
+        let at = old.as_ptr();
+        spare.push(old);
+        let copy = first.copy_for_retry(&mut spare);
+        assert!(spare.is_empty());
+        assert_eq!(copy.data.as_ptr(), at, "no allocation");
+        assert_eq!(&copy.data[..], &first.data[..], "only the packet's bytes");
+        assert_eq!((copy.msg_len, copy.part), (first.msg_len, first.part));
+        // A spare too small grows to the packet.
+        spare.push(BytesMut::from(&[1u8; 4][..]));
+        let last = &packets[packets.len() - 1].data;
+        assert_eq!(&last.copy_for_retry(&mut spare).data[..], &last.data[..]);
+    }
 }

@@ -378,12 +378,19 @@ pub(crate) struct PacketData {
 
 impl PacketData {
     /// A copy of the packet as it is before it runs (its input, its carried state), to run
-    /// again on another node if its node fails while running it.
-    pub(crate) fn copy_for_retry(&self) -> PacketData {
+    /// again on another node if its node fails while running it. The bytes go into a buffer
+    /// from `spare` when there is one (a copy the node no longer needs), so that a node does
+    /// not allocate and free a packet's worth of memory per packet: with packets of 64 KiB
+    /// and more, the allocator hands such memory back to the kernel and faults it in again,
+    /// which cost a CBC stream in 64 KiB packets 40% of its speed.
+    pub(crate) fn copy_for_retry(&self, spare: &mut Vec<BytesMut>) -> PacketData {
+        let mut data = spare.pop().unwrap_or_default();
+        data.clear();
+        data.extend_from_slice(&self.data);
         PacketData {
             job: Arc::clone(&self.job),
             part: self.part,
-            data: BytesMut::from(&self.data[..]),
+            data,
             msg_len: self.msg_len,
             start: self.start.clone(),
             attempt: self.attempt,

@@ -127,6 +127,9 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
     // Per packet of the set: the stored state that started it, to release once it is
     // delivered.
     let mut started: SmallVec<[Option<(TaskId, u32)>; 1]> = SmallVec::new();
+    // Buffers of retry copies no longer needed, for the next set's copies: at most a set's
+    // worth, each as large as the largest packet copied.
+    let mut spare: Vec<bytes::BytesMut> = Vec::new();
     while engine.worker_turn(spec.node, &mut generation, &mut estimates, MAX_BATCH) {
         loop {
             if faults.exit_now() {
@@ -151,7 +154,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                     job: Arc::clone(&p.data.job),
                     part: p.data.part,
                     retry: (p.data.attempt + 1 < max_attempts)
-                        .then(|| Packet::new(p.meta, p.data.copy_for_retry())),
+                        .then(|| Packet::new(p.meta, p.data.copy_for_retry(&mut spare))),
                 }
             }));
             let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
@@ -195,9 +198,11 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 engine.store.release(task, seq);
             }
             let n = metas.len() as u32;
-            for ((meta, Running { job, part, .. }), result) in
+            for ((meta, Running { job, part, retry }), result) in
                 metas.into_iter().zip(resolved.drain(..)).zip(results)
             {
+                // The copy was not needed: its buffer serves the next set's copies.
+                spare.extend(retry.map(|r| r.data.data));
                 // Count first, then deliver: whoever the result wakes sees it counted.
                 local.packets += 1;
                 local.bytes += meta.len;
