@@ -222,6 +222,13 @@ pub struct Metrics {
     pub aes_implementations: Vec<ImplChoice>,
 }
 
+impl Metrics {
+    /// The nodes of the cluster of `kind`, in node order.
+    pub fn nodes_of(&self, kind: ClusterKind) -> impl Iterator<Item = &NodeMetrics> {
+        self.nodes.iter().filter(move |n| n.cluster == kind)
+    }
+}
+
 /// One node's counters.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -119,6 +119,38 @@ pub enum Affinity {
     InFlight,
 }
 
+impl Affinity {
+    /// The name (`strict`, `in-flight`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Affinity::Strict => "strict",
+            Affinity::InFlight => "in-flight",
+        }
+    }
+}
+
+impl std::fmt::Display for Affinity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Affinity {
+    type Err = crate::packet::ParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "strict" => Ok(Affinity::Strict),
+            "in-flight" | "inflight" => Ok(Affinity::InFlight),
+            _ => Err(crate::packet::ParseError::new(
+                "affinity",
+                s,
+                "strict, in-flight",
+            )),
+        }
+    }
+}
+
 /// One node: how fast it is and how much its queue holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NodeConfig {
@@ -703,5 +735,23 @@ impl<D> Scheduler<D> {
             && self.router.waiting_len() == 0
             && (0..self.num_clusters()).all(|c| self.cluster_queue_len(ClusterId(c as u32)) == 0)
             && self.node_queues.iter().all(VecDeque::is_empty)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_and_affinity_names_round_trip() {
+        for a in [Admission::Fifo, Admission::Fair] {
+            assert_eq!(a.to_string().parse::<Admission>().unwrap(), a);
+        }
+        for a in [Affinity::Strict, Affinity::InFlight] {
+            assert_eq!(a.to_string().parse::<Affinity>().unwrap(), a);
+        }
+        assert_eq!(" InFlight".parse::<Affinity>().unwrap(), Affinity::InFlight);
+        let err = "loose".parse::<Affinity>().unwrap_err().to_string();
+        assert!(err.contains("strict, in-flight"), "{err}");
     }
 }

@@ -357,21 +357,13 @@ impl SpaceConfig {
             self.short_jobs,
             self.lengths.name(),
             if self.bursts { "bursts" } else { "steady" },
-            affinity_name(self.affinity),
+            self.affinity.as_str(),
             if self.known_lengths {
                 "known"
             } else {
                 "unknown"
             }
         )
-    }
-}
-
-/// `strict` or `in-flight`.
-pub fn affinity_name(affinity: Affinity) -> &'static str {
-    match affinity {
-        Affinity::Strict => "strict",
-        Affinity::InFlight => "in-flight",
     }
 }
 

@@ -341,9 +341,7 @@ impl Wake for SubmittingWaker {
 /// Packets the AES nodes of `s` have run.
 pub fn node_packets(s: &cryptodispatch::Service) -> u64 {
     s.metrics()
-        .nodes
-        .iter()
-        .filter(|n| n.cluster == cryptodispatch::ClusterKind::Aes)
+        .nodes_of(cryptodispatch::ClusterKind::Aes)
         .map(|n| n.packets)
         .sum()
 }

@@ -380,9 +380,7 @@ fn cluster_isolation(admission: Admission) {
             .clone()
     };
     let ed_done = |m: &Metrics| {
-        m.nodes
-            .iter()
-            .filter(|n| n.cluster == ClusterKind::Ed25519)
+        m.nodes_of(ClusterKind::Ed25519)
             .map(|n| n.packets)
             .sum::<u64>()
     };
@@ -1309,9 +1307,7 @@ fn metrics_add_up_after_a_known_workload() {
     service.shutdown();
     let m = service.metrics();
     let totals = |kind| {
-        m.nodes
-            .iter()
-            .filter(|n| n.cluster == kind)
+        m.nodes_of(kind)
             .fold((0, 0), |(p, b), n| (p + n.packets, b + n.bytes))
     };
     assert_eq!(totals(ClusterKind::Aes), (want_packets, want_bytes), "{m}");

@@ -156,9 +156,7 @@ fn run_aes_records(service: &Service, records: &[Record], inline_limit: usize) -
 /// Per-cluster sums of the nodes' packet and byte counters.
 fn node_totals(service: &Service, kind: ClusterKind) -> (u64, u64) {
     let m = service.metrics();
-    m.nodes
-        .iter()
-        .filter(|n| n.cluster == kind)
+    m.nodes_of(kind)
         .fold((0, 0), |(p, b), n| (p + n.packets, b + n.bytes))
 }
 

@@ -69,7 +69,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 32)]
     pub queue_len: usize,
     /// Affinity of dependent jobs: strict (the paper) or in-flight.
-    #[arg(long, default_value = "strict", value_parser = parse_affinity)]
+    #[arg(long, default_value = "strict")]
     pub affinity: Affinity,
     /// Print one CSV header line and one row per policy instead of a table.
     #[arg(long)]
@@ -105,14 +105,6 @@ pub fn parse_range(s: &str) -> Result<(f64, f64), String> {
         return Err(format!("need 0 < LO <= HI, got {lo},{hi}"));
     }
     Ok((lo, hi))
-}
-
-pub fn parse_affinity(s: &str) -> Result<Affinity, String> {
-    match s {
-        "strict" => Ok(Affinity::Strict),
-        "in-flight" | "inflight" => Ok(Affinity::InFlight),
-        _ => Err(format!("unknown affinity {s:?}: strict or in-flight")),
-    }
 }
 
 fn build(nodes: &NodeArgs, rng: &mut ChaCha8Rng) -> Result<Vec<NodeModel>, String> {

@@ -16,7 +16,7 @@
 //! - `sample.svg`: per policy, the share of configurations within each ratio of the best.
 
 use cryptodispatch::sim::research::matrix::{self, Outcome};
-use cryptodispatch::sim::space::{self, affinity_name};
+use cryptodispatch::sim::space;
 
 use crate::matrix::{optimum_csv, print_small};
 use crate::plot::{Chart, Series};
@@ -66,7 +66,7 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
             summary(
                 &outcomes,
                 labels,
-                |o| affinity_name(o.config.affinity) == affinity && o.config.known_lengths == known,
+                |o| o.config.affinity.as_str() == affinity && o.config.known_lengths == known,
                 &name,
             );
         }
@@ -143,7 +143,7 @@ fn write_files(
                 c.short_jobs.to_string(),
                 c.lengths.name(),
                 c.bursts.to_string(),
-                affinity_name(c.affinity).to_owned(),
+                c.affinity.to_string(),
                 c.known_lengths.to_string(),
                 o.packets.to_string(),
                 l.clone(),

@@ -121,9 +121,7 @@ pub fn clusters(metrics: &Metrics) -> Vec<ClusterLoad> {
             ClusterLoad {
                 kind: c.kind,
                 nodes: metrics
-                    .nodes
-                    .iter()
-                    .filter(|n| n.cluster == c.kind)
+                    .nodes_of(c.kind)
                     .map(|n| NodeLoad {
                         unit_time_ns: n.unit_times.get(cmd),
                         slowdown: n.slowdown,
