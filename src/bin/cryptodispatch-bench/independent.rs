@@ -43,51 +43,30 @@ pub fn cbc16k(args: &LiveArgs) -> Result<Work, String> {
     })
 }
 
-/// `manycbc`: 128 MiB (at least 64 jobs) in --mode cbc, ofb or cfb on 2 nodes (or --nodes),
-/// from 2 submitting threads, beside `openssl speed` of the same mode.
-pub fn manycbc(args: &LiveArgs) -> Result<Work, String> {
-    let cipher = match args.mode {
-        Mode::Cbc => "aes-128-cbc",
-        Mode::Ofb => "aes-128-ofb",
-        Mode::Cfb => "aes-128-cfb",
-        mode => {
-            return Err(format!(
-                "manycbc: --mode {mode} must be one of cbc, ofb, cfb"
-            ));
+/// `manycbc` (`serial`: --mode cbc, ofb or cfb, encryption) or `parallel` (--mode ctr, ecb, or
+/// cbc for CBC decryption): 128 MiB (at least 64 jobs) on 2 nodes (or --nodes), from 2
+/// submitting threads, beside `openssl speed -evp` of the same (`-decrypt` for CBC decryption).
+pub fn of_mode(args: &LiveArgs, serial: bool) -> Result<Work, String> {
+    let (direction, cipher) = match (serial, args.mode) {
+        (true, Mode::Cbc) => (Direction::Encrypt, "aes-128-cbc"),
+        (true, Mode::Ofb) => (Direction::Encrypt, "aes-128-ofb"),
+        (true, Mode::Cfb) => (Direction::Encrypt, "aes-128-cfb"),
+        (false, Mode::Ctr) => (Direction::Encrypt, "aes-128-ctr"),
+        (false, Mode::Ecb) => (Direction::Encrypt, "aes-128-ecb"),
+        (false, Mode::Cbc) => (Direction::Decrypt, "aes-128-cbc -decrypt"),
+        (_, mode) => {
+            let (name, modes) =
+                [("parallel", "ctr, ecb, cbc"), ("manycbc", "cbc, ofb, cfb")][serial as usize];
+            return Err(format!("{name}: --mode {mode} must be one of {modes}"));
         }
     };
-    of_mode(args, Direction::Encrypt, cipher)
-}
-
-/// `parallel`: as `manycbc`, in CTR, ECB encryption or CBC decryption (--mode ctr, ecb or
-/// cbc), beside `openssl speed` of the same (`-decrypt` for CBC).
-pub fn parallel(args: &LiveArgs) -> Result<Work, String> {
-    let (direction, cipher) = match args.mode {
-        Mode::Ctr => (Direction::Encrypt, "aes-128-ctr"),
-        Mode::Ecb => (Direction::Encrypt, "aes-128-ecb"),
-        Mode::Cbc => (Direction::Decrypt, "aes-128-cbc -decrypt"),
-        mode => {
-            return Err(format!(
-                "parallel: --mode {mode} must be one of ctr, ecb, cbc"
-            ));
-        }
-    };
-    of_mode(args, direction, cipher)
-}
-
-/// 128 MiB (at least 64 jobs) in --mode and `direction` on 2 nodes (or --nodes), from 2
-/// submitting threads, beside `openssl speed -evp cipher`.
-fn of_mode(args: &LiveArgs, direction: Direction, cipher: &'static str) -> Result<Work, String> {
     let op = AesOp::new(direction, args.mode);
     let nodes = args.nodes.unwrap_or(2);
     let mut work = independent(args, 128 << 20, 64, nodes, 2, |rng, size| {
         aes_item(rng, op, size)
     })?;
-    work.size_label = format!(
-        "{} {}",
-        work.size_label,
-        cipher.trim_start_matches("aes-128-")
-    );
+    let short = cipher.trim_start_matches("aes-128-");
+    work.size_label = format!("{} {short}", work.size_label);
     work.openssl = Some(cipher);
     Ok(work)
 }

@@ -3,19 +3,14 @@
 //! options of every live workload, and the interface its runner is chosen by ([`Runner`]).
 //!
 //! The workloads that compare the service with the primitives called directly make their jobs
-//! ([`Work`]: `independent.rs`, `mixed.rs`, `hetero.rs`) and leave the rest to [`measure`]. Each
-//! run builds the service, registers the keys and builds every job before the clock starts;
-//! the clock stops when the last job handle resolves. The reference processes the same buffers
-//! in place with the same expanded keys (`AesKey::process` is RustCrypto's mode over a borrowed
-//! schedule; `SigningKey::sign` and `VerifyingKey::verify` are `ed25519-dalek`'s), on threads
-//! pinned like the nodes. Every service output is compared with the reference's after the
-//! timing: a run that is fast but wrong is an error, not a result. Each side runs `--reps`
-//! times and keeps its fastest run.
-//!
-//! The `gcm` and `manycbc` workloads also run `openssl speed -elapsed -multi N -bytes SIZE -evp
-//! CIPHER` (N the number of nodes) in every round, as a third column: the same cipher as
-//! openssl implements it, on the same machine, in the same run (see `openssl.rs`). Without
-//! `openssl` on PATH that column is left out, with a note.
+//! ([`Work`]: `independent.rs`, `mixed.rs`, `hetero.rs`) and leave the rest to [`measure`]: the
+//! service, its keys and every job are built before the clock starts, which stops when the last
+//! handle resolves. The reference runs the same buffers in place on the implementations the
+//! service runs, on threads pinned like the nodes; every output is compared with it after the
+//! timing (fast but wrong is an error, not a result). Each side keeps its fastest of `--reps`.
+//! The speed workloads (`manycbc`, `parallel`, `gcm`) add `openssl speed -multi N` of the same
+//! cipher (`openssl.rs`), whose median of the runs interleaved with the rounds is a column, and
+//! the kernel: the jobs in the implementation's lane sets, without the service.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -23,13 +18,14 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, ValueEnum};
 use cryptodispatch::crypto::{
-    AesImpl, AesKey, AesOp, ChainState, Direction, ImplTable, SigningKey, VerifyingKey,
+    AesImpl, AesKey, AesOp, ChainState, Direction, ImplTable, LaneItem, SigningKey, VerifyingKey,
+    run_packets_with,
 };
-use cryptodispatch::runtime::{NodeMetrics, emulate_slowdown};
+use cryptodispatch::runtime::emulate_slowdown;
 use cryptodispatch::sim::research::experiments::Paired;
 use cryptodispatch::{
-    Admission, ClusterKind, Job, JobHandle, JobOutput, Metrics, Mode, NodeSpec, PolicySpec,
-    Service, ServiceBuilder,
+    Admission, ClusterKind, Job, JobHandle, JobOutput, Mode, NodeSpec, PolicySpec, Service,
+    ServiceBuilder,
 };
 use rand::rngs::ChaCha8Rng;
 use rand::{Rng, RngExt, SeedableRng};
@@ -419,24 +415,15 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
     }
     let metrics = service.metrics();
     service.shutdown();
+    use ClusterKind::{Aes, Ed25519};
     Ok(Measured {
         elapsed,
         latencies,
         outputs,
-        node_packets: per_node(&metrics, ClusterKind::Aes, |n| n.packets),
-        node_busy: per_node(&metrics, ClusterKind::Aes, |n| n.busy),
-        ed_busy: per_node(&metrics, ClusterKind::Ed25519, |n| n.busy),
+        node_packets: metrics.nodes_of(Aes).map(|n| n.packets).collect(),
+        node_busy: metrics.nodes_of(Aes).map(|n| n.busy).collect(),
+        ed_busy: metrics.nodes_of(Ed25519).map(|n| n.busy).collect(),
     })
-}
-
-/// One figure of every node of a cluster kind.
-fn per_node<T>(metrics: &Metrics, kind: ClusterKind, f: impl Fn(&NodeMetrics) -> T) -> Vec<T> {
-    metrics
-        .nodes
-        .iter()
-        .filter(|n| n.cluster == kind)
-        .map(f)
-        .collect()
 }
 
 /// Waits for a job, and returns its output with its latency (submission to completion).
@@ -449,13 +436,12 @@ fn wait_timed(mut h: JobHandle) -> Result<(JobOutput, Duration), cryptodispatch:
 }
 
 /// The reference: the same jobs run directly, on the implementations the service runs (the
-/// one pinned with --implementation, or the shared measured table), pinned like the nodes: on
-/// as many threads as the machine has cores, each working through an equal share dealt round robin; or, for a
-/// [`Work::greedy`] workload, one thread per AES node with its slowdown, each taking the next
-/// job when it is free (a greedy schedule).
-fn run_reference(work: &Work, implementation: Option<AesImpl>) -> Result<Measured, String> {
-    // The implementations the service runs: the same pinned one, or its shared measured table.
-    let table = match implementation {
+/// one `pinned` with --implementation, or the shared measured table), on threads pinned like
+/// the nodes: one per core, each working through an equal share dealt round robin; or, for a
+/// [`Work::greedy`] workload, one per AES node with its slowdown, each taking the next job when
+/// it is free. With `kernel`, the AES jobs run in the implementation's lane sets (the kernel).
+fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<Measured, String> {
+    let table = match pinned {
         Some(i) => Arc::new(ImplTable::pinned(i).text()?),
         None => ImplTable::shared(work.packet_size),
     };
@@ -496,6 +482,33 @@ fn run_reference(work: &Work, implementation: Option<AesImpl>) -> Result<Measure
         })
     };
 
+    // Jobs of one packet, a lane each, on the first one's implementation: a node's lane set.
+    let run_set = |batch: &mut [(usize, Item)]| -> Result<(), String> {
+        let aes = |s| match s {
+            Spec::Aes { key, op, iv } => Ok((&keys[key], op, iv)),
+            _ => Err("a lane set of jobs that are not AES"),
+        };
+        let mut states = Vec::new();
+        for (_, item) in batch.iter() {
+            let (_, op, iv) = aes(item.spec)?;
+            states.push(ChainState::for_mode(op.mode, &iv).text()?);
+        }
+        let mut lanes = Vec::new();
+        for ((_, item), state) in batch.iter_mut().zip(&mut states) {
+            let ((key, op, _), len, last) = (aes(item.spec)?, item.data.len(), true);
+            let buf = &mut item.data;
+            lanes.push(LaneItem {
+                key,
+                op,
+                state,
+                buf,
+                len,
+                last,
+            });
+        }
+        run_packets_with(table.get(lanes[0].op), &mut lanes).text()
+    };
+
     // One queue for the greedy schedule, else one per thread, each dealt its share.
     let mut queues: Vec<VecDeque<(usize, Item)>> = vec![VecDeque::new(); slowdowns.len()];
     queues.truncate(if work.greedy { 1 } else { slowdowns.len() });
@@ -509,8 +522,22 @@ fn run_reference(work: &Work, implementation: Option<AesImpl>) -> Result<Measure
         let queue = &queues[t % queues.len()];
         let mut out = Vec::new();
         loop {
-            let next = lock(queue).pop_front();
-            let Some((i, mut item)) = next else { break };
+            let mut q = lock(queue);
+            let lanes = match q.front().map(|(_, item)| item.spec) {
+                Some(Spec::Aes { op, .. }) if kernel => table.lane_width(op),
+                _ => 1,
+            };
+            let mut set: Vec<(usize, Item)> = (0..lanes).map_while(|_| q.pop_front()).collect();
+            drop(q);
+            if set.len() > 1 {
+                let done = run_set(&mut set);
+                let ok = |it: Item| done.clone().map(|()| JobOutput::Data(it.data));
+                out.extend(set.into_iter().map(|(i, it)| (i, ok(it))));
+                continue;
+            }
+            let Some((i, mut item)) = set.pop() else {
+                break;
+            };
             let packets = item.data.len().div_ceil(work.packet_size).max(1);
             // Per packet, as a node: real work, then the emulated wait.
             let t0 = Instant::now();
@@ -551,6 +578,8 @@ pub struct LiveRow {
     pub size: String,
     pub throughput: f64,
     pub reference: f64,
+    /// The reference's jobs in the implementation's lane sets (the speed workloads).
+    pub kernel: Option<f64>,
     /// `openssl speed` runs of the same cipher and size on as many processes as nodes,
     /// interleaved with the rounds (the gcm and manycbc workloads): their median, spread and
     /// line in the report.
@@ -588,10 +617,15 @@ pub fn measure(
     // comparison. The policies take turns going first, so none always runs right after the
     // reference.
     let mut reference: Option<Measured> = None;
+    let mut kernel: Option<Measured> = None;
     let mut runs: Vec<Option<Measured>> = policies.iter().map(|_| None).collect();
     let mut rounds: Vec<Vec<f64>> = policies.iter().map(|_| Vec::new()).collect();
     for round in 0..args.reps.max(1) {
-        keep_fastest(&mut reference, run_reference(work, args.implementation)?);
+        let pinned = args.implementation;
+        keep_fastest(&mut reference, run_reference(work, pinned, false)?);
+        if work.openssl.is_some() {
+            keep_fastest(&mut kernel, run_reference(work, pinned, true)?);
+        }
         if let Some(baseline) = openssl.as_mut() {
             baseline.sample()?;
         }
@@ -611,6 +645,10 @@ pub fn measure(
     let is_ed = |i: &&Item| matches!(i.spec, Spec::Sign { .. } | Spec::Verify { .. });
     let ed_ops = work.items.iter().filter(is_ed).count() as f64;
     let ref_mb_s = bytes / reference.elapsed.as_secs_f64() / 1e6;
+    let kernel_mb_s = match kernel {
+        Some(k) if k.outputs != reference.outputs => return Err("kernel: wrong output".into()),
+        k => k.map(|k| bytes / k.elapsed.as_secs_f64() / 1e6),
+    };
     let mut rows = Vec::new();
     for ((policy, m), rounds) in policies.iter().zip(runs).zip(rounds) {
         let m = m.ok_or("no service run")?;
@@ -629,6 +667,7 @@ pub fn measure(
             size: work.size_label.clone(),
             throughput: bytes / m.elapsed.as_secs_f64() / 1e6,
             reference: ref_mb_s,
+            kernel: kernel_mb_s,
             openssl: openssl.clone(),
             ed_ops: ed_ops / m.elapsed.as_secs_f64(),
             mean_latency_us: lat.iter().map(|d| d.as_secs_f64()).sum::<f64>()
@@ -651,10 +690,11 @@ pub fn measure(
     Ok(rows)
 }
 
-/// The live CSV header; the openssl columns are empty except for the gcm and manycbc workloads
-/// with openssl on PATH: `openssl_mb_s` is the median of at least three runs interleaved with
-/// the rounds, `openssl_min_mb_s` and `openssl_max_mb_s` their spread.
-pub const CSV_HEADER: &str = "workload,policy,nodes,size,throughput_mb_s,reference_mb_s,ratio,mean_latency_us,p99_latency_us,openssl_mb_s,openssl_min_mb_s,openssl_max_mb_s";
+/// The live CSV header; the openssl columns are empty except for the speed workloads (`gcm`,
+/// `manycbc`, `parallel`) with openssl on PATH: `openssl_mb_s` is the median of at least three runs interleaved with
+/// the rounds, `openssl_min_mb_s` and `openssl_max_mb_s` their spread; `kernel_mb_s` (the same
+/// workloads) is the jobs run in the implementation's lane sets without the service.
+pub const CSV_HEADER: &str = "workload,policy,nodes,size,throughput_mb_s,reference_mb_s,ratio,mean_latency_us,p99_latency_us,openssl_mb_s,openssl_min_mb_s,openssl_max_mb_s,kernel_mb_s";
 
 /// Prints the rows: a table (or CSV), and with several policies the makespan differences.
 pub fn print(rows: &[LiveRow], csv: bool) {
@@ -682,6 +722,7 @@ pub fn print(rows: &[LiveRow], csv: bool) {
                 openssl(r).map_or(String::new(), |o| f(o, 1)),
                 range.map_or(String::new(), |(lo, _)| f(lo, 1)),
                 range.map_or(String::new(), |(_, hi)| f(hi, 1)),
+                r.kernel.map_or(String::new(), |k| f(k, 1)),
             ]);
             c.row(&cells);
         }
@@ -689,12 +730,13 @@ pub fn print(rows: &[LiveRow], csv: bool) {
         return;
     }
     let mut t = Table::with_columns(
-        "workload,policy,nodes,size,MB/s,reference MB/s,ratio,openssl MB/s,vs openssl,Ed25519 ops/s,mean lat us,p99 lat us,makespan ms,AES util,Ed util,AES node shares",
+        "workload,policy,nodes,size,MB/s,reference MB/s,ratio,kernel MB/s,openssl MB/s,vs openssl,Ed25519 ops/s,mean lat us,p99 lat us,makespan ms,AES util,Ed util,AES node shares",
     );
     let or_dash = |x: f64, cell: String| if x > 0.0 { cell } else { "-".into() };
     for r in rows {
         let mut cells = head(r);
         cells.extend([
+            r.kernel.map_or("-".into(), |k| f(k, 1)),
             openssl(r).map_or("-".into(), |o| f(o, 1)),
             openssl(r).map_or("-".into(), |o| f(r.throughput / o, 3)),
             or_dash(r.ed_ops, f(r.ed_ops, 0)),

@@ -115,9 +115,9 @@ fn runner(workload: live::Workload) -> live::Runner {
     use live::Workload as W;
     match workload {
         W::Cbc16k => Compare(independent::cbc16k),
-        W::Manycbc => Compare(independent::manycbc),
+        W::Manycbc => Compare(|args| independent::of_mode(args, true)),
         W::Gcm => Compare(independent::gcm),
-        W::Parallel => Compare(independent::parallel),
+        W::Parallel => Compare(|args| independent::of_mode(args, false)),
         W::Mixed => Compare(mixed::work),
         W::Hetero => Compare(hetero::hetero),
         W::HeteroChains => Compare(hetero::chains),
