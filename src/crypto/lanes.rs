@@ -76,7 +76,9 @@ pub const DEFAULT_LANES: usize = 8;
 
 /// The lane-set widths the measurement compares ([`AesImpl::Lanes`](crate::crypto::AesImpl)):
 /// 8 (one AES-NI backend call per step), and 16, 32 and 64, which fill the wider VAES backends
-/// of `aes` 0.9.4 (30 blocks per call with AVX2, 64 with AVX-512) where the CPU has them.
+/// of `aes` 0.9.4 (30 blocks per call with AVX2, 64 with AVX-512) where `aes` sees them (through
+/// `cpufeatures` 0.3.1, which counts VAES only with the AVX-512 register state, or a build that
+/// enables `vaes`).
 pub const LANE_WIDTHS: [usize; 4] = [8, 16, 32, 64];
 
 /// The widest lane set [`run_lanes_width`] takes.
