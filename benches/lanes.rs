@@ -93,8 +93,8 @@ fn print_backend() {
     // `aes` asks `cpufeatures` (0.3.1), which counts VAES only where the OS saves the AVX-512
     // registers, unless the build enables VAES: a CPU with VAES and AVX2 alone (AMD Zen 3)
     // runs the AES-NI backend in a default build.
-    let vaes = std::arch::is_x86_feature_detected!("vaes")
-        && (avx512 || cfg!(target_feature = "vaes"));
+    let vaes =
+        std::arch::is_x86_feature_detected!("vaes") && (avx512 || cfg!(target_feature = "vaes"));
     let aes = std::arch::is_x86_feature_detected!("aes");
     let backend = match (aes, vaes, avx512) {
         (_, true, true) => "VAES with AVX-512 (64 blocks per call)",

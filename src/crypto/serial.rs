@@ -22,7 +22,7 @@ use zeroize::Zeroize;
 type Block = Array<u8, U16>;
 
 /// Which serial operation a stream runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Serial {
     /// C_i = E(C_{i-1} ^ P_i).
     CbcEncrypt,
