@@ -361,34 +361,11 @@ fn run_steps<B: BlockCipherEncBackend<BlockSize = U16>>(
             .iter_mut()
             .map(|l| &mut l.blocks[l.next..l.next + steps])
             .collect();
+        let (views, registers) = (&mut views[..], &mut registers[..]);
         match serial {
-            Serial::CbcEncrypt => steps_loop(
-                backend,
-                &mut views,
-                &mut registers,
-                steps,
-                xor_into,
-                |r, b| *b = *r,
-            ),
-            Serial::Ofb => steps_loop(
-                backend,
-                &mut views,
-                &mut registers,
-                steps,
-                |_, _| {},
-                |r, b| xor_into(b, r),
-            ),
-            Serial::CfbEncrypt => steps_loop(
-                backend,
-                &mut views,
-                &mut registers,
-                steps,
-                |_, _| {},
-                |r, b| {
-                    xor_into(b, r);
-                    *r = *b;
-                },
-            ),
+            Serial::CbcEncrypt => steps_loop::<B, CBC>(backend, views, registers, steps),
+            Serial::Ofb => steps_loop::<B, OFB>(backend, views, registers, steps),
+            Serial::CfbEncrypt => steps_loop::<B, CFB>(backend, views, registers, steps),
         }
     }
     for (chunk, par) in lanes.chunks_mut(width).zip(registers.iter_mut()) {
@@ -400,22 +377,28 @@ fn run_steps<B: BlockCipherEncBackend<BlockSize = U16>>(
     }
 }
 
-/// The step loop of [`run_steps`]: `input` turns a register into the cipher input for a block,
-/// `output` takes the cipher output for it and leaves the next register.
+/// The serial operations as [`steps_loop`]'s parameter.
+const CBC: u8 = Serial::CbcEncrypt as u8;
+const OFB: u8 = Serial::Ofb as u8;
+const CFB: u8 = Serial::CfbEncrypt as u8;
+
+/// The step loop of [`run_steps`] for one serial operation, `OP`, fixed at compile time: per
+/// block, the register becomes the cipher input (CBC: XOR with the block), and the cipher
+/// output becomes the block's output and the next register.
 #[inline(always)]
-fn steps_loop<B: BlockCipherEncBackend<BlockSize = U16>>(
+fn steps_loop<B: BlockCipherEncBackend<BlockSize = U16>, const OP: u8>(
     backend: &B,
     views: &mut [&mut [Block]],
     registers: &mut [ParBlocks<B>],
     steps: usize,
-    input: impl Fn(&mut Block, &Block),
-    output: impl Fn(&mut Block, &mut Block),
 ) {
     let width = B::ParBlocksSize::USIZE;
     for s in 0..steps {
         for (chunk, par) in views.chunks_mut(width).zip(registers.iter_mut()) {
-            for (v, r) in chunk.iter().zip(par.iter_mut()) {
-                input(r, &v[s]);
+            if OP == CBC {
+                for (v, r) in chunk.iter().zip(par.iter_mut()) {
+                    xor_into(r, &v[s]);
+                }
             }
             if chunk.len() == width {
                 backend.encrypt_par_blocks_inplace(par);
@@ -423,7 +406,15 @@ fn steps_loop<B: BlockCipherEncBackend<BlockSize = U16>>(
                 backend.encrypt_tail_blocks_inplace(&mut par[..chunk.len()]);
             }
             for (v, r) in chunk.iter_mut().zip(par.iter_mut()) {
-                output(r, &mut v[s]);
+                let block = &mut v[s];
+                match OP {
+                    CBC => *block = *r,
+                    OFB => xor_into(block, r),
+                    _ => {
+                        xor_into(block, r);
+                        *r = *block;
+                    }
+                }
             }
         }
     }
