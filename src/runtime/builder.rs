@@ -339,7 +339,8 @@ impl ServiceBuilder {
     /// store; its job fails with [`JobError::NodeFailed`](crate::runtime::JobError::NodeFailed)
     /// only once the packet was running on `attempts` nodes that failed, so one packet that
     /// brings nodes down cannot take every node down in turn. 1: the first failure fails the
-    /// job. Each run keeps a copy of the packet's input until its result is delivered.
+    /// job. Each run keeps a copy of the packet's input until its result is delivered, except
+    /// on a node alone in its cluster, whose packets have no other node to run on.
     /// Retries and packets that failed after their last attempt are counted in
     /// [`Metrics::packets_retried`](crate::runtime::Metrics::packets_retried) and
     /// [`Metrics::packets_out_of_attempts`](crate::runtime::Metrics::packets_out_of_attempts)
