@@ -126,7 +126,8 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
     // A packet runs again only on another node of its cluster (`Engine::fail_node`): a node
     // alone in its cluster copies nothing for a retry that cannot happen.
     let cluster = engine.layout.nodes[spec.node.index()].cluster;
-    let alone = engine.layout.nodes.iter().filter(|n| n.cluster == cluster).count() == 1;
+    let siblings = engine.layout.nodes.iter().filter(|n| n.cluster == cluster);
+    let alone = siblings.count() == 1;
     let max_attempts = if alone { 1 } else { engine.layout.max_attempts };
     // Per packet of the set: the stored state that started it, to release once it is
     // delivered.
