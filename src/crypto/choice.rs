@@ -1,5 +1,5 @@
 //! Which implementation runs each AES operation: an [`ImplTable`], measured on the machine
-//! ([`ImplTable::measure`]) or pinned ([`ImplTable::pinned`]). A service builds one when it
+//! ([`ImplTable::measured`]) or pinned ([`ImplTable::pinned`]). A service builds one when it
 //! starts and its nodes run every AES packet on the implementation the table names for the
 //! packet's operation (docs/ALGORITHM.md §15.3).
 

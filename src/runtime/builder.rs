@@ -476,12 +476,9 @@ impl ServiceBuilder {
                     })?),
                     None => None,
                 };
-                // Only AES nodes have lanes (docs/ALGORITHM.md §15.3): at most the width set by
-                // hand, or the implementation table's choice.
-                let lanes = match kind {
-                    ClusterKind::Aes => node.lanes.unwrap_or(MAX_LANES).max(1),
-                    ClusterKind::Ed25519 => 1,
-                };
+                // The worker's bound: the width set by hand, else any width the implementation
+                // table chooses (docs/ALGORITHM.md §15.3).
+                let lanes = node_lanes(*kind, node.lanes, MAX_LANES);
                 let capacity = node.capacity.unwrap_or(default_capacity(*kind));
                 let declared = node.unit_times;
                 // Placeholder unit times until the worker calibrates; declared times as given.
@@ -489,7 +486,8 @@ impl ServiceBuilder {
                     NodeConfig::new(declared.unwrap_or(UnitTimes::uniform(1.0)), capacity)
                         .with_slots(node.slots)
                         .with_lanes(
-                            u32::try_from(sched_lanes(*kind, node.lanes)).unwrap_or(u32::MAX),
+                            u32::try_from(node_lanes(*kind, node.lanes, NodeSpec::DEFAULT_LANES))
+                                .unwrap_or(u32::MAX),
                         ),
                 );
                 specs.push(WorkerSpec {
@@ -622,11 +620,12 @@ impl Service {
     }
 }
 
-/// The lanes the scheduler counts on a node (`NodeStatus::lanes`): the width set by hand, or
-/// the usual [`NodeSpec::DEFAULT_LANES`] where the implementation table chooses per operation.
-fn sched_lanes(kind: ClusterKind, lanes: Option<usize>) -> usize {
+/// A node's lanes: only AES nodes have them, as many as set by hand (at least 1), else
+/// `unset`. The worker takes [`MAX_LANES`] unset (the implementation table's width rules); the
+/// scheduler counts the usual [`NodeSpec::DEFAULT_LANES`] (`NodeStatus::lanes`).
+fn node_lanes(kind: ClusterKind, lanes: Option<usize>, unset: usize) -> usize {
     match kind {
-        ClusterKind::Aes => lanes.unwrap_or(NodeSpec::DEFAULT_LANES).max(1),
+        ClusterKind::Aes => lanes.unwrap_or(unset).max(1),
         ClusterKind::Ed25519 => 1,
     }
 }

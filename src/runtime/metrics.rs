@@ -411,7 +411,7 @@ impl fmt::Display for Metrics {
             let choices: Vec<String> = self
                 .aes_implementations
                 .iter()
-                .map(|c| c.to_string())
+                .map(ToString::to_string)
                 .collect();
             writeln!(f, "aes implementations: {}", choices.join(", "))?;
         }
