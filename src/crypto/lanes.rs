@@ -59,7 +59,9 @@ use smallvec::SmallVec;
 use thiserror::Error;
 use zeroize::Zeroize;
 
-use crate::crypto::aes::{AesKey, AesOp, ChainState, checked_run_len, pad_in_place, padded_len};
+use crate::crypto::aes::{
+    AesKey, AesOp, BLOCK, ChainState, checked_run_len, pad_in_place, padded_len,
+};
 use crate::crypto::error::CryptoError;
 use crate::crypto::serial::{Serial, run_blocks, run_partial, xor_into};
 
@@ -227,6 +229,79 @@ pub fn run_lanes_width(items: &mut [LaneItem<'_>], width: usize) -> Result<(), L
         })?;
     }
     Ok(())
+}
+
+/// Runs the packets of `items` as one lane set, as [`run_lanes`] does, but `slice` bytes of
+/// every lane at a time (rounded down to whole blocks, at least one), calling `between` after
+/// each slice but the last: a caller can do other work there, and the lanes go on where they
+/// stopped. A CBC, CFB or OFB lane's state after a whole number of blocks is all it needs to
+/// go on, so the output is byte for byte [`run_lanes`]'s. Every packet is checked before any
+/// slice runs, so a refused packet refuses the whole call before anything is written.
+///
+/// # Errors
+/// As [`run_lanes`].
+pub fn run_lanes_paused(
+    items: &mut [LaneItem<'_>],
+    slice: usize,
+    between: &mut dyn FnMut(),
+) -> Result<(), LaneError> {
+    for (index, item) in items.iter().enumerate() {
+        let refuse = |error| LaneError { index, error };
+        if !item.op.is_serial() {
+            return Err(refuse(CryptoError::NotSerial {
+                mode: item.op.mode,
+                direction: item.op.direction,
+            }));
+        }
+        checked_run_len(item.op, item.buf.len(), item.len, item.last).map_err(refuse)?;
+    }
+    let slice = (slice / BLOCK).max(1) * BLOCK;
+    // A packet that ends mid-block leaves the state as it came (see `Lane::finish`); its
+    // slices before the last move it on, so it is put back at the end.
+    let kept: SmallVec<[Option<ChainState>; 32]> = items
+        .iter()
+        .map(|i| {
+            let mid_block = i.len % BLOCK != 0 && !(i.last && i.op.pads_on_encrypt());
+            (mid_block && i.len > slice).then(|| i.state.clone())
+        })
+        .collect();
+    let mut off = 0;
+    loop {
+        // Each lane's next slice; its last slice takes the rest of the packet (and its padding
+        // room) and ends it as the packet ends. An empty final packet (a padding block) runs
+        // in the first slice.
+        let mut part: SmallVec<[LaneItem<'_>; 32]> = items
+            .iter_mut()
+            .filter(|i| off == 0 || i.len > off)
+            .map(|i| {
+                let more = i.len > off + slice;
+                LaneItem {
+                    key: i.key,
+                    op: i.op,
+                    state: &mut *i.state,
+                    buf: if more {
+                        &mut i.buf[off..off + slice]
+                    } else {
+                        &mut i.buf[off..]
+                    },
+                    len: if more { slice } else { i.len - off },
+                    last: !more && i.last,
+                }
+            })
+            .collect();
+        run_lanes(&mut part)?;
+        drop(part);
+        off += slice;
+        if !items.iter().any(|i| i.len > off) {
+            for (item, kept) in items.iter_mut().zip(kept) {
+                if let Some(state) = kept {
+                    *item.state = state;
+                }
+            }
+            return Ok(());
+        }
+        between();
+    }
 }
 
 /// Checks a lane-set width: 1 to [`MAX_LANES`].

@@ -43,5 +43,6 @@ pub use self::impls::{
     AesImpl, MEASURE_ROUNDS, Measured, measure, measure_rounds, run_packets_with,
 };
 pub use self::lanes::{
-    DEFAULT_LANES, LANE_WIDTHS, LaneError, LaneItem, MAX_LANES, run_lanes, run_lanes_width,
+    DEFAULT_LANES, LANE_WIDTHS, LaneError, LaneItem, MAX_LANES, run_lanes, run_lanes_paused,
+    run_lanes_width,
 };

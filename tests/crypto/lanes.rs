@@ -2,8 +2,8 @@
 //! vectors of the serial operations run many records per lane set (modes and key sizes mixed),
 //! and random lane sets of random jobs, cut into packets at random block boundaries and resumed
 //! from their chaining state set after set, match [`AesKey::process`] packet by packet and
-//! [`AesKey::one_shot`] for the whole job. Refused lane sets are refused whole, with the packet
-//! named.
+//! [`AesKey::one_shot`] for the whole job, whether a set runs at once or in slices with pauses
+//! between ([`run_lanes_paused`]). Refused lane sets are refused whole, with the packet named.
 
 use crate::common;
 
@@ -13,7 +13,7 @@ use std::fs;
 use common::vectors::{Record, classify, parse_rsp, rsp_files, vectors_dir};
 use cryptodispatch::crypto::{
     AesKey, AesOp, BLOCK, ChainState, CryptoError, Direction, LaneError, LaneItem, Padding,
-    padded_len, run_lanes,
+    padded_len, run_lanes, run_lanes_paused,
 };
 use cryptodispatch::packet::Mode;
 use proptest::prelude::*;
@@ -75,8 +75,10 @@ impl LaneJob {
 }
 
 /// Runs `jobs` to the end: each set takes the next packet of every unfinished job, checked
-/// packet by packet against `AesKey::process` (output and state). Returns the number of sets.
-fn run_sets(keys: &[AesKey], jobs: &mut [LaneJob], what: &str) -> usize {
+/// packet by packet against `AesKey::process` (output and state). With `slice`, each set runs
+/// in slices of that many bytes per lane through [`run_lanes_paused`], which must pause once
+/// between every two slices. Returns the number of sets.
+fn run_sets(keys: &[AesKey], jobs: &mut [LaneJob], what: &str, slice: Option<usize>) -> usize {
     let mut sets = 0;
     while jobs.iter().any(|j| !j.is_done()) {
         // The reference: the same packets through `process`, one stream at a time.
@@ -110,7 +112,22 @@ fn run_sets(keys: &[AesKey], jobs: &mut [LaneJob], what: &str) -> usize {
             })
             .collect();
         let out_lens: Vec<usize> = items.iter().map(LaneItem::output_len).collect();
-        run_lanes(&mut items).unwrap_or_else(|e| panic!("{what}: set {sets}: {e}"));
+        match slice {
+            None => run_lanes(&mut items).unwrap_or_else(|e| panic!("{what}: set {sets}: {e}")),
+            Some(slice) => {
+                let step = (slice / BLOCK).max(1) * BLOCK;
+                let longest = items.iter().map(|i| i.len).max().unwrap_or(0);
+                let mut pauses = 0;
+                run_lanes_paused(&mut items, slice, &mut || pauses += 1)
+                    .unwrap_or_else(|e| panic!("{what}: set {sets}: {e}"));
+                assert_eq!(
+                    pauses,
+                    longest.div_ceil(step).saturating_sub(1),
+                    "{what}: set {sets}: pauses of a longest lane of {longest} bytes in slices \
+                     of {step}"
+                );
+            }
+        }
         drop(items);
 
         let live = jobs.iter_mut().filter(|j| !j.is_done());
@@ -173,7 +190,12 @@ const SET_SIZES: [usize; 8] = [1, 3, 8, 32, 5, 16, 2, 29];
 /// Runs the records in lane sets of the sizes in [`SET_SIZES`], each record cut by `cuts`;
 /// records with the same key bytes in one set share one `AesKey`. Checks every output against
 /// the vector and returns how many records ran.
-fn run_cavp(records: &[Record], cuts: impl Fn(&Record) -> Vec<usize>, what: &str) -> usize {
+fn run_cavp(
+    records: &[Record],
+    cuts: impl Fn(&Record) -> Vec<usize>,
+    what: &str,
+    slice: Option<usize>,
+) -> usize {
     let mut done = 0;
     let mut sizes = SET_SIZES.iter().cycle();
     let mut rest = records;
@@ -194,7 +216,7 @@ fn run_cavp(records: &[Record], cuts: impl Fn(&Record) -> Vec<usize>, what: &str
                 LaneJob::new(key, op, &rec.iv, &rec.input, &cuts(rec))
             })
             .collect();
-        run_sets(&keys, &mut jobs, what);
+        run_sets(&keys, &mut jobs, what, slice);
         for (rec, job) in set.iter().zip(&jobs) {
             assert_eq!(
                 hex::encode(&job.output),
@@ -219,8 +241,13 @@ fn cavp_serial_vectors_through_lanes() {
             "{bits}-bit keys"
         );
     }
-    let whole = run_cavp(&records, |_| Vec::new(), "one packet per record");
+    let whole = run_cavp(&records, |_| Vec::new(), "one packet per record", None);
     assert_eq!(whole, records.len());
+    // In slices of one and of three blocks, with pauses between.
+    for slice in [BLOCK, 3 * BLOCK + 5] {
+        let paused = run_cavp(&records, |_| Vec::new(), "paused", Some(slice));
+        assert_eq!(paused, records.len());
+    }
 
     // The multi-block records, one block per packet: the lanes resume from the state the
     // previous set left.
@@ -233,6 +260,7 @@ fn cavp_serial_vectors_through_lanes() {
         &multi,
         |r| (1..r.input.len() / BLOCK).collect(),
         "one block per packet",
+        None,
     );
     assert_eq!(split, multi.len());
 }
@@ -271,39 +299,51 @@ fn is_serial_names_exactly_the_serial_operations() {
     }
 }
 
-/// Runs one good packet and one bad one in a set; checks the error names the bad one and that
-/// nothing (output or state) was touched.
+/// Runs one good packet and one bad one in a set, at once and in slices; checks the error
+/// names the bad one, the same both ways, and that nothing (output or state) was touched and no
+/// pause taken.
 fn refused(bad: AesOp, buf_len: usize, len: usize, last: bool) -> LaneError {
     let key = AesKey::new(&[7; 24]).unwrap();
-    let mut good_state = ChainState::from_iv(&[1; 16]).unwrap();
-    let mut good_buf = vec![0x55u8; 64];
-    let mut bad_state = ChainState::from_iv(&[2; 16]).unwrap();
-    let mut bad_buf = vec![0x66u8; buf_len];
-    let mut items = [
-        LaneItem {
-            key: &key,
-            op: serial_op(0),
-            state: &mut good_state,
-            buf: &mut good_buf,
-            len: 64,
-            last: false,
-        },
-        LaneItem {
-            key: &key,
-            op: bad,
-            state: &mut bad_state,
-            buf: &mut bad_buf,
-            len,
-            last,
-        },
-    ];
-    let err = run_lanes(&mut items).unwrap_err();
-    assert_eq!(err.index, 1);
-    assert_eq!(good_buf, vec![0x55; 64], "good packet untouched");
-    assert_eq!(bad_buf, vec![0x66; buf_len], "bad packet untouched");
-    assert!(good_state == ChainState::from_iv(&[1; 16]).unwrap());
-    assert!(bad_state == ChainState::from_iv(&[2; 16]).unwrap());
-    err
+    let mut errors = Vec::new();
+    for paused in [false, true] {
+        let mut good_state = ChainState::from_iv(&[1; 16]).unwrap();
+        let mut good_buf = vec![0x55u8; 64];
+        let mut bad_state = ChainState::from_iv(&[2; 16]).unwrap();
+        let mut bad_buf = vec![0x66u8; buf_len];
+        let mut items = [
+            LaneItem {
+                key: &key,
+                op: serial_op(0),
+                state: &mut good_state,
+                buf: &mut good_buf,
+                len: 64,
+                last: false,
+            },
+            LaneItem {
+                key: &key,
+                op: bad,
+                state: &mut bad_state,
+                buf: &mut bad_buf,
+                len,
+                last,
+            },
+        ];
+        let mut pauses = 0;
+        let err = if paused {
+            run_lanes_paused(&mut items, BLOCK, &mut || pauses += 1).unwrap_err()
+        } else {
+            run_lanes(&mut items).unwrap_err()
+        };
+        assert_eq!(err.index, 1);
+        assert_eq!(pauses, 0, "no slice ran");
+        assert_eq!(good_buf, vec![0x55; 64], "good packet untouched");
+        assert_eq!(bad_buf, vec![0x66; buf_len], "bad packet untouched");
+        assert!(good_state == ChainState::from_iv(&[1; 16]).unwrap());
+        assert!(bad_state == ChainState::from_iv(&[2; 16]).unwrap());
+        errors.push(err);
+    }
+    assert_eq!(errors[0], errors[1], "refused alike at once and in slices");
+    errors.remove(0)
 }
 
 #[test]
@@ -394,6 +434,7 @@ proptest! {
         specs in prop::collection::vec(job_spec(), 1..=32),
         key_sizes in prop::collection::vec(0..KEY_LENS.len(), KEY_POOL),
         seed in any::<u64>(),
+        slice in prop::option::of(1usize..=80),
     ) {
         let mut bytes = common::Gen::new(seed);
         let keys: Vec<AesKey> = key_sizes
@@ -420,7 +461,7 @@ proptest! {
                 LaneJob::new(spec.key, op, &iv, &data, &cuts)
             })
             .collect();
-        run_sets(&keys, &mut jobs, "random set");
+        run_sets(&keys, &mut jobs, "random set", slice);
         for (i, (job, (op, iv, data))) in jobs.iter().zip(&inputs).enumerate() {
             let whole = keys[job.key].one_shot(*op, iv, data).unwrap();
             prop_assert_eq!(hex::encode(&job.output), hex::encode(&whole), "job {}", i);
