@@ -8,7 +8,9 @@
 //! metrics account for every admitted packet; shutdown returns. A stream's chunks give correct
 //! outputs until one fails so; after that its later chunks may fail too (their chaining state
 //! went with the failed packet), but no output is ever wrong. When every node fails once and a
-//! cluster always keeps a node up, every job succeeds with the right output.
+//! cluster always keeps a node up, every job succeeds with the right output. In half the cases
+//! (by the seed) the jobs belong to two tenants, so that small ones take the light path
+//! (docs/ALGORITHM.md §15.7) while nodes fail.
 
 mod common;
 
@@ -19,7 +21,7 @@ use cryptodispatch::packet::{Mode, NodeId};
 use cryptodispatch::runtime::NodeState;
 use cryptodispatch::{
     Admission, AesOp, Affinity, Direction, Fault, Job, JobError, JobOutput, Metrics, NodeSpec,
-    Padding, PolicySpec, Service, ServiceBuilder, Stream, SubmitError,
+    Padding, PolicySpec, Service, ServiceBuilder, Stream, SubmitError, TenantSpec,
 };
 use proptest::prelude::*;
 
@@ -183,7 +185,8 @@ fn quiet_injected_panics() {
 
 /// As [`run`], with an AES node per entry of `aes_faults` and an Ed25519 node per entry of
 /// `ed_faults`; with `all_succeed` (packets tried on up to that many nodes), every job and every
-/// stream chunk must succeed with the right output.
+/// stream chunk must succeed with the right output. With an odd seed, the service is shared
+/// by two tenants and each job goes to one of them at random.
 fn run_on(
     aes_faults: &[Option<Fault>],
     ed_faults: &[Option<Fault>],
@@ -222,6 +225,13 @@ fn run_on(
     let aes = service.add_aes_key(&raw).unwrap();
     let seed_bytes = [0x6C; 32];
     let signer = service.add_signing_key(&seed_bytes).unwrap();
+    let tenants: Vec<_> = if seed % 2 == 1 {
+        ["a", "b"]
+            .map(|name| service.add_tenant(TenantSpec::new(name)).unwrap())
+            .to_vec()
+    } else {
+        Vec::new()
+    };
     let mut g = Gen::new(seed);
     let mut streams: Vec<StreamCase> = [Mode::Cbc, Mode::Ofb, Mode::Cfb]
         .into_iter()
@@ -249,7 +259,10 @@ fn run_on(
             let chunk = g.bytes(16 * blocks);
             streams[s].send(chunk, false);
         }
-        let (j, e) = job(&mut g, aes, &raw, signer, &seed_bytes);
+        let (mut j, e) = job(&mut g, aes, &raw, signer, &seed_bytes);
+        if !tenants.is_empty() {
+            j = j.tenant(tenants[(g.next_u64() % 2) as usize]);
+        }
         match service.submit(j) {
             Ok(h) => handles.push((h, e)),
             // The Ed25519 cluster has one node: while it is down, jobs are refused.

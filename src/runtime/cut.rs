@@ -99,6 +99,7 @@ pub(crate) fn cut_aes(
             msg_len,
             start: packet_start,
             attempt: 0,
+            light: false,
         };
         packets.push(Packet::new(
             PacketMeta::new(job.task, op.direction.cmd(), job.cluster)

@@ -53,7 +53,7 @@ use crate::runtime::metrics::{
     ServiceCounters,
 };
 use crate::runtime::store::StateStore;
-use crate::runtime::tenant::{TenantSpec, Tenants};
+use crate::runtime::tenant::{TenantSpec, TenantState, Tenants};
 use crate::runtime::work::{JobRecord, PacketData, Packets};
 use crate::sched::{Admission, Scheduler};
 
@@ -126,6 +126,9 @@ pub(crate) struct ClusterState {
     receive: VecDeque<Packet<PacketData>>,
     /// Per node of the cluster, by the core's numbering.
     node_work: Vec<VecDeque<Packet<PacketData>>>,
+    /// Per node: how many packets at the front of its queue are light (§15.7), put there
+    /// by [`Engine::place_light`] rather than by the core.
+    node_light: Vec<usize>,
     sleeping: Vec<bool>,
     /// Packets of the cluster admitted and not yet reported complete.
     in_system: u64,
@@ -270,6 +273,7 @@ impl Engine {
                         sched,
                         receive: VecDeque::new(),
                         node_work: (0..nodes).map(|_| VecDeque::new()).collect(),
+                        node_light: vec![0; nodes],
                         sleeping: vec![false; nodes],
                         in_system: 0,
                         room_wakers: Vec::new(),
@@ -379,6 +383,8 @@ impl Engine {
     /// while the cluster's receive queue is full; with [`Wait::No`], hands the packets back;
     /// with [`Wait::Wake`], hands them back and registers the waker, woken when room frees.
     /// `force` admits even past the bound (a stream's closing packet, which carries no data).
+    /// A `light` job (a small one of a tenant with nothing else in flight, §15.7) goes ahead
+    /// of its node's queue rather than to the core, under fair admission with a node up.
     // The refusal hands the packets back as they came, inline: boxing them would allocate on
     // every refused poll of a waiting `submit_async`.
     #[allow(clippy::result_large_err)]
@@ -388,9 +394,13 @@ impl Engine {
         packets: Packets,
         wait: Wait<'_>,
         force: bool,
+        light: Option<&TenantState>,
     ) -> Result<(), Refused<Packets>> {
         let shard = self.shard(cluster);
         let mut e = Self::lock(shard);
+        // A light job does not wait for room in the receive queue: it never enters it.
+        let light = e.sched.admission() == Admission::Fair
+            && light.is_some_and(|t| self.is_light(cluster, &e, &packets, t));
         loop {
             if e.stopping || (e.closing && !force) {
                 return Err(Refused::ShutDown);
@@ -398,7 +408,7 @@ impl Engine {
             if e.sched.cluster_down(LOCAL) && !force {
                 return Err(Refused::NoNodeUp(self.layout.clusters[cluster.index()].0));
             }
-            if force || e.has_room(&packets, self.layout.receive_queue_len) {
+            if force || light || e.has_room(&packets, self.layout.receive_queue_len) {
                 break;
             }
             match wait {
@@ -432,12 +442,108 @@ impl Engine {
             after.run(self);
             return Ok(());
         }
+        if light {
+            if let Some(local) = self.light_node(shard, &e, &packets) {
+                self.place_light(shard, &mut e, local, packets);
+                return Ok(());
+            }
+        }
         let before = e.pending();
         e.take_in(packets);
         let after = self.offer(shard, &mut e, before);
         drop(e);
         after.run(self);
         Ok(())
+    }
+
+    /// Whether a job of `tenant` made of `packets` takes the light path (§15.7): it fits in a
+    /// node's queue, and the tenant's light credit, refilled at its weighted share of the
+    /// cluster's speed by the core's unit times, covers it.
+    fn is_light(
+        &self,
+        cluster: ClusterId,
+        e: &ClusterState,
+        packets: &Packets,
+        tenant: &TenantState,
+    ) -> bool {
+        let Some(first) = packets.first() else {
+            return false;
+        };
+        let burst = self.layout.clusters[cluster.index()].1;
+        let bytes: u64 = packets.iter().map(|p| p.meta.len).sum();
+        if bytes > burst {
+            return false;
+        }
+        // Bytes per second of the nodes up: each one's measured average, or, if higher (as
+        // before it has run anything), its speed on such packets one at a time.
+        let speed = || -> f64 {
+            let first_node = self.shard(cluster).first;
+            (0..e.node_work.len())
+                .filter(|&l| !self.health[first_node + l].is_down())
+                .map(|l| {
+                    let node = e.sched.node(NodeId(l as u32));
+                    let t = node.service_time(first.meta.cmd, bytes);
+                    let done = self.node_counters[first_node + l].read();
+                    let measured = done.bytes as f64 / done.busy_ns.max(1) as f64;
+                    (bytes as f64 / t.max(1.0)).max(measured) * 1e9
+                })
+                .sum()
+        };
+        tenant.take_light(bytes, burst, || speed() * self.tenants.share(tenant))
+    }
+
+    /// The node of `shard` a light job's `packets` go to: of the nodes up, the one with the
+    /// fewest light packets queued, then the one that would run the job soonest by the core's
+    /// unit times (the job runs at the node's next pause, whatever else it holds).
+    fn light_node(&self, shard: &Shard, e: &ClusterState, packets: &Packets) -> Option<usize> {
+        let first = packets.first()?;
+        let bytes: u64 = packets.iter().map(|p| p.meta.len).sum();
+        (0..e.node_work.len())
+            .filter(|&l| !self.health[shard.first + l].is_down())
+            .map(|l| {
+                let time = e
+                    .sched
+                    .node(NodeId(l as u32))
+                    .service_time(first.meta.cmd, bytes);
+                (l, e.node_light[l], time)
+            })
+            .min_by(|a, b| a.1.cmp(&b.1).then(a.2.total_cmp(&b.2)))
+            .map(|(l, ..)| l)
+    }
+
+    /// Puts a light job's packets on node `local`, behind the light packets already at the
+    /// front of its queue and ahead of the rest: its worker takes them between two slices of
+    /// the set it runs (`worker.rs`), or at its next turn. The core does not see them: they
+    /// count in the system, not in the node's queue (§15.7).
+    fn place_light(&self, shard: &Shard, e: &mut ClusterState, local: usize, packets: Packets) {
+        let n = shard.first + local;
+        e.in_system += packets.len() as u64;
+        for mut p in packets {
+            p.meta.cluster = LOCAL;
+            p.data.light = true;
+            let at = e.node_light[local];
+            e.node_work[local].insert(at, p);
+            e.node_light[local] += 1;
+        }
+        self.hands[n]
+            .light
+            .store(e.node_light[local], Ordering::Release);
+        self.queued[n].store(e.node_work[local].len(), Ordering::Relaxed);
+        if e.sleeping[local] {
+            self.node_cv[n].notify_one();
+        }
+    }
+
+    /// Takes the light packets waiting at the front of node `node`'s queue (§15.7).
+    pub(crate) fn take_light(&self, node: NodeId) -> Vec<Packet<PacketData>> {
+        let (shard, local) = self.node_shard(node);
+        let l = local.index();
+        let mut e = Self::lock(shard);
+        let count = std::mem::take(&mut e.node_light[l]);
+        let light: Vec<_> = e.node_work[l].drain(..count).collect();
+        self.hands[node.index()].light.store(0, Ordering::Release);
+        self.queued[node.index()].store(e.node_work[l].len(), Ordering::Relaxed);
+        light
     }
 
     /// Admits many jobs' packets, in order, blocking for room as [`admit`](Self::admit) does
@@ -603,6 +709,8 @@ impl Engine {
             }
         }
         let current = health.generation.load(Ordering::Acquire);
+        // Light packets resolved: out of the system, never in the core.
+        e.in_system -= health.unplaced.swap(0, Ordering::AcqRel);
         let finished = health.unreported.swap(0, Ordering::AcqRel);
         let mut after = AfterUnlock::default();
         if finished > 0 {
@@ -640,6 +748,12 @@ impl Engine {
             if !e.node_work[l].is_empty() {
                 let take = e.node_work[l].len().min(max.max(1));
                 self.hands[n].waiting().extend(e.node_work[l].drain(..take));
+                if e.node_light[l] > 0 {
+                    e.node_light[l] -= e.node_light[l].min(take);
+                    self.hands[n]
+                        .light
+                        .store(e.node_light[l], Ordering::Release);
+                }
                 self.queued[n].store(e.node_work[l].len(), Ordering::Relaxed);
                 return true;
             }
@@ -733,6 +847,7 @@ impl Engine {
             match r.retry.filter(|_| another) {
                 Some(mut p) => {
                     p.data.attempt += 1;
+                    p.data.light = false;
                     back.push(p);
                 }
                 None => failed.push((r.job, r.part, JobError::NodeFailed(node))),
@@ -742,11 +857,18 @@ impl Engine {
             .node_failed_running(back.len() as u64, failed.len() as u64);
         back.extend(self.hands[n].waiting().drain(..));
         back.extend(e.node_work[local.index()].drain(..));
+        // Light packets go back to the core as any others do.
+        for p in &mut back {
+            p.data.light = false;
+        }
+        e.node_light[local.index()] = 0;
+        self.hands[n].light.store(0, Ordering::Release);
         self.queued[n].store(0, Ordering::Relaxed);
         if dead {
             // Resolved by the dead worker and never reported: the core forgot them with the
             // node; only the count of packets in the system is left to settle.
             e.in_system -= health.unreported.swap(0, Ordering::AcqRel);
+            e.in_system -= health.unplaced.swap(0, Ordering::AcqRel);
         }
         e.in_system -= failed.len() as u64;
         health.restarting.store(dead, Ordering::Release);

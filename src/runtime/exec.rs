@@ -20,7 +20,7 @@ use smallvec::SmallVec;
 
 use crate::crypto::{
     AesOp, BatchItem, ChainState, CryptoError, Direction, ImplTable, LaneItem, Tag, run_lanes,
-    verify_batch,
+    run_lanes_paused, verify_batch,
 };
 use crate::packet::{Packet, PacketMeta, TaskId};
 use crate::runtime::error::JobError;
@@ -115,7 +115,13 @@ fn lane_set(
     set.push(first);
     while set.len() < width {
         match hand.front() {
-            Some(p) if laned(p) > 1 && set.iter().all(|q| q.meta.task != p.meta.task) => {
+            // A light packet is delivered out of the system, not to the core (§15.7): a set
+            // is all light or all placed by the core.
+            Some(p)
+                if laned(p) > 1
+                    && p.data.light == set[0].data.light
+                    && set.iter().all(|q| q.meta.task != p.meta.task) =>
+            {
                 if let Some(p) = hand.pop_front() {
                     set.push(p);
                 }
@@ -131,11 +137,26 @@ pub(crate) fn is_chain_run(set: &[Packet<PacketData>]) -> bool {
     set.len() > 1 && set.iter().all(|p| p.meta.task == set[0].meta.task)
 }
 
+/// Where a running set may pause, so that its worker can run a light tenant's packets in
+/// between (docs/ALGORITHM.md §15.7): between two slices of a lane set, each lane advancing
+/// `slice` bytes, and between two packets of a chain run.
+pub(crate) struct Pause<'a> {
+    /// Bytes of each lane per slice.
+    pub(crate) slice: usize,
+    /// Called at each pause.
+    pub(crate) hook: &'a mut dyn FnMut(),
+}
+
 /// Runs a set of packets: one through [`execute`], a chain run through [`run_chain`], or a lane
-/// set through [`run_lanes`](crate::crypto::run_lanes). Results come back in the set's order.
-pub(crate) fn run_set(store: &mut States<'_>, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
+/// set through [`run_lanes`](crate::crypto::run_lanes) (in slices, with `pause`). Results come
+/// back in the set's order.
+pub(crate) fn run_set(
+    store: &mut States<'_>,
+    set: PacketSet,
+    pause: Option<&mut Pause<'_>>,
+) -> Vec<Result<PartOutput, JobError>> {
     if is_chain_run(&set) {
-        return run_chain(store, set);
+        return run_chain(store, set, pause);
     }
     if set.len() == 1 {
         return set
@@ -153,7 +174,7 @@ pub(crate) fn run_set(store: &mut States<'_>, set: PacketSet) -> Vec<Result<Part
             })
             .collect();
     }
-    run_lane_set(store, set)
+    run_lane_set(store, set, pause)
 }
 
 /// Runs consecutive packets of one chained AES job one after another, as [`execute`] would run
@@ -161,7 +182,11 @@ pub(crate) fn run_set(store: &mut States<'_>, set: PacketSet) -> Vec<Result<Part
 /// store) before the first and handed to the store after the last, unless that ends the job.
 /// A packet that fails breaks the chain: the packets after it fail with
 /// [`JobError::StateLost`], as they would finding no state in the store.
-fn run_chain(store: &mut States<'_>, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
+fn run_chain(
+    store: &mut States<'_>,
+    set: PacketSet,
+    mut pause: Option<&mut Pause<'_>>,
+) -> Vec<Result<PartOutput, JobError>> {
     let job = Arc::clone(&set[0].data.job);
     let Operation::Aes { key, op } = &job.operation else {
         // `take_set` forms chain runs of AES jobs only.
@@ -172,7 +197,12 @@ fn run_chain(store: &mut States<'_>, set: PacketSet) -> Vec<Result<PartOutput, J
     let mut state: Result<Option<ChainState>, ()> = Ok(None);
     let mut next_seq = 0;
     let mut results = Vec::with_capacity(set.len());
-    for p in set {
+    for (i, p) in set.into_iter().enumerate() {
+        if i > 0 {
+            if let Some(pause) = pause.as_mut() {
+                (pause.hook)();
+            }
+        }
         let Packet { meta, data: work } = p;
         let PacketData {
             mut data,
@@ -431,7 +461,11 @@ struct LanePacket {
 /// results come back in the set's order. A packet that cannot start (its chain broken) fails
 /// alone; if the lane set as a whole is refused, each packet runs alone, so each gets its own
 /// answer.
-fn run_lane_set(store: &mut States<'_>, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
+fn run_lane_set(
+    store: &mut States<'_>,
+    set: PacketSet,
+    pause: Option<&mut Pause<'_>>,
+) -> Vec<Result<PartOutput, JobError>> {
     let mut prepared: Vec<LanePacket> = set
         .into_iter()
         .map(|p| {
@@ -476,7 +510,10 @@ fn run_lane_set(store: &mut States<'_>, set: PacketSet) -> Vec<Result<PartOutput
         });
     }
     let lengths: Vec<usize> = items.iter().map(LaneItem::output_len).collect();
-    let ran = run_lanes(&mut items).is_ok();
+    let ran = match pause {
+        Some(pause) => run_lanes_paused(&mut items, pause.slice, pause.hook).is_ok(),
+        None => run_lanes(&mut items).is_ok(),
+    };
     drop(items);
 
     let mut lengths = lengths.into_iter();
@@ -548,7 +585,7 @@ mod tests {
     fn run(store: &StateStore, set: PacketSet) -> Vec<Result<PartOutput, JobError>> {
         let impls = crate::crypto::ImplTable::rustcrypto();
         let mut states = States::new(store, &impls);
-        let results = run_set(&mut states, set);
+        let results = run_set(&mut states, set, None);
         states.commit();
         results
     }

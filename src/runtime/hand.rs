@@ -4,6 +4,7 @@
 //! retry, the unstarted packets go to other nodes).
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::packet::Packet;
@@ -27,6 +28,10 @@ pub(crate) struct NodeHand {
     running: Mutex<Vec<Running>>,
     /// Packets the worker took from its node queue and has not started.
     waiting: Mutex<VecDeque<Packet<PacketData>>>,
+    /// Light packets at the front of the node's queue (docs/ALGORITHM.md §15.7), as the
+    /// engine last wrote it under the cluster's lock: the worker reads it between the slices
+    /// of a set without the lock.
+    pub(crate) light: AtomicUsize,
 }
 
 impl NodeHand {

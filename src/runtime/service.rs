@@ -827,6 +827,7 @@ impl Service {
                     data,
                     start: None,
                     attempt: 0,
+                    light: false,
                 };
                 Packet::new(
                     PacketMeta::new(task, Cmd::Verify, cluster).at(p as u32, last),
@@ -868,6 +869,7 @@ impl Service {
             msg_len,
             start: None,
             attempt: 0,
+            light: false,
         };
         let packet = Packet::new(PacketMeta::new(task, cmd, cluster), work);
         Ok(Cut {
@@ -932,7 +934,10 @@ impl Service {
             bytes,
         } = p;
         self.engine.counters.job_submitted();
-        match self.engine.admit(cluster, packets, wait, false) {
+        // A light job (§15.7): in a service shared between tenants, a tenant sending within
+        // its share may have its small jobs run at their node's next pause.
+        let light = self.engine.tenants.is_shared().then_some(&*tenant);
+        match self.engine.admit(cluster, packets, wait, false, light) {
             Ok(()) => Ok(JobHandle::on_nodes(job)),
             Err(refused) => {
                 self.engine.counters.job_withdrawn();

@@ -352,7 +352,7 @@ impl StreamSender {
         } else {
             Wait::Block
         };
-        match self.engine.admit(self.cluster, packets, wait, false) {
+        match self.engine.admit(self.cluster, packets, wait, false, None) {
             Ok(()) => {
                 self.next_seq += n;
                 self.finished = last;
@@ -416,7 +416,7 @@ impl Drop for StreamSender {
         self.engine.counters.job_submitted();
         if self
             .engine
-            .admit(self.cluster, packets, Wait::No, true)
+            .admit(self.cluster, packets, Wait::No, true, None)
             .is_err()
         {
             // The workers are gone: nothing will run the packet; drop the state here.

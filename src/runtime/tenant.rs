@@ -21,7 +21,7 @@
 //! a tenant's room. Wakers of futures waiting at the door are woken with no lock held.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -344,6 +344,9 @@ pub(crate) struct TenantState {
     room: Condvar,
     counters: Counters,
     latency: Histogram,
+    /// The light path's credit in bytes and when it was last refilled (see
+    /// [`take_light`](Self::take_light)).
+    light: Mutex<(f64, Option<Instant>)>,
 }
 
 impl fmt::Debug for TenantState {
@@ -375,6 +378,7 @@ impl TenantState {
             room: Condvar::new(),
             counters: Counters::new(),
             latency: Histogram::new(),
+            light: Mutex::new((0.0, None)),
         }
     }
 
@@ -423,6 +427,31 @@ impl TenantState {
         let shard = self.counters.mine();
         shard.jobs_out.fetch_add(1, Relaxed);
         shard.bytes_out.fetch_add(bytes, Relaxed);
+    }
+
+    /// Whether a job of `bytes` may take the light path (docs/ALGORITHM.md §15.7), and if so
+    /// spends its allowance: the tenant's bytes in flight, this job's included, fit in
+    /// `burst` (one node queue), and its light credit covers the job. The credit refills at
+    /// `rate()` bytes per second (the tenant's weighted share of the cluster's speed, asked
+    /// for only past the first test) up to `burst`, so that over any interval the tenant sends
+    /// at most `burst` bytes more than its share this way, however it sends them.
+    pub(crate) fn take_light(&self, bytes: u64, burst: u64, rate: impl FnOnce() -> f64) -> bool {
+        if self.counters.in_flight().1 > burst {
+            return false;
+        }
+        let rate = rate();
+        let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let refill = c.1.map_or(burst as f64, |at| {
+            now.duration_since(at).as_secs_f64() * rate
+        });
+        c.0 = (c.0 + refill).min(burst as f64);
+        c.1 = Some(now);
+        if c.0 < bytes as f64 {
+            return false;
+        }
+        c.0 -= bytes as f64;
+        true
     }
 
     /// Lets a job of `bytes` in now, or says why not.
@@ -643,6 +672,10 @@ pub(crate) struct Tenants {
     /// so it is found without the lock.
     default: Arc<TenantState>,
     by_id: RwLock<FxHashMap<TenantId, Arc<TenantState>>>,
+    /// Whether a tenant other than the default one was ever registered.
+    shared: AtomicBool,
+    /// The weights of the tenants with jobs in flight, and when they were counted.
+    active: Mutex<(u64, Option<Instant>)>,
 }
 
 impl fmt::Debug for Tenants {
@@ -663,6 +696,8 @@ impl Tenants {
         Tenants {
             default,
             by_id: RwLock::new(by_id),
+            shared: AtomicBool::new(false),
+            active: Mutex::new((0, None)),
         }
     }
 
@@ -676,7 +711,32 @@ impl Tenants {
         let next = by_id.keys().map(|t| t.0).max().unwrap_or(0);
         let id = TenantId(next.checked_add(1).ok_or(TenantError::TooMany)?);
         by_id.insert(id, Arc::new(TenantState::new(id, spec)));
+        self.shared.store(true, Relaxed);
         Ok(id)
+    }
+
+    /// Whether the service is shared: a tenant other than the default one was registered.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.shared.load(Relaxed)
+    }
+
+    /// `tenant`'s weighted share of the service among the tenants with jobs in flight (itself
+    /// included). The sum of their weights is recounted at most once a millisecond.
+    pub(crate) fn share(&self, tenant: &TenantState) -> f64 {
+        let mut active = self.active.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if active
+            .1
+            .is_none_or(|at| now.duration_since(at) > Duration::from_millis(1))
+        {
+            let by_id = self.by_id.read().unwrap_or_else(|e| e.into_inner());
+            let busy = by_id.values().filter(|t| t.counters.in_flight().0 > 0);
+            active.0 = busy.map(|t| u64::from(t.weight)).sum();
+            active.1 = Some(now);
+        }
+        let weight = u64::from(tenant.weight);
+        // The tenant asking is in flight; a recount before it entered may have missed it.
+        weight as f64 / active.0.max(weight).max(1) as f64
     }
 
     /// The tenant `id`, if registered.

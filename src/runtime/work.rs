@@ -374,6 +374,10 @@ pub(crate) struct PacketData {
     pub(crate) start: Option<ChainState>,
     /// Nodes the packet was running on when they failed (0 on its first run).
     pub(crate) attempt: u32,
+    /// A light tenant's packet, put on its node by the engine ahead of the node's queue
+    /// rather than placed by the scheduler core (docs/ALGORITHM.md §15.7): its completion is
+    /// not reported to the core. Cleared when the packet goes back to the core.
+    pub(crate) light: bool,
 }
 
 impl PacketData {
@@ -394,6 +398,7 @@ impl PacketData {
             msg_len: self.msg_len,
             start: self.start.clone(),
             attempt: self.attempt,
+            light: self.light,
         }
     }
 }

@@ -15,6 +15,7 @@
 //! A panic while running a packet is caught: the packet's job fails with
 //! [`JobError::WorkerPanicked`], and the worker goes on with the next packet.
 
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
@@ -28,11 +29,12 @@ use crate::packet::{Cmd, Mode, NodeId, PacketMeta, TaskId, UnitTimes};
 use crate::runtime::context;
 use crate::runtime::engine::Engine;
 use crate::runtime::error::JobError;
-use crate::runtime::exec::{States, is_chain_run, reads_stored_chain, run_set, take_set};
-use crate::runtime::hand::Running;
-use crate::runtime::health::{own_thread_id, stall_limit};
+use crate::runtime::exec::{Pause, States, is_chain_run, reads_stored_chain, run_set, take_set};
+use crate::runtime::hand::{NodeHand, Running};
+use crate::runtime::health::{NodeHealth, own_thread_id, stall_limit};
 use crate::runtime::ids::ClusterKind;
 use crate::runtime::metrics::LocalCounters;
+use crate::runtime::work::{PacketData, PartOutput};
 
 /// What a worker needs to know about its node.
 #[derive(Debug, Clone)]
@@ -116,6 +118,18 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         .thread_id
         .store(own_thread_id().unwrap_or(0), Ordering::Release);
     let hand = &engine.hands[spec.node.index()];
+    // A packet runs again only on another node of its cluster (`Engine::fail_node`): a node
+    // alone in its cluster copies nothing for a retry that cannot happen.
+    let cluster = engine.layout.nodes[spec.node.index()].cluster;
+    let siblings = engine.layout.nodes.iter().filter(|n| n.cluster == cluster);
+    let alone = siblings.count() == 1;
+    let node = Node {
+        engine: &engine,
+        spec: &spec,
+        hand,
+        health,
+        max_attempts: if alone { 1 } else { engine.layout.max_attempts },
+    };
     let mut estimate = Estimator::new(spec.kind, times, spec.unit_len);
     let mut local = LocalCounters::default();
     let mut estimates = Vec::new();
@@ -123,15 +137,6 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
     let mut faults = spec.faults();
     // The running set, once taken back from the hand; empty between sets.
     let mut resolved: Vec<Running> = Vec::new();
-    // A packet runs again only on another node of its cluster (`Engine::fail_node`): a node
-    // alone in its cluster copies nothing for a retry that cannot happen.
-    let cluster = engine.layout.nodes[spec.node.index()].cluster;
-    let siblings = engine.layout.nodes.iter().filter(|n| n.cluster == cluster);
-    let alone = siblings.count() == 1;
-    let max_attempts = if alone { 1 } else { engine.layout.max_attempts };
-    // Per packet of the set: the stored state that started it, to release once it is
-    // delivered.
-    let mut started: SmallVec<[Option<(TaskId, u32)>; 1]> = SmallVec::new();
     // Buffers of retry copies no longer needed, for the next set's copies: at most a set's
     // worth, each as large as the largest packet copied.
     let mut spare: Vec<bytes::BytesMut> = Vec::new();
@@ -140,28 +145,16 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             if faults.exit_now() {
                 return;
             }
+            // Light packets placed since the last set go first.
+            node.run_light(&estimate, &mut spare, &mut local);
             let set = take_set(&mut hand.waiting(), spec.lanes, &engine.layout.aes_impls);
             if set.is_empty() {
                 break;
             }
             let metas: SmallVec<[PacketMeta; 1]> = set.iter().map(|p| p.meta).collect();
             let chain_run = is_chain_run(&set);
-            started.clear();
-            started.extend(set.iter().map(|p| {
-                reads_stored_chain(&p.data.job, p.data.start.is_some())
-                    .then_some((p.data.job.task, p.meta.seq))
-            }));
-            // A copy of each packet to run again elsewhere should the node fail first, made
-            // before the running set is published (the copy is of the input, not the output).
-            // The running set keeps its capacity from set to set (see `resolved` below).
-            hand.running().extend(set.iter().map(|p| {
-                Running {
-                    job: Arc::clone(&p.data.job),
-                    part: p.data.part,
-                    retry: (p.data.attempt + 1 < max_attempts)
-                        .then(|| Packet::new(p.meta, p.data.copy_for_retry(&mut spare))),
-                }
-            }));
+            let light = set[0].data.light;
+            let started = node.publish_running(&set, &mut hand.running(), &mut spare);
             let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
             let limit = stall_limit(engine.layout.stall_timeout, expected);
             health.busy_limit.store(limit, Ordering::Release);
@@ -170,8 +163,17 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 .store(engine.now_ns() + 1, Ordering::Release);
             faults.panic_now();
             let start = Instant::now();
+            // Time spent on light packets at the set's pauses, which is not the set's.
+            let mut aside = Duration::ZERO;
             let mut states = States::new(&engine.store, &engine.layout.aes_impls);
-            let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set)))
+            let mut hook = || aside += node.run_light(&estimate, &mut spare, &mut local);
+            let mut pause = Pause {
+                slice: PAUSE_SLICE,
+                hook: &mut hook,
+            };
+            // A light set is not paused for other light packets: they come after it.
+            let pause = (engine.tenants.is_shared() && !light).then_some(&mut pause);
+            let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set, pause)))
                 .unwrap_or_else(|_| {
                     local.panics += 1;
                     metas
@@ -183,10 +185,11 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             // The emulated slowdown is a wait of known length after the work, not a stall:
             // the stall clock stops before it.
             health.busy_since.store(0, Ordering::Release);
+            let busy = start.elapsed().saturating_sub(aside);
             if spec.slowdown > 1.0 {
-                emulate_slowdown(start.elapsed().mul_f64(spec.slowdown - 1.0));
+                emulate_slowdown(busy.mul_f64(spec.slowdown - 1.0));
             }
-            let busy = start.elapsed();
+            let busy = busy.mul_f64(spec.slowdown.max(1.0));
             // Take the set back from the hand, leaving it this worker's empty vector.
             std::mem::swap(&mut *hand.running(), &mut resolved);
             if resolved.is_empty() {
@@ -195,40 +198,189 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 // and the states they would leave, are discarded.
                 continue;
             }
-            // The states for the jobs' next packets go in before the results are delivered,
-            // and the states that started these packets, no longer needed for a rerun, go
-            // out.
-            states.commit();
-            for (task, seq) in started.drain(..).flatten() {
-                engine.store.release(task, seq);
-            }
-            let n = metas.len() as u32;
-            for ((meta, Running { job, part, retry }), result) in
-                metas.into_iter().zip(resolved.drain(..)).zip(results)
-            {
-                // The copy was not needed: its buffer serves the next set's copies.
-                spare.extend(retry.map(|r| r.data.data));
-                // Count first, then deliver: whoever the result wakes sees it counted.
-                local.packets += 1;
-                local.bytes += meta.len;
-                local.busy_ns += (busy / n).as_nanos() as u64;
-                engine.node_counters[spec.node.index()].publish(&local);
-                health.unreported.fetch_add(1, Ordering::AcqRel);
+            node.deliver(
+                states,
+                started,
+                &metas,
+                resolved.drain(..),
+                results,
+                (busy, light),
+                &mut local,
+                &mut spare,
+            );
+            for _ in 0..metas.len() {
                 faults.completed();
-                // Delivering may run the job's waker, which is user code: a panic there must
-                // not take the node down (the result is delivered before the waker runs).
-                let _ = catch_unwind(AssertUnwindSafe(|| {
-                    job.part_done(part, result, &engine.counters)
-                }));
-                if n == 1 || chain_run {
-                    // Unit times are a packet's alone (in a chain run the packets ran one after
-                    // another, so each took its share); a lane set's share of its time is not.
+            }
+            if metas.len() == 1 || chain_run {
+                // Unit times are a packet's alone (in a chain run the packets ran one after
+                // another, so each took its share); a lane set's share of its time is not.
+                let n = metas.len() as u32;
+                for meta in &metas {
                     estimates.extend(estimate.observe(meta.cmd, busy / n, meta.len));
                 }
             }
         }
     }
 }
+
+/// How many bytes of each lane a lane set runs between two pauses, in a service shared
+/// between tenants: a light tenant's packet waits at most this much of every lane, about
+/// 4 µs for a set of eight on this machine's AES-NI, before it runs (docs/ALGORITHM.md §15.7).
+const PAUSE_SLICE: usize = 2048;
+
+/// A node as its worker sees it.
+#[derive(Clone, Copy)]
+struct Node<'a> {
+    engine: &'a Engine,
+    spec: &'a WorkerSpec,
+    hand: &'a NodeHand,
+    health: &'a NodeHealth,
+    /// Runs a packet may have; 1 on a node alone in its cluster.
+    max_attempts: u32,
+}
+
+impl Node<'_> {
+    /// Publishes `set` as running, appended to `running`, each packet with a copy of its input
+    /// to run again elsewhere should the node fail first (made before the set is published: a
+    /// copy of the input, not the output). Returns, per packet, the stored state that started
+    /// it, to release once it is delivered.
+    fn publish_running(
+        &self,
+        set: &[Packet<PacketData>],
+        running: &mut Vec<Running>,
+        spare: &mut Vec<bytes::BytesMut>,
+    ) -> Started {
+        running.extend(set.iter().map(|p| {
+            Running {
+                job: Arc::clone(&p.data.job),
+                part: p.data.part,
+                retry: (p.data.attempt + 1 < self.max_attempts)
+                    .then(|| Packet::new(p.meta, p.data.copy_for_retry(spare))),
+            }
+        }));
+        set.iter()
+            .map(|p| {
+                reads_stored_chain(&p.data.job, p.data.start.is_some())
+                    .then_some((p.data.job.task, p.meta.seq))
+            })
+            .collect()
+    }
+
+    /// Delivers a set that ran to the end: the states it leaves go into the store before its
+    /// results are delivered, and the states that started it, no longer needed for a rerun,
+    /// go out. Each result is counted (a core-placed packet to report at the worker's next
+    /// turn, a light one only out of the system) before it is delivered: whoever it wakes sees
+    /// it counted.
+    #[allow(clippy::too_many_arguments)]
+    fn deliver(
+        &self,
+        states: States<'_>,
+        started: Started,
+        metas: &[PacketMeta],
+        resolved: impl Iterator<Item = Running>,
+        results: Vec<Result<PartOutput, JobError>>,
+        (busy, light): (Duration, bool),
+        local: &mut LocalCounters,
+        spare: &mut Vec<bytes::BytesMut>,
+    ) {
+        states.commit();
+        for (task, seq) in started.into_iter().flatten() {
+            self.engine.store.release(task, seq);
+        }
+        let n = metas.len() as u32;
+        let counters = &self.engine.node_counters[self.spec.node.index()];
+        for ((meta, Running { job, part, retry }), result) in
+            metas.iter().zip(resolved).zip(results)
+        {
+            // The copy was not needed: its buffer serves the next set's copies.
+            spare.extend(retry.map(|r| r.data.data));
+            local.packets += 1;
+            local.bytes += meta.len;
+            local.busy_ns += (busy / n).as_nanos() as u64;
+            counters.publish(local);
+            if light {
+                self.health.unplaced.fetch_add(1, Ordering::AcqRel);
+            } else {
+                self.health.unreported.fetch_add(1, Ordering::AcqRel);
+            }
+            // Delivering may run the job's waker, which is user code: a panic there must
+            // not take the node down (the result is delivered before the waker runs).
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                job.part_done(part, result, &self.engine.counters)
+            }));
+        }
+    }
+
+    /// At a pause of the running set: runs the light packets waiting at the front of the
+    /// node's queue (docs/ALGORITHM.md §15.7) now, each set of them (one packet, or a chain
+    /// run of one job) as the worker runs any set, and delivers them at once. They join the
+    /// running set in the hand while they run, so that a failure of the node meanwhile sends
+    /// them elsewhere too. Returns the time it took.
+    fn run_light(
+        &self,
+        estimate: &Estimator,
+        spare: &mut Vec<bytes::BytesMut>,
+        local: &mut LocalCounters,
+    ) -> Duration {
+        if self.hand.light.load(Ordering::Acquire) == 0 {
+            return Duration::ZERO;
+        }
+        let start = Instant::now();
+        let mut light: VecDeque<Packet<PacketData>> = self.engine.take_light(self.spec.node).into();
+        loop {
+            let set = take_set(&mut light, 1, &self.engine.layout.aes_impls);
+            if set.is_empty() {
+                break;
+            }
+            let metas: SmallVec<[PacketMeta; 1]> = set.iter().map(|p| p.meta).collect();
+            let (base, started) = {
+                let mut running = self.hand.running();
+                let base = running.len();
+                (base, self.publish_running(&set, &mut running, spare))
+            };
+            let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
+            let extra = stall_limit(self.engine.layout.stall_timeout, expected);
+            self.health.busy_limit.fetch_add(extra, Ordering::AcqRel);
+            let began = Instant::now();
+            let mut states = States::new(&self.engine.store, &self.engine.layout.aes_impls);
+            let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set, None)))
+                .unwrap_or_else(|_| {
+                    local.panics += 1;
+                    metas
+                        .iter()
+                        .map(|_| Err(JobError::WorkerPanicked(self.spec.node)))
+                        .collect()
+                });
+            let busy = began.elapsed();
+            if self.spec.slowdown > 1.0 {
+                emulate_slowdown(busy.mul_f64(self.spec.slowdown - 1.0));
+            }
+            let busy = busy.mul_f64(self.spec.slowdown.max(1.0));
+            let mine: Vec<Running> = {
+                let mut running = self.hand.running();
+                if running.len() != base + metas.len() {
+                    // The node failed while they ran: they run again elsewhere.
+                    continue;
+                }
+                running.drain(base..).collect()
+            };
+            self.deliver(
+                states,
+                started,
+                &metas,
+                mine.into_iter(),
+                results,
+                (busy, true),
+                local,
+                spare,
+            );
+        }
+        start.elapsed()
+    }
+}
+
+/// Per packet of a set: the stored state that started it, to release once it is delivered.
+type Started = SmallVec<[Option<(TaskId, u32)>; 1]>;
 
 /// Waits `extra`, as a node with a slowdown factor does after its real work
 /// ([`NodeSpec::slowdown`](crate::runtime::NodeSpec::slowdown)): sleeps for all but the last
