@@ -212,16 +212,7 @@ pub fn run_lanes(items: &mut [LaneItem<'_>]) -> Result<(), LaneError> {
 /// as [`run_lanes`].
 pub fn run_lanes_width(items: &mut [LaneItem<'_>], width: usize) -> Result<(), LaneError> {
     check_width(width).map_err(|error| LaneError { index: 0, error })?;
-    for (index, item) in items.iter().enumerate() {
-        let refuse = |error| LaneError { index, error };
-        if !item.op.is_serial() {
-            return Err(refuse(CryptoError::NotSerial {
-                mode: item.op.mode,
-                direction: item.op.direction,
-            }));
-        }
-        checked_run_len(item.op, item.buf.len(), item.len, item.last).map_err(refuse)?;
-    }
+    check_all(items)?;
     for (set, chunk) in items.chunks_mut(width).enumerate() {
         run_lanes(chunk).map_err(|e| LaneError {
             index: set * width + e.index,
@@ -245,16 +236,7 @@ pub fn run_lanes_paused(
     slice: usize,
     between: &mut dyn FnMut(),
 ) -> Result<(), LaneError> {
-    for (index, item) in items.iter().enumerate() {
-        let refuse = |error| LaneError { index, error };
-        if !item.op.is_serial() {
-            return Err(refuse(CryptoError::NotSerial {
-                mode: item.op.mode,
-                direction: item.op.direction,
-            }));
-        }
-        checked_run_len(item.op, item.buf.len(), item.len, item.last).map_err(refuse)?;
-    }
+    check_all(items)?;
     let slice = (slice / BLOCK).max(1) * BLOCK;
     // A packet that ends mid-block leaves the state as it came (see `Lane::finish`); its
     // slices before the last move it on, so it is put back at the end.
@@ -302,6 +284,22 @@ pub fn run_lanes_paused(
         }
         between();
     }
+}
+
+/// Checks every packet of `items` as [`run_lanes`] does, before a call that runs them in
+/// several sets writes anything.
+fn check_all(items: &[LaneItem<'_>]) -> Result<(), LaneError> {
+    for (index, item) in items.iter().enumerate() {
+        let refuse = |error| LaneError { index, error };
+        if !item.op.is_serial() {
+            return Err(refuse(CryptoError::NotSerial {
+                mode: item.op.mode,
+                direction: item.op.direction,
+            }));
+        }
+        checked_run_len(item.op, item.buf.len(), item.len, item.last).map_err(refuse)?;
+    }
+    Ok(())
 }
 
 /// Checks a lane-set width: 1 to [`MAX_LANES`].
