@@ -60,6 +60,10 @@ use crate::sched::{Admission, Scheduler};
 /// The cluster, as its own core numbers it (a shard's core holds that one cluster).
 const LOCAL: ClusterId = ClusterId(0);
 
+/// How long after the last light job the nodes go on pausing within their sets (§15.7): a
+/// tenant sending at least a hundred light jobs a second keeps them pausing.
+const LIGHT_RECENT_NS: u64 = 10_000_000;
+
 /// How long a worker with an empty queue spins (yielding the core between checks) before it
 /// sleeps. A sleep and wake-up costs about 10 µs on a virtual machine, more than most packets;
 /// yielding keeps the spin from starving other threads on the core.
@@ -88,6 +92,9 @@ pub(crate) struct Engine {
     pub(crate) keys: KeyStore,
     pub(crate) store: StateStore,
     pub(crate) tenants: Tenants,
+    /// When a job last took the light path ([`now_ns`](Self::now_ns), 0: never): the workers
+    /// pause within their sets only while light jobs come (§15.7).
+    last_light: AtomicU64,
     pub(crate) counters: ServiceCounters,
     pub(crate) node_counters: Box<[NodeCounters]>,
     /// Per node: what the supervisor watches (see `supervisor.rs`).
@@ -316,6 +323,7 @@ impl Engine {
             keys: KeyStore::default(),
             store: StateStore::default(),
             tenants: Tenants::new(),
+            last_light: AtomicU64::new(0),
             counters: ServiceCounters::default(),
             node_counters: (0..nodes).map(|_| NodeCounters::default()).collect(),
             health: (0..nodes).map(|_| NodeHealth::default()).collect(),
@@ -517,6 +525,8 @@ impl Engine {
     /// count in the system, not in the node's queue (§15.7).
     fn place_light(&self, shard: &Shard, e: &mut ClusterState, local: usize, packets: Packets) {
         let n = shard.first + local;
+        self.last_light
+            .store(self.now_ns().max(1), Ordering::Relaxed);
         e.in_system += packets.len() as u64;
         for mut p in packets {
             p.meta.cluster = LOCAL;
@@ -789,6 +799,13 @@ impl Engine {
     /// Nanoseconds since the service started (for [`NodeHealth::busy_since`]).
     pub(crate) fn now_ns(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether a node's set should pause for light packets (§15.7): a job took the light path
+    /// in the last [`LIGHT_RECENT_NS`]. Without light jobs, a set runs whole, at full speed.
+    pub(crate) fn light_recent(&self) -> bool {
+        let last = self.last_light.load(Ordering::Relaxed);
+        last != 0 && self.now_ns().saturating_sub(last) < LIGHT_RECENT_NS
     }
 
     /// Whether the service is stopping (every cluster has drained; the supervisor leaves).

@@ -171,8 +171,9 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 slice: PAUSE_SLICE,
                 hook: &mut hook,
             };
-            // A light set is not paused for other light packets: they come after it.
-            let pause = (engine.tenants.is_shared() && !light).then_some(&mut pause);
+            // A set pauses only while light jobs come, and a light set not for other light
+            // packets: they come after it.
+            let pause = (!light && engine.light_recent()).then_some(&mut pause);
             let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set, pause)))
                 .unwrap_or_else(|_| {
                     local.panics += 1;
