@@ -482,18 +482,16 @@ impl Engine {
         if bytes > burst {
             return false;
         }
-        // Bytes per second of the nodes up: each one's measured average, or, if higher (as
-        // before it has run anything), its speed on such packets one at a time.
+        // Bytes per second of the nodes up, each serving such a job alone, as a light job is
+        // served: the credit is a share of the nodes' time, not of the bytes they serve in
+        // lane sets (a few times more).
         let speed = || -> f64 {
             let first_node = self.shard(cluster).first;
             (0..e.node_work.len())
                 .filter(|&l| !self.health[first_node + l].is_down())
                 .map(|l| {
                     let node = e.sched.node(NodeId(l as u32));
-                    let t = node.service_time(first.meta.cmd, bytes);
-                    let done = self.node_counters[first_node + l].read();
-                    let measured = done.bytes as f64 / done.busy_ns.max(1) as f64;
-                    (bytes as f64 / t.max(1.0)).max(measured) * 1e9
+                    bytes as f64 / node.service_time(first.meta.cmd, bytes).max(1.0) * 1e9
                 })
                 .sum()
         };
