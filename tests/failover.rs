@@ -9,8 +9,8 @@
 //! outputs until one fails so; after that its later chunks may fail too (their chaining state
 //! went with the failed packet), but no output is ever wrong. When every node fails once and a
 //! cluster always keeps a node up, every job succeeds with the right output. In half the cases
-//! (by the seed) the jobs belong to two tenants, so that small ones take the light path
-//! (docs/ALGORITHM.md §15.7) while nodes fail.
+//! (by the seed) the jobs belong to two tenants and the light path is on, so that small ones
+//! take it (docs/ALGORITHM.md §15.7) while nodes fail.
 
 mod common;
 
@@ -186,7 +186,7 @@ fn quiet_injected_panics() {
 /// As [`run`], with an AES node per entry of `aes_faults` and an Ed25519 node per entry of
 /// `ed_faults`; with `all_succeed` (packets tried on up to that many nodes), every job and every
 /// stream chunk must succeed with the right output. With an odd seed, the service is shared
-/// by two tenants and each job goes to one of them at random.
+/// by two tenants, each job going to one of them at random, with the light path on.
 fn run_on(
     aes_faults: &[Option<Fault>],
     ed_faults: &[Option<Fault>],
@@ -214,6 +214,7 @@ fn run_on(
         .admission(admission)
         .stall_timeout(Duration::from_millis(40))
         .max_attempts(attempts)
+        .light_path(seed % 2 == 1)
         .inline_limit(if inline {
             ServiceBuilder::DEFAULT_INLINE_LIMIT
         } else {

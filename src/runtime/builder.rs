@@ -168,6 +168,7 @@ pub struct ServiceBuilder {
     max_attempts: u32,
     stream_outputs: usize,
     inline_limit: usize,
+    light_path: bool,
     aes_implementation: Option<AesImpl>,
 }
 
@@ -187,6 +188,7 @@ impl Default for ServiceBuilder {
             max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
             stream_outputs: 64,
             inline_limit: Self::DEFAULT_INLINE_LIMIT,
+            light_path: false,
             aes_implementation: None,
         }
     }
@@ -375,6 +377,19 @@ impl ServiceBuilder {
         self
     }
 
+    /// Turns the light path on (default off): in a service shared between tenants, under fair
+    /// admission, a small job of a tenant sending within its weighted share of the nodes' time
+    /// goes to the front of a node's queue and runs at the node's next pause, a slice of a
+    /// few microseconds into the set it is running, rather than behind the other tenants'
+    /// queued packets (docs/ALGORITHM.md §15.7). It lowers a quiet tenant's latency beside a
+    /// busy one; it costs the busy ones throughput, since a light job runs as one stream rather
+    /// than in a lane set (about 10% of a noisy tenant's throughput beside a quiet one in
+    /// `cryptodispatch-bench live --workload tenants`, docs/RESULTS.md).
+    pub fn light_path(mut self, on: bool) -> Self {
+        self.light_path = on;
+        self
+    }
+
     /// Starts the service: spawns and pins the workers and waits until each has calibrated.
     ///
     /// # Errors
@@ -444,6 +459,7 @@ impl ServiceBuilder {
             max_attempts: self.max_attempts,
             stream_outputs: self.stream_outputs,
             inline_limit: self.inline_limit,
+            light_path: self.light_path,
             fold_padding: false,
             aes_impls,
         };

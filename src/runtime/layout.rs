@@ -38,6 +38,8 @@ pub(crate) struct Layout {
     pub(crate) stream_outputs: usize,
     /// AES jobs of one packet of at most this many bytes run on the submitting thread.
     pub(crate) inline_limit: usize,
+    /// Whether small jobs of tenants within their share take the light path (§15.7).
+    pub(crate) light_path: bool,
     /// Whether an encryption's padding block rides in its last packet (every AES node can
     /// hold a packet and a block; see [`Cutting`]).
     pub(crate) fold_padding: bool,

@@ -934,9 +934,11 @@ impl Service {
             bytes,
         } = p;
         self.engine.counters.job_submitted();
-        // A light job (§15.7): in a service shared between tenants, a tenant sending within
-        // its share may have its small jobs run at their node's next pause.
-        let light = self.engine.tenants.is_shared().then_some(&*tenant);
+        // A light job (§15.7): with the light path on, in a service shared between tenants, a
+        // tenant sending within its share may have its small jobs run at their node's next
+        // pause.
+        let light =
+            (self.engine.layout.light_path && self.engine.tenants.is_shared()).then_some(&*tenant);
         match self.engine.admit(cluster, packets, wait, false, light) {
             Ok(()) => Ok(JobHandle::on_nodes(job)),
             Err(refused) => {

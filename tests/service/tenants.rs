@@ -244,6 +244,7 @@ fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
         .aes_cluster([NodeSpec::new().slowdown(8.0)])
         .packet_size(1024)
         .inline_limit(0)
+        .light_path(true)
         .build()
         .unwrap();
     let noisy = service.add_tenant(TenantSpec::new("noisy")).unwrap();
