@@ -95,6 +95,10 @@ pub struct ScaleoutArgs {
     /// error); the CSV files are written as always
     #[arg(long)]
     csv: bool,
+    /// `tenants`: start the daemons with `--light-path` (a quiet tenant's small calls run at a
+    /// node's next pause)
+    #[arg(long)]
+    pub light_path: bool,
     /// `tenants`: seconds of each run (shares, the quiet tenant alone, beside the noisy one)
     #[arg(long, default_value_t = 5.0)]
     pub tenant_secs: f64,
@@ -228,8 +232,8 @@ impl Drop for DaemonProcess {
 }
 
 /// Starts a daemon on the keys of `dir` and the tokens file `tokens`, its node slowed by
-/// `slowdown`, letting calls wait `queue_wait_ms` for admission, serving its metrics on a free
-/// loopback port if `metrics`.
+/// `slowdown`, letting calls wait `queue_wait_ms` for admission, with the arguments `extra`
+/// besides (its metrics on a free loopback port, say).
 pub fn start_daemon(
     binary: &Path,
     dir: &Path,
@@ -237,7 +241,7 @@ pub fn start_daemon(
     slowdown: f64,
     full_speed: Option<f64>,
     queue_wait_ms: u64,
-    metrics: bool,
+    extra: &[&str],
 ) -> Result<DaemonProcess, String> {
     let mut cmd = Command::new(binary);
     cmd.args([
@@ -263,9 +267,7 @@ pub fn start_daemon(
     if let Some(mibps) = full_speed {
         cmd.arg("--agent-full-speed").arg(mibps.to_string());
     }
-    if metrics {
-        cmd.args(["--metrics", "127.0.0.1:0"]);
-    }
+    cmd.args(extra);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
@@ -488,7 +490,7 @@ fn measure(
                 s,
                 full_speed,
                 10_000,
-                false,
+                &[],
             )
         })
         .collect::<Result<Vec<_>, _>>()?;

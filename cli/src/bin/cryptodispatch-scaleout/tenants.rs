@@ -327,6 +327,10 @@ pub fn measure(
     args: &ScaleoutArgs,
 ) -> Result<Outcome, String> {
     let tokens = write_tokens(dir)?;
+    let mut extra = vec!["--metrics", "127.0.0.1:0"];
+    if args.light_path {
+        extra.push("--light-path");
+    }
     let daemons: Vec<DaemonProcess> = (0..DAEMONS)
         .map(|_| {
             start_daemon(
@@ -336,7 +340,7 @@ pub fn measure(
                 slowdown,
                 None,
                 QUEUE_WAIT_MS,
-                true,
+                &extra,
             )
         })
         .collect::<Result<_, _>>()?;

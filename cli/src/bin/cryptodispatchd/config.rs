@@ -129,6 +129,12 @@ pub struct Args {
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub queue_wait_ms: u64,
 
+    /// Let a tenant's small calls within its weighted share go ahead of the other tenants'
+    /// queued work and run at a node's next pause (lower latency for quiet tenants, some
+    /// throughput for busy ones: the library's `ServiceBuilder::light_path`)
+    #[arg(long)]
+    pub light_path: bool,
+
     /// Streams open at once, at most (each holds a thread while open)
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_streams: usize,
@@ -434,6 +440,7 @@ impl Args {
             .packet_size(packet_size)
             // A stream call keeps as many outputs unreceived as the library's stream holds.
             .stream_outputs(crate::stream::MAX_PENDING)
+            .light_path(self.light_path)
             .cluster(
                 ClusterKind::Aes,
                 (0..nodes).map(|i| aes_node(i, aes_capacity)),
