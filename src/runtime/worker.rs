@@ -341,7 +341,16 @@ impl Node<'_> {
             };
             let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
             let extra = stall_limit(self.engine.layout.stall_timeout, expected);
-            self.health.busy_limit.fetch_add(extra, Ordering::AcqRel);
+            // Within a set the stall clock runs already and the light set adds to its limit;
+            // between sets it starts one of its own.
+            let outside = self.health.busy_since.load(Ordering::Acquire) == 0;
+            if outside {
+                self.health.busy_limit.store(extra, Ordering::Release);
+                let now = self.engine.now_ns() + 1;
+                self.health.busy_since.store(now, Ordering::Release);
+            } else {
+                self.health.busy_limit.fetch_add(extra, Ordering::AcqRel);
+            }
             let began = Instant::now();
             let mut states = States::new(&self.engine.store, &self.engine.layout.aes_impls);
             let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set, None)))
@@ -352,6 +361,9 @@ impl Node<'_> {
                         .map(|_| Err(JobError::WorkerPanicked(self.spec.node)))
                         .collect()
                 });
+            if outside {
+                self.health.busy_since.store(0, Ordering::Release);
+            }
             let busy = began.elapsed();
             if self.spec.slowdown > 1.0 {
                 emulate_slowdown(busy.mul_f64(self.spec.slowdown - 1.0));
