@@ -391,8 +391,9 @@ impl Engine {
     /// while the cluster's receive queue is full; with [`Wait::No`], hands the packets back;
     /// with [`Wait::Wake`], hands them back and registers the waker, woken when room frees.
     /// `force` admits even past the bound (a stream's closing packet, which carries no data).
-    /// A `light` job (a small one of a tenant with nothing else in flight, §15.7) goes ahead
-    /// of its node's queue rather than to the core, under fair admission with a node up.
+    /// With `light`, the job's tenant, under fair admission, the job may take the light path
+    /// (§15.7, [`is_light`](Self::is_light)): then it goes ahead of a node's queue rather than
+    /// to the core, without waiting for room.
     // The refusal hands the packets back as they came, inline: boxing them would allocate on
     // every refused poll of a waiting `submit_async`.
     #[allow(clippy::result_large_err)]
@@ -408,7 +409,7 @@ impl Engine {
         let mut e = Self::lock(shard);
         // A light job does not wait for room in the receive queue: it never enters it.
         let light = e.sched.admission() == Admission::Fair
-            && light.is_some_and(|t| self.is_light(cluster, &e, &packets, t));
+            && light.is_some_and(|t| self.is_light((cluster, shard), &e, &packets, t));
         loop {
             if e.stopping || (e.closing && !force) {
                 return Err(Refused::ShutDown);
@@ -452,6 +453,7 @@ impl Engine {
         }
         if light {
             if let Some(local) = self.light_node(shard, &e, &packets) {
+                self.counters.job_light();
                 self.place_light(shard, &mut e, local, packets);
                 return Ok(());
             }
@@ -465,34 +467,24 @@ impl Engine {
     }
 
     /// Whether a job of `tenant` made of `packets` takes the light path (§15.7): it fits in a
-    /// node's queue, and the tenant's light credit, refilled at its weighted share of the
-    /// cluster's speed by the core's unit times, covers it.
+    /// node's queue, and the tenant's light credit covers it, refilled at its weighted share
+    /// of the nodes' time: their speed on such a job run alone, by the core's unit times (a
+    /// light job runs alone; in lane sets the nodes serve a few times more bytes).
     fn is_light(
         &self,
-        cluster: ClusterId,
+        (cluster, shard): (ClusterId, &Shard),
         e: &ClusterState,
         packets: &Packets,
         tenant: &TenantState,
     ) -> bool {
-        let Some(first) = packets.first() else {
-            return false;
-        };
         let burst = self.layout.clusters[cluster.index()].1;
-        let bytes: u64 = packets.iter().map(|p| p.meta.len).sum();
-        if bytes > burst {
+        let bytes = job_bytes(packets);
+        if packets.is_empty() || bytes > burst {
             return false;
         }
-        // Bytes per second of the nodes up, each serving such a job alone, as a light job is
-        // served: the credit is a share of the nodes' time, not of the bytes they serve in
-        // lane sets (a few times more).
         let speed = || -> f64 {
-            let first_node = self.shard(cluster).first;
-            (0..e.node_work.len())
-                .filter(|&l| !self.health[first_node + l].is_down())
-                .map(|l| {
-                    let node = e.sched.node(NodeId(l as u32));
-                    bytes as f64 / node.service_time(first.meta.cmd, bytes).max(1.0) * 1e9
-                })
+            self.light_times(shard, e, packets)
+                .map(|(_, t)| bytes as f64 / t.max(1.0) * 1e9)
                 .sum()
         };
         tenant.take_light(bytes, burst, || speed() * self.tenants.share(tenant))
@@ -502,19 +494,31 @@ impl Engine {
     /// fewest light packets queued, then the one that would run the job soonest by the core's
     /// unit times (the job runs at the node's next pause, whatever else it holds).
     fn light_node(&self, shard: &Shard, e: &ClusterState, packets: &Packets) -> Option<usize> {
-        let first = packets.first()?;
-        let bytes: u64 = packets.iter().map(|p| p.meta.len).sum();
-        (0..e.node_work.len())
-            .filter(|&l| !self.health[shard.first + l].is_down())
-            .map(|l| {
-                let time = e
-                    .sched
-                    .node(NodeId(l as u32))
-                    .service_time(first.meta.cmd, bytes);
-                (l, e.node_light[l], time)
+        self.light_times(shard, e, packets)
+            .min_by(|a, b| {
+                e.node_light[a.0]
+                    .cmp(&e.node_light[b.0])
+                    .then(a.1.total_cmp(&b.1))
             })
-            .min_by(|a, b| a.1.cmp(&b.1).then(a.2.total_cmp(&b.2)))
-            .map(|(l, ..)| l)
+            .map(|(l, _)| l)
+    }
+
+    /// Per node of `shard` up, by the core's numbering: its time, by the core's unit times,
+    /// to run the job made of `packets` alone.
+    fn light_times<'a>(
+        &'a self,
+        shard: &'a Shard,
+        e: &'a ClusterState,
+        packets: &'a Packets,
+    ) -> impl Iterator<Item = (usize, f64)> + 'a {
+        let bytes = job_bytes(packets);
+        let cmd = packets.first().map(|p| p.meta.cmd);
+        (0..e.node_work.len())
+            .filter(move |&l| !self.health[shard.first + l].is_down())
+            .filter_map(move |l| {
+                let node = e.sched.node(NodeId(l as u32));
+                Some((l, node.service_time(cmd?, bytes)))
+            })
     }
 
     /// Puts a light job's packets on node `local`, behind the light packets already at the
@@ -1085,6 +1089,7 @@ impl Engine {
             packets_completed,
             packets_failed,
             jobs_inline: self.counters.inline(),
+            jobs_light: self.counters.light(),
             packets_retried: self.counters.retries().0,
             packets_out_of_attempts: self.counters.retries().1,
             keys: self.keys.len(),
@@ -1097,4 +1102,9 @@ impl Engine {
             },
         }
     }
+}
+
+/// The bytes of a job made of `packets`.
+fn job_bytes(packets: &Packets) -> u64 {
+    packets.iter().map(|p| p.meta.len).sum()
 }

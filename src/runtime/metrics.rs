@@ -71,6 +71,8 @@ pub(crate) struct ServiceCounters {
     /// after their last attempt.
     retried: AtomicU64,
     out_of_attempts: AtomicU64,
+    /// Jobs that took the light path (docs/ALGORITHM.md §15.7).
+    light: AtomicU64,
     /// Jobs run on submitting threads: one shard per thread slot, so that submitting threads
     /// running small jobs do not write one cache line by turns.
     inline: [CachePadded<InlineShard>; SHARDS],
@@ -142,6 +144,16 @@ impl ServiceCounters {
     }
 
     /// A packet resolved: its result delivered, or its failure.
+    /// A job took the light path.
+    pub(crate) fn job_light(&self) {
+        self.light.fetch_add(1, Relaxed);
+    }
+
+    /// Jobs that took the light path so far.
+    pub(crate) fn light(&self) -> u64 {
+        self.light.load(Relaxed)
+    }
+
     /// A node failed while running packets: `retried` of them run again elsewhere, and
     /// `out_of_attempts` fail their jobs.
     pub(crate) fn node_failed_running(&self, retried: u64, out_of_attempts: u64) {
@@ -199,6 +211,10 @@ pub struct Metrics {
     /// node ([`ServiceBuilder::inline_limit`](crate::runtime::ServiceBuilder::inline_limit));
     /// counted in `jobs_submitted` and their packets in `packets_admitted` too.
     pub jobs_inline: u64,
+    /// Jobs that took the light path: put ahead of their node's queue and run at its next
+    /// pause ([`ServiceBuilder::light_path`](crate::runtime::ServiceBuilder::light_path));
+    /// counted in `jobs_submitted` too.
+    pub jobs_light: u64,
     /// Packets run again on another node because the node running them was taken out (its
     /// worker panicked or exited, or it stalled): each rerun counts once
     /// ([`ServiceBuilder::max_attempts`](crate::runtime::ServiceBuilder::max_attempts)). A
@@ -366,6 +382,9 @@ impl fmt::Display for Metrics {
             self.keys,
             self.stored_states
         )?;
+        if self.jobs_light > 0 {
+            writeln!(f, "jobs: {} took the light path", self.jobs_light)?;
+        }
         if self.packets_retried + self.packets_out_of_attempts > 0 {
             writeln!(
                 f,

@@ -217,6 +217,8 @@ fn a_flooding_tenant_cannot_hold_another_at_the_door() {
     for h in held {
         h.wait().unwrap();
     }
+    // The light path is off unless asked for.
+    assert_eq!(service.metrics().jobs_light, 0);
 }
 
 #[test]
@@ -296,6 +298,9 @@ fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
     }
     let m = service.metrics();
     assert_eq!(m.packets_completed, m.packets_admitted, "{m}");
+    // The quiet tenant's jobs took the light path, as far as its credit went (38 of 40 on a
+    // quiet machine).
+    assert!((20..=40).contains(&m.jobs_light), "{m}");
     let done = |t: TenantId| {
         m.tenants
             .iter()

@@ -490,6 +490,13 @@ impl Collector for ServiceCollector {
         )?;
         family(
             e,
+            "cryptodispatch_jobs_light",
+            "Jobs that took the light path (--light-path): run at a node's next pause",
+            counter,
+            [(none(), ConstCounter::new(m.jobs_light))],
+        )?;
+        family(
+            e,
             "cryptodispatch_jobs_failed",
             "Jobs finished with an error",
             counter,
