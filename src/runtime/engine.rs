@@ -95,6 +95,8 @@ pub(crate) struct Engine {
     /// When a job last took the light path ([`now_ns`](Self::now_ns), 0: never): the workers
     /// pause within their sets only while light jobs come (§15.7).
     last_light: AtomicU64,
+    /// Per node: the length its unit times are for.
+    unit_lens: Box<[u64]>,
     pub(crate) counters: ServiceCounters,
     pub(crate) node_counters: Box<[NodeCounters]>,
     /// Per node: what the supervisor watches (see `supervisor.rs`).
@@ -123,6 +125,13 @@ struct Shard {
     idle_cv: Condvar,
     /// The service's index of the cluster's first node (the core numbers them from 0).
     first: usize,
+    /// How many nodes the cluster has.
+    nodes: usize,
+    /// Whether the cluster admits under fair admission (fixed when it is built).
+    fair: bool,
+    /// Light packets (§15.7) placed on the cluster's nodes and not yet delivered: counted
+    /// apart from `in_system`, without the lock, since their submitters do not take it.
+    light_in_system: AtomicU64,
     gauges: ClusterGauges,
 }
 
@@ -133,9 +142,6 @@ pub(crate) struct ClusterState {
     receive: VecDeque<Packet<PacketData>>,
     /// Per node of the cluster, by the core's numbering.
     node_work: Vec<VecDeque<Packet<PacketData>>>,
-    /// Per node: how many packets at the front of its queue are light (§15.7), put there
-    /// by [`Engine::place_light`] rather than by the core.
-    node_light: Vec<usize>,
     sleeping: Vec<bool>,
     /// Packets of the cluster admitted and not yet reported complete.
     in_system: u64,
@@ -271,16 +277,19 @@ impl Engine {
     /// with that one cluster).
     pub(crate) fn new(scheds: Vec<Scheduler<PacketData>>, layout: Layout) -> Self {
         let mut first = 0;
+        let mut unit_lens = Vec::new();
         let shards: Box<[CachePadded<Shard>]> = scheds
             .into_iter()
             .map(|sched| {
                 let nodes = sched.num_nodes();
+                let fair = sched.admission() == Admission::Fair;
+                unit_lens
+                    .extend((0..nodes).map(|l| sched.node(NodeId(l as u32)).unit_len().max(1)));
                 let shard = Shard {
                     engine: Mutex::new(ClusterState {
                         sched,
                         receive: VecDeque::new(),
                         node_work: (0..nodes).map(|_| VecDeque::new()).collect(),
-                        node_light: vec![0; nodes],
                         sleeping: vec![false; nodes],
                         in_system: 0,
                         room_wakers: Vec::new(),
@@ -295,6 +304,9 @@ impl Engine {
                     room_cv: Condvar::new(),
                     idle_cv: Condvar::new(),
                     first,
+                    nodes,
+                    fair,
+                    light_in_system: AtomicU64::new(0),
                     gauges: ClusterGauges::default(),
                 };
                 first += nodes;
@@ -324,6 +336,7 @@ impl Engine {
             store: StateStore::default(),
             tenants: Tenants::new(),
             last_light: AtomicU64::new(0),
+            unit_lens: unit_lens.into(),
             counters: ServiceCounters::default(),
             node_counters: (0..nodes).map(|_| NodeCounters::default()).collect(),
             health: (0..nodes).map(|_| NodeHealth::default()).collect(),
@@ -392,8 +405,8 @@ impl Engine {
     /// with [`Wait::Wake`], hands them back and registers the waker, woken when room frees.
     /// `force` admits even past the bound (a stream's closing packet, which carries no data).
     /// With `light`, the job's tenant, under fair admission, the job may take the light path
-    /// (§15.7, [`is_light`](Self::is_light)): then it goes ahead of a node's queue rather than
-    /// to the core, without waiting for room.
+    /// (§15.7, [`admit_light`](Self::admit_light)): then it goes to a node's light packets,
+    /// without the cluster's lock and without waiting for room.
     // The refusal hands the packets back as they came, inline: boxing them would allocate on
     // every refused poll of a waiting `submit_async`.
     #[allow(clippy::result_large_err)]
@@ -405,11 +418,15 @@ impl Engine {
         force: bool,
         light: Option<&TenantState>,
     ) -> Result<(), Refused<Packets>> {
+        let packets = match light {
+            Some(tenant) => match self.admit_light(cluster, packets, tenant) {
+                Ok(()) => return Ok(()),
+                Err(packets) => packets,
+            },
+            None => packets,
+        };
         let shard = self.shard(cluster);
         let mut e = Self::lock(shard);
-        // A light job does not wait for room in the receive queue: it never enters it.
-        let light = e.sched.admission() == Admission::Fair
-            && light.is_some_and(|t| self.is_light((cluster, shard), &e, &packets, t));
         loop {
             if e.stopping || (e.closing && !force) {
                 return Err(Refused::ShutDown);
@@ -417,7 +434,7 @@ impl Engine {
             if e.sched.cluster_down(LOCAL) && !force {
                 return Err(Refused::NoNodeUp(self.layout.clusters[cluster.index()].0));
             }
-            if force || light || e.has_room(&packets, self.layout.receive_queue_len) {
+            if force || e.has_room(&packets, self.layout.receive_queue_len) {
                 break;
             }
             match wait {
@@ -451,13 +468,6 @@ impl Engine {
             after.run(self);
             return Ok(());
         }
-        if light {
-            if let Some(local) = self.light_node(shard, &e, &packets) {
-                self.counters.job_light();
-                self.place_light(shard, &mut e, local, packets);
-                return Ok(());
-            }
-        }
         let before = e.pending();
         e.take_in(packets);
         let after = self.offer(shard, &mut e, before);
@@ -466,96 +476,112 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether a job of `tenant` made of `packets` takes the light path (§15.7): it fits in a
-    /// node's queue, and the tenant's light credit covers it, refilled at its weighted share
-    /// of the nodes' time: their speed on such a job run alone, by the core's unit times (a
-    /// light job runs alone; in lane sets the nodes serve a few times more bytes).
-    fn is_light(
+    /// The light path (§15.7): puts a job of `tenant` made of `packets` behind the light
+    /// packets of the node that runs it soonest, if the job fits in a node's queue and the
+    /// tenant's light credit covers it; otherwise hands the packets back for the core. The
+    /// credit refills at the tenant's weighted share of the nodes' time: their speed on such
+    /// a job run alone, by their unit times (a light job runs alone; in lane sets the nodes
+    /// serve a few times more bytes). Takes no cluster lock, unless the node sleeps: the
+    /// light tenant does not wait behind the busy tenants' admissions, or a worker's turn.
+    fn admit_light(
         &self,
-        (cluster, shard): (ClusterId, &Shard),
-        e: &ClusterState,
-        packets: &Packets,
+        cluster: ClusterId,
+        mut packets: Packets,
         tenant: &TenantState,
-    ) -> bool {
+    ) -> Result<(), Packets> {
+        let shard = self.shard(cluster);
         let burst = self.layout.clusters[cluster.index()].1;
-        let bytes = job_bytes(packets);
-        if packets.is_empty() || bytes > burst {
-            return false;
+        let bytes = job_bytes(&packets);
+        if !shard.fair
+            || packets.is_empty()
+            || bytes > burst
+            || self.is_closing()
+            || !self.cluster_up(cluster)
+        {
+            return Err(packets);
         }
         let speed = || -> f64 {
-            self.light_times(shard, e, packets)
+            self.light_times(shard, &packets)
                 .map(|(_, t)| bytes as f64 / t.max(1.0) * 1e9)
                 .sum()
         };
-        tenant.take_light(bytes, burst, || speed() * self.tenants.share(tenant))
+        if !tenant.take_light(bytes, burst, || speed() * self.tenants.share(tenant)) {
+            return Err(packets);
+        }
+        // Of the nodes up, the one with the fewest light packets waiting, then the one that
+        // would run the job soonest.
+        let node = self.light_times(shard, &packets).min_by(|a, b| {
+            let light = |n: usize| self.hands[n].light.load(Ordering::Relaxed);
+            light(a.0).cmp(&light(b.0)).then(a.1.total_cmp(&b.1))
+        });
+        let Some((n, _)) = node else {
+            return Err(packets);
+        };
+        let count = packets.len() as u64;
+        // Counted before the closing flag is read: a shutdown that counted none refuses this
+        // job (it set the flag first), and one that counted it waits for it.
+        shard.light_in_system.fetch_add(count, Ordering::SeqCst);
+        if self.closing.load(Ordering::SeqCst) {
+            self.light_done(shard, count);
+            return Err(packets);
+        }
+        for p in &mut packets {
+            p.meta.cluster = LOCAL;
+            p.data.light = true;
+        }
+        if let Err(mut packets) = self.hands[n].push_light(packets) {
+            // The node went down meanwhile.
+            self.light_done(shard, count);
+            for p in &mut packets {
+                p.data.light = false;
+            }
+            return Err(packets);
+        }
+        self.counters.packets_admitted(count);
+        self.counters.job_light();
+        self.last_light
+            .store(self.now_ns().max(1), Ordering::Relaxed);
+        // A sleeping worker waits on its condition variable with the cluster's lock, having
+        // set `asleep` and seen no light packet: the lock orders this wake after its wait.
+        if self.hands[n].asleep.load(Ordering::SeqCst) {
+            let _e = Self::lock(shard);
+            self.node_cv[n].notify_one();
+        }
+        Ok(())
     }
 
-    /// The node of `shard` a light job's `packets` go to: of the nodes up, the one with the
-    /// fewest light packets queued, then the one that would run the job soonest by the core's
-    /// unit times (the job runs at the node's next pause, whatever else it holds).
-    fn light_node(&self, shard: &Shard, e: &ClusterState, packets: &Packets) -> Option<usize> {
-        self.light_times(shard, e, packets)
-            .min_by(|a, b| {
-                e.node_light[a.0]
-                    .cmp(&e.node_light[b.0])
-                    .then(a.1.total_cmp(&b.1))
-            })
-            .map(|(l, _)| l)
+    /// `count` light packets of `shard` left the system (delivered, or handed back): a
+    /// shutdown waiting for the cluster to drain hears of the last.
+    fn light_done(&self, shard: &Shard, count: u64) {
+        if shard.light_in_system.fetch_sub(count, Ordering::SeqCst) == count
+            && self.closing.load(Ordering::SeqCst)
+        {
+            let _e = Self::lock(shard);
+            shard.idle_cv.notify_all();
+        }
     }
 
-    /// Per node of `shard` up, by the core's numbering: its time, by the core's unit times,
-    /// to run the job made of `packets` alone.
+    /// A light packet that ran on node `node` was delivered (§15.7).
+    pub(crate) fn light_delivered(&self, node: NodeId) {
+        let (shard, _) = self.node_shard(node);
+        self.light_done(shard, 1);
+    }
+
+    /// Per node of `shard` up, by the service's numbering: its time, by its unit times, to
+    /// run the job made of `packets` alone.
     fn light_times<'a>(
         &'a self,
         shard: &'a Shard,
-        e: &'a ClusterState,
         packets: &'a Packets,
     ) -> impl Iterator<Item = (usize, f64)> + 'a {
         let bytes = job_bytes(packets);
         let cmd = packets.first().map(|p| p.meta.cmd);
-        (0..e.node_work.len())
-            .filter(move |&l| !self.health[shard.first + l].is_down())
-            .filter_map(move |l| {
-                let node = e.sched.node(NodeId(l as u32));
-                Some((l, node.service_time(cmd?, bytes)))
+        (shard.first..shard.first + shard.nodes)
+            .filter(move |&n| !self.health[n].is_down())
+            .filter_map(move |n| {
+                let unit = self.node_gauges[n].unit_times().get(cmd?);
+                Some((n, unit * bytes as f64 / self.unit_lens[n] as f64))
             })
-    }
-
-    /// Puts a light job's packets on node `local`, behind the light packets already at the
-    /// front of its queue and ahead of the rest: its worker takes them between two slices of
-    /// the set it runs (`worker.rs`), or at its next turn. The core does not see them: they
-    /// count in the system, not in the node's queue (§15.7).
-    fn place_light(&self, shard: &Shard, e: &mut ClusterState, local: usize, packets: Packets) {
-        let n = shard.first + local;
-        self.last_light
-            .store(self.now_ns().max(1), Ordering::Relaxed);
-        e.in_system += packets.len() as u64;
-        for mut p in packets {
-            p.meta.cluster = LOCAL;
-            p.data.light = true;
-            let at = e.node_light[local];
-            e.node_work[local].insert(at, p);
-            e.node_light[local] += 1;
-        }
-        self.hands[n]
-            .light
-            .store(e.node_light[local], Ordering::Release);
-        self.queued[n].store(e.node_work[local].len(), Ordering::Relaxed);
-        if e.sleeping[local] {
-            self.node_cv[n].notify_one();
-        }
-    }
-
-    /// Takes the light packets waiting at the front of node `node`'s queue (§15.7).
-    pub(crate) fn take_light(&self, node: NodeId) -> Vec<Packet<PacketData>> {
-        let (shard, local) = self.node_shard(node);
-        let l = local.index();
-        let mut e = Self::lock(shard);
-        let count = std::mem::take(&mut e.node_light[l]);
-        let light: Vec<_> = e.node_work[l].drain(..count).collect();
-        self.hands[node.index()].light.store(0, Ordering::Release);
-        self.queued[node.index()].store(e.node_work[l].len(), Ordering::Relaxed);
-        light
     }
 
     /// Admits many jobs' packets, in order, blocking for room as [`admit`](Self::admit) does
@@ -721,8 +747,6 @@ impl Engine {
             }
         }
         let current = health.generation.load(Ordering::Acquire);
-        // Light packets resolved: out of the system, never in the core.
-        e.in_system -= health.unplaced.swap(0, Ordering::AcqRel);
         let finished = health.unreported.swap(0, Ordering::AcqRel);
         let mut after = AfterUnlock::default();
         if finished > 0 {
@@ -742,13 +766,14 @@ impl Engine {
             // (had it taken the whole backlog, no later completion would free room to wake them).
             let before = e.pending();
             let _ = e.sched.node_up(local);
+            self.hands[n].open_light();
             health.down.store(false, Ordering::Release);
             health.restarting.store(false, Ordering::Release);
             self.publish_cluster_down(node, &e);
             after.extend(self.offer(shard, &mut e, before));
         }
         *generation = current;
-        if e.in_system == 0 {
+        if e.in_system == 0 && shard.light_in_system.load(Ordering::SeqCst) == 0 {
             shard.idle_cv.notify_all();
         }
         if !(after.wakers.is_empty() && after.failed.is_empty()) {
@@ -756,26 +781,27 @@ impl Engine {
             after.run(self);
             e = Self::lock(shard);
         }
+        let hand = &self.hands[n];
+        let light = || hand.light.load(Ordering::SeqCst) > 0;
         loop {
             if !e.node_work[l].is_empty() {
                 let take = e.node_work[l].len().min(max.max(1));
-                self.hands[n].waiting().extend(e.node_work[l].drain(..take));
-                if e.node_light[l] > 0 {
-                    e.node_light[l] -= e.node_light[l].min(take);
-                    self.hands[n]
-                        .light
-                        .store(e.node_light[l], Ordering::Release);
-                }
+                hand.waiting().extend(e.node_work[l].drain(..take));
                 self.queued[n].store(e.node_work[l].len(), Ordering::Relaxed);
+                return true;
+            }
+            // Light packets are taken at the top of the worker's loop.
+            if light() {
                 return true;
             }
             if e.stopping {
                 return false;
             }
-            // Spin outside the lock, watching the node's queue length; then sleep.
+            // Spin outside the lock, watching the node's queues; then sleep.
             drop(e);
             let start = Instant::now();
             while self.queued[n].load(Ordering::Relaxed) == 0
+                && !light()
                 && !self.stopping.load(Ordering::Relaxed)
                 && start.elapsed() < SPIN
             {
@@ -785,11 +811,15 @@ impl Engine {
                 std::thread::yield_now();
             }
             e = Self::lock(shard);
-            if e.node_work[l].is_empty() && !e.stopping {
+            // `asleep` is set before the light packets are looked at, and a light job's
+            // submitter looks at it after placing them: one of the two sees the other.
+            hand.asleep.store(true, Ordering::SeqCst);
+            if e.node_work[l].is_empty() && !light() && !e.stopping {
                 e.sleeping[l] = true;
                 e = self.node_cv[n].wait(e).unwrap_or_else(|p| p.into_inner());
                 e.sleeping[l] = false;
             }
+            hand.asleep.store(false, Ordering::SeqCst);
         }
     }
 
@@ -853,6 +883,13 @@ impl Engine {
         let _ = e.sched.node_down(local);
         self.publish_cluster_down(node, &e);
         self.publish_node(shard, &e, local.index());
+        // Light packets, running or waiting, go back to the core with the rest: counted in
+        // the system as the core's, under the lock (a shutdown sees them in one count or
+        // the other).
+        let light = self.hands[n].close_light();
+        let moved = light.len() as u64 + running.iter().filter(|r| r.light).count() as u64;
+        e.in_system += moved;
+        shard.light_in_system.fetch_sub(moved, Ordering::SeqCst);
         let mut failed: Vec<(Arc<JobRecord>, usize, JobError)> = Vec::new();
         let mut back: Vec<Packet<PacketData>> = Vec::new();
         // A packet runs again on another node: one that is up, or being restarted. With none
@@ -874,20 +911,18 @@ impl Engine {
         }
         self.counters
             .node_failed_running(back.len() as u64, failed.len() as u64);
+        back.extend(light);
         back.extend(self.hands[n].waiting().drain(..));
         back.extend(e.node_work[local.index()].drain(..));
         // Light packets go back to the core as any others do.
         for p in &mut back {
             p.data.light = false;
         }
-        e.node_light[local.index()] = 0;
-        self.hands[n].light.store(0, Ordering::Release);
         self.queued[n].store(0, Ordering::Relaxed);
         if dead {
             // Resolved by the dead worker and never reported: the core forgot them with the
             // node; only the count of packets in the system is left to settle.
             e.in_system -= health.unreported.swap(0, Ordering::AcqRel);
-            e.in_system -= health.unplaced.swap(0, Ordering::AcqRel);
         }
         e.in_system -= failed.len() as u64;
         health.restarting.store(dead, Ordering::Release);
@@ -914,7 +949,7 @@ impl Engine {
         // Every waiting submitter looks again: room may have freed, or the cluster is down and
         // they get `NoNodeUp`.
         after.wakers.append(&mut e.room_wakers);
-        if e.in_system == 0 {
+        if e.in_system == 0 && shard.light_in_system.load(Ordering::SeqCst) == 0 {
             shard.idle_cv.notify_all();
         }
         drop(e);
@@ -961,7 +996,7 @@ impl Engine {
             ..AfterUnlock::default()
         };
         after.wakers.append(&mut e.room_wakers);
-        if e.in_system == 0 {
+        if e.in_system == 0 && shard.light_in_system.load(Ordering::SeqCst) == 0 {
             shard.idle_cv.notify_all();
         }
         drop(e);
@@ -983,7 +1018,8 @@ impl Engine {
     /// Refuses new jobs from now on, and wakes submitters waiting for room (they get
     /// `ShutDown`).
     pub(crate) fn close(&self) {
-        self.closing.store(true, Ordering::Release);
+        // Sequentially consistent with the light path's count (see `admit_light`).
+        self.closing.store(true, Ordering::SeqCst);
         for shard in self.shards.iter() {
             let after = AfterUnlock {
                 wakers: {
@@ -1008,7 +1044,7 @@ impl Engine {
         self.close();
         for shard in self.shards.iter() {
             let mut e = Self::lock(shard);
-            while e.in_system > 0 {
+            while e.in_system > 0 || shard.light_in_system.load(Ordering::SeqCst) > 0 {
                 e = shard.idle_cv.wait(e).unwrap_or_else(|p| p.into_inner());
             }
             e.stopping = true;

@@ -81,9 +81,6 @@ pub(crate) struct NodeHealth {
     pub(crate) busy_limit: AtomicU64,
     /// Packets resolved (delivered) and not yet reported to the scheduler core.
     pub(crate) unreported: AtomicU64,
-    /// Light packets resolved and not yet counted out of the system: the core never placed
-    /// them, so they are not reported to it (docs/ALGORITHM.md §15.7).
-    pub(crate) unplaced: AtomicU64,
     /// The worker thread's id, for its run-queue wait; 0 when unknown (the stall rule then
     /// charges wall time).
     pub(crate) thread_id: AtomicU64,

@@ -15,7 +15,6 @@
 //! A panic while running a packet is caught: the packet's job fails with
 //! [`JobError::WorkerPanicked`], and the worker goes on with the next packet.
 
-use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, mpsc};
@@ -257,6 +256,7 @@ impl Node<'_> {
                 part: p.data.part,
                 retry: (p.data.attempt + 1 < self.max_attempts)
                     .then(|| Packet::new(p.meta, p.data.copy_for_retry(spare))),
+                light: p.data.light,
             }
         }));
         set.iter()
@@ -290,8 +290,15 @@ impl Node<'_> {
         }
         let n = metas.len() as u32;
         let counters = &self.engine.node_counters[self.spec.node.index()];
-        for ((meta, Running { job, part, retry }), result) in
-            metas.iter().zip(resolved).zip(results)
+        for (
+            (
+                meta,
+                Running {
+                    job, part, retry, ..
+                },
+            ),
+            result,
+        ) in metas.iter().zip(resolved).zip(results)
         {
             // The copy was not needed: its buffer serves the next set's copies.
             spare.extend(retry.map(|r| r.data.data));
@@ -300,7 +307,7 @@ impl Node<'_> {
             local.busy_ns += (busy / n).as_nanos() as u64;
             counters.publish(local);
             if light {
-                self.health.unplaced.fetch_add(1, Ordering::AcqRel);
+                self.engine.light_delivered(self.spec.node);
             } else {
                 self.health.unreported.fetch_add(1, Ordering::AcqRel);
             }
@@ -312,9 +319,9 @@ impl Node<'_> {
         }
     }
 
-    /// At a pause of the running set: runs the light packets waiting at the front of the
-    /// node's queue (docs/ALGORITHM.md §15.7) now, each set of them (one packet, or a chain
-    /// run of one job) as the worker runs any set, and delivers them at once. They join the
+    /// Between two sets or at a pause of the running set: runs the node's light packets
+    /// waiting (docs/ALGORITHM.md §15.7) now, each set of them (a lane set, or a chain run of
+    /// one job) as the worker runs any set, and delivers them at once. They join the
     /// running set in the hand while they run, so that a failure of the node meanwhile sends
     /// them elsewhere too. Returns the time it took.
     fn run_light(
@@ -327,9 +334,10 @@ impl Node<'_> {
             return Duration::ZERO;
         }
         let start = Instant::now();
-        let mut light: VecDeque<Packet<PacketData>> = self.engine.take_light(self.spec.node).into();
+        let mut light = self.hand.take_light();
         loop {
-            let set = take_set(&mut light, 1, &self.engine.layout.aes_impls);
+            // Light packets waiting together run as a lane set, as any others do.
+            let set = take_set(&mut light, self.spec.lanes, &self.engine.layout.aes_impls);
             if set.is_empty() {
                 break;
             }

@@ -311,3 +311,92 @@ fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
     assert_eq!((done(noisy), done(quiet)), (300, 40));
     service.shutdown();
 }
+
+/// Quiet tenants' light jobs, sent from several threads at once (so that they wait together
+/// and run as lane sets) while a flooding tenant keeps a backlog, and a shutdown in the middle
+/// of it all: every job admitted completes with exact output, every later one is refused as
+/// shut down, and the shutdown does not wait forever for light packets it did not count.
+#[test]
+fn light_jobs_from_many_threads_and_a_shutdown_lose_nothing() {
+    let service = Arc::new(
+        Service::builder()
+            .aes_cluster([NodeSpec::new().slowdown(4.0), NodeSpec::new()])
+            .packet_size(1024)
+            .inline_limit(0)
+            .light_path(true)
+            .build()
+            .unwrap(),
+    );
+    let noisy = service.add_tenant(TenantSpec::new("noisy")).unwrap();
+    let key = service.add_aes_key(&KEY).unwrap();
+    let iv = [0x33; 16];
+    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let flood: Vec<u8> = Gen::new(3).bytes(4 << 10);
+    let flood_out = ref_aes(&KEY, op, &iv, &flood).unwrap();
+    let backlog: Vec<_> = (0..200)
+        .map(|_| {
+            let job = Job::encrypt(key, Mode::Cbc, &iv, flood.clone()).tenant(noisy);
+            service.submit(job).unwrap()
+        })
+        .collect();
+    let quiet: Vec<TenantId> = (0..4)
+        .map(|i| {
+            service
+                .add_tenant(TenantSpec::new(format!("quiet{i}")))
+                .unwrap()
+        })
+        .collect();
+    let senders: Vec<_> = quiet
+        .iter()
+        .enumerate()
+        .map(|(i, &tenant)| {
+            let service = Arc::clone(&service);
+            thread::spawn(move || {
+                let mut g = Gen::new(10 + i as u64);
+                let (mut done, mut refused) = (0, 0);
+                // Until the shutdown refuses them.
+                while refused == 0 && done < 1_000_000 {
+                    let blocks = 1 + g.next_u64() as usize % 128;
+                    let data = g.bytes(16 * blocks);
+                    let expected = ref_aes(&KEY, op, &iv, &data).unwrap();
+                    match service.submit(Job::aes(key, op, &iv, data).tenant(tenant)) {
+                        Ok(h) => {
+                            let out = h.wait().expect("an admitted job completes");
+                            assert_eq!(out.into_data().unwrap(), expected);
+                            done += 1;
+                        }
+                        Err(SubmitError::ShutDown) => refused += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                (done, refused)
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(30));
+    let closer = {
+        let service = Arc::clone(&service);
+        thread::spawn(move || service.shutdown())
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !closer.is_finished() {
+        assert!(Instant::now() < deadline, "shutdown did not finish");
+        thread::sleep(Duration::from_millis(10));
+    }
+    closer.join().unwrap();
+    let (mut done, mut refused) = (0, 0);
+    for s in senders {
+        let (d, r) = s.join().unwrap();
+        done += d;
+        refused += r;
+    }
+    // Each sender was still sending when the shutdown came.
+    assert_eq!(refused, 4);
+    assert!(done > 0);
+    for h in backlog {
+        assert_eq!(h.wait().unwrap().into_data().unwrap(), flood_out);
+    }
+    let m = service.metrics();
+    assert_eq!(m.packets_completed, m.packets_admitted, "{m}");
+    assert!(m.jobs_light > 0, "{m}");
+}
