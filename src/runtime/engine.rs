@@ -529,8 +529,11 @@ impl Engine {
             p.meta.cluster = LOCAL;
             p.data.light = true;
         }
+        let job = Arc::clone(&packets[0].data.job);
+        job.set_light(true);
         if let Err(mut packets) = self.hands[n].push_light(packets) {
             // The node went down meanwhile.
+            job.set_light(false);
             self.light_done(shard, count);
             for p in &mut packets {
                 p.data.light = false;

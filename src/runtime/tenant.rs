@@ -347,6 +347,8 @@ pub(crate) struct TenantState {
     /// The light path's credit in bytes and when it was last refilled (see
     /// [`take_light`](Self::take_light)).
     light: Mutex<(f64, Option<Instant>)>,
+    /// Bytes of the tenant's jobs in flight that took the light path.
+    light_bytes: AtomicU64,
 }
 
 impl fmt::Debug for TenantState {
@@ -379,6 +381,7 @@ impl TenantState {
             counters: Counters::new(),
             latency: Histogram::new(),
             light: Mutex::new((0.0, None)),
+            light_bytes: AtomicU64::new(0),
         }
     }
 
@@ -430,13 +433,17 @@ impl TenantState {
     }
 
     /// Whether a job of `bytes` may take the light path (docs/ALGORITHM.md §15.7), and if so
-    /// spends its allowance: the tenant's bytes in flight, this job's included, fit in
-    /// `burst` (one node queue), and its light credit covers the job. The credit refills at
-    /// `rate()` bytes per second (the tenant's weighted share of the cluster's speed, asked
-    /// for only past the first test) up to `burst`, so that over any interval the tenant sends
-    /// at most `burst` bytes more than its share this way, however it sends them.
+    /// spends its allowance: the tenant's bytes in flight on the core's path, this job's
+    /// included, fit in `burst` (one node queue), and its light credit covers the job. The
+    /// credit refills at `rate()` bytes per second (the tenant's weighted share of the
+    /// cluster's speed, asked for only past the first test) up to `burst`, so that over any
+    /// interval the tenant sends at most `burst` bytes more than its share this way, however
+    /// it sends them. Its light jobs in flight do not count against the first test: a burst
+    /// of jobs beyond the credit sends the rest to the core, and those alone keep the next
+    /// ones off the light path while they wait there.
     pub(crate) fn take_light(&self, bytes: u64, burst: u64, rate: impl FnOnce() -> f64) -> bool {
-        if self.counters.in_flight().1 > burst {
+        let light = self.light_bytes.load(Relaxed);
+        if self.counters.in_flight().1.saturating_sub(light) > burst {
             return false;
         }
         let rate = rate();
@@ -619,6 +626,9 @@ pub(crate) struct Lease {
     state: Arc<TenantState>,
     bytes: u64,
     done: bool,
+    /// The job took the light path (docs/ALGORITHM.md §15.7): its bytes count in the
+    /// tenant's light bytes in flight too.
+    light: bool,
 }
 
 impl fmt::Debug for Lease {
@@ -636,6 +646,20 @@ impl Lease {
             state: Arc::clone(state),
             bytes,
             done: false,
+            light: false,
+        }
+    }
+
+    /// Marks the job as one that took the light path (`on`), or no longer (it finished, or
+    /// was handed back): its bytes count in the tenant's light bytes in flight while marked.
+    pub(crate) fn set_light(&mut self, on: bool) {
+        if self.light != on {
+            self.light = on;
+            if on {
+                self.state.light_bytes.fetch_add(self.bytes, Relaxed);
+            } else {
+                self.state.light_bytes.fetch_sub(self.bytes, Relaxed);
+            }
         }
     }
 
@@ -643,6 +667,7 @@ impl Lease {
     /// its latency, and gives its room back. Returns the wakers to wake once no lock is held.
     #[must_use = "the wakers must be woken"]
     pub(crate) fn finish(mut self, ok: bool, latency: Duration) -> Vec<Waker> {
+        self.set_light(false);
         let shard = self.state.counters.mine();
         if ok {
             shard.jobs_completed.fetch_add(1, Relaxed);
@@ -658,6 +683,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        self.set_light(false);
         if !self.done {
             for w in self.state.leave(self.bytes, true) {
                 w.wake();

@@ -140,6 +140,14 @@ impl JobRecord {
         self.lock().lease = Some(lease);
     }
 
+    /// Marks the job as one on the light path (`on`), or no longer, in its tenant's counts
+    /// (docs/ALGORITHM.md §15.7).
+    pub(crate) fn set_light(&self, on: bool) {
+        if let Some(lease) = self.lock().lease.as_mut() {
+            lease.set_light(on);
+        }
+    }
+
     /// Takes the job's room in its tenant's limits back (a job run on the submitting thread,
     /// which resolves without its packets reporting).
     pub(crate) fn take_lease(&self) -> Option<Lease> {

@@ -145,7 +145,8 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 return;
             }
             // Light packets placed since the last set go first.
-            node.run_light(&estimate, &mut spare, &mut local);
+            let (_, ran) = node.run_light(&estimate, &mut spare, &mut local);
+            (0..ran).for_each(|_| faults.completed());
             let set = take_set(&mut hand.waiting(), spec.lanes, &engine.layout.aes_impls);
             if set.is_empty() {
                 break;
@@ -163,9 +164,12 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             faults.panic_now();
             let start = Instant::now();
             // Time spent on light packets at the set's pauses, which is not the set's.
-            let mut aside = Duration::ZERO;
+            let (mut aside, mut ran) = (Duration::ZERO, 0);
             let mut states = States::new(&engine.store, &engine.layout.aes_impls);
-            let mut hook = || aside += node.run_light(&estimate, &mut spare, &mut local);
+            let mut hook = || {
+                let (took, n) = node.run_light(&estimate, &mut spare, &mut local);
+                (aside, ran) = (aside + took, ran + n);
+            };
             let mut pause = Pause {
                 slice: PAUSE_SLICE,
                 hook: &mut hook,
@@ -208,7 +212,8 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 &mut local,
                 &mut spare,
             );
-            for _ in 0..metas.len() {
+            // A fault strikes after so many packets, light ones included.
+            for _ in 0..metas.len() + ran {
                 faults.completed();
             }
             if metas.len() == 1 || chain_run {
@@ -323,16 +328,17 @@ impl Node<'_> {
     /// waiting (docs/ALGORITHM.md §15.7) now, each set of them (a lane set, or a chain run of
     /// one job) as the worker runs any set, and delivers them at once. They join the
     /// running set in the hand while they run, so that a failure of the node meanwhile sends
-    /// them elsewhere too. Returns the time it took.
+    /// them elsewhere too. Returns the time it took and how many packets it ran.
     fn run_light(
         &self,
         estimate: &Estimator,
         spare: &mut Vec<bytes::BytesMut>,
         local: &mut LocalCounters,
-    ) -> Duration {
+    ) -> (Duration, usize) {
         if self.hand.light.load(Ordering::Acquire) == 0 {
-            return Duration::ZERO;
+            return (Duration::ZERO, 0);
         }
+        let mut ran = 0;
         let start = Instant::now();
         let mut light = self.hand.take_light();
         loop {
@@ -395,8 +401,9 @@ impl Node<'_> {
                 local,
                 spare,
             );
+            ran += metas.len();
         }
-        start.elapsed()
+        (start.elapsed(), ran)
     }
 }
 
