@@ -33,7 +33,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::task::Waker;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -743,7 +743,10 @@ impl Engine {
         let (shard, local) = self.node_shard(node);
         let l = local.index();
         let health = &self.health[n];
-        let mut e = Self::lock(shard);
+        let Some(mut e) = self.lock_for_turn(shard, &self.hands[n]) else {
+            // Light packets came while another thread held the lock: they run first.
+            return true;
+        };
         for (cmd, t) in estimates.drain(..) {
             if e.sched.set_unit_time(local, cmd, t).is_ok() {
                 self.node_gauges[n].set_unit_time(cmd, t);
@@ -823,6 +826,35 @@ impl Engine {
                 e.sleeping[l] = false;
             }
             hand.asleep.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// The cluster's lock, for a worker's turn. While light jobs come (§15.7), a worker
+    /// whose lock is held by another thread (a submitter, perhaps descheduled in the middle)
+    /// spins for it up to [`SPIN`] rather than sleep, and gives up as soon as light packets
+    /// wait on its node (`None`): they run first, and the turn is taken after.
+    fn lock_for_turn<'a>(
+        &self,
+        shard: &'a Shard,
+        hand: &NodeHand,
+    ) -> Option<MutexGuard<'a, ClusterState>> {
+        if !self.light_recent() {
+            return Some(Self::lock(shard));
+        }
+        let start = Instant::now();
+        loop {
+            match shard.engine.try_lock() {
+                Ok(e) => return Some(e),
+                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+            if hand.light.load(Ordering::Acquire) > 0 {
+                return None;
+            }
+            if start.elapsed() > SPIN {
+                return Some(Self::lock(shard));
+            }
+            std::hint::spin_loop();
         }
     }
 
