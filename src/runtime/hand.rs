@@ -8,7 +8,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::crypto::ImplTable;
 use crate::packet::Packet;
+use crate::runtime::exec::{PacketSet, take_set};
 use crate::runtime::work::{JobRecord, PacketData, Packets};
 
 /// A packet running on a node.
@@ -25,7 +27,11 @@ pub(crate) struct Running {
 /// A node's light packets, and whether it takes more.
 #[derive(Default)]
 struct LightQueue {
+    /// In turns over the tenants (see [`NodeHand::push_light`]).
     packets: VecDeque<Packet<PacketData>>,
+    /// Per packet of `packets`, its turn: 0 for a tenant's first packet waiting, one more
+    /// than the tenant's last packet waiting for the next.
+    turns: VecDeque<u32>,
     /// The node is down: its light packets went back to the core, and new ones go there.
     down: bool,
 }
@@ -66,23 +72,43 @@ impl NodeHand {
         self.light_queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Puts a light job's packets behind the node's other light packets; hands them back if
-    /// the node is down.
+    /// Puts a light job's packets among the node's light packets, in turns over the tenants:
+    /// a tenant with nothing waiting goes in the first turn, behind the packets of that turn
+    /// already there and ahead of the later turns, and each further packet of a tenant in
+    /// the turn after its last. So a light job waits for at most one packet of each other
+    /// tenant with light packets waiting (and the set running), however many that tenant
+    /// sends, and a tenant's packets keep their order. Hands them back if the node is down.
     pub(crate) fn push_light(&self, packets: Packets) -> Result<(), Packets> {
         let mut q = self.light_queue();
         if q.down {
             return Err(packets);
         }
-        q.packets.extend(packets);
+        for p in packets {
+            let tenant = p.meta.tenant;
+            let turn = q
+                .packets
+                .iter()
+                .zip(&q.turns)
+                .filter(|(x, _)| x.meta.tenant == tenant)
+                .map(|(_, &t)| t + 1)
+                .max()
+                .unwrap_or(0);
+            let at = q.turns.partition_point(|&t| t <= turn);
+            q.packets.insert(at, p);
+            q.turns.insert(at, turn);
+        }
         self.light.store(q.packets.len(), Ordering::SeqCst);
         Ok(())
     }
 
-    /// Takes every light packet waiting.
-    pub(crate) fn take_light(&self) -> VecDeque<Packet<PacketData>> {
+    /// Takes the next set of light packets to run (as [`take_set`] takes one from a queue),
+    /// so that packets placed meanwhile take their turns before the light packets after it.
+    pub(crate) fn take_light_set(&self, lanes: usize, impls: &ImplTable) -> PacketSet {
         let mut q = self.light_queue();
-        self.light.store(0, Ordering::SeqCst);
-        std::mem::take(&mut q.packets)
+        let set = take_set(&mut q.packets, lanes, impls);
+        q.turns.drain(..set.len());
+        self.light.store(q.packets.len(), Ordering::SeqCst);
+        set
     }
 
     /// The node went down: takes every light packet waiting, and refuses new ones until
@@ -90,6 +116,7 @@ impl NodeHand {
     pub(crate) fn close_light(&self) -> VecDeque<Packet<PacketData>> {
         let mut q = self.light_queue();
         q.down = true;
+        q.turns.clear();
         self.light.store(0, Ordering::SeqCst);
         std::mem::take(&mut q.packets)
     }

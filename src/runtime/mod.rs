@@ -19,10 +19,10 @@
 //!    (injected faults), `health` (what the supervisor judges a node by, and the stall rule).
 //! 2. `work`: the job record every packet points to, and the data a packet carries.
 //! 3. `cut`: cutting a job's data into packets; `layout`: the facts fixed at build time.
-//! 4. `handle`: the handle an application waits on; `hand`: what a node's worker has taken
-//!    and is running.
-//! 5. `exec`: running a packet, a chain run or a lane set, on whatever thread calls (no
+//! 4. `exec`: running a packet, a chain run or a lane set, on whatever thread calls (no
 //!    threads of its own).
+//! 5. `handle`: the handle an application waits on; `hand`: what a node's worker has taken
+//!    and is running, and its light packets (taken a set at a time, as `exec` takes one).
 //! 6. `engine`: per cluster, the scheduler core and its queues behind one lock; admission,
 //!    a worker's turn, taking a failed node out.
 //! 7. `worker`: a node's thread loop (calibration, slowdown); `supervisor`: the thread that
@@ -50,10 +50,10 @@ mod work;
 mod cut;
 mod layout;
 
+mod exec;
+
 mod hand;
 mod handle;
-
-mod exec;
 
 mod engine;
 

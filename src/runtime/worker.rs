@@ -340,10 +340,12 @@ impl Node<'_> {
         }
         let mut ran = 0;
         let start = Instant::now();
-        let mut light = self.hand.take_light();
         loop {
-            // Light packets waiting together run as a lane set, as any others do.
-            let set = take_set(&mut light, self.spec.lanes, &self.engine.layout.aes_impls);
+            // Light packets waiting together run as a lane set, as any others do; one set at
+            // a time, so that light jobs placed meanwhile take their turns.
+            let set = self
+                .hand
+                .take_light_set(self.spec.lanes, &self.engine.layout.aes_impls);
             if set.is_empty() {
                 break;
             }
