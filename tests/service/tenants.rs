@@ -400,3 +400,40 @@ fn light_jobs_from_many_threads_and_a_shutdown_lose_nothing() {
     assert_eq!(m.packets_completed, m.packets_admitted, "{m}");
     assert!(m.jobs_light > 0, "{m}");
 }
+
+/// Light packets wait in turns over the tenants (docs/ALGORITHM.md §15.7): a tenant's light job
+/// placed behind eight of another tenant's waits for about one of them, not for all eight.
+#[test]
+fn light_jobs_take_turns_over_the_tenants() {
+    let service = Service::builder()
+        .aes_cluster([NodeSpec::new().slowdown(20.0)])
+        .inline_limit(0)
+        .light_path(true)
+        .build()
+        .unwrap();
+    let first = service.add_tenant(TenantSpec::new("first")).unwrap();
+    let second = service.add_tenant(TenantSpec::new("second")).unwrap();
+    let key = service.add_aes_key(&KEY).unwrap();
+    // CTR runs one packet per set (no lanes), so the turns decide the order.
+    let op = AesOp::new(Direction::Encrypt, Mode::Ctr);
+    let iv = [0x44; 16];
+    let data = Gen::new(5).bytes(16 << 10);
+    let expected = ref_aes(&KEY, op, &iv, &data).unwrap();
+    let job = |tenant| Job::aes(key, op, &iv, data.clone()).tenant(tenant);
+    let earlier: Vec<_> = (0..8)
+        .map(|_| service.submit(job(first)).unwrap())
+        .collect();
+    let out = service.submit(job(second)).unwrap().wait().unwrap();
+    let finished = earlier.iter().filter(|h| h.is_finished()).count();
+    assert_eq!(out.into_data().unwrap(), expected);
+    // In turns: the first tenant's first packet (maybe its second, already taken), then the
+    // second tenant's. In arrival order it would be all eight.
+    assert!(
+        finished <= 4,
+        "{finished} of the first tenant's jobs went first"
+    );
+    for h in earlier {
+        assert_eq!(h.wait().unwrap().into_data().unwrap(), expected);
+    }
+    assert_eq!(service.metrics().jobs_light, 9, "{}", service.metrics());
+}
