@@ -483,6 +483,8 @@ impl Engine {
     /// a job run alone, by their unit times (a light job runs alone; in lane sets the nodes
     /// serve a few times more bytes). Takes no cluster lock, unless the node sleeps: the
     /// light tenant does not wait behind the busy tenants' admissions, or a worker's turn.
+    // The packets come back as they went, inline, as `admit` hands them back.
+    #[allow(clippy::result_large_err)]
     fn admit_light(
         &self,
         cluster: ClusterId,

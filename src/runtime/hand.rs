@@ -78,6 +78,8 @@ impl NodeHand {
     /// the turn after its last. So a light job waits for at most one packet of each other
     /// tenant with light packets waiting (and the set running), however many that tenant
     /// sends, and a tenant's packets keep their order. Hands them back if the node is down.
+    // The packets come back as they went, inline, as `Engine::admit` hands them back.
+    #[allow(clippy::result_large_err)]
     pub(crate) fn push_light(&self, packets: Packets) -> Result<(), Packets> {
         let mut q = self.light_queue();
         if q.down {
