@@ -202,6 +202,8 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 // and the states they would leave, are discarded.
                 continue;
             }
+            // Light packets placed while the set's results go out run between two of them:
+            // a delivery may wake a thread, which takes a few microseconds each.
             node.deliver(
                 states,
                 started,
@@ -211,6 +213,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 (busy, light),
                 &mut local,
                 &mut spare,
+                |local, spare| ran += node.run_light(&estimate, spare, local).1,
             );
             // A fault strikes after so many packets, light ones included.
             for _ in 0..metas.len() + ran {
@@ -288,6 +291,7 @@ impl Node<'_> {
         (busy, light): (Duration, bool),
         local: &mut LocalCounters,
         spare: &mut Vec<bytes::BytesMut>,
+        mut between: impl FnMut(&mut LocalCounters, &mut Vec<bytes::BytesMut>),
     ) {
         states.commit();
         for (task, seq) in started.into_iter().flatten() {
@@ -321,6 +325,7 @@ impl Node<'_> {
             let _ = catch_unwind(AssertUnwindSafe(|| {
                 job.part_done(part, result, &self.engine.counters)
             }));
+            between(local, spare);
         }
     }
 
@@ -402,6 +407,7 @@ impl Node<'_> {
                 (busy, true),
                 local,
                 spare,
+                |_, _| {},
             );
             ran += metas.len();
         }
