@@ -135,6 +135,14 @@ struct Shard {
     gauges: ClusterGauges,
 }
 
+impl Shard {
+    /// Whether nothing of the cluster is left in the system, the core's packets (`e`, its
+    /// state under the lock) and the light ones alike.
+    fn drained(&self, e: &ClusterState) -> bool {
+        e.in_system == 0 && self.light_in_system.load(Ordering::SeqCst) == 0
+    }
+}
+
 /// One cluster's engine, under its shard's lock.
 #[derive(Debug)]
 pub(crate) struct ClusterState {
@@ -142,7 +150,6 @@ pub(crate) struct ClusterState {
     receive: VecDeque<Packet<PacketData>>,
     /// Per node of the cluster, by the core's numbering.
     node_work: Vec<VecDeque<Packet<PacketData>>>,
-    sleeping: Vec<bool>,
     /// Packets of the cluster admitted and not yet reported complete.
     in_system: u64,
     /// Futures of `submit_async` waiting for room; woken (outside the lock) with `room_cv`.
@@ -194,7 +201,7 @@ impl ClusterState {
                 queued == 0 || queued + packets.len() <= bound
             }
             Admission::Fair => {
-                let bytes = packets.iter().map(|p| p.meta.len).sum();
+                let bytes = job_bytes(packets);
                 let tenant = packets.first().map_or(TenantId::DEFAULT, |p| p.meta.tenant);
                 self.backlog.admits(tenant, packets.len() as u64, bytes)
             }
@@ -205,7 +212,7 @@ impl ClusterState {
     fn take_in(&mut self, mut packets: Packets) {
         self.in_system += packets.len() as u64;
         if let Some(first) = packets.first() {
-            let bytes = packets.iter().map(|p| p.meta.len).sum();
+            let bytes = job_bytes(&packets);
             let (task, tenant) = (first.meta.task, first.meta.tenant);
             self.backlog_add(task, tenant, packets.len() as u64, bytes);
         }
@@ -290,7 +297,6 @@ impl Engine {
                         sched,
                         receive: VecDeque::new(),
                         node_work: (0..nodes).map(|_| VecDeque::new()).collect(),
-                        sleeping: vec![false; nodes],
                         in_system: 0,
                         room_wakers: Vec::new(),
                         blocked_submitters: 0,
@@ -694,7 +700,7 @@ impl Engine {
             e.node_work[local].push_back(d.packet);
             self.queued[n].store(e.node_work[local].len(), Ordering::Relaxed);
             self.publish_node(shard, e, local);
-            if e.sleeping[local] {
+            if self.hands[n].asleep.load(Ordering::SeqCst) {
                 self.node_cv[n].notify_one();
             }
         }
@@ -781,7 +787,7 @@ impl Engine {
             after.extend(self.offer(shard, &mut e, before));
         }
         *generation = current;
-        if e.in_system == 0 && shard.light_in_system.load(Ordering::SeqCst) == 0 {
+        if shard.drained(&e) {
             shard.idle_cv.notify_all();
         }
         if !(after.wakers.is_empty() && after.failed.is_empty()) {
@@ -823,9 +829,7 @@ impl Engine {
             // submitter looks at it after placing them: one of the two sees the other.
             hand.asleep.store(true, Ordering::SeqCst);
             if e.node_work[l].is_empty() && !light() && !e.stopping {
-                e.sleeping[l] = true;
                 e = self.node_cv[n].wait(e).unwrap_or_else(|p| p.into_inner());
-                e.sleeping[l] = false;
             }
             hand.asleep.store(false, Ordering::SeqCst);
         }
@@ -986,7 +990,7 @@ impl Engine {
         // Every waiting submitter looks again: room may have freed, or the cluster is down and
         // they get `NoNodeUp`.
         after.wakers.append(&mut e.room_wakers);
-        if e.in_system == 0 && shard.light_in_system.load(Ordering::SeqCst) == 0 {
+        if shard.drained(&e) {
             shard.idle_cv.notify_all();
         }
         drop(e);
@@ -1033,7 +1037,7 @@ impl Engine {
             ..AfterUnlock::default()
         };
         after.wakers.append(&mut e.room_wakers);
-        if e.in_system == 0 && shard.light_in_system.load(Ordering::SeqCst) == 0 {
+        if shard.drained(&e) {
             shard.idle_cv.notify_all();
         }
         drop(e);
@@ -1081,7 +1085,7 @@ impl Engine {
         self.close();
         for shard in self.shards.iter() {
             let mut e = Self::lock(shard);
-            while e.in_system > 0 || shard.light_in_system.load(Ordering::SeqCst) > 0 {
+            while !shard.drained(&e) {
                 e = shard.idle_cv.wait(e).unwrap_or_else(|p| p.into_inner());
             }
             e.stopping = true;

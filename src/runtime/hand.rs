@@ -45,15 +45,17 @@ pub(crate) struct NodeHand {
     running: Mutex<Vec<Running>>,
     /// Packets the worker took from its node queue and has not started.
     waiting: Mutex<VecDeque<Packet<PacketData>>>,
-    /// Light packets placed on the node and not taken (docs/ALGORITHM.md §15.7), in the
-    /// order placed. A light job's submitter puts them here without the cluster's lock, so
-    /// that it never waits behind the busy tenants' admissions for it; the worker takes them
-    /// between two sets or the slices of one.
+    /// Light packets placed on the node and not taken (docs/ALGORITHM.md §15.7), in turns
+    /// over the tenants. A light job's submitter puts them here without the cluster's lock,
+    /// so that it never waits behind the busy tenants' admissions for it; the worker takes
+    /// them a set at a time, between two sets, the slices of one or its deliveries.
     light_queue: Mutex<LightQueue>,
     /// How many packets `light_queue` holds, for the worker to read without its lock.
     pub(crate) light: AtomicUsize,
-    /// Set (with the cluster's lock held) while the worker sleeps: a light job's submitter
-    /// then takes the lock to wake it.
+    /// Set, with the cluster's lock held, while the worker sleeps on its condition variable
+    /// (and briefly before, while it looks once more for work): whoever places a packet on
+    /// the node wakes it then, the core's placements under the lock, a light job's submitter
+    /// by taking the lock.
     pub(crate) asleep: AtomicBool,
 }
 

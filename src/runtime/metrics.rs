@@ -143,7 +143,6 @@ impl ServiceCounters {
         }
     }
 
-    /// A packet resolved: its result delivered, or its failure.
     /// A job took the light path.
     pub(crate) fn job_light(&self) {
         self.light.fetch_add(1, Relaxed);
@@ -169,6 +168,7 @@ impl ServiceCounters {
         )
     }
 
+    /// A packet resolved: its result delivered, or its failure.
     pub(crate) fn packet_resolved(&self, ok: bool) {
         if ok {
             self.packets_completed.fetch_add(1, Relaxed);
@@ -211,7 +211,7 @@ pub struct Metrics {
     /// node ([`ServiceBuilder::inline_limit`](crate::runtime::ServiceBuilder::inline_limit));
     /// counted in `jobs_submitted` and their packets in `packets_admitted` too.
     pub jobs_inline: u64,
-    /// Jobs that took the light path: put ahead of their node's queue and run at its next
+    /// Jobs that took the light path: put in their node's light queue and run at its next
     /// pause ([`ServiceBuilder::light_path`](crate::runtime::ServiceBuilder::light_path));
     /// counted in `jobs_submitted` too.
     pub jobs_light: u64,
