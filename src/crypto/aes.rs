@@ -47,6 +47,10 @@ pub struct AesKey {
     /// The same key expanded by AWS-LC for every mode (`AesImpl::AwsLc`), shared by clones.
     #[cfg(feature = "aws-lc")]
     pub(super) aws_lc: std::sync::Arc<crate::crypto::awslc_keys::AwsLcKeys>,
+    /// The same key expanded by ring for GCM (`AesImpl::Ring`), shared by clones; `None` for
+    /// AES-192, which ring does not run.
+    #[cfg(feature = "ring")]
+    pub(super) ring: Option<std::sync::Arc<crate::crypto::ring_gcm::RingGcmKey>>,
 }
 
 #[derive(Clone)]
@@ -97,6 +101,8 @@ impl AesKey {
             ghash,
             #[cfg(feature = "aws-lc")]
             aws_lc: std::sync::Arc::new(crate::crypto::awslc_keys::AwsLcKeys::new(key)?),
+            #[cfg(feature = "ring")]
+            ring: crate::crypto::ring_gcm::RingGcmKey::new(key).map(std::sync::Arc::new),
         })
     }
 

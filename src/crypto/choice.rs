@@ -133,17 +133,14 @@ impl ImplTable {
     /// others (the lanes run only the serial operations). For experiments and comparisons.
     ///
     /// # Errors
-    /// [`CryptoError::ImplementationUnavailable`] for AWS-LC without the `aws-lc` feature,
+    /// [`CryptoError::ImplementationUnavailable`] for AWS-LC or ring without its feature,
     /// [`CryptoError::LaneWidth`] for lanes of a width out of range.
     pub fn pinned(implementation: AesImpl) -> Result<Self, CryptoError> {
         if let AesImpl::Lanes { width } = implementation {
             crate::crypto::lanes::check_width(width)?;
         }
         if !implementation.is_built() {
-            return Err(CryptoError::ImplementationUnavailable {
-                implementation: "aws-lc",
-                what: "a pinned table (the aws-lc feature is off)",
-            });
+            return Err(implementation.unavailable("a pinned table (its feature is off)"));
         }
         Ok(Self::fixed(|op| {
             if implementation.runs(op) {

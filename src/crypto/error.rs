@@ -115,8 +115,10 @@ pub enum CryptoError {
         /// What it was asked to run.
         what: &'static str,
     },
-    /// No implementation of AES has this name (`rustcrypto`, `lanes-<width>`, `aws-lc`).
-    #[error("unknown AES implementation {name:?}; expected rustcrypto, lanes-<1..=64> or aws-lc")]
+    /// No implementation of AES has this name (`rustcrypto`, `lanes-<width>`, `aws-lc`, `ring`).
+    #[error(
+        "unknown AES implementation {name:?}; expected rustcrypto, lanes-<1..=64>, aws-lc or ring"
+    )]
     UnknownImplementation {
         /// The name given.
         name: String,

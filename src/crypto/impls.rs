@@ -15,6 +15,9 @@
 //! - [`AesImpl::AwsLc`] (the `aws-lc` feature): AWS-LC's assembly through `aws-lc-rs`; GCM
 //!   seals or opens a whole message in one call, so it runs GCM jobs of one packet only (a job
 //!   cut into packets keeps its GHASH state on the RustCrypto path).
+//! - [`AesImpl::Ring`] (the `ring` feature, on by default): ring's AES-GCM assembly (VAES and
+//!   VPCLMULQDQ where the CPU has them), GCM jobs of one packet only, sealed or opened in one
+//!   call; AES-192, which ring lacks, runs on the RustCrypto path.
 
 use std::fmt;
 use std::hint::black_box;
@@ -46,15 +49,19 @@ pub enum AesImpl {
     /// AWS-LC through `aws-lc-rs` (the `aws-lc` cargo feature): every plain mode through its
     /// cipher API, and GCM jobs of one packet sealed or opened in one call.
     AwsLc,
+    /// ring (the `ring` cargo feature, on by default): GCM jobs of one packet sealed or opened
+    /// in one call. GCM only; a key of 24 bytes, which ring does not take, runs on RustCrypto.
+    Ring,
 }
 
 impl fmt::Display for AesImpl {
-    /// `rustcrypto`, `lanes-<width>` or `aws-lc`, as [`FromStr`] reads them.
+    /// `rustcrypto`, `lanes-<width>`, `aws-lc` or `ring`, as [`FromStr`] reads them.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AesImpl::RustCrypto => f.write_str("rustcrypto"),
             AesImpl::Lanes { width } => write!(f, "lanes-{width}"),
             AesImpl::AwsLc => f.write_str("aws-lc"),
+            AesImpl::Ring => f.write_str("ring"),
         }
     }
 }
@@ -62,7 +69,7 @@ impl fmt::Display for AesImpl {
 impl FromStr for AesImpl {
     type Err = CryptoError;
 
-    /// Reads `rustcrypto`, `lanes-<width>` (1 to 64) or `aws-lc`.
+    /// Reads `rustcrypto`, `lanes-<width>` (1 to 64), `aws-lc` or `ring`.
     ///
     /// # Errors
     /// [`CryptoError::UnknownImplementation`] for anything else, [`CryptoError::LaneWidth`]
@@ -71,6 +78,7 @@ impl FromStr for AesImpl {
         match s {
             "rustcrypto" => Ok(AesImpl::RustCrypto),
             "aws-lc" => Ok(AesImpl::AwsLc),
+            "ring" => Ok(AesImpl::Ring),
             _ => {
                 let width = s
                     .strip_prefix("lanes-")
@@ -85,32 +93,39 @@ impl FromStr for AesImpl {
 
 impl AesImpl {
     /// Every implementation built into this library: RustCrypto, the lanes at each of
-    /// [`LANE_WIDTHS`](crate::crypto::LANE_WIDTHS), and AWS-LC with the `aws-lc` feature.
+    /// [`LANE_WIDTHS`](crate::crypto::LANE_WIDTHS), AWS-LC with the `aws-lc` feature, and ring
+    /// with the `ring` feature.
     pub fn all() -> Vec<AesImpl> {
         let mut all = vec![AesImpl::RustCrypto];
         all.extend(LANE_WIDTHS.iter().map(|&width| AesImpl::Lanes { width }));
         if cfg!(feature = "aws-lc") {
             all.push(AesImpl::AwsLc);
         }
+        if cfg!(feature = "ring") {
+            all.push(AesImpl::Ring);
+        }
         all
     }
 
     /// Whether this implementation is built into this library (AWS-LC only with the `aws-lc`
-    /// feature) and, for the lanes, has a width in range.
+    /// feature, ring only with the `ring` feature) and, for the lanes, has a width in range.
     pub fn is_built(&self) -> bool {
         match self {
             AesImpl::RustCrypto => true,
             AesImpl::Lanes { width } => check_width(*width).is_ok(),
             AesImpl::AwsLc => cfg!(feature = "aws-lc"),
+            AesImpl::Ring => cfg!(feature = "ring"),
         }
     }
 
-    /// Whether this implementation can run `op`: the lanes run only serial operations (a GCM
-    /// operation, [`Mode::Gcm`], is a whole one-packet job, which RustCrypto and AWS-LC run).
+    /// Whether this implementation can run `op`: the lanes run only serial operations, ring
+    /// only GCM (a GCM operation, [`Mode::Gcm`], is a whole one-packet job, which RustCrypto,
+    /// AWS-LC and ring run).
     pub fn runs(&self, op: AesOp) -> bool {
         self.is_built()
             && match self {
                 AesImpl::Lanes { .. } => op.is_serial(),
+                AesImpl::Ring => op.mode.is_authenticated(),
                 AesImpl::RustCrypto | AesImpl::AwsLc => true,
             }
     }
@@ -120,12 +135,13 @@ impl AesImpl {
         AesImpl::all().into_iter().filter(|i| i.runs(op)).collect()
     }
 
-    fn unavailable(self, what: &'static str) -> CryptoError {
+    pub(super) fn unavailable(self, what: &'static str) -> CryptoError {
         CryptoError::ImplementationUnavailable {
             implementation: match self {
                 AesImpl::RustCrypto => "rustcrypto",
                 AesImpl::Lanes { .. } => "lanes",
                 AesImpl::AwsLc => "aws-lc",
+                AesImpl::Ring => "ring",
             },
             what,
         }
@@ -143,7 +159,8 @@ impl AesKey {
     /// # Errors
     /// As [`AesKey::process`]; [`CryptoError::NotSerial`] for a parallel operation on the
     /// lanes, [`CryptoError::LaneWidth`] for a width out of range,
-    /// [`CryptoError::ImplementationUnavailable`] for AWS-LC without the `aws-lc` feature.
+    /// [`CryptoError::ImplementationUnavailable`] for AWS-LC without the `aws-lc` feature and
+    /// for ring, which runs GCM only.
     pub fn process_with(
         &self,
         implementation: AesImpl,
@@ -176,6 +193,10 @@ impl AesKey {
                     Err(implementation.unavailable("a packet (the aws-lc feature is off)"))
                 }
             }
+            AesImpl::Ring => {
+                let _ = (op, state, buf, len, last);
+                Err(implementation.unavailable("a packet of a plain mode (ring runs GCM only)"))
+            }
         }
     }
 
@@ -201,13 +222,14 @@ impl AesKey {
     }
 
     /// Seals a whole GCM message (a job of one packet) in place on `implementation` and
-    /// returns its tag: AWS-LC in one call, RustCrypto through the packet path
-    /// ([`gcm_start`](Self::gcm_start) + [`gcm_seal_final`](Self::gcm_seal_final)).
+    /// returns its tag: AWS-LC and ring in one call, RustCrypto through the packet path
+    /// ([`gcm_start`](Self::gcm_start) + [`gcm_seal_final`](Self::gcm_seal_final)). On ring,
+    /// an AES-192 key (which ring does not take) runs on RustCrypto.
     ///
     /// # Errors
     /// [`CryptoError::NonceLength`], [`CryptoError::MessageTooLong`];
-    /// [`CryptoError::ImplementationUnavailable`] on the lanes, or on AWS-LC without the
-    /// `aws-lc` feature.
+    /// [`CryptoError::ImplementationUnavailable`] on the lanes, or on AWS-LC or ring without
+    /// its feature.
     pub fn gcm_seal_in_place_with(
         &self,
         implementation: AesImpl,
@@ -220,6 +242,20 @@ impl AesKey {
                 check_text_len(buf.len())?;
                 let state = self.gcm_start(nonce, aad)?;
                 self.gcm_seal_final(state, buf)
+            }
+            AesImpl::Ring => {
+                #[cfg(feature = "ring")]
+                {
+                    match &self.ring {
+                        Some(ring) => ring.seal_in_place(nonce, aad, buf),
+                        None => self.gcm_seal_in_place_with(AesImpl::RustCrypto, nonce, aad, buf),
+                    }
+                }
+                #[cfg(not(feature = "ring"))]
+                {
+                    let _ = (nonce, aad, buf);
+                    Err(implementation.unavailable("GCM (the ring feature is off)"))
+                }
             }
             AesImpl::Lanes { .. } => Err(implementation.unavailable("GCM")),
             AesImpl::AwsLc => {
@@ -238,7 +274,8 @@ impl AesKey {
 
     /// Opens a whole GCM message (a job of one packet) in place on `implementation`; no
     /// plaintext unless the tag matches. On a mismatch RustCrypto leaves `buf` as the
-    /// ciphertext; AWS-LC zeroes it (it may have decrypted before comparing).
+    /// ciphertext; AWS-LC and ring zero it (they may have decrypted before comparing). On ring,
+    /// an AES-192 key runs on RustCrypto.
     ///
     /// # Errors
     /// [`CryptoError::NonceLength`], [`CryptoError::TagLength`],
@@ -258,6 +295,22 @@ impl AesKey {
                 check_text_len(buf.len())?;
                 let state = self.gcm_start(nonce, aad)?;
                 self.gcm_open_final(state, buf, tag)
+            }
+            AesImpl::Ring => {
+                #[cfg(feature = "ring")]
+                {
+                    match &self.ring {
+                        Some(ring) => ring.open_in_place(nonce, aad, buf, tag),
+                        None => {
+                            self.gcm_open_in_place_with(AesImpl::RustCrypto, nonce, aad, buf, tag)
+                        }
+                    }
+                }
+                #[cfg(not(feature = "ring"))]
+                {
+                    let _ = (nonce, aad, buf, tag);
+                    Err(implementation.unavailable("GCM (the ring feature is off)"))
+                }
             }
             AesImpl::Lanes { .. } => Err(implementation.unavailable("GCM")),
             AesImpl::AwsLc => {
@@ -326,7 +379,7 @@ pub fn run_packets_with(
     if !implementation.is_built() {
         return Err(LaneError {
             index: 0,
-            error: implementation.unavailable("a packet (the aws-lc feature is off)"),
+            error: implementation.unavailable("a packet (its feature is off)"),
         });
     }
     for (index, item) in items.iter().enumerate() {
@@ -583,6 +636,68 @@ mod tests {
         assert_eq!(buf, [3u8; 16]);
         let measured = measure_rounds(&key, op, 64, 1).unwrap();
         assert_eq!(measured.len(), 1);
+    }
+
+    /// Without the `ring` feature ring is neither offered nor run, and a pinned table of it
+    /// is refused with a typed error.
+    #[cfg(not(feature = "ring"))]
+    #[test]
+    fn ring_is_refused_without_its_feature() {
+        let key = AesKey::new(&[1; 16]).unwrap();
+        assert!(!AesImpl::Ring.is_built());
+        let op = AesOp::new(Direction::Encrypt, Mode::Gcm);
+        assert!(!AesImpl::candidates(op).contains(&AesImpl::Ring));
+        let mut buf = [3u8; 16];
+        let err = key.gcm_seal_in_place_with(AesImpl::Ring, &[0; 12], b"", &mut buf);
+        assert!(matches!(
+            err,
+            Err(CryptoError::ImplementationUnavailable { .. })
+        ));
+        assert_eq!(buf, [3u8; 16]);
+        assert!(crate::crypto::ImplTable::pinned(AesImpl::Ring).is_err());
+    }
+
+    /// With the feature, ring is a candidate for GCM and for nothing else; a plain packet on
+    /// it is refused untouched, an AES-192 key runs on RustCrypto (the same bytes), and a
+    /// failed open releases nothing.
+    #[cfg(feature = "ring")]
+    #[test]
+    fn ring_runs_gcm_only() {
+        for mode in Mode::ALL {
+            for direction in [Direction::Encrypt, Direction::Decrypt] {
+                let op = AesOp::new(direction, mode);
+                let offered = AesImpl::candidates(op).contains(&AesImpl::Ring);
+                assert_eq!(offered, mode == Mode::Gcm, "{op:?}");
+            }
+        }
+        let key = AesKey::new(&[1; 16]).unwrap();
+        let op = AesOp::new(Direction::Encrypt, Mode::Ctr);
+        let mut buf = [3u8; 16];
+        let mut state = ChainState::default();
+        let err = key.process_with(AesImpl::Ring, op, &mut state, &mut buf, 16, true);
+        assert!(matches!(
+            err,
+            Err(CryptoError::ImplementationUnavailable { .. })
+        ));
+        assert_eq!(buf, [3u8; 16]);
+        for len in [16, 24, 32] {
+            let key = AesKey::new(&vec![len as u8; len]).unwrap();
+            let text = [5u8; 100];
+            let ring = key
+                .gcm_seal_with(AesImpl::Ring, &[2; 12], b"ad", &text)
+                .unwrap();
+            let rust = key
+                .gcm_seal_with(AesImpl::RustCrypto, &[2; 12], b"ad", &text)
+                .unwrap();
+            assert_eq!(ring, rust, "AES-{}", len * 8);
+            let (mut ct, mut tag) = ring;
+            tag[0] ^= 1;
+            let err = key.gcm_open_in_place_with(AesImpl::Ring, &[2; 12], b"ad", &mut ct, &tag);
+            assert_eq!(err, Err(CryptoError::AuthenticationFailed));
+            if len != 24 {
+                assert!(ct.iter().all(|&b| b == 0), "AES-{}: released", len * 8);
+            }
+        }
     }
 
     /// With the feature, AWS-LC is a candidate for every operation, GCM included.

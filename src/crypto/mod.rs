@@ -1,7 +1,8 @@
 //! The work a node does: AES in five plain modes with the chaining state passed in and out,
 //! AES-GCM with its GHASH state passed in and out, and Ed25519 signing and verification. All
 //! primitives are RustCrypto's (`aes`, `cbc`, `ofb`, `cfb-mode`, `ctr`, `ghash`),
-//! `ed25519-dalek`'s and, with the `aws-lc` feature, AWS-LC's (`aws-lc-rs`); this module only
+//! `ed25519-dalek`'s, with the `ring` feature (on by default) ring's AES-GCM, and with the
+//! `aws-lc` feature AWS-LC's (`aws-lc-rs`); this module only
 //! runs each packet from the chaining state it is given, hands the next state back, and keeps
 //! keys safe (the runtime cuts jobs into packets).
 //!
@@ -11,8 +12,8 @@
 //! them block by block in lanes ([`run_lanes`]), which keeps the AES unit busy where one
 //! stream would wait on it.
 //!
-//! Which code runs a packet is a choice ([`AesImpl`]): RustCrypto, the lanes at a width, or
-//! AWS-LC (the `aws-lc` feature); all give the same bytes, and [`measure`] times them on the
+//! Which code runs a packet is a choice ([`AesImpl`]): RustCrypto, the lanes at a width, ring
+//! (GCM; the `ring` feature) or AWS-LC (the `aws-lc` feature); all give the same bytes, and [`measure`] times them on the
 //! machine so that the fastest can be picked per operation and packet size: an [`ImplTable`]
 //! holds the pick, and a service's nodes run every AES packet on it.
 
@@ -27,6 +28,8 @@ mod error;
 mod gcm;
 mod impls;
 mod lanes;
+#[cfg(feature = "ring")]
+mod ring_gcm;
 mod serial;
 
 pub use self::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, Padding, padded_len};

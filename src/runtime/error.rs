@@ -45,7 +45,7 @@ pub enum BuildError {
     /// The operating system refused a worker thread.
     #[error("could not start a worker thread: {0}")]
     Spawn(String),
-    /// The pinned AES implementation cannot run here (AWS-LC without the `aws-lc` feature, or
+    /// The pinned AES implementation cannot run here (AWS-LC or ring without its feature, or
     /// lanes of a width out of range).
     #[error("AES implementation: {0}")]
     Implementation(CryptoError),

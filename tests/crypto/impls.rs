@@ -1,7 +1,7 @@
 //! Every implementation gives the same bytes: the NIST CAVP AES vectors (ECB, CBC, OFB,
 //! CFB-128), the OpenSSL-format CTR vectors (RFC 3686) and the NIST CAVP GCM vectors, run
 //! through each implementation of [`AesImpl::candidates`] (RustCrypto, the lanes at widths 8 to
-//! 64, AWS-LC with the `aws-lc` feature), whole and one block per packet; the serial records in
+//! 64, AWS-LC with the `aws-lc` feature, ring for GCM with the `ring` feature), whole and one block per packet; the serial records in
 //! full lane sets of every width; and the measurement API's contract.
 //!
 //! Every count is asserted, so a parser or a filter that silently reads nothing cannot make a
@@ -160,7 +160,10 @@ fn ctr_wraps_at_128_bits_on_every_implementation() {
 fn cavp_gcm_records_on_every_implementation() {
     let records = gcm_records();
     let impls = AesImpl::candidates(AesOp::new(Direction::Encrypt, Mode::Gcm));
-    assert_eq!(impls.len(), 1 + usize::from(AesImpl::AwsLc.is_built()));
+    assert_eq!(
+        impls.len(),
+        1 + usize::from(AesImpl::AwsLc.is_built()) + usize::from(AesImpl::Ring.is_built())
+    );
     assert_eq!(
         impls,
         AesImpl::candidates(AesOp::new(Direction::Decrypt, Mode::Gcm))

@@ -34,7 +34,8 @@
 //!   they do. Every `valid` and `invalid` answer is checked against that reference too.
 //!
 //! The AES sets also run directly through every implementation of the crypto layer
-//! ([`AesImpl::candidates`]: RustCrypto, the lanes, AWS-LC with the `aws-lc` feature), judged
+//! ([`AesImpl::candidates`]: RustCrypto, the lanes, AWS-LC with the `aws-lc` feature, ring for
+//! GCM with the `ring` feature), judged
 //! the same way, so that whichever implementation a node picks gives the same answers.
 //!
 //! Each test counts the cases it ran, per result, and checks the total against the set's
@@ -704,7 +705,7 @@ fn aes_gcm_cases_on_every_implementation() {
     let impls = AesImpl::candidates(AesOp::new(Direction::Encrypt, Mode::Gcm));
     assert_eq!(
         impls.len(),
-        1 + usize::from(AesImpl::AwsLc.is_built()),
+        1 + usize::from(AesImpl::AwsLc.is_built()) + usize::from(AesImpl::Ring.is_built()),
         "GCM implementations: {impls:?}"
     );
     let (mut sealed, mut forged, mut refused) = (0, 0, 0);

@@ -149,8 +149,8 @@ pub struct LiveArgs {
     /// manycbc: the serial mode (cbc, ofb or cfb); parallel: ctr, ecb, or cbc (decryption).
     #[arg(long, default_value = "cbc")]
     pub mode: Mode,
-    /// Pin the AES implementation (`rustcrypto`, `lanes-<width>`, `aws-lc`) instead of the
-    /// one measured fastest per operation.
+    /// Pin the AES implementation (`rustcrypto`, `lanes-<width>`, `aws-lc`, `ring`) instead
+    /// of the one measured fastest per operation.
     #[arg(long)]
     pub implementation: Option<AesImpl>,
     /// tiny: jobs per `submit_burst` call.
