@@ -4,9 +4,9 @@
 //! so the difference is what the service adds per packet (submission, scheduling, hand-off,
 //! completion).
 //!
-//! `service/retry-copy`: 256 CTR jobs of 16 KiB on one node, with `max_attempts` 2 (the
-//! default: each packet's input is copied before it runs, to run again elsewhere should the
-//! node fail) and 1 (no copy): what the copy costs a node.
+//! `service/retry-copy`: 256 CTR jobs, and 256 GCM sealing jobs, of 16 KiB on two nodes, with
+//! `max_attempts` 2 (the default: each packet's input is copied before it runs, to run again
+//! on the other node should its node fail) and 1 (no copy): what the copy costs.
 //!
 //! `cargo bench --bench service`
 
@@ -73,33 +73,41 @@ fn per_packet(c: &mut Criterion) {
 
 fn retry_copy(c: &mut Criterion) {
     const SIZE: usize = 16 * 1024;
+    let cores = core_affinity::get_core_ids().map_or(1, |c| c.len().max(1));
     let mut group = c.benchmark_group("service/retry-copy");
     group.throughput(Throughput::Bytes((JOBS * SIZE) as u64));
     for attempts in [2u32, 1] {
+        // Two nodes: a node alone in its cluster copies nothing, as no other node could rerun.
         let service = Service::builder()
-            .aes_cluster([NodeSpec::pinned(0)])
+            .aes_cluster((0..2).map(|i| NodeSpec::pinned(i % cores)))
             .max_attempts(attempts)
             .build()
             .expect("service");
         let key = service.add_aes_key(&[7; 16]).expect("key");
-        group.bench_function(format!("max_attempts={attempts}"), |b| {
-            b.iter_batched(
-                || (0..JOBS).map(|_| vec![0u8; SIZE]).collect::<Vec<_>>(),
-                |data| {
-                    let handles: Vec<_> = data
-                        .into_iter()
-                        .map(|d| {
-                            let job = Job::encrypt(key, Mode::Ctr, &[1; 16], d);
-                            service.submit(job).expect("submit")
-                        })
-                        .collect();
-                    for h in handles.into_iter().rev() {
-                        black_box(h.wait().expect("job"));
-                    }
-                },
-                BatchSize::LargeInput,
-            );
-        });
+        for mode in [Mode::Ctr, Mode::Gcm] {
+            let name = format!("{mode}/max_attempts={attempts}");
+            group.bench_function(name, |b| {
+                b.iter_batched(
+                    || (0..JOBS).map(|_| vec![0u8; SIZE]).collect::<Vec<_>>(),
+                    |data| {
+                        let handles: Vec<_> = data
+                            .into_iter()
+                            .map(|d| {
+                                let job = match mode {
+                                    Mode::Gcm => Job::gcm_encrypt(key, &[1; 12], Vec::new(), d),
+                                    _ => Job::encrypt(key, mode, &[1; 16], d),
+                                };
+                                service.submit(job).expect("submit")
+                            })
+                            .collect();
+                        for h in handles.into_iter().rev() {
+                            black_box(h.wait().expect("job"));
+                        }
+                    },
+                    BatchSize::LargeInput,
+                );
+            });
+        }
     }
     group.finish();
 }
