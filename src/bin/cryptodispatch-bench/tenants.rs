@@ -27,8 +27,8 @@ pub const CSV_HEADER: &str =
 const IV: [u8; 16] = [9; 16];
 /// How long each phase runs.
 const PHASE: Duration = Duration::from_secs(3);
-/// Jobs a backlogged tenant keeps in flight.
-const WINDOW: usize = 256;
+/// Bytes a backlogged tenant keeps in flight (256 jobs at least), to outlast its clients' waits.
+const WINDOW: usize = 4 << 20;
 
 /// One tenant's traffic: a job to send again and again, and the output it must give.
 struct Traffic {
@@ -63,8 +63,7 @@ impl Traffic {
     }
 }
 
-/// What one tenant saw: per finished job, when it finished (from the phase's start) and its
-/// latency; and the jobs lost.
+/// What one tenant saw: per job, when it finished (into the phase) and its latency; jobs lost.
 #[derive(Default)]
 struct Seen {
     done: Vec<(Duration, Duration)>,
@@ -72,11 +71,12 @@ struct Seen {
 }
 
 impl Seen {
-    fn check(&mut self, t: &Traffic, mut h: JobHandle, start: Instant) {
+    /// A job submitted `at` finished at `at` plus its latency, whenever this thread sees it.
+    fn check(&mut self, t: &Traffic, (at, mut h): (Duration, JobHandle)) {
         let out = h.wait_timeout(Duration::from_secs(3600));
         match (out, h.latency()) {
             (Some(Ok(JobOutput::Data(d))), Some(l)) if d == t.expected => {
-                self.done.push((start.elapsed(), l));
+                self.done.push((at + l, l));
             }
             _ => self.lost += 1,
         }
@@ -94,8 +94,7 @@ impl Seen {
     }
 }
 
-/// Sends `t`'s jobs until `stop`: with `gap`, one every `gap` (each waited for on a thread of
-/// its own, so that a slow job does not delay the next); without, keeping [`WINDOW`] in flight.
+/// Sends `t`'s jobs until `stop`: one every `gap`, or keeping [`WINDOW`] bytes in flight.
 fn send(
     service: &Service,
     t: &Traffic,
@@ -103,13 +102,13 @@ fn send(
     start: Instant,
     stop: &AtomicBool,
 ) -> Seen {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<JobHandle>(WINDOW);
+    let (tx, rx) = std::sync::mpsc::sync_channel((WINDOW / t.data.len().max(1)).max(256));
     client_core();
     scope(|s| {
         let waiter = s.spawn(|| {
             client_core();
             let mut seen = Seen::default();
-            rx.into_iter().for_each(|h| seen.check(t, h, start));
+            rx.into_iter().for_each(|h| seen.check(t, h));
             seen
         });
         let mut next = Instant::now();
@@ -119,8 +118,9 @@ fn send(
                 sleep(next.saturating_duration_since(Instant::now()));
                 next += gap;
             }
+            let at = start.elapsed();
             match service.submit(t.job()) {
-                Ok(h) => tx.send(h).expect("waiter"),
+                Ok(h) => tx.send((at, h)).expect("waiter"),
                 Err(_) => refused += 1,
             }
         }
