@@ -50,7 +50,7 @@ pub struct AesKey {
     /// The same key expanded by ring for GCM (`AesImpl::Ring`), shared by clones; `None` for
     /// AES-192, which ring does not run.
     #[cfg(feature = "ring")]
-    pub(super) ring: Option<std::sync::Arc<crate::crypto::ring_gcm::RingGcmKey>>,
+    pub(super) ring: Option<std::sync::Arc<crate::crypto::ring_keys::RingGcmKey>>,
 }
 
 #[derive(Clone)]
@@ -102,7 +102,7 @@ impl AesKey {
             #[cfg(feature = "aws-lc")]
             aws_lc: std::sync::Arc::new(crate::crypto::awslc_keys::AwsLcKeys::new(key)?),
             #[cfg(feature = "ring")]
-            ring: crate::crypto::ring_gcm::RingGcmKey::new(key).map(std::sync::Arc::new),
+            ring: crate::crypto::ring_keys::RingGcmKey::new(key).map(std::sync::Arc::new),
         })
     }
 

@@ -26,7 +26,9 @@ use crate::crypto::aes::{
 };
 use crate::crypto::awslc_keys::AwsLcKeys;
 use crate::crypto::error::CryptoError;
-use crate::crypto::gcm::{NONCE_LEN, TAG_LEN, Tag, check_nonce, check_tag, check_text_len};
+use crate::crypto::gcm::{
+    NONCE_LEN, Tag, check_nonce, check_tag, check_text_len, one_call_opened, one_call_tag,
+};
 use crate::packet::Mode;
 
 impl AwsLcKeys {
@@ -121,16 +123,10 @@ impl AwsLcKeys {
     ) -> Result<Tag, CryptoError> {
         let nonce = aws_nonce(nonce)?;
         check_text_len(buf.len())?;
-        let tag = self
+        let sealed = self
             .gcm
-            .seal_in_place_separate_tag(nonce, Aad::from(aad), buf)
-            .map_err(|_| CryptoError::MessageTooLong {
-                len: buf.len() as u64,
-                max: crate::crypto::gcm::MAX_TEXT_LEN,
-            })?;
-        let mut out = [0u8; TAG_LEN];
-        out.copy_from_slice(tag.as_ref());
-        Ok(out)
+            .seal_in_place_separate_tag(nonce, Aad::from(aad), buf);
+        one_call_tag(buf.len(), sealed)
     }
 
     /// Opens a whole GCM message in place in one call. On a tag mismatch `buf` is zeroed: AWS-LC
@@ -145,15 +141,11 @@ impl AwsLcKeys {
         let nonce = aws_nonce(nonce)?;
         let tag = check_tag(tag)?;
         check_text_len(buf.len())?;
-        if self
+        let opened = self
             .gcm
             .open_in_place_separate_tag(nonce, Aad::from(aad), tag, buf)
-            .is_err()
-        {
-            buf.zeroize();
-            return Err(CryptoError::AuthenticationFailed);
-        }
-        Ok(())
+            .is_ok();
+        one_call_opened(buf, opened)
     }
 }
 

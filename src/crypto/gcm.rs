@@ -147,6 +147,33 @@ pub fn check_text_len(len: usize) -> Result<(), CryptoError> {
     Ok(())
 }
 
+/// What a one-call AEAD's seal gave (AWS-LC's, ring's), as this crate reports it: the tag, or
+/// for a refusal the message too long for the library, the one thing such a library refuses
+/// once the nonce and the length have been checked.
+pub(super) fn one_call_tag<T: AsRef<[u8]>, E>(
+    len: usize,
+    sealed: Result<T, E>,
+) -> Result<Tag, CryptoError> {
+    let tag = sealed.map_err(|_| CryptoError::MessageTooLong {
+        len: len as u64,
+        max: MAX_TEXT_LEN,
+    })?;
+    let mut out = [0u8; TAG_LEN];
+    out.copy_from_slice(tag.as_ref());
+    Ok(out)
+}
+
+/// What a one-call AEAD's open gave, as this crate reports it. On a tag mismatch `buf` is
+/// zeroed: such a library decrypts as it hashes, so plaintext may be in it, and none is
+/// released.
+pub(super) fn one_call_opened(buf: &mut [u8], opened: bool) -> Result<(), CryptoError> {
+    if !opened {
+        buf.zeroize();
+        return Err(CryptoError::AuthenticationFailed);
+    }
+    Ok(())
+}
+
 impl AesKey {
     /// Starts a GCM job: the counter from the 12-byte `nonce`, the tag mask, and the hash over
     /// the associated data `aad`. The state then goes through [`gcm_update`](Self::gcm_update)

@@ -30,6 +30,8 @@ mod impls;
 mod lanes;
 #[cfg(feature = "ring")]
 mod ring_gcm;
+#[cfg(feature = "ring")]
+mod ring_keys;
 mod serial;
 
 pub use self::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, Padding, padded_len};
