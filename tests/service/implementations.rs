@@ -3,7 +3,7 @@
 //! `ServiceBuilder::aes_implementation`; the choice shows in the metrics.
 //!
 //! - Through a service pinned to each implementation built (RustCrypto, the lanes at every
-//!   width, AWS-LC with its feature), every mode and direction, padded and not, at lengths that
+//!   width, AWS-LC and ring with their features), every mode and direction, padded and not, at lengths that
 //!   make one packet, several, and a part block, with many jobs in flight so that lane sets
 //!   form: the bytes are the reference's (RustCrypto's mode crates, `aes-gcm`).
 //! - The measured table names a candidate with a figure for every operation, the nodes' lanes
@@ -65,10 +65,16 @@ fn every_implementation_gives_the_reference_bytes_through_the_service() {
                 expected.push((h, want, format!("{implementation} {op:?} {len}")));
             }
         }
-        // GCM: one packet (one call where the implementation seals whole messages) and several.
-        for len in [0usize, 100, 256, 1000] {
+        // GCM: one packet (one call where the implementation seals whole messages) and several,
+        // with keys of every size (ring takes no 24-byte key: those run on RustCrypto).
+        let gcm_keys = [key_bytes.clone(), g.bytes(24), g.bytes(32)];
+        for (key_bytes, len) in gcm_keys
+            .iter()
+            .flat_map(|k| [0usize, 100, 256, 1000].map(|n| (k, n)))
+        {
+            let key = s.add_aes_key(key_bytes).unwrap();
             let (nonce, aad, pt) = (g.bytes(12), g.bytes(20), g.bytes(len));
-            let (ct, tag) = ref_gcm_seal(&key_bytes, &nonce, &aad, &pt);
+            let (ct, tag) = ref_gcm_seal(key_bytes, &nonce, &aad, &pt);
             let sealed = s.submit(Job::gcm_encrypt(key, &nonce, aad.clone(), pt.clone()));
             let opened = s.submit(Job::gcm_decrypt(key, &nonce, aad, ct.clone(), &tag));
             match sealed.unwrap().wait().unwrap() {
