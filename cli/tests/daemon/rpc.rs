@@ -12,6 +12,7 @@
 //!   oversized request (our limit and tonic's), a stream opened wrongly.
 //! - TLS with certificates made in the test (rcgen), and client certificates.
 //! - The agent check, the metrics endpoint, the health service, and the SIGTERM drain.
+//! - `--aes-implementation` pins the nodes' implementation, shown in the metrics.
 //! - Refusals at start: no TLS without `--insecure-loopback`, plaintext off loopback, key or
 //!   token files readable by others, bad key files, no tokens.
 #![cfg(feature = "daemon")]
@@ -908,6 +909,72 @@ async fn metrics_and_health() {
         ("HTTP/1.1 200 OK".into(), "SERVING\n".into())
     );
     assert!(http_get(m, "/nothing").0.contains("404"));
+}
+
+/// `--aes-implementation` pins the nodes' implementation: the metrics name it for the
+/// operations it runs (RustCrypto for the others), the bytes stay the library's, and a name the
+/// library does not know, or an implementation not built in, stops the daemon at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pinned_aes_implementation_shows_in_the_metrics() {
+    let f = Fixture::new("pinned");
+    let mut args = f.args();
+    args.extend(
+        [
+            "--metrics",
+            "127.0.0.1:0",
+            "--aes-implementation",
+            "lanes-8",
+        ]
+        .map(String::from),
+    );
+    let d = Daemon::start(&args);
+    let m = d.metrics.unwrap();
+    bounded("pinned", LIMIT, async {
+        let c = d.client(Some(ALL)).await;
+        let data = bytes(40_000, 3);
+        let got = c
+            .encrypt(aes_request("k128", Mode::Cbc, Padding::Pkcs7, data.clone()))
+            .await
+            .unwrap();
+        let op = AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
+        assert_eq!(got, aes_reference(&K128, op, &IV, &data));
+        let _ = c
+            .encrypt(aes_request("k128", Mode::Ecb, Padding::None, vec![1; 64]))
+            .await
+            .unwrap();
+    })
+    .await;
+    let (_, text) = http_get(m, "/metrics");
+    let line = |op: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with("cryptodispatch_aes_implementation_ns_per_byte{")
+                    && l.contains(&format!("op=\"{op}\""))
+            })
+            .unwrap_or_else(|| panic!("no {op} line: {text}"))
+            .to_owned()
+    };
+    assert!(
+        line("cbc-encrypt").contains("implementation=\"lanes-8\""),
+        "{text}"
+    );
+    assert!(
+        line("ecb-encrypt").contains("implementation=\"rustcrypto\""),
+        "{text}"
+    );
+    for (name, expect) in [
+        ("fastest", "unknown AES implementation"),
+        ("lanes-99", "lane"),
+    ] {
+        let mut bad = f.args();
+        bad.extend(["--aes-implementation", name].map(String::from));
+        let refused = Daemon::try_start(&bad).expect_err("a bad implementation is refused");
+        assert!(
+            refused.stderr.contains(expect),
+            "{name}: {}",
+            refused.stderr
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -195,6 +195,12 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub policy: Option<String>,
 
+    /// Run every AES operation on this implementation where it can (`rustcrypto`,
+    /// `lanes-<width>`, `ring`, or `aws-lc` when built with it) instead of the one measured
+    /// fastest per operation [default: measured]
+    #[arg(long, value_name = "NAME")]
+    pub aes_implementation: Option<cryptodispatch::crypto::AesImpl>,
+
     /// Packet size in bytes, a positive multiple of 16 [default: 16384]
     #[arg(long, value_name = "BYTES")]
     pub packet_size: Option<usize>,
@@ -452,8 +458,12 @@ impl Args {
         if let Some(name) = &self.policy {
             builder = builder.policy_name(name);
         }
+        if let Some(implementation) = self.aes_implementation {
+            builder = builder.aes_implementation(implementation);
+        }
         builder.build().map_err(|e| match e {
             BuildError::Config(c) => StartError::new(format!("--policy: {c}")),
+            BuildError::Implementation(_) => StartError::new(format!("--aes-implementation: {e}")),
             BuildError::PacketSize(_) => StartError::new(format!("--packet-size: {e}")),
             other => StartError::failure(format!("cannot start the service: {other}")),
         })
