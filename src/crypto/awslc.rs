@@ -26,9 +26,7 @@ use crate::crypto::aes::{
 };
 use crate::crypto::awslc_keys::AwsLcKeys;
 use crate::crypto::error::CryptoError;
-use crate::crypto::gcm::{
-    NONCE_LEN, Tag, check_nonce, check_tag, check_text_len, one_call_opened, one_call_tag,
-};
+use crate::crypto::gcm::{NONCE_LEN, TAG_LEN, Tag, WholeMessageGcm};
 use crate::packet::Mode;
 
 impl AwsLcKeys {
@@ -113,43 +111,24 @@ impl AwsLcKeys {
         }
         Ok(run_len)
     }
-
-    /// Seals a whole GCM message in place in one call and returns its tag.
-    pub(super) fn gcm_seal_in_place(
-        &self,
-        nonce: &[u8],
-        aad: &[u8],
-        buf: &mut [u8],
-    ) -> Result<Tag, CryptoError> {
-        let nonce = aws_nonce(nonce)?;
-        check_text_len(buf.len())?;
-        let sealed = self
-            .gcm
-            .seal_in_place_separate_tag(nonce, Aad::from(aad), buf);
-        one_call_tag(buf.len(), sealed)
-    }
-
-    /// Opens a whole GCM message in place in one call. On a tag mismatch `buf` is zeroed: AWS-LC
-    /// may have written plaintext into it before it compared the tags, and none is released.
-    pub(super) fn gcm_open_in_place(
-        &self,
-        nonce: &[u8],
-        aad: &[u8],
-        buf: &mut [u8],
-        tag: &[u8],
-    ) -> Result<(), CryptoError> {
-        let nonce = aws_nonce(nonce)?;
-        let tag = check_tag(tag)?;
-        check_text_len(buf.len())?;
-        let opened = self
-            .gcm
-            .open_in_place_separate_tag(nonce, Aad::from(aad), tag, buf)
-            .is_ok();
-        one_call_opened(buf, opened)
-    }
 }
 
-fn aws_nonce(nonce: &[u8]) -> Result<Nonce, CryptoError> {
-    let bytes: [u8; NONCE_LEN] = *check_nonce(nonce)?;
-    Ok(Nonce::assume_unique_for_key(bytes))
+impl WholeMessageGcm for AwsLcKeys {
+    fn seal(&self, nonce: [u8; NONCE_LEN], aad: &[u8], buf: &mut [u8]) -> Option<Tag> {
+        let nonce = Nonce::assume_unique_for_key(nonce);
+        let tag = self
+            .gcm
+            .seal_in_place_separate_tag(nonce, Aad::from(aad), buf)
+            .ok()?;
+        let mut out = [0u8; TAG_LEN];
+        out.copy_from_slice(tag.as_ref());
+        Some(out)
+    }
+
+    fn open(&self, nonce: [u8; NONCE_LEN], aad: &[u8], tag: Tag, buf: &mut [u8]) -> bool {
+        let nonce = Nonce::assume_unique_for_key(nonce);
+        self.gcm
+            .open_in_place_separate_tag(nonce, Aad::from(aad), &tag, buf)
+            .is_ok()
+    }
 }

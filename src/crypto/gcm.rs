@@ -147,27 +147,52 @@ pub fn check_text_len(len: usize) -> Result<(), CryptoError> {
     Ok(())
 }
 
-/// What a one-call AEAD's seal gave (AWS-LC's, ring's), as this crate reports it: the tag, or
-/// for a refusal the message too long for the library, the one thing such a library refuses
-/// once the nonce and the length have been checked.
-pub(super) fn one_call_tag<T: AsRef<[u8]>, E>(
-    len: usize,
-    sealed: Result<T, E>,
-) -> Result<Tag, CryptoError> {
-    let tag = sealed.map_err(|_| CryptoError::MessageTooLong {
-        len: len as u64,
-        max: MAX_TEXT_LEN,
-    })?;
-    let mut out = [0u8; TAG_LEN];
-    out.copy_from_slice(tag.as_ref());
-    Ok(out)
+/// An AEAD library's AES-GCM that seals or opens a whole message in one call (AWS-LC's, ring's):
+/// what such a key does, the checks and the error reporting around it being [`seal_whole`]'s
+/// and [`open_whole`]'s.
+#[cfg(any(feature = "ring", feature = "aws-lc"))]
+pub(super) trait WholeMessageGcm {
+    /// Seals `buf` in place; the tag, or `None` if the library refused.
+    fn seal(&self, nonce: [u8; NONCE_LEN], aad: &[u8], buf: &mut [u8]) -> Option<Tag>;
+    /// Opens `buf` in place; whether the tag matched.
+    fn open(&self, nonce: [u8; NONCE_LEN], aad: &[u8], tag: Tag, buf: &mut [u8]) -> bool;
 }
 
-/// What a one-call AEAD's open gave, as this crate reports it. On a tag mismatch `buf` is
-/// zeroed: such a library decrypts as it hashes, so plaintext may be in it, and none is
-/// released.
-pub(super) fn one_call_opened(buf: &mut [u8], opened: bool) -> Result<(), CryptoError> {
-    if !opened {
+/// Seals a whole GCM message in place with `key` in one call and returns its tag, after the
+/// checks every implementation makes. A refusal by the library, the one thing left once the
+/// nonce and the length are checked, is reported as the message too long for it.
+#[cfg(any(feature = "ring", feature = "aws-lc"))]
+pub(super) fn seal_whole(
+    key: &impl WholeMessageGcm,
+    nonce: &[u8],
+    aad: &[u8],
+    buf: &mut [u8],
+) -> Result<Tag, CryptoError> {
+    let nonce = *check_nonce(nonce)?;
+    check_text_len(buf.len())?;
+    let len = buf.len() as u64;
+    key.seal(nonce, aad, buf)
+        .ok_or(CryptoError::MessageTooLong {
+            len,
+            max: MAX_TEXT_LEN,
+        })
+}
+
+/// Opens a whole GCM message in place with `key` in one call, after the checks every
+/// implementation makes. On a tag mismatch `buf` is zeroed: such a library decrypts as it
+/// hashes, so plaintext may be in it, and none is released.
+#[cfg(any(feature = "ring", feature = "aws-lc"))]
+pub(super) fn open_whole(
+    key: &impl WholeMessageGcm,
+    nonce: &[u8],
+    aad: &[u8],
+    buf: &mut [u8],
+    tag: &[u8],
+) -> Result<(), CryptoError> {
+    let nonce = *check_nonce(nonce)?;
+    let tag = *check_tag(tag)?;
+    check_text_len(buf.len())?;
+    if !key.open(nonce, aad, tag, buf) {
         buf.zeroize();
         return Err(CryptoError::AuthenticationFailed);
     }

@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 use crate::crypto::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, padded_len};
 use crate::crypto::error::CryptoError;
 use crate::crypto::gcm::{NONCE_LEN, Tag, check_text_len};
+#[cfg(any(feature = "ring", feature = "aws-lc"))]
+use crate::crypto::gcm::{open_whole, seal_whole};
 use crate::crypto::lanes::{LANE_WIDTHS, LaneError, LaneItem, check_width, run_lanes_width};
 use crate::packet::Mode;
 
@@ -247,7 +249,7 @@ impl AesKey {
                 #[cfg(feature = "ring")]
                 {
                     match &self.ring {
-                        Some(ring) => ring.seal_in_place(nonce, aad, buf),
+                        Some(ring) => seal_whole(&**ring, nonce, aad, buf),
                         None => self.gcm_seal_in_place_with(AesImpl::RustCrypto, nonce, aad, buf),
                     }
                 }
@@ -261,7 +263,7 @@ impl AesKey {
             AesImpl::AwsLc => {
                 #[cfg(feature = "aws-lc")]
                 {
-                    self.aws_lc.gcm_seal_in_place(nonce, aad, buf)
+                    seal_whole(&*self.aws_lc, nonce, aad, buf)
                 }
                 #[cfg(not(feature = "aws-lc"))]
                 {
@@ -300,7 +302,7 @@ impl AesKey {
                 #[cfg(feature = "ring")]
                 {
                     match &self.ring {
-                        Some(ring) => ring.open_in_place(nonce, aad, buf, tag),
+                        Some(ring) => open_whole(&**ring, nonce, aad, buf, tag),
                         None => {
                             self.gcm_open_in_place_with(AesImpl::RustCrypto, nonce, aad, buf, tag)
                         }
@@ -316,7 +318,7 @@ impl AesKey {
             AesImpl::AwsLc => {
                 #[cfg(feature = "aws-lc")]
                 {
-                    self.aws_lc.gcm_open_in_place(nonce, aad, buf, tag)
+                    open_whole(&*self.aws_lc, nonce, aad, buf, tag)
                 }
                 #[cfg(not(feature = "aws-lc"))]
                 {
