@@ -322,6 +322,12 @@ impl UnitTimes {
     pub fn set(&mut self, cmd: Cmd, t: f64) {
         self.0[cmd.index()] = t;
     }
+
+    /// The expected time to serve `len` bytes of command `cmd`, the unit times being for
+    /// packets of `unit_len` bytes: `unit time × len ÷ unit_len`.
+    pub fn service_time(&self, cmd: Cmd, len: u64, unit_len: u64) -> f64 {
+        self.get(cmd) * len as f64 / unit_len as f64
+    }
 }
 
 /// The data a packet carries, as far as the scheduler needs to know: its length in bytes.

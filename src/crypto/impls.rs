@@ -196,7 +196,6 @@ impl AesKey {
                 }
             }
             AesImpl::Ring => {
-                let _ = (op, state, buf, len, last);
                 Err(implementation.unavailable("a packet of a plain mode (ring runs GCM only)"))
             }
         }

@@ -95,8 +95,6 @@ pub(crate) struct Engine {
     /// When a job last took the light path ([`now_ns`](Self::now_ns), 0: never): the workers
     /// pause within their sets only while light jobs come (§15.7).
     last_light: AtomicU64,
-    /// Per node: the length its unit times are for.
-    unit_lens: Box<[u64]>,
     pub(crate) counters: ServiceCounters,
     pub(crate) node_counters: Box<[NodeCounters]>,
     /// Per node: what the supervisor watches (see `supervisor.rs`).
@@ -284,14 +282,11 @@ impl Engine {
     /// with that one cluster).
     pub(crate) fn new(scheds: Vec<Scheduler<PacketData>>, layout: Layout) -> Self {
         let mut first = 0;
-        let mut unit_lens = Vec::new();
         let shards: Box<[CachePadded<Shard>]> = scheds
             .into_iter()
             .map(|sched| {
                 let nodes = sched.num_nodes();
                 let fair = sched.admission() == Admission::Fair;
-                unit_lens
-                    .extend((0..nodes).map(|l| sched.node(NodeId(l as u32)).unit_len().max(1)));
                 let shard = Shard {
                     engine: Mutex::new(ClusterState {
                         sched,
@@ -342,7 +337,6 @@ impl Engine {
             store: StateStore::default(),
             tenants: Tenants::new(),
             last_light: AtomicU64::new(0),
-            unit_lens: unit_lens.into(),
             counters: ServiceCounters::default(),
             node_counters: (0..nodes).map(|_| NodeCounters::default()).collect(),
             health: (0..nodes).map(|_| NodeHealth::default()).collect(),
@@ -578,8 +572,9 @@ impl Engine {
         self.light_done(shard, 1);
     }
 
-    /// Per node of `shard` up, by the service's numbering: its time, by its unit times, to
-    /// run the job made of `packets` alone.
+    /// Per node of `shard` up, by the service's numbering: its time, by its unit times (for
+    /// packets of the service's packet size, as the core's are), to run the job made of
+    /// `packets` alone.
     fn light_times<'a>(
         &'a self,
         shard: &'a Shard,
@@ -587,11 +582,12 @@ impl Engine {
     ) -> impl Iterator<Item = (usize, f64)> + 'a {
         let bytes = job_bytes(packets);
         let cmd = packets.first().map(|p| p.meta.cmd);
+        let unit_len = (self.layout.packet_size as u64).max(1);
         (shard.first..shard.first + shard.nodes)
             .filter(move |&n| !self.health[n].is_down())
             .filter_map(move |n| {
-                let unit = self.node_gauges[n].unit_times().get(cmd?);
-                Some((n, unit * bytes as f64 / self.unit_lens[n] as f64))
+                let times = self.node_gauges[n].unit_times();
+                Some((n, times.service_time(cmd?, bytes, unit_len)))
             })
     }
 

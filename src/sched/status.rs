@@ -130,7 +130,7 @@ impl NodeStatus {
     /// The expected time to serve a packet of `len` bytes and command `cmd`:
     /// `unit_time(cmd) × len / unit_len`.
     pub fn service_time(&self, cmd: Cmd, len: u64) -> f64 {
-        self.unit_time(cmd) * len as f64 / self.unit_len as f64
+        self.unit_times.service_time(cmd, len, self.unit_len)
     }
 
     /// The expected time to serve everything queued on the node (the packet in service counted
