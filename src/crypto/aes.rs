@@ -51,6 +51,9 @@ pub struct AesKey {
     /// AES-192, which ring does not run.
     #[cfg(feature = "ring")]
     pub(super) ring: Option<std::sync::Arc<crate::crypto::ring_keys::RingGcmKey>>,
+    /// The same key for OpenSSL's GCM (`AesImpl::OpenSsl`), shared by clones.
+    #[cfg(feature = "openssl")]
+    pub(super) openssl: Option<std::sync::Arc<crate::crypto::openssl_gcm::OpenSslKey>>,
 }
 
 #[derive(Clone)]
@@ -103,6 +106,8 @@ impl AesKey {
             aws_lc: std::sync::Arc::new(crate::crypto::awslc_keys::AwsLcKeys::new(key)?),
             #[cfg(feature = "ring")]
             ring: crate::crypto::ring_keys::RingGcmKey::new(key).map(std::sync::Arc::new),
+            #[cfg(feature = "openssl")]
+            openssl: crate::crypto::openssl_gcm::OpenSslKey::new(key).map(std::sync::Arc::new),
         })
     }
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::crypto::aes::{AesKey, AesOp, BLOCK, Direction};
 use crate::crypto::error::CryptoError;
-use crate::crypto::impls::{AesImpl, Measured, measure_these};
+use crate::crypto::impls::{AesImpl, Measured, measure_gcm_chain, measure_these};
 use crate::packet::Mode;
 
 /// The implementation chosen for one AES operation, and what it was chosen by.
@@ -24,12 +24,28 @@ pub struct ImplChoice {
     /// The measured time per byte of RustCrypto on its own path, for comparison; `None` when
     /// pinned.
     pub rustcrypto_ns_per_byte: Option<f64>,
+    /// Whether this is the choice for the packets of GCM jobs cut into several, which hand a
+    /// GHASH state on ([`ImplTable::gcm_chain`]), rather than for `op`'s packets.
+    pub chained: bool,
+}
+
+impl ImplChoice {
+    /// The operation as metrics label it: [`op_name`], with `-chained` for the packets of GCM
+    /// jobs cut into several (`gcm-encrypt-chained`).
+    pub fn label(&self) -> String {
+        let name = op_name(self.op);
+        if self.chained {
+            format!("{name}-chained")
+        } else {
+            name
+        }
+    }
 }
 
 impl fmt::Display for ImplChoice {
     /// `cbc-encrypt lanes-16 (0.28 ns/B)`, or without the figure when pinned.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", op_name(self.op), self.implementation)?;
+        write!(f, "{} {}", self.label(), self.implementation)?;
         if let Some(ns) = self.ns_per_byte {
             write!(f, " ({ns:.3} ns/B)")?;
         }
@@ -45,6 +61,9 @@ pub fn op_name(op: AesOp) -> String {
     };
     format!("{}-{direction}", op.mode.as_str())
 }
+
+/// The directions of a table's GCM chain choices, in their order.
+const GCM_DIRECTIONS: [Direction; 2] = [Direction::Encrypt, Direction::Decrypt];
 
 /// The number of (mode, direction) pairs a table holds.
 const OPS: usize = Mode::ALL.len() * 2;
@@ -85,6 +104,9 @@ fn all_ops() -> impl Iterator<Item = AesOp> {
 #[derive(Debug)]
 pub struct ImplTable {
     slots: [OnceLock<ImplChoice>; OPS],
+    /// For GCM encryption and decryption, the implementation the packets of a job cut into
+    /// several run on.
+    chains: [OnceLock<ImplChoice>; 2],
     /// The packet size measured at; 0 for a pinned table.
     packet: usize,
 }
@@ -110,27 +132,35 @@ impl ImplTable {
 
     /// RustCrypto for every operation, with no lanes.
     pub fn rustcrypto() -> Self {
-        Self::fixed(|_| AesImpl::RustCrypto)
+        Self::fixed(|_| AesImpl::RustCrypto, AesImpl::RustCrypto)
     }
 
-    fn fixed(choose: impl Fn(AesOp) -> AesImpl) -> Self {
+    fn fixed(choose: impl Fn(AesOp) -> AesImpl, chain: AesImpl) -> Self {
         let ops: Vec<AesOp> = all_ops().collect();
+        let pinned = |op, implementation, chained| ImplChoice {
+            op,
+            implementation,
+            ns_per_byte: None,
+            rustcrypto_ns_per_byte: None,
+            chained,
+        };
         ImplTable {
-            slots: std::array::from_fn(|i| {
-                let op = ops[i];
-                OnceLock::from(ImplChoice {
-                    op,
-                    implementation: choose(op),
-                    ns_per_byte: None,
-                    rustcrypto_ns_per_byte: None,
-                })
+            slots: std::array::from_fn(|i| OnceLock::from(pinned(ops[i], choose(ops[i]), false))),
+            chains: std::array::from_fn(|i| {
+                OnceLock::from(pinned(
+                    AesOp::new(GCM_DIRECTIONS[i], Mode::Gcm),
+                    chain,
+                    true,
+                ))
             }),
             packet: 0,
         }
     }
 
     /// `implementation` for every operation it runs ([`AesImpl::runs`]), RustCrypto for the
-    /// others (the lanes run only the serial operations). For experiments and comparisons.
+    /// others (the lanes run only the serial operations); the packets of GCM jobs cut into
+    /// several on `implementation` if it [chains GCM](AesImpl::chains_gcm), else on
+    /// RustCrypto. For experiments and comparisons.
     ///
     /// # Errors
     /// [`CryptoError::ImplementationUnavailable`] for AWS-LC or ring without its feature,
@@ -142,13 +172,21 @@ impl ImplTable {
         if !implementation.is_built() {
             return Err(implementation.unavailable("a pinned table (its feature is off)"));
         }
-        Ok(Self::fixed(|op| {
-            if implementation.runs(op) {
-                implementation
-            } else {
-                AesImpl::RustCrypto
-            }
-        }))
+        let chain = if implementation.chains_gcm() {
+            implementation
+        } else {
+            AesImpl::RustCrypto
+        };
+        Ok(Self::fixed(
+            |op| {
+                if implementation.runs(op) {
+                    implementation
+                } else {
+                    AesImpl::RustCrypto
+                }
+            },
+            chain,
+        ))
     }
 
     /// A table that measures each operation the first time it is asked for
@@ -174,6 +212,7 @@ impl ImplTable {
         }
         Ok(ImplTable {
             slots: std::array::from_fn(|_| OnceLock::new()),
+            chains: std::array::from_fn(|_| OnceLock::new()),
             packet: packet.min(Self::MAX_MEASURE_PACKET),
         })
     }
@@ -199,10 +238,14 @@ impl ImplTable {
         table
     }
 
-    /// Measures every operation not measured yet (see [`measured`](Self::measured)).
+    /// Measures every operation not measured yet (see [`measured`](Self::measured)), and the
+    /// packets of GCM jobs cut into several ([`gcm_chain`](Self::gcm_chain)).
     pub fn measure_all(&self) -> &Self {
         for op in all_ops() {
             self.get(op);
+        }
+        for direction in GCM_DIRECTIONS {
+            self.gcm_chain(direction);
         }
         self
     }
@@ -230,14 +273,70 @@ impl ImplTable {
                 implementation: AesImpl::RustCrypto,
                 ns_per_byte: None,
                 rustcrypto_ns_per_byte: None,
+                chained: false,
             })
         })
     }
 
+    /// The implementation the packets of a GCM job cut into several run on, sealing or opening
+    /// as `direction` says: of those that [chain GCM](AesImpl::chains_gcm) (RustCrypto, and
+    /// OpenSSL with the `openssl` feature), the fastest on a running state, measured the first
+    /// time it is asked for, as [`get`](Self::get) measures an operation. A job of one packet
+    /// runs on [`get`](Self::get)'s choice instead.
+    #[inline]
+    pub fn gcm_chain(&self, direction: Direction) -> AesImpl {
+        self.gcm_chain_choice(direction).implementation
+    }
+
+    /// [`gcm_chain`](Self::gcm_chain)'s choice, with its figures.
+    pub fn gcm_chain_choice(&self, direction: Direction) -> ImplChoice {
+        let i = usize::from(direction == Direction::Decrypt);
+        *self.chains[i].get_or_init(|| {
+            let op = AesOp::new(direction, Mode::Gcm);
+            let rustcrypto = ImplChoice {
+                op,
+                implementation: AesImpl::RustCrypto,
+                ns_per_byte: None,
+                rustcrypto_ns_per_byte: None,
+                chained: true,
+            };
+            let Ok(key) = AesKey::new(&[0x6b; 16]) else {
+                return rustcrypto;
+            };
+            let candidates = AesImpl::gcm_chain_candidates();
+            let Ok(measured) = measure_gcm_chain(
+                &key,
+                direction,
+                self.packet,
+                Self::ROUNDS,
+                Self::SAMPLE_BYTES,
+                &candidates,
+            ) else {
+                return rustcrypto;
+            };
+            ImplChoice {
+                implementation: measured
+                    .first()
+                    .map_or(AesImpl::RustCrypto, |m| m.implementation),
+                ns_per_byte: measured.first().map(|m| m.ns_per_byte),
+                rustcrypto_ns_per_byte: measured
+                    .iter()
+                    .find(|m| m.implementation == AesImpl::RustCrypto)
+                    .map(|m| m.ns_per_byte),
+                ..rustcrypto
+            }
+        })
+    }
+
     /// The choices made so far (every operation's, for a pinned table), mode by mode,
-    /// encryption before decryption.
+    /// encryption before decryption; then the choices for the packets of GCM jobs cut into
+    /// several ([`gcm_chain`](Self::gcm_chain)) made so far.
     pub fn choices(&self) -> Vec<ImplChoice> {
-        self.slots.iter().filter_map(|s| s.get().copied()).collect()
+        self.slots
+            .iter()
+            .chain(&self.chains)
+            .filter_map(|s| s.get().copied())
+            .collect()
     }
 
     /// The packet size the table measures at (0 when pinned).
@@ -289,6 +388,7 @@ fn measure_op(op: AesOp, packet: usize) -> Result<ImplChoice, CryptoError> {
     let best = pick(&measured);
     Ok(ImplChoice {
         op,
+        chained: false,
         implementation: best.map_or(AesImpl::RustCrypto, |b| b.implementation),
         ns_per_byte: best.map(|b| b.ns_per_byte),
         rustcrypto_ns_per_byte: measured
@@ -330,9 +430,14 @@ mod tests {
         }
         assert!(seen.iter().all(|&s| s));
         let table = ImplTable::rustcrypto();
-        for (i, c) in table.choices().iter().enumerate() {
+        let choices = table.choices();
+        for (i, c) in choices[..OPS].iter().enumerate() {
             assert_eq!(slot(c.op), i);
+            assert!(!c.chained);
         }
+        // Then the GCM chains, encryption first.
+        let chains: Vec<_> = choices[OPS..].iter().map(|c| c.label()).collect();
+        assert_eq!(chains, ["gcm-encrypt-chained", "gcm-decrypt-chained"]);
         // Padding does not change the slot.
         let padded = AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::Pkcs7);
         assert_eq!(
@@ -344,8 +449,8 @@ mod tests {
     #[test]
     fn pinned_lanes_take_only_the_serial_operations() {
         let table = ImplTable::pinned(AesImpl::Lanes { width: 16 }).unwrap();
-        assert_eq!(table.choices().len(), OPS);
-        for c in table.choices() {
+        assert_eq!(table.choices().len(), OPS + 2);
+        for c in table.choices().into_iter().filter(|c| !c.chained) {
             let expected = if c.op.is_serial() {
                 AesImpl::Lanes { width: 16 }
             } else {
@@ -356,6 +461,10 @@ mod tests {
                 table.lane_width(c.op),
                 if c.op.is_serial() { 16 } else { 1 }
             );
+        }
+        // The lanes cannot chain GCM: a GCM job cut into packets runs on RustCrypto.
+        for direction in GCM_DIRECTIONS {
+            assert_eq!(table.gcm_chain(direction), AesImpl::RustCrypto);
         }
         assert!(!table.is_measured());
         assert!(matches!(
@@ -397,7 +506,16 @@ mod tests {
             assert!(c.ns_per_byte.is_some_and(|ns| ns > 0.0), "{c}");
             assert!(c.rustcrypto_ns_per_byte.is_some(), "{c}");
         }
-        assert_eq!(table.choices().len(), OPS);
+        assert_eq!(table.choices().len(), OPS + 2);
+        for direction in GCM_DIRECTIONS {
+            let chain = table.gcm_chain_choice(direction);
+            assert!(
+                chain.chained && chain.implementation.chains_gcm(),
+                "{chain}"
+            );
+            assert!(chain.ns_per_byte.is_some_and(|ns| ns > 0.0), "{chain}");
+            assert!(chain.rustcrypto_ns_per_byte.is_some(), "{chain}");
+        }
         // OFB and CTR decryption take their encryption's choice.
         for mode in [Mode::Ofb, Mode::Ctr] {
             let enc = table.choice(AesOp::new(Direction::Encrypt, mode));

@@ -115,9 +115,10 @@ pub enum CryptoError {
         /// What it was asked to run.
         what: &'static str,
     },
-    /// No implementation of AES has this name (`rustcrypto`, `lanes-<width>`, `aws-lc`, `ring`).
+    /// No implementation of AES has this name (`rustcrypto`, `lanes-<width>`, `aws-lc`, `ring`,
+    /// `openssl`).
     #[error(
-        "unknown AES implementation {name:?}; expected rustcrypto, lanes-<1..=64>, aws-lc or ring"
+        "unknown AES implementation {name:?}; expected rustcrypto, lanes-<1..=64>, aws-lc, ring or openssl"
     )]
     UnknownImplementation {
         /// The name given.

@@ -35,6 +35,8 @@ use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
 use crate::crypto::aes::{AesKey, BLOCK, Block, Direction, Schedule, apply_to_tail};
 use crate::crypto::error::CryptoError;
+#[cfg(feature = "openssl")]
+use crate::crypto::openssl_gcm::OpenSslGcm;
 
 /// The GCM nonce size in bytes: 96 bits, the only size the service supports.
 pub const NONCE_LEN: usize = 12;
@@ -54,16 +56,29 @@ pub type Tag = [u8; TAG_LEN];
 
 /// The state a GCM job hands from packet to packet: the GHASH accumulator (over the associated
 /// data and the ciphertext so far), the next counter block, the tag mask E_K(J0), and the
-/// lengths. Zeroized on drop; `Debug` shows only the lengths.
+/// lengths; or, for a job chained on OpenSSL (the `openssl` feature), its cipher context,
+/// which holds the same. Zeroized on drop; `Debug` shows only the lengths.
 pub struct GcmState {
-    ghash: GHash,
-    counter: Zeroizing<[u8; BLOCK]>,
-    mask: Zeroizing<[u8; BLOCK]>,
+    chain: Chain,
     aad_len: u64,
     text_len: u64,
 }
 
-// GHash zeroizes itself on drop (the `zeroize` feature of `ghash`), the blocks are `Zeroizing`.
+/// Where a GCM state's hash and counter are kept.
+enum Chain {
+    /// RustCrypto's `ghash` and counter blocks of our own ([`AesKey::gcm_start`]).
+    RustCrypto {
+        ghash: GHash,
+        counter: Zeroizing<[u8; BLOCK]>,
+        mask: Zeroizing<[u8; BLOCK]>,
+    },
+    /// An OpenSSL cipher context, sealing or opening as it was started.
+    #[cfg(feature = "openssl")]
+    OpenSsl(OpenSslGcm),
+}
+
+// GHash zeroizes itself on drop (the `zeroize` feature of `ghash`), the blocks are `Zeroizing`,
+// and OpenSSL cleanses a context when it is freed.
 impl ZeroizeOnDrop for GcmState {}
 
 impl fmt::Debug for GcmState {
@@ -98,20 +113,62 @@ impl GcmState {
         Ok(())
     }
 
-    /// The tag: the lengths block into the hash, the hash XOR the mask.
-    fn tag(self) -> Tag {
-        let mut lengths = Block::default();
-        lengths[..8].copy_from_slice(&(self.aad_len * 8).to_be_bytes());
-        lengths[8..].copy_from_slice(&(self.text_len * 8).to_be_bytes());
-        let mut ghash = self.ghash;
-        ghash.update(&[lengths]);
-        let hash = ghash.finalize();
-        let mut tag = [0u8; TAG_LEN];
-        for ((t, h), m) in tag.iter_mut().zip(hash.iter()).zip(self.mask.iter()) {
-            *t = h ^ m;
+    /// A state on OpenSSL: `ctx` started with associated data of `aad_len` bytes.
+    #[cfg(feature = "openssl")]
+    pub(super) fn on_openssl(ctx: OpenSslGcm, aad_len: u64) -> Self {
+        GcmState {
+            chain: Chain::OpenSsl(ctx),
+            aad_len,
+            text_len: 0,
         }
-        tag
     }
+
+    /// Whether the state is chained on OpenSSL (rather than RustCrypto).
+    pub fn is_openssl(&self) -> bool {
+        #[cfg(feature = "openssl")]
+        if let Chain::OpenSsl(_) = self.chain {
+            return true;
+        }
+        false
+    }
+}
+
+/// The tag: the lengths block into the hash, the hash XOR the mask.
+fn rustcrypto_tag(ghash: &GHash, mask: &[u8; BLOCK], aad_len: u64, text_len: u64) -> Tag {
+    let mut lengths = Block::default();
+    lengths[..8].copy_from_slice(&(aad_len * 8).to_be_bytes());
+    lengths[8..].copy_from_slice(&(text_len * 8).to_be_bytes());
+    let mut ghash = ghash.clone();
+    ghash.update(&[lengths]);
+    let hash = ghash.finalize();
+    let mut tag = [0u8; TAG_LEN];
+    for ((t, h), m) in tag.iter_mut().zip(hash.iter()).zip(mask.iter()) {
+        *t = h ^ m;
+    }
+    tag
+}
+
+/// An OpenSSL context started in the other direction than the one asked for.
+#[cfg(feature = "openssl")]
+fn check_openssl_direction(ctx: &OpenSslGcm, direction: Direction) -> Result<(), CryptoError> {
+    if ctx.encrypts() != (direction == Direction::Encrypt) {
+        return Err(CryptoError::ImplementationUnavailable {
+            implementation: "openssl",
+            what: "a GCM packet in the other direction than its state was started in",
+        });
+    }
+    Ok(())
+}
+
+/// Checks that associated data of `len` bytes is within [`MAX_AAD_LEN`].
+pub(super) fn check_aad_len(len: usize) -> Result<(), CryptoError> {
+    if len as u64 > MAX_AAD_LEN {
+        return Err(CryptoError::MessageTooLong {
+            len: len as u64,
+            max: MAX_AAD_LEN,
+        });
+    }
+    Ok(())
 }
 
 /// Checks a GCM nonce: 12 bytes.
@@ -210,12 +267,7 @@ impl AesKey {
     /// [`CryptoError::MessageTooLong`] for associated data past [`MAX_AAD_LEN`].
     pub fn gcm_start(&self, nonce: &[u8], aad: &[u8]) -> Result<GcmState, CryptoError> {
         let nonce = check_nonce(nonce)?;
-        if aad.len() as u64 > MAX_AAD_LEN {
-            return Err(CryptoError::MessageTooLong {
-                len: aad.len() as u64,
-                max: MAX_AAD_LEN,
-            });
-        }
+        check_aad_len(aad.len())?;
         let mut j0 = Block::default();
         j0[..NONCE_LEN].copy_from_slice(nonce);
         j0[BLOCK - 1] = 1;
@@ -229,9 +281,11 @@ impl AesKey {
         let mut ghash = self.ghash.clone();
         ghash.update_padded(aad);
         Ok(GcmState {
-            ghash,
-            counter,
-            mask,
+            chain: Chain::RustCrypto {
+                ghash,
+                counter,
+                mask,
+            },
             aad_len: aad.len() as u64,
             text_len: 0,
         })
@@ -252,11 +306,29 @@ impl AesKey {
             return Err(CryptoError::NotBlockAligned { len: buf.len() });
         }
         state.check_room(buf.len())?;
-        match &self.schedule {
-            Schedule::A128(c) => run_blocks(c, direction, state, buf),
-            Schedule::A192(c) => run_blocks(c, direction, state, buf),
-            Schedule::A256(c) => run_blocks(c, direction, state, buf),
+        self.run_packet(direction, state, buf)
+    }
+
+    /// One packet through `state`'s chain, any length; the text length counted.
+    fn run_packet(
+        &self,
+        direction: Direction,
+        state: &mut GcmState,
+        buf: &mut [u8],
+    ) -> Result<(), CryptoError> {
+        match &mut state.chain {
+            Chain::RustCrypto { ghash, counter, .. } => match &self.schedule {
+                Schedule::A128(c) => run_blocks(c, direction, ghash, counter, buf),
+                Schedule::A192(c) => run_blocks(c, direction, ghash, counter, buf),
+                Schedule::A256(c) => run_blocks(c, direction, ghash, counter, buf),
+            },
+            #[cfg(feature = "openssl")]
+            Chain::OpenSsl(ctx) => {
+                check_openssl_direction(ctx, direction)?;
+                ctx.update(buf)?;
+            }
         }
+        state.text_len += buf.len() as u64;
         Ok(())
     }
 
@@ -267,12 +339,19 @@ impl AesKey {
     /// [`CryptoError::MessageTooLong`] past [`MAX_TEXT_LEN`].
     pub fn gcm_seal_final(&self, mut state: GcmState, buf: &mut [u8]) -> Result<Tag, CryptoError> {
         state.check_room(buf.len())?;
-        match &self.schedule {
-            Schedule::A128(c) => run_blocks(c, Direction::Encrypt, &mut state, buf),
-            Schedule::A192(c) => run_blocks(c, Direction::Encrypt, &mut state, buf),
-            Schedule::A256(c) => run_blocks(c, Direction::Encrypt, &mut state, buf),
+        #[cfg(feature = "openssl")]
+        if let Chain::OpenSsl(ctx) = state.chain {
+            check_openssl_direction(&ctx, Direction::Encrypt)?;
+            return ctx.seal_final(buf);
         }
-        Ok(state.tag())
+        self.run_packet(Direction::Encrypt, &mut state, buf)?;
+        match &state.chain {
+            Chain::RustCrypto { ghash, mask, .. } => {
+                Ok(rustcrypto_tag(ghash, mask, state.aad_len, state.text_len))
+            }
+            #[cfg(feature = "openssl")]
+            Chain::OpenSsl(_) => unreachable!("sealed above"),
+        }
     }
 
     /// Checks a GCM job's tag against its last packet (ciphertext, any length) and, only if it
@@ -289,18 +368,31 @@ impl AesKey {
     ) -> Result<(), CryptoError> {
         let tag = check_tag(tag)?;
         state.check_room(buf.len())?;
+        #[cfg(feature = "openssl")]
+        if let Chain::OpenSsl(ctx) = state.chain {
+            check_openssl_direction(&ctx, Direction::Decrypt)?;
+            return ctx.open_final(buf, tag);
+        }
+        let (ghash, counter, mask) = match &mut state.chain {
+            Chain::RustCrypto {
+                ghash,
+                counter,
+                mask,
+            } => (ghash, counter, mask),
+            #[cfg(feature = "openssl")]
+            Chain::OpenSsl(_) => unreachable!("opened above"),
+        };
         // Hash the ciphertext and check the tag before any keystream touches the packet.
-        state.ghash.update_padded(buf);
-        state.text_len += buf.len() as u64;
-        let counter = state.counter.clone();
-        let expected = Zeroizing::new(state.tag());
+        ghash.update_padded(buf);
+        let text_len = state.text_len + buf.len() as u64;
+        let expected = Zeroizing::new(rustcrypto_tag(ghash, mask, state.aad_len, text_len));
         if !bool::from(expected.ct_eq(tag)) {
             return Err(CryptoError::AuthenticationFailed);
         }
         match &self.schedule {
-            Schedule::A128(c) => apply_ctr(c, &counter, buf),
-            Schedule::A192(c) => apply_ctr(c, &counter, buf),
-            Schedule::A256(c) => apply_ctr(c, &counter, buf),
+            Schedule::A128(c) => apply_ctr(c, counter, buf),
+            Schedule::A192(c) => apply_ctr(c, counter, buf),
+            Schedule::A256(c) => apply_ctr(c, counter, buf),
         };
         Ok(())
     }
@@ -373,23 +465,27 @@ where
 
 /// One packet's blocks: CTR and the hash, in the order of `direction` (the hash always takes
 /// the ciphertext). A partial final block is hashed zero-padded, as GCM pads C.
-fn run_blocks<C>(cipher: &C, direction: Direction, state: &mut GcmState, buf: &mut [u8])
-where
+fn run_blocks<C>(
+    cipher: &C,
+    direction: Direction,
+    ghash: &mut GHash,
+    counter: &mut [u8; BLOCK],
+    buf: &mut [u8],
+) where
     C: BlockCipherEncrypt + BlockSizeUser<BlockSize = U16>,
 {
     let next = match direction {
         Direction::Encrypt => {
-            let next = apply_ctr(cipher, &state.counter, buf);
-            hash_text(&mut state.ghash, buf);
+            let next = apply_ctr(cipher, counter, buf);
+            hash_text(ghash, buf);
             next
         }
         Direction::Decrypt => {
-            hash_text(&mut state.ghash, buf);
-            apply_ctr(cipher, &state.counter, buf)
+            hash_text(ghash, buf);
+            apply_ctr(cipher, counter, buf)
         }
     };
-    *state.counter = next;
-    state.text_len += buf.len() as u64;
+    *counter = next;
 }
 
 /// Hashes ciphertext: whole blocks as they are, a partial final block zero-padded.

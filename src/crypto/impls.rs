@@ -18,6 +18,10 @@
 //! - [`AesImpl::Ring`] (the `ring` feature, on by default): ring's AES-GCM assembly (VAES and
 //!   VPCLMULQDQ where the CPU has them), GCM jobs of one packet only, sealed or opened in one
 //!   call; AES-192, which ring lacks, runs on the RustCrypto path.
+//! - [`AesImpl::OpenSsl`] (the `openssl` feature): the system's OpenSSL, GCM only, both whole
+//!   jobs of one packet and the packets of a job cut into several: its cipher context is a GCM
+//!   state that goes on from packet to packet ([`AesKey::gcm_start_with`]), so a long job's
+//!   GHASH chain runs on OpenSSL's stitched AES-NI + CLMUL code rather than RustCrypto's.
 
 use std::fmt;
 use std::hint::black_box;
@@ -26,7 +30,9 @@ use std::time::{Duration, Instant};
 
 use crate::crypto::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, padded_len};
 use crate::crypto::error::CryptoError;
-use crate::crypto::gcm::{NONCE_LEN, Tag, check_text_len};
+use crate::crypto::gcm::{GcmState, NONCE_LEN, Tag, check_text_len};
+#[cfg(feature = "openssl")]
+use crate::crypto::gcm::{check_aad_len, check_nonce};
 #[cfg(any(feature = "ring", feature = "aws-lc"))]
 use crate::crypto::gcm::{open_whole, seal_whole};
 use crate::crypto::lanes::{LANE_WIDTHS, LaneError, LaneItem, check_width, run_lanes_width};
@@ -54,16 +60,21 @@ pub enum AesImpl {
     /// ring (the `ring` cargo feature, on by default): GCM jobs of one packet sealed or opened
     /// in one call. GCM only; a key of 24 bytes, which ring does not take, runs on RustCrypto.
     Ring,
+    /// The system's OpenSSL (the `openssl` cargo feature): GCM only, whole jobs of one packet
+    /// and the packets of a job cut into several, its cipher context handed from packet to
+    /// packet as the job's GCM state.
+    OpenSsl,
 }
 
 impl fmt::Display for AesImpl {
-    /// `rustcrypto`, `lanes-<width>`, `aws-lc` or `ring`, as [`FromStr`] reads them.
+    /// `rustcrypto`, `lanes-<width>`, `aws-lc`, `ring` or `openssl`, as [`FromStr`] reads them.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AesImpl::RustCrypto => f.write_str("rustcrypto"),
             AesImpl::Lanes { width } => write!(f, "lanes-{width}"),
             AesImpl::AwsLc => f.write_str("aws-lc"),
             AesImpl::Ring => f.write_str("ring"),
+            AesImpl::OpenSsl => f.write_str("openssl"),
         }
     }
 }
@@ -71,7 +82,7 @@ impl fmt::Display for AesImpl {
 impl FromStr for AesImpl {
     type Err = CryptoError;
 
-    /// Reads `rustcrypto`, `lanes-<width>` (1 to 64), `aws-lc` or `ring`.
+    /// Reads `rustcrypto`, `lanes-<width>` (1 to 64), `aws-lc`, `ring` or `openssl`.
     ///
     /// # Errors
     /// [`CryptoError::UnknownImplementation`] for anything else, [`CryptoError::LaneWidth`]
@@ -81,6 +92,7 @@ impl FromStr for AesImpl {
             "rustcrypto" => Ok(AesImpl::RustCrypto),
             "aws-lc" => Ok(AesImpl::AwsLc),
             "ring" => Ok(AesImpl::Ring),
+            "openssl" => Ok(AesImpl::OpenSsl),
             _ => {
                 let width = s
                     .strip_prefix("lanes-")
@@ -95,8 +107,8 @@ impl FromStr for AesImpl {
 
 impl AesImpl {
     /// Every implementation built into this library: RustCrypto, the lanes at each of
-    /// [`LANE_WIDTHS`](crate::crypto::LANE_WIDTHS), AWS-LC with the `aws-lc` feature, and ring
-    /// with the `ring` feature.
+    /// [`LANE_WIDTHS`](crate::crypto::LANE_WIDTHS), AWS-LC with the `aws-lc` feature, ring
+    /// with the `ring` feature, and OpenSSL with the `openssl` feature.
     pub fn all() -> Vec<AesImpl> {
         let mut all = vec![AesImpl::RustCrypto];
         all.extend(LANE_WIDTHS.iter().map(|&width| AesImpl::Lanes { width }));
@@ -106,28 +118,34 @@ impl AesImpl {
         if cfg!(feature = "ring") {
             all.push(AesImpl::Ring);
         }
+        if cfg!(feature = "openssl") {
+            all.push(AesImpl::OpenSsl);
+        }
         all
     }
 
     /// Whether this implementation is built into this library (AWS-LC only with the `aws-lc`
-    /// feature, ring only with the `ring` feature) and, for the lanes, has a width in range.
+    /// feature, ring only with the `ring` feature, OpenSSL only with the `openssl` feature)
+    /// and, for the lanes, has a width in range.
     pub fn is_built(&self) -> bool {
         match self {
             AesImpl::RustCrypto => true,
             AesImpl::Lanes { width } => check_width(*width).is_ok(),
             AesImpl::AwsLc => cfg!(feature = "aws-lc"),
             AesImpl::Ring => cfg!(feature = "ring"),
+            AesImpl::OpenSsl => cfg!(feature = "openssl"),
         }
     }
 
     /// Whether this implementation can run `op`: the lanes run only serial operations, ring
-    /// only GCM (a GCM operation, [`Mode::Gcm`], is a whole one-packet job, which RustCrypto,
-    /// AWS-LC and ring run).
+    /// and OpenSSL only GCM (a GCM operation, [`Mode::Gcm`], is a whole one-packet job, which
+    /// RustCrypto, AWS-LC, ring and OpenSSL run; the packets of a job cut into several are
+    /// [`chains_gcm`](Self::chains_gcm)'s).
     pub fn runs(&self, op: AesOp) -> bool {
         self.is_built()
             && match self {
                 AesImpl::Lanes { .. } => op.is_serial(),
-                AesImpl::Ring => op.mode.is_authenticated(),
+                AesImpl::Ring | AesImpl::OpenSsl => op.mode.is_authenticated(),
                 AesImpl::RustCrypto | AesImpl::AwsLc => true,
             }
     }
@@ -137,6 +155,23 @@ impl AesImpl {
         AesImpl::all().into_iter().filter(|i| i.runs(op)).collect()
     }
 
+    /// Whether this implementation is built and can run the packets of a GCM job cut into
+    /// several, handing a [`GcmState`](crate::crypto::GcmState) from packet to packet
+    /// ([`AesKey::gcm_start_with`]): RustCrypto, and OpenSSL with its feature. ring and AWS-LC
+    /// seal or open a whole message in one call only.
+    pub fn chains_gcm(&self) -> bool {
+        self.is_built() && matches!(self, AesImpl::RustCrypto | AesImpl::OpenSsl)
+    }
+
+    /// The implementations of [`all`](Self::all) that [`chains_gcm`](Self::chains_gcm): what
+    /// [`measure_gcm_chain`] times.
+    pub fn gcm_chain_candidates() -> Vec<AesImpl> {
+        AesImpl::all()
+            .into_iter()
+            .filter(|i| i.chains_gcm())
+            .collect()
+    }
+
     pub(super) fn unavailable(self, what: &'static str) -> CryptoError {
         CryptoError::ImplementationUnavailable {
             implementation: match self {
@@ -144,6 +179,7 @@ impl AesImpl {
                 AesImpl::Lanes { .. } => "lanes",
                 AesImpl::AwsLc => "aws-lc",
                 AesImpl::Ring => "ring",
+                AesImpl::OpenSsl => "openssl",
             },
             what,
         }
@@ -197,6 +233,10 @@ impl AesKey {
             }
             AesImpl::Ring => {
                 Err(implementation.unavailable("a packet of a plain mode (ring runs GCM only)"))
+            }
+            AesImpl::OpenSsl => {
+                Err(implementation
+                    .unavailable("a packet of a plain mode (OpenSSL here runs GCM only)"))
             }
         }
     }
@@ -258,6 +298,11 @@ impl AesKey {
                     Err(implementation.unavailable("GCM (the ring feature is off)"))
                 }
             }
+            AesImpl::OpenSsl => {
+                check_text_len(buf.len())?;
+                let state = self.gcm_start_with(implementation, Direction::Encrypt, nonce, aad)?;
+                self.gcm_seal_final(state, buf)
+            }
             AesImpl::Lanes { .. } => Err(implementation.unavailable("GCM")),
             AesImpl::AwsLc => {
                 #[cfg(feature = "aws-lc")]
@@ -313,6 +358,11 @@ impl AesKey {
                     Err(implementation.unavailable("GCM (the ring feature is off)"))
                 }
             }
+            AesImpl::OpenSsl => {
+                check_text_len(buf.len())?;
+                let state = self.gcm_start_with(implementation, Direction::Decrypt, nonce, aad)?;
+                self.gcm_open_final(state, buf, tag)
+            }
             AesImpl::Lanes { .. } => Err(implementation.unavailable("GCM")),
             AesImpl::AwsLc => {
                 #[cfg(feature = "aws-lc")]
@@ -325,6 +375,52 @@ impl AesKey {
                     Err(implementation.unavailable("GCM (the aws-lc feature is off)"))
                 }
             }
+        }
+    }
+
+    /// Starts a GCM job whose packets run on `implementation`, sealing or opening as
+    /// `direction` says: [`gcm_start`](Self::gcm_start) on RustCrypto; on OpenSSL a cipher
+    /// context, which then runs every packet the state goes through ([`gcm_update`],
+    /// [`gcm_seal_final`], [`gcm_open_final`], each in the same direction). Either state gives
+    /// the same bytes and tag.
+    ///
+    /// [`gcm_update`]: Self::gcm_update
+    /// [`gcm_seal_final`]: Self::gcm_seal_final
+    /// [`gcm_open_final`]: Self::gcm_open_final
+    ///
+    /// # Errors
+    /// As [`gcm_start`](Self::gcm_start); [`CryptoError::ImplementationUnavailable`] for an
+    /// implementation that does not [chain GCM](AesImpl::chains_gcm) (the lanes, ring,
+    /// AWS-LC) or is not built.
+    pub fn gcm_start_with(
+        &self,
+        implementation: AesImpl,
+        direction: Direction,
+        nonce: &[u8],
+        aad: &[u8],
+    ) -> Result<GcmState, CryptoError> {
+        match implementation {
+            AesImpl::RustCrypto => self.gcm_start(nonce, aad),
+            AesImpl::OpenSsl => {
+                #[cfg(feature = "openssl")]
+                {
+                    let nonce = check_nonce(nonce)?;
+                    check_aad_len(aad.len())?;
+                    let key = self
+                        .openssl
+                        .as_ref()
+                        .ok_or_else(|| implementation.unavailable("a key of this length"))?;
+                    let ctx = key.start(direction == Direction::Encrypt, nonce, aad)?;
+                    Ok(GcmState::on_openssl(ctx, aad.len() as u64))
+                }
+                #[cfg(not(feature = "openssl"))]
+                {
+                    let _ = (direction, nonce, aad);
+                    Err(implementation.unavailable("GCM (the openssl feature is off)"))
+                }
+            }
+            AesImpl::Lanes { .. } | AesImpl::Ring | AesImpl::AwsLc => Err(implementation
+                .unavailable("the packets of a GCM job cut into several (whole messages only)")),
         }
     }
 
@@ -497,6 +593,52 @@ pub(crate) fn measure_these(
         .map(|b| Measured {
             implementation: b.implementation,
             ns_per_byte: b.best.as_nanos() as f64 / b.bytes_per_sample as f64,
+        })
+        .collect();
+    measured.sort_by(|a, b| a.ns_per_byte.total_cmp(&b.ns_per_byte));
+    Ok(measured)
+}
+
+/// Times the implementations `these` (each must [chain GCM](AesImpl::chains_gcm)) running
+/// the packets of a GCM job cut into several, sealing or opening as `direction` says: packets
+/// of `packet` bytes through a running [`GcmState`], at least `sample_bytes` a sample, each
+/// implementation's best of `rounds` (after one warm-up sample), fastest first.
+pub(crate) fn measure_gcm_chain(
+    key: &AesKey,
+    direction: Direction,
+    packet: usize,
+    rounds: usize,
+    sample_bytes: usize,
+    these: &[AesImpl],
+) -> Result<Vec<Measured>, CryptoError> {
+    if packet == 0 || packet % BLOCK != 0 {
+        return Err(CryptoError::MeasurePacket { len: packet });
+    }
+    let runs = sample_bytes.div_ceil(packet).max(1);
+    let mut buf: Vec<u8> = (0..packet).map(|j| j as u8).collect();
+    let mut states = these
+        .iter()
+        .map(|&i| key.gcm_start_with(i, direction, &MEASURE_NONCE, &[]))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut best = vec![Duration::MAX; these.len()];
+    for round in 0..=rounds.max(1) {
+        for (state, best) in states.iter_mut().zip(&mut best) {
+            let start = Instant::now();
+            for _ in 0..runs {
+                key.gcm_update(direction, state, &mut buf)?;
+            }
+            black_box(&buf);
+            if round > 0 {
+                *best = (*best).min(start.elapsed());
+            }
+        }
+    }
+    let mut measured: Vec<Measured> = these
+        .iter()
+        .zip(best)
+        .map(|(&implementation, best)| Measured {
+            implementation,
+            ns_per_byte: best.as_nanos() as f64 / (runs * packet) as f64,
         })
         .collect();
     measured.sort_by(|a, b| a.ns_per_byte.total_cmp(&b.ns_per_byte));
@@ -699,6 +841,96 @@ mod tests {
                 assert!(ct.iter().all(|&b| b == 0), "AES-{}: released", len * 8);
             }
         }
+    }
+
+    /// Without its feature, OpenSSL is not offered, and a GCM job asked to chain on it is
+    /// refused; ring and the lanes never chain GCM.
+    #[cfg(not(feature = "openssl"))]
+    #[test]
+    fn openssl_is_refused_without_its_feature() {
+        let key = AesKey::new(&[1; 16]).unwrap();
+        assert!(!AesImpl::OpenSsl.is_built());
+        assert_eq!(AesImpl::gcm_chain_candidates(), [AesImpl::RustCrypto]);
+        for imp in [AesImpl::OpenSsl, AesImpl::Ring, AesImpl::Lanes { width: 8 }] {
+            let err = key.gcm_start_with(imp, Direction::Encrypt, &[0; 12], b"");
+            assert!(
+                matches!(err, Err(CryptoError::ImplementationUnavailable { .. })),
+                "{imp}"
+            );
+        }
+        assert!(crate::crypto::ImplTable::pinned(AesImpl::OpenSsl).is_err());
+    }
+
+    /// With the feature, OpenSSL is a candidate for GCM only, whole and chained; a plain packet
+    /// on it is refused untouched; a chained state refuses a packet in the other direction;
+    /// a failed open of the last packet releases nothing; every key length gives RustCrypto's
+    /// bytes, and a pinned table chains on it.
+    #[cfg(feature = "openssl")]
+    #[test]
+    fn openssl_runs_and_chains_gcm_only() {
+        for mode in Mode::ALL {
+            for direction in [Direction::Encrypt, Direction::Decrypt] {
+                let op = AesOp::new(direction, mode);
+                let offered = AesImpl::candidates(op).contains(&AesImpl::OpenSsl);
+                assert_eq!(offered, mode == Mode::Gcm, "{op:?}");
+            }
+        }
+        assert_eq!(
+            AesImpl::gcm_chain_candidates(),
+            [AesImpl::RustCrypto, AesImpl::OpenSsl]
+        );
+        let key = AesKey::new(&[1; 16]).unwrap();
+        let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let (mut buf, mut state) = ([3u8; 16], ChainState::default());
+        let err = key.process_with(AesImpl::OpenSsl, op, &mut state, &mut buf, 16, true);
+        assert!(matches!(
+            err,
+            Err(CryptoError::ImplementationUnavailable { .. })
+        ));
+        assert_eq!(buf, [3u8; 16]);
+        let mut sealing = key
+            .gcm_start_with(AesImpl::OpenSsl, Direction::Encrypt, &[2; 12], b"ad")
+            .unwrap();
+        assert!(sealing.is_openssl());
+        let err = key.gcm_update(Direction::Decrypt, &mut sealing, &mut buf);
+        assert!(matches!(
+            err,
+            Err(CryptoError::ImplementationUnavailable { .. })
+        ));
+        assert_eq!(buf, [3u8; 16]);
+        for len in [16, 24, 32] {
+            let key = AesKey::new(&vec![len as u8; len]).unwrap();
+            let text: Vec<u8> = (0..100u8).collect();
+            let whole = key.gcm_seal_with(AesImpl::OpenSsl, &[2; 12], b"ad", &text);
+            let rust = key
+                .gcm_seal_with(AesImpl::RustCrypto, &[2; 12], b"ad", &text)
+                .unwrap();
+            assert_eq!(whole.as_ref(), Ok(&rust), "AES-{}", len * 8);
+            // Chained: 64 bytes, then the last 36.
+            let (mut first, mut last) = (text[..64].to_vec(), text[64..].to_vec());
+            let mut state = key
+                .gcm_start_with(AesImpl::OpenSsl, Direction::Encrypt, &[2; 12], b"ad")
+                .unwrap();
+            key.gcm_update(Direction::Encrypt, &mut state, &mut first)
+                .unwrap();
+            let tag = key.gcm_seal_final(state, &mut last).unwrap();
+            assert_eq!(([first, last].concat(), tag), rust, "AES-{}", len * 8);
+            let (ct, mut bad) = rust;
+            bad[0] ^= 1;
+            let state = key
+                .gcm_start_with(AesImpl::OpenSsl, Direction::Decrypt, &[2; 12], b"ad")
+                .unwrap();
+            let mut buf = ct.clone();
+            let err = key.gcm_open_final(state, &mut buf, &bad);
+            assert_eq!(err, Err(CryptoError::AuthenticationFailed));
+            assert!(buf.iter().all(|&b| b == 0), "AES-{}: released", len * 8);
+        }
+        let table = crate::crypto::ImplTable::pinned(AesImpl::OpenSsl).unwrap();
+        assert_eq!(table.gcm_chain(Direction::Decrypt), AesImpl::OpenSsl);
+        assert_eq!(
+            table.get(AesOp::new(Direction::Encrypt, Mode::Gcm)),
+            AesImpl::OpenSsl
+        );
     }
 
     /// With the feature, AWS-LC is a candidate for every operation, GCM included.

@@ -28,6 +28,8 @@ mod error;
 mod gcm;
 mod impls;
 mod lanes;
+#[cfg(feature = "openssl")]
+mod openssl_gcm;
 #[cfg(feature = "ring")]
 mod ring_gcm;
 #[cfg(feature = "ring")]

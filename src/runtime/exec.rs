@@ -338,7 +338,8 @@ pub(crate) fn execute(
                 );
             }
             let mut state = if meta.seq == 0 {
-                Box::new(key.gcm_start(nonce, aad)?)
+                let implementation = store.impls.gcm_chain(*direction);
+                Box::new(key.gcm_start_with(implementation, *direction, nonce, aad)?)
             } else {
                 match store.store.take(job.task, meta.seq) {
                     Some(StoredState::Gcm(state)) => state,
@@ -420,7 +421,9 @@ fn gcm_whole(
 
 /// The state that starts packet `seq` of a GCM job, rebuilt from the job's start and the
 /// outputs of its earlier packets, for a packet that runs again after its node failed (the
-/// failed run took the state out of the store, and a GCM state cannot be copied). The hash is
+/// failed run took the state out of the store, and a GCM state cannot be copied). It is
+/// rebuilt on RustCrypto whatever the job started on (an OpenSSL context hashes what it
+/// outputs in its own direction only), and the job's later packets go on from it. The hash is
 /// over the ciphertext either way: an encryption's earlier outputs are ciphertext, run through
 /// as a decryption; a decryption's are plaintext, run through as an encryption. The copy is
 /// zeroized.

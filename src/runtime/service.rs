@@ -728,6 +728,9 @@ impl Service {
             tag: expected,
         };
         let parts = aes_packet_count(op, data.len(), self.engine.layout.cutting(), true);
+        if parts > 1 {
+            self.engine.layout.aes_impls.gcm_chain(direction);
+        }
         let job = Arc::new(JobRecord::new(task, cluster, work, parts));
         let packets = cut_aes(&job, op, data, self.engine.layout.cutting(), 0, true, None);
         Ok(Cut {

@@ -344,9 +344,12 @@ fn gcm_reference(key: &[u8], nonce: &[u8], aad: &[u8], pt: &[u8]) -> (Vec<u8>, V
     (out, tag)
 }
 
-/// Runs GCM over `input` in packets of the given lengths, each with a freshly expanded key and
-/// the [`GcmState`] the previous packet handed on; returns the output and, sealing, the tag.
+/// Runs GCM over `input` in packets of the given lengths on `implementation` (one that chains
+/// GCM), each with a freshly expanded key and the [`GcmState`] the previous packet handed on;
+/// returns the output and, sealing, the tag.
+#[allow(clippy::too_many_arguments)]
 fn run_gcm_packets(
+    implementation: AesImpl,
     direction: Direction,
     key: &[u8],
     nonce: &[u8],
@@ -355,7 +358,8 @@ fn run_gcm_packets(
     sizes: &[usize],
     tag: &[u8],
 ) -> Result<(Vec<u8>, Option<[u8; 16]>), CryptoError> {
-    let mut state: GcmState = AesKey::new(key)?.gcm_start(nonce, aad)?;
+    let mut state: GcmState =
+        AesKey::new(key)?.gcm_start_with(implementation, direction, nonce, aad)?;
     let mut out = Vec::new();
     let mut start = 0;
     for (i, &len) in sizes.iter().enumerate() {
@@ -397,25 +401,31 @@ fn gcm_packets_resume_from_the_handed_on_state() {
                 let (ct, tag) = gcm_reference(&key, &nonce, &aad, &pt);
                 let what = format!("AES-{}-GCM, {} bytes, AAD {aad_len}", key_len * 8, pt.len());
                 for (label, sizes) in plans(pt.len(), false) {
-                    let sealed =
-                        run_gcm_packets(Direction::Encrypt, &key, &nonce, &aad, &pt, &sizes, &[]);
-                    assert_eq!(
-                        sealed,
-                        Ok((ct.clone(), Some(tag[..].try_into().unwrap()))),
-                        "{what}: seal {label}"
-                    );
-                    let opened =
-                        run_gcm_packets(Direction::Decrypt, &key, &nonce, &aad, &ct, &sizes, &tag);
-                    assert_eq!(opened, Ok((pt.clone(), None)), "{what}: open {label}");
-                    let mut bad = tag.clone();
-                    bad[0] ^= 1;
-                    let forged =
-                        run_gcm_packets(Direction::Decrypt, &key, &nonce, &aad, &ct, &sizes, &bad);
-                    assert_eq!(
-                        forged,
-                        Err(CryptoError::AuthenticationFailed),
-                        "{what}: {label}"
-                    );
+                    for imp in AesImpl::gcm_chain_candidates() {
+                        let run = |direction, input: &[u8], tag: &[u8]| {
+                            run_gcm_packets(imp, direction, &key, &nonce, &aad, input, &sizes, tag)
+                        };
+                        let sealed = run(Direction::Encrypt, &pt, &[]);
+                        assert_eq!(
+                            sealed,
+                            Ok((ct.clone(), Some(tag[..].try_into().unwrap()))),
+                            "{what}: seal {label} on {imp}"
+                        );
+                        let opened = run(Direction::Decrypt, &ct, &tag);
+                        assert_eq!(
+                            opened,
+                            Ok((pt.clone(), None)),
+                            "{what}: open {label} on {imp}"
+                        );
+                        let mut bad = tag.clone();
+                        bad[0] ^= 1;
+                        let forged = run(Direction::Decrypt, &ct, &bad);
+                        assert_eq!(
+                            forged,
+                            Err(CryptoError::AuthenticationFailed),
+                            "{what}: {label} on {imp}"
+                        );
+                    }
                     runs += 1;
                 }
                 // A job of one packet runs as one call on every GCM implementation.

@@ -962,6 +962,11 @@ async fn a_pinned_aes_implementation_shows_in_the_metrics() {
         line("ecb-encrypt").contains("implementation=\"rustcrypto\""),
         "{text}"
     );
+    // The lanes cannot chain GCM: a GCM job cut into packets would run on RustCrypto.
+    assert!(
+        line("gcm-encrypt-chained").contains("implementation=\"rustcrypto\""),
+        "{text}"
+    );
     for (name, expect) in [
         ("fastest", "unknown AES implementation"),
         ("lanes-99", "lane"),

@@ -412,7 +412,7 @@ impl Collector for ServiceCollector {
             gauge,
             m.aes_implementations.iter().map(|c| {
                 let labels: Labels = vec![
-                    ("op", cryptodispatch::crypto::op_name(c.op)),
+                    ("op", c.label()),
                     ("implementation", c.implementation.to_string()),
                 ];
                 (labels, ConstGauge::new(c.ns_per_byte.unwrap_or(0.0)))
