@@ -114,28 +114,24 @@ pub struct LiveArgs {
     /// Fix the job size in bytes (mixed: 256, 1024, 16384, ...; cbc16k: the job size).
     #[arg(long)]
     pub size: Option<usize>,
-    /// Number of jobs (default depends on the workload; gcm: 128 MiB of jobs; hetero-chains:
-    /// always its 40 chains and 80 ECB jobs).
+    /// Number of jobs (default by workload; gcm: 128 MiB; hetero-chains: its 40 chains, 80 ECB).
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// AES nodes (cbc16k, mixed, gcm; default: one per core, 2 for gcm). Mixed also gets as many
-    /// Ed25519 nodes.
+    /// AES nodes (default: one per core, 2 for gcm); mixed gets as many Ed25519 nodes too.
     #[arg(long)]
     pub nodes: Option<usize>,
     /// Submitting threads (default: 1 for cbc16k and hetero, 2 for mixed).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Rounds of runs (the reference, then each policy); each side's fastest run counts.
-    /// With --compare the policies take turns going first, and from 3 rounds on the first
-    /// policy is also compared with each other round by round (geometric mean of the makespan
-    /// ratio with its 95% interval).
+    /// Rounds of runs (the reference, then each policy); each side's fastest run counts. With
+    /// --compare the policies take turns going first; from 3 rounds the first is also compared
+    /// with each other round by round (geometric mean of the makespan ratio, 95% interval).
     #[arg(long, default_value_t = 5)]
     pub reps: usize,
     /// Seed for the job mix and the data.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// verify: the share of signatures that are tampered with (batches holding one fall back to
-    /// splitting).
+    /// verify: the share of signatures tampered with (a batch holding one falls back to splits).
     #[arg(long, default_value_t = 0.0)]
     pub bad_share: f64,
     /// How packets wait for a node: `fair` (the service's default: each job its own queue,
@@ -146,18 +142,21 @@ pub struct LiveArgs {
     /// service's `inline_limit`; 0: every job goes to a node).
     #[arg(long, default_value_t = ServiceBuilder::DEFAULT_INLINE_LIMIT)]
     pub inline_limit: usize,
+    /// Runs a packet may have (the service's `max_attempts`): from 2 a node copies each packet's
+    /// input first, to run it again elsewhere should the node fail; 1 keeps no copy.
+    #[arg(long, default_value_t = ServiceBuilder::DEFAULT_MAX_ATTEMPTS)]
+    pub max_attempts: u32,
     /// manycbc: the serial mode (cbc, ofb or cfb); parallel: ctr, ecb, or cbc (decryption).
     #[arg(long, default_value = "cbc")]
     pub mode: Mode,
-    /// Pin the AES implementation (`rustcrypto`, `lanes-<width>`, `aws-lc`, `ring`) instead
-    /// of the one measured fastest per operation.
+    /// Pin the AES implementation (`rustcrypto`, `lanes-<width>`, `aws-lc`, `ring`, `openssl`)
+    /// instead of the one measured fastest per operation.
     #[arg(long)]
     pub implementation: Option<AesImpl>,
     /// tiny: jobs per `submit_burst` call.
     #[arg(long, default_value_t = 64)]
     pub burst: usize,
-    /// stream: the service's packet size in bytes (default 16384); openssl encrypts buffers of
-    /// the same size.
+    /// stream: the service's packet size in bytes (default 16384), openssl's buffer size too.
     #[arg(long)]
     pub packet: Option<usize>,
     /// One CSV header line and a row per run instead of tables.
@@ -356,6 +355,7 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
         .packet_size(work.packet_size)
         .admission(args.admission)
         .inline_limit(args.inline_limit)
+        .max_attempts(args.max_attempts)
         .policy(policy.clone());
     if work.ed_nodes > 0 {
         // Ed25519 messages are one packet each, up to 64 KiB here.
