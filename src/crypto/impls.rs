@@ -164,7 +164,7 @@ impl AesImpl {
     }
 
     /// The implementations of [`all`](Self::all) that [`chains_gcm`](Self::chains_gcm): what
-    /// [`measure_gcm_chain`] times.
+    /// [`ImplTable::gcm_chain`](crate::crypto::ImplTable::gcm_chain) chooses among.
     pub fn gcm_chain_candidates() -> Vec<AesImpl> {
         AesImpl::all()
             .into_iter()
