@@ -261,6 +261,9 @@ fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
             service.submit(job).unwrap()
         })
         .collect();
+    // The flood's first jobs may take the light path themselves, while the node is still
+    // empty: count only what the quiet tenant sends from here.
+    let light_before = service.metrics().jobs_light;
     let mut g = Gen::new(2);
     let modes = [Mode::Ecb, Mode::Cbc, Mode::Ofb, Mode::Cfb, Mode::Ctr];
     for i in 0..40 {
@@ -300,7 +303,7 @@ fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
     assert_eq!(m.packets_completed, m.packets_admitted, "{m}");
     // The quiet tenant's jobs took the light path, as far as its credit went (38 of 40 on a
     // quiet machine).
-    assert!((20..=40).contains(&m.jobs_light), "{m}");
+    assert!((20..=40).contains(&(m.jobs_light - light_before)), "{m}");
     let done = |t: TenantId| {
         m.tenants
             .iter()
