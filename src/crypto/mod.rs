@@ -22,6 +22,8 @@ mod aes;
 mod awslc;
 #[cfg(feature = "aws-lc")]
 mod awslc_keys;
+#[cfg(any(feature = "aws-lc", feature = "openssl"))]
+mod by_iv;
 mod choice;
 mod ed25519;
 mod error;
@@ -30,6 +32,8 @@ mod impls;
 mod lanes;
 #[cfg(feature = "openssl")]
 mod openssl_gcm;
+#[cfg(feature = "openssl")]
+mod openssl_modes;
 #[cfg(feature = "ring")]
 mod ring_gcm;
 #[cfg(feature = "ring")]
