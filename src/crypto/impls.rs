@@ -18,10 +18,11 @@
 //! - [`AesImpl::Ring`] (the `ring` feature, on by default): ring's AES-GCM assembly (VAES and
 //!   VPCLMULQDQ where the CPU has them), GCM jobs of one packet only, sealed or opened in one
 //!   call; AES-192, which ring lacks, runs on the RustCrypto path.
-//! - [`AesImpl::OpenSsl`] (the `openssl` feature): the system's OpenSSL, GCM only, both whole
-//!   jobs of one packet and the packets of a job cut into several: its cipher context is a GCM
-//!   state that goes on from packet to packet ([`AesKey::gcm_start_with`]), so a long job's
-//!   GHASH chain runs on OpenSSL's stitched AES-NI + CLMUL code rather than RustCrypto's.
+//! - [`AesImpl::OpenSsl`] (the `openssl` feature): the system's OpenSSL, every plain mode
+//!   through its EVP API (`openssl_modes.rs`), and GCM, both whole jobs of one packet and the
+//!   packets of a job cut into several: its cipher context is a GCM state that goes on from
+//!   packet to packet ([`AesKey::gcm_start_with`]), so a long job's GHASH chain runs on
+//!   OpenSSL's stitched AES-NI + CLMUL code rather than RustCrypto's.
 
 use std::fmt;
 use std::hint::black_box;
@@ -60,9 +61,9 @@ pub enum AesImpl {
     /// ring (the `ring` cargo feature, on by default): GCM jobs of one packet sealed or opened
     /// in one call. GCM only; a key of 24 bytes, which ring does not take, runs on RustCrypto.
     Ring,
-    /// The system's OpenSSL (the `openssl` cargo feature): GCM only, whole jobs of one packet
-    /// and the packets of a job cut into several, its cipher context handed from packet to
-    /// packet as the job's GCM state.
+    /// The system's OpenSSL (the `openssl` cargo feature): every plain mode through its EVP
+    /// API, and GCM, whole jobs of one packet and the packets of a job cut into several, its
+    /// cipher context handed from packet to packet as the job's GCM state.
     OpenSsl,
 }
 
@@ -138,15 +139,15 @@ impl AesImpl {
     }
 
     /// Whether this implementation can run `op`: the lanes run only serial operations, ring
-    /// and OpenSSL only GCM (a GCM operation, [`Mode::Gcm`], is a whole one-packet job, which
-    /// RustCrypto, AWS-LC, ring and OpenSSL run; the packets of a job cut into several are
+    /// only GCM (a GCM operation, [`Mode::Gcm`], is a whole one-packet job, which RustCrypto,
+    /// AWS-LC, ring and OpenSSL run; the packets of a job cut into several are
     /// [`chains_gcm`](Self::chains_gcm)'s).
     pub fn runs(&self, op: AesOp) -> bool {
         self.is_built()
             && match self {
                 AesImpl::Lanes { .. } => op.is_serial(),
-                AesImpl::Ring | AesImpl::OpenSsl => op.mode.is_authenticated(),
-                AesImpl::RustCrypto | AesImpl::AwsLc => true,
+                AesImpl::Ring => op.mode.is_authenticated(),
+                AesImpl::RustCrypto | AesImpl::AwsLc | AesImpl::OpenSsl => true,
             }
     }
 
@@ -198,7 +199,7 @@ impl AesKey {
     /// As [`AesKey::process`]; [`CryptoError::NotSerial`] for a parallel operation on the
     /// lanes, [`CryptoError::LaneWidth`] for a width out of range,
     /// [`CryptoError::ImplementationUnavailable`] for AWS-LC without the `aws-lc` feature and
-    /// for ring, which runs GCM only.
+    /// for ring, which runs GCM only, and for OpenSSL without the `openssl` feature.
     pub fn process_with(
         &self,
         implementation: AesImpl,
@@ -235,8 +236,18 @@ impl AesKey {
                 Err(implementation.unavailable("a packet of a plain mode (ring runs GCM only)"))
             }
             AesImpl::OpenSsl => {
-                Err(implementation
-                    .unavailable("a packet of a plain mode (OpenSSL here runs GCM only)"))
+                #[cfg(feature = "openssl")]
+                {
+                    match &self.openssl {
+                        Some(key) => key.process(op, state, buf, len, last),
+                        None => self.process(op, state, buf, len, last),
+                    }
+                }
+                #[cfg(not(feature = "openssl"))]
+                {
+                    let _ = (op, state, buf, len, last);
+                    Err(implementation.unavailable("a packet (the openssl feature is off)"))
+                }
             }
         }
     }
@@ -763,7 +774,7 @@ mod tests {
         assert!(!AesImpl::AwsLc.is_built());
         assert!(!AesImpl::all().contains(&AesImpl::AwsLc));
         let op = AesOp::new(Direction::Encrypt, Mode::Ctr);
-        assert_eq!(AesImpl::candidates(op), vec![AesImpl::RustCrypto]);
+        assert!(!AesImpl::candidates(op).contains(&AesImpl::AwsLc));
         let mut buf = [3u8; 16];
         let mut state = ChainState::default();
         let err = key.process_with(AesImpl::AwsLc, op, &mut state, &mut buf, 16, true);
@@ -778,7 +789,8 @@ mod tests {
         ));
         assert_eq!(buf, [3u8; 16]);
         let measured = measure_rounds(&key, op, 64, 1).unwrap();
-        assert_eq!(measured.len(), 1);
+        assert_eq!(measured.len(), AesImpl::candidates(op).len());
+        assert!(measured.iter().all(|m| m.implementation != AesImpl::AwsLc));
     }
 
     /// Without the `ring` feature ring is neither offered nor run, and a pinned table of it
@@ -801,7 +813,7 @@ mod tests {
     }
 
     /// `imp` is a candidate for GCM and for nothing else, and refuses a plain packet untouched.
-    #[cfg(any(feature = "ring", feature = "openssl"))]
+    #[cfg(feature = "ring")]
     fn assert_gcm_only(imp: AesImpl) {
         for mode in Mode::ALL {
             for direction in [Direction::Encrypt, Direction::Decrypt] {
@@ -866,14 +878,22 @@ mod tests {
         assert!(crate::crypto::ImplTable::pinned(AesImpl::OpenSsl).is_err());
     }
 
-    /// With the feature, OpenSSL is a candidate for GCM only, whole and chained; a plain packet
-    /// on it is refused untouched; a chained state refuses a packet in the other direction;
-    /// a failed open of the last packet releases nothing; every key length gives RustCrypto's
-    /// bytes, and a pinned table chains on it.
+    /// With the feature, OpenSSL is a candidate for every operation and chains GCM; a chained
+    /// state refuses a packet in the other direction; a failed open of the last packet
+    /// releases nothing; every key length gives RustCrypto's bytes, and a pinned table chains
+    /// on it.
     #[cfg(feature = "openssl")]
     #[test]
-    fn openssl_runs_and_chains_gcm_only() {
-        assert_gcm_only(AesImpl::OpenSsl);
+    fn openssl_runs_every_operation_and_chains_gcm() {
+        for mode in Mode::ALL {
+            for direction in [Direction::Encrypt, Direction::Decrypt] {
+                let op = AesOp::new(direction, mode);
+                assert!(
+                    AesImpl::candidates(op).contains(&AesImpl::OpenSsl),
+                    "{op:?}"
+                );
+            }
+        }
         assert_eq!(
             AesImpl::gcm_chain_candidates(),
             [AesImpl::RustCrypto, AesImpl::OpenSsl]

@@ -1,7 +1,8 @@
-//! AES-GCM through the system's OpenSSL (the `openssl` feature): an OpenSSL cipher context is
-//! a GCM state that can stop after any number of whole blocks and go on later, on another
-//! thread, so a GCM job cut into packets can hand it from packet to packet through the state
-//! store, where ring and AWS-LC seal or open a whole message in one call only.
+//! AES-GCM through the system's OpenSSL (the `openssl` feature), and the key type the plain
+//! modes (`openssl_modes.rs`) run with too: an OpenSSL cipher context is a GCM state that can
+//! stop after any number of whole blocks and go on later, on another thread, so a GCM job cut
+//! into packets can hand it from packet to packet through the state store, where ring and
+//! AWS-LC seal or open a whole message in one call only.
 //!
 //! This file depends on nothing of the project but its error type, so that the key type
 //! ([`AesKey`](crate::crypto::AesKey) holds one) and the GCM state type
@@ -24,17 +25,20 @@ const MAX_CALL: usize = 1 << 30;
 
 /// What a refusal by OpenSSL is reported as, the nonce and lengths having been checked before:
 /// the library could not run the operation (out of memory, or a provider missing).
-fn refused<E>(_: E) -> CryptoError {
+pub(super) fn refused<E>(_: E) -> CryptoError {
     CryptoError::ImplementationUnavailable {
         implementation: "openssl",
-        what: "this GCM operation (OpenSSL refused it)",
+        what: "this operation (OpenSSL refused it)",
     }
 }
 
-/// One AES key for OpenSSL's GCM: its bytes and the cipher of its length.
+/// One AES key for OpenSSL: its bytes and the GCM cipher of its length, and, made on first
+/// use, a context per plain mode and direction with the key expanded, which each packet's
+/// context copies (`openssl_modes.rs`).
 pub(super) struct OpenSslKey {
-    key: Zeroizing<Vec<u8>>,
+    pub(super) key: Zeroizing<Vec<u8>>,
     cipher: &'static CipherRef,
+    pub(super) plain: [std::sync::OnceLock<Result<CipherCtx, CryptoError>>; 10],
 }
 
 impl fmt::Debug for OpenSslKey {
@@ -56,6 +60,7 @@ impl OpenSslKey {
         Some(OpenSslKey {
             key: Zeroizing::new(key.to_vec()),
             cipher,
+            plain: Default::default(),
         })
     }
 

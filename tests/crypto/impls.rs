@@ -37,7 +37,7 @@ fn all_cavp_records() -> Vec<Record> {
 /// How many implementations run `op` here.
 fn expected_impls(op: AesOp) -> usize {
     let lanes = if op.is_serial() { LANE_WIDTHS.len() } else { 0 };
-    1 + lanes + usize::from(AesImpl::AwsLc.is_built())
+    1 + lanes + usize::from(AesImpl::AwsLc.is_built()) + usize::from(AesImpl::OpenSsl.is_built())
 }
 
 /// `input` one block per packet on `imp`, each packet resuming from the state the last left.

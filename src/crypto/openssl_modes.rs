@@ -1,0 +1,130 @@
+//! The five plain modes through the system's OpenSSL (the `openssl` feature): each packet runs
+//! in a context copied from one kept per key, mode and direction with the key already expanded
+//! (a copy costs a few hundred bytes; a key expansion per packet would cost more than a 16 KiB
+//! packet's CTR), set to the packet's IV, padding off. OpenSSL's EVP hands back nothing of the
+//! chain, so the packet runs through `by_iv.rs`, which checks it, pads it and computes the state
+//! handed on from its bytes.
+
+use openssl::cipher::{Cipher, CipherRef};
+use openssl::cipher_ctx::CipherCtx;
+use zeroize::Zeroize;
+
+use crate::crypto::aes::{AesOp, BLOCK, ChainState, Direction};
+use crate::crypto::by_iv::process_from_iv;
+use crate::crypto::error::CryptoError;
+use crate::crypto::openssl_gcm::{OpenSslKey, refused};
+use crate::packet::Mode;
+
+/// The most bytes handed to one OpenSSL call (its lengths are C `int`s), whole blocks.
+const MAX_CALL: usize = 1 << 30;
+
+/// OpenSSL's cipher for `mode` with a key of `len` bytes.
+fn cipher(mode: Mode, len: usize) -> Result<&'static CipherRef, CryptoError> {
+    Ok(match (mode, len) {
+        (Mode::Ecb, 16) => Cipher::aes_128_ecb(),
+        (Mode::Ecb, 24) => Cipher::aes_192_ecb(),
+        (Mode::Ecb, 32) => Cipher::aes_256_ecb(),
+        (Mode::Cbc, 16) => Cipher::aes_128_cbc(),
+        (Mode::Cbc, 24) => Cipher::aes_192_cbc(),
+        (Mode::Cbc, 32) => Cipher::aes_256_cbc(),
+        (Mode::Ofb, 16) => Cipher::aes_128_ofb(),
+        (Mode::Ofb, 24) => Cipher::aes_192_ofb(),
+        (Mode::Ofb, 32) => Cipher::aes_256_ofb(),
+        (Mode::Cfb, 16) => Cipher::aes_128_cfb128(),
+        (Mode::Cfb, 24) => Cipher::aes_192_cfb128(),
+        (Mode::Cfb, 32) => Cipher::aes_256_cfb128(),
+        (Mode::Ctr, 16) => Cipher::aes_128_ctr(),
+        (Mode::Ctr, 24) => Cipher::aes_192_ctr(),
+        (Mode::Ctr, 32) => Cipher::aes_256_ctr(),
+        (Mode::Gcm, _) => return Err(CryptoError::AuthenticatedMode),
+        _ => return Err(refused(())),
+    })
+}
+
+impl OpenSslKey {
+    /// Runs one packet in place, as [`AesKey::process`](crate::crypto::AesKey::process) does
+    /// (same checks, same output, same state handed on).
+    pub(super) fn process(
+        &self,
+        op: AesOp,
+        state: &mut ChainState,
+        buf: &mut [u8],
+        len: usize,
+        last: bool,
+    ) -> Result<usize, CryptoError> {
+        process_from_iv(op, state, buf, len, last, |data, iv| {
+            let mut ctx = CipherCtx::new().map_err(refused)?;
+            ctx.copy(self.template(op)?).map_err(refused)?;
+            let iv = (op.mode != Mode::Ecb).then_some(&iv[..]);
+            match op.direction {
+                Direction::Encrypt => ctx.encrypt_init(None, None, iv),
+                Direction::Decrypt => ctx.decrypt_init(None, None, iv),
+            }
+            .map_err(refused)?;
+            update_in_place(&mut ctx, data, matches!(op.mode, Mode::Ecb | Mode::Cbc))
+        })
+    }
+
+    /// The context `op`'s packets copy: the cipher of the mode, the key expanded for the
+    /// direction, padding off. Made on first use.
+    fn template(&self, op: AesOp) -> Result<&CipherCtx, CryptoError> {
+        let mode = match op.mode {
+            Mode::Ecb => 0,
+            Mode::Cbc => 1,
+            Mode::Ofb => 2,
+            Mode::Cfb => 3,
+            Mode::Ctr => 4,
+            Mode::Gcm => return Err(CryptoError::AuthenticatedMode),
+        };
+        let slot = mode * 2 + usize::from(op.direction == Direction::Decrypt);
+        self.plain[slot]
+            .get_or_init(|| {
+                let cipher = cipher(op.mode, self.key.len())?;
+                let mut ctx = CipherCtx::new().map_err(refused)?;
+                let key = Some(&self.key[..]);
+                match op.direction {
+                    Direction::Encrypt => ctx.encrypt_init(Some(cipher), key, None),
+                    Direction::Decrypt => ctx.decrypt_init(Some(cipher), key, None),
+                }
+                .map_err(refused)?;
+                ctx.set_padding(false);
+                Ok(ctx)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+/// Runs `data` through `ctx` in place. OpenSSL's wrapper asks a block mode (ECB, CBC) for a
+/// block of room past the input, which a packet does not have: all but its last block run in
+/// place, the last from a copy on the stack (zeroed after).
+fn update_in_place(
+    ctx: &mut CipherCtx,
+    data: &mut [u8],
+    block_mode: bool,
+) -> Result<(), CryptoError> {
+    let tail = if block_mode { BLOCK.min(data.len()) } else { 0 };
+    let head = data.len() - tail;
+    let mut done = 0;
+    while done < head {
+        let n = (head - done).min(MAX_CALL);
+        let written = ctx
+            .cipher_update_inplace(&mut data[done..], n)
+            .map_err(refused)?;
+        if written != n {
+            return Err(refused(()));
+        }
+        done += n;
+    }
+    if tail > 0 {
+        let mut last = [0u8; 2 * BLOCK];
+        last[..tail].copy_from_slice(&data[head..]);
+        let written = ctx.cipher_update_inplace(&mut last, tail).map_err(refused);
+        data[head..].copy_from_slice(&last[..tail]);
+        last.zeroize();
+        if written? != tail {
+            return Err(refused(()));
+        }
+    }
+    Ok(())
+}
