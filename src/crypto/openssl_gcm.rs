@@ -33,12 +33,14 @@ pub(super) fn refused<E>(_: E) -> CryptoError {
 }
 
 /// One AES key for OpenSSL: its bytes and the GCM cipher of its length, and, made on first
-/// use, a context per plain mode and direction with the key expanded, which each packet's
-/// context copies (`openssl_modes.rs`).
+/// use, a context per plain mode and direction with the key expanded and a pool of copies the
+/// packets take and give back (`openssl_modes.rs`).
 pub(super) struct OpenSslKey {
     pub(super) key: Zeroizing<Vec<u8>>,
     cipher: &'static CipherRef,
     pub(super) plain: [std::sync::OnceLock<Result<CipherCtx, CryptoError>>; 10],
+    /// Per plain mode and direction, contexts free for the next packet.
+    pub(super) pool: [std::sync::Mutex<Vec<CipherCtx>>; 10],
 }
 
 impl fmt::Debug for OpenSslKey {
@@ -61,6 +63,7 @@ impl OpenSslKey {
             key: Zeroizing::new(key.to_vec()),
             cipher,
             plain: Default::default(),
+            pool: Default::default(),
         })
     }
 

@@ -1,7 +1,8 @@
 //! The five plain modes through the system's OpenSSL (the `openssl` feature): each packet runs
-//! in a context copied from one kept per key, mode and direction with the key already expanded
-//! (a copy costs a few hundred bytes; a key expansion per packet would cost more than a 16 KiB
-//! packet's CTR), set to the packet's IV, padding off. OpenSSL's EVP hands back nothing of the
+//! in a context with the key already expanded, set to the packet's IV, padding off. The
+//! contexts of a key, mode and direction are pooled: a packet takes one (or copies the template
+//! made on first use when none is free), and gives it back, so that a packet costs neither a key
+//! expansion nor an allocation (either costs, per 4 KiB packet, a good part of its CTR). OpenSSL's EVP hands back nothing of the
 //! chain, so the packet runs through `by_iv.rs`, which checks it, pads it and computes the state
 //! handed on from its bytes.
 
@@ -17,6 +18,22 @@ use crate::packet::Mode;
 
 /// The most bytes handed to one OpenSSL call (its lengths are C `int`s), whole blocks.
 const MAX_CALL: usize = 1 << 30;
+
+/// The most contexts kept free per key, mode and direction: about one per node running it.
+const POOL: usize = 16;
+
+/// The template and pool slot of `op`: mode by mode, encryption before decryption.
+fn slot(op: AesOp) -> Result<usize, CryptoError> {
+    let mode = match op.mode {
+        Mode::Ecb => 0,
+        Mode::Cbc => 1,
+        Mode::Ofb => 2,
+        Mode::Cfb => 3,
+        Mode::Ctr => 4,
+        Mode::Gcm => return Err(CryptoError::AuthenticatedMode),
+    };
+    Ok(mode * 2 + usize::from(op.direction == Direction::Decrypt))
+}
 
 /// OpenSSL's cipher for `mode` with a key of `len` bytes.
 fn cipher(mode: Mode, len: usize) -> Result<&'static CipherRef, CryptoError> {
@@ -53,30 +70,40 @@ impl OpenSslKey {
         last: bool,
     ) -> Result<usize, CryptoError> {
         process_from_iv(op, state, buf, len, last, |data, iv| {
-            let mut ctx = CipherCtx::new().map_err(refused)?;
-            ctx.copy(self.template(op)?).map_err(refused)?;
+            let slot = slot(op)?;
+            let pooled = self.pool[slot]
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop();
+            let mut ctx = match pooled {
+                Some(ctx) => ctx,
+                None => {
+                    let mut ctx = CipherCtx::new().map_err(refused)?;
+                    ctx.copy(self.template(op, slot)?).map_err(refused)?;
+                    ctx
+                }
+            };
             let iv = (op.mode != Mode::Ecb).then_some(&iv[..]);
             match op.direction {
                 Direction::Encrypt => ctx.encrypt_init(None, None, iv),
                 Direction::Decrypt => ctx.decrypt_init(None, None, iv),
             }
             .map_err(refused)?;
-            update_in_place(&mut ctx, data, matches!(op.mode, Mode::Ecb | Mode::Cbc))
+            let done = update_in_place(&mut ctx, data, matches!(op.mode, Mode::Ecb | Mode::Cbc));
+            // A context OpenSSL refused midway is not kept.
+            if done.is_ok() {
+                let mut pool = self.pool[slot].lock().unwrap_or_else(|e| e.into_inner());
+                if pool.len() < POOL {
+                    pool.push(ctx);
+                }
+            }
+            done
         })
     }
 
-    /// The context `op`'s packets copy: the cipher of the mode, the key expanded for the
-    /// direction, padding off. Made on first use.
-    fn template(&self, op: AesOp) -> Result<&CipherCtx, CryptoError> {
-        let mode = match op.mode {
-            Mode::Ecb => 0,
-            Mode::Cbc => 1,
-            Mode::Ofb => 2,
-            Mode::Cfb => 3,
-            Mode::Ctr => 4,
-            Mode::Gcm => return Err(CryptoError::AuthenticatedMode),
-        };
-        let slot = mode * 2 + usize::from(op.direction == Direction::Decrypt);
+    /// The context `op`'s packets copy when the pool has none: the cipher of the mode, the key
+    /// expanded for the direction, padding off. Made on first use.
+    fn template(&self, op: AesOp, slot: usize) -> Result<&CipherCtx, CryptoError> {
         self.plain[slot]
             .get_or_init(|| {
                 let cipher = cipher(op.mode, self.key.len())?;
