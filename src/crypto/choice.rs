@@ -69,8 +69,8 @@ const GCM_DIRECTIONS: [Direction; 2] = [Direction::Encrypt, Direction::Decrypt];
 const OPS: usize = Mode::ALL.len() * 2;
 
 /// The slot of an operation in a table: mode by mode in the order of [`Mode::ALL`], encryption
-/// before decryption (a test checks the two orders agree).
-fn slot(op: AesOp) -> usize {
+/// before decryption (a test checks the two orders agree), GCM's two last.
+pub(super) fn slot(op: AesOp) -> usize {
     let mode = match op.mode {
         Mode::Ecb => 0,
         Mode::Cbc => 1,

@@ -22,17 +22,13 @@ const MAX_CALL: usize = 1 << 30;
 /// The most contexts kept free per key, mode and direction: about one per node running it.
 const POOL: usize = 16;
 
-/// The template and pool slot of `op`: mode by mode, encryption before decryption.
+/// The template and pool slot of `op`: its slot in an implementation table, which puts GCM's
+/// two last.
 fn slot(op: AesOp) -> Result<usize, CryptoError> {
-    let mode = match op.mode {
-        Mode::Ecb => 0,
-        Mode::Cbc => 1,
-        Mode::Ofb => 2,
-        Mode::Cfb => 3,
-        Mode::Ctr => 4,
-        Mode::Gcm => return Err(CryptoError::AuthenticatedMode),
-    };
-    Ok(mode * 2 + usize::from(op.direction == Direction::Decrypt))
+    if op.mode == Mode::Gcm {
+        return Err(CryptoError::AuthenticatedMode);
+    }
+    Ok(crate::crypto::choice::slot(op))
 }
 
 /// OpenSSL's cipher for `mode` with a key of `len` bytes.
