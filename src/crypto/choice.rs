@@ -163,7 +163,7 @@ impl ImplTable {
     /// RustCrypto. For experiments and comparisons.
     ///
     /// # Errors
-    /// [`CryptoError::ImplementationUnavailable`] for AWS-LC or ring without its feature,
+    /// [`CryptoError::ImplementationUnavailable`] for AWS-LC, ring or OpenSSL without its feature,
     /// [`CryptoError::LaneWidth`] for lanes of a width out of range.
     pub fn pinned(implementation: AesImpl) -> Result<Self, CryptoError> {
         if let AesImpl::Lanes { width } = implementation {
