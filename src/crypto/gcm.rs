@@ -122,23 +122,13 @@ impl GcmState {
             text_len: 0,
         }
     }
-
-    /// Whether the state is chained on OpenSSL (rather than RustCrypto).
-    pub fn is_openssl(&self) -> bool {
-        #[cfg(feature = "openssl")]
-        if let Chain::OpenSsl(_) = self.chain {
-            return true;
-        }
-        false
-    }
 }
 
 /// The tag: the lengths block into the hash, the hash XOR the mask.
-fn rustcrypto_tag(ghash: &GHash, mask: &[u8; BLOCK], aad_len: u64, text_len: u64) -> Tag {
+fn rustcrypto_tag(mut ghash: GHash, mask: &[u8; BLOCK], aad_len: u64, text_len: u64) -> Tag {
     let mut lengths = Block::default();
     lengths[..8].copy_from_slice(&(aad_len * 8).to_be_bytes());
     lengths[8..].copy_from_slice(&(text_len * 8).to_be_bytes());
-    let mut ghash = ghash.clone();
     ghash.update(&[lengths]);
     let hash = ghash.finalize();
     let mut tag = [0u8; TAG_LEN];
@@ -317,11 +307,9 @@ impl AesKey {
         buf: &mut [u8],
     ) -> Result<(), CryptoError> {
         match &mut state.chain {
-            Chain::RustCrypto { ghash, counter, .. } => match &self.schedule {
-                Schedule::A128(c) => run_blocks(c, direction, ghash, counter, buf),
-                Schedule::A192(c) => run_blocks(c, direction, ghash, counter, buf),
-                Schedule::A256(c) => run_blocks(c, direction, ghash, counter, buf),
-            },
+            Chain::RustCrypto { ghash, counter, .. } => {
+                self.rustcrypto_blocks(direction, ghash, counter, buf);
+            }
             #[cfg(feature = "openssl")]
             Chain::OpenSsl(ctx) => {
                 check_openssl_direction(ctx, direction)?;
@@ -337,20 +325,23 @@ impl AesKey {
     ///
     /// # Errors
     /// [`CryptoError::MessageTooLong`] past [`MAX_TEXT_LEN`].
-    pub fn gcm_seal_final(&self, mut state: GcmState, buf: &mut [u8]) -> Result<Tag, CryptoError> {
+    pub fn gcm_seal_final(&self, state: GcmState, buf: &mut [u8]) -> Result<Tag, CryptoError> {
         state.check_room(buf.len())?;
-        #[cfg(feature = "openssl")]
-        if let Chain::OpenSsl(ctx) = state.chain {
-            check_openssl_direction(&ctx, Direction::Encrypt)?;
-            return ctx.seal_final(buf);
-        }
-        self.run_packet(Direction::Encrypt, &mut state, buf)?;
-        match &state.chain {
-            Chain::RustCrypto { ghash, mask, .. } => {
-                Ok(rustcrypto_tag(ghash, mask, state.aad_len, state.text_len))
+        let text_len = state.text_len + buf.len() as u64;
+        match state.chain {
+            Chain::RustCrypto {
+                mut ghash,
+                mut counter,
+                mask,
+            } => {
+                self.rustcrypto_blocks(Direction::Encrypt, &mut ghash, &mut counter, buf);
+                Ok(rustcrypto_tag(ghash, &mask, state.aad_len, text_len))
             }
             #[cfg(feature = "openssl")]
-            Chain::OpenSsl(_) => unreachable!("sealed above"),
+            Chain::OpenSsl(ctx) => {
+                check_openssl_direction(&ctx, Direction::Encrypt)?;
+                ctx.seal_final(buf)
+            }
         }
     }
 
@@ -362,39 +353,54 @@ impl AesKey {
     /// past [`MAX_TEXT_LEN`], [`CryptoError::AuthenticationFailed`] when the tags differ.
     pub fn gcm_open_final(
         &self,
-        mut state: GcmState,
+        state: GcmState,
         buf: &mut [u8],
         tag: &[u8],
     ) -> Result<(), CryptoError> {
         let tag = check_tag(tag)?;
         state.check_room(buf.len())?;
-        #[cfg(feature = "openssl")]
-        if let Chain::OpenSsl(ctx) = state.chain {
-            check_openssl_direction(&ctx, Direction::Decrypt)?;
-            return ctx.open_final(buf, tag);
-        }
-        let (ghash, counter, mask) = match &mut state.chain {
+        let text_len = state.text_len + buf.len() as u64;
+        match state.chain {
             Chain::RustCrypto {
-                ghash,
+                mut ghash,
                 counter,
                 mask,
-            } => (ghash, counter, mask),
+            } => {
+                // Hash the ciphertext and check the tag before any keystream touches the packet.
+                ghash.update_padded(buf);
+                let expected =
+                    Zeroizing::new(rustcrypto_tag(ghash, &mask, state.aad_len, text_len));
+                if !bool::from(expected.ct_eq(tag)) {
+                    return Err(CryptoError::AuthenticationFailed);
+                }
+                match &self.schedule {
+                    Schedule::A128(c) => apply_ctr(c, &counter, buf),
+                    Schedule::A192(c) => apply_ctr(c, &counter, buf),
+                    Schedule::A256(c) => apply_ctr(c, &counter, buf),
+                };
+                Ok(())
+            }
             #[cfg(feature = "openssl")]
-            Chain::OpenSsl(_) => unreachable!("opened above"),
-        };
-        // Hash the ciphertext and check the tag before any keystream touches the packet.
-        ghash.update_padded(buf);
-        let text_len = state.text_len + buf.len() as u64;
-        let expected = Zeroizing::new(rustcrypto_tag(ghash, mask, state.aad_len, text_len));
-        if !bool::from(expected.ct_eq(tag)) {
-            return Err(CryptoError::AuthenticationFailed);
+            Chain::OpenSsl(ctx) => {
+                check_openssl_direction(&ctx, Direction::Decrypt)?;
+                ctx.open_final(buf, tag)
+            }
         }
+    }
+
+    /// CTR and the hash over one packet on RustCrypto, from `counter`, which is moved on.
+    fn rustcrypto_blocks(
+        &self,
+        direction: Direction,
+        ghash: &mut GHash,
+        counter: &mut [u8; BLOCK],
+        buf: &mut [u8],
+    ) {
         match &self.schedule {
-            Schedule::A128(c) => apply_ctr(c, counter, buf),
-            Schedule::A192(c) => apply_ctr(c, counter, buf),
-            Schedule::A256(c) => apply_ctr(c, counter, buf),
-        };
-        Ok(())
+            Schedule::A128(c) => run_blocks(c, direction, ghash, counter, buf),
+            Schedule::A192(c) => run_blocks(c, direction, ghash, counter, buf),
+            Schedule::A256(c) => run_blocks(c, direction, ghash, counter, buf),
+        }
     }
 
     /// Seals a whole message in one piece: the convenience for callers that need no
