@@ -2,9 +2,9 @@
 //! in a context with the key already expanded, set to the packet's IV, padding off. The
 //! contexts of a key, mode and direction are pooled: a packet takes one (or copies the template
 //! made on first use when none is free), and gives it back, so that a packet costs neither a key
-//! expansion nor an allocation (either costs, per 4 KiB packet, a good part of its CTR). OpenSSL's EVP hands back nothing of the
-//! chain, so the packet runs through `by_iv.rs`, which checks it, pads it and computes the state
-//! handed on from its bytes.
+//! expansion nor an allocation. OpenSSL's EVP hands back nothing of the chain, so the packet
+//! runs through `by_iv.rs`, which checks it, pads it and computes the state handed on from its
+//! bytes.
 
 use openssl::cipher::{Cipher, CipherRef};
 use openssl::cipher_ctx::CipherCtx;
