@@ -217,8 +217,8 @@ impl ServiceBuilder {
     /// lanes run only the serial operations, RustCrypto the rest), for experiments and
     /// comparisons. By default an operation's implementations are measured when its first job
     /// is submitted and it runs on the fastest ([`ImplTable::measured`]); the choice shows in
-    /// [`Metrics::aes_implementations`](crate::runtime::Metrics::aes_implementations). AWS-LC or
-    /// ring without its feature is refused at [`build`](Self::build).
+    /// [`Metrics::aes_implementations`](crate::runtime::Metrics::aes_implementations). AWS-LC,
+    /// ring or OpenSSL without its feature is refused at [`build`](Self::build).
     pub fn aes_implementation(mut self, implementation: AesImpl) -> Self {
         self.aes_implementation = Some(implementation);
         self

@@ -45,8 +45,8 @@ pub enum BuildError {
     /// The operating system refused a worker thread.
     #[error("could not start a worker thread: {0}")]
     Spawn(String),
-    /// The pinned AES implementation cannot run here (AWS-LC or ring without its feature, or
-    /// lanes of a width out of range).
+    /// The pinned AES implementation cannot run here (AWS-LC, ring or OpenSSL without its
+    /// feature, or lanes of a width out of range).
     #[error("AES implementation: {0}")]
     Implementation(CryptoError),
 }
