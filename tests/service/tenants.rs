@@ -243,7 +243,7 @@ fn bursts_under_a_limit_send_what_they_hold_first() {
 #[test]
 fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
     let service = Service::builder()
-        .aes_cluster([NodeSpec::new().slowdown(8.0)])
+        .aes_cluster([NodeSpec::new().slowdown(16.0)])
         .packet_size(1024)
         .inline_limit(0)
         .light_path(true)
@@ -426,14 +426,17 @@ fn light_jobs_take_turns_over_the_tenants() {
     let earlier: Vec<_> = (0..8)
         .map(|_| service.submit(job(first)).unwrap())
         .collect();
+    // Jobs the node finished before the second tenant's job came (a submitting thread
+    // descheduled on a busy machine) were not passed by it: count from its submission.
+    let finished_before = earlier.iter().filter(|h| h.is_finished()).count();
     let out = service.submit(job(second)).unwrap().wait().unwrap();
-    let finished = earlier.iter().filter(|h| h.is_finished()).count();
+    let finished = earlier.iter().filter(|h| h.is_finished()).count() - finished_before;
     assert_eq!(out.into_data().unwrap(), expected);
     // In turns: the first tenant's first packet (maybe its second, already taken), then the
-    // second tenant's. In arrival order it would be all eight.
+    // second tenant's. In arrival order it would be all eight still waiting.
     assert!(
         finished <= 4,
-        "{finished} of the first tenant's jobs went first"
+        "{finished} of the first tenant's jobs went first ({finished_before} had finished before)"
     );
     for h in earlier {
         assert_eq!(h.wait().unwrap().into_data().unwrap(), expected);
