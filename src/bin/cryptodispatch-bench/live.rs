@@ -156,7 +156,7 @@ pub struct LiveArgs {
     /// tiny: jobs per `submit_burst` call.
     #[arg(long, default_value_t = 64)]
     pub burst: usize,
-    /// stream: the service's packet size in bytes (default 16384), openssl's buffer size too.
+    /// The service's packet size (default: the job, up to 16 MiB; stream: 16384, openssl's too).
     #[arg(long)]
     pub packet: Option<usize>,
     /// One CSV header line and a row per run instead of tables.
@@ -300,10 +300,9 @@ pub fn aes_item(rng: &mut ChaCha8Rng, op: AesOp, bytes: usize) -> Item {
 }
 
 impl Work {
-    /// AES jobs under one key (drawn after them), made by `items` from `--seed` with packets
-    /// of `--size` bytes (default `packet`; at most 16 MiB, longer jobs are cut), on AES nodes slowed by `slowdowns`, from
-    /// `--threads` submitting threads (default `submitters`), the reference [`greedy`](
-    /// Self::greedy) or not.
+    /// `items`' AES jobs of `--size` bytes (default `packet`) from `--seed`, one key drawn after
+    /// them, in packets of `--packet` (default the job, up to 16 MiB), on AES nodes slowed by
+    /// `slowdowns`, from `--threads` (default `submitters`), [`greedy`](Self::greedy) or not.
     pub fn aes(
         args: &LiveArgs,
         packet: usize,
@@ -321,8 +320,10 @@ impl Work {
             items,
             slowdowns: slowdowns.to_vec(),
             ed_nodes: 0,
-            // Jobs longer than the largest packet are cut into packets of that size.
-            packet_size: size.min(ServiceBuilder::MAX_PACKET_SIZE),
+            // Jobs longer than the largest packet are cut (a bad --packet, the builder refuses).
+            packet_size: args
+                .packet
+                .unwrap_or(size.min(ServiceBuilder::MAX_PACKET_SIZE)),
             size_label: size.to_string(),
             submitters: args.threads.unwrap_or(submitters),
             greedy,
@@ -345,8 +346,7 @@ struct Measured {
 /// A job resolved on its submitting thread: its index, output and latency.
 type Resolved = (usize, JobOutput, Duration);
 
-/// The service side: build, register, submit everything from the submitting threads, each of
-/// which then waits for its own jobs.
+/// The service side: built, its jobs submitted from the submitting threads, each waiting its own.
 fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Measured, String> {
     let cores = cores();
     let slowed = work.slowdowns.iter().enumerate();
