@@ -6,9 +6,15 @@
 //! waiting would hold a small job at the door behind one giant job as surely as a first come
 //! first served queue would. So each job counts for at most half of each budget (packets and
 //! bytes): one giant job can never fill the budget on its own, and a small job submitted behind
-//! it is admitted at once, while many jobs together still meet the bound. What the cluster
-//! holds is then at most the budget plus the one job admitted when nothing was waiting (a job
-//! larger than the budget is admitted only then, so it cannot wait forever).
+//! it is admitted at once, while many jobs together still meet the bound.
+//!
+//! A job larger than half a budget (a *large* job) could never be counted in full beside
+//! anything else. It is admitted while fewer large jobs wait than the cluster has nodes, and
+//! the large jobs waiting share one half of each budget: each counts for at most that half
+//! divided by the number of nodes. So several long jobs are admitted together, one per node at
+//! most, and a chained one, which runs on one node at a time, no longer leaves the other nodes
+//! idle until the one before it has been placed whole; small jobs keep the other half. What the
+//! cluster holds is then at most the budgets plus one large job per node.
 //!
 //! Packets count as well as bytes, so empty jobs meet the bound like any other.
 //!
@@ -24,11 +30,19 @@ use rustc_hash::FxHashMap;
 
 use crate::packet::{TaskId, TenantId};
 
+/// One job's waiting packets and bytes, its tenant, and whether it was large when it came.
+#[derive(Debug, Clone, Copy)]
+struct Waiting {
+    packets: u64,
+    bytes: u64,
+    tenant: TenantId,
+    large: bool,
+}
+
 /// The waiting packets and bytes of one cluster, per job, with each job's share capped.
 #[derive(Debug)]
 pub(crate) struct Backlog {
-    /// Per job: packets, bytes, tenant.
-    jobs: FxHashMap<TaskId, (u64, u64, TenantId)>,
+    jobs: FxHashMap<TaskId, Waiting>,
     /// Per tenant with packets waiting: its jobs' capped packets and bytes.
     tenants: FxHashMap<TenantId, (u64, u64)>,
     packets: u64,
@@ -37,10 +51,15 @@ pub(crate) struct Backlog {
     capped_bytes: u64,
     max_packets: u64,
     max_bytes: u64,
+    /// How many large jobs may wait at once: the cluster's nodes.
+    large_slots: u64,
+    /// Large jobs waiting.
+    large: u64,
 }
 
 impl Backlog {
-    pub(crate) fn new(max_packets: u64, max_bytes: u64) -> Self {
+    /// A backlog of `max_packets` and `max_bytes` for a cluster of `nodes` nodes.
+    pub(crate) fn new(max_packets: u64, max_bytes: u64, nodes: usize) -> Self {
         Backlog {
             jobs: FxHashMap::default(),
             tenants: FxHashMap::default(),
@@ -50,12 +69,37 @@ impl Backlog {
             capped_bytes: 0,
             max_packets: max_packets.max(1),
             max_bytes: max_bytes.max(1),
+            large_slots: (nodes as u64).max(1),
+            large: 0,
         }
     }
 
-    /// Half of each budget, at least 1: what one job counts for at most.
+    /// Half of each budget, at least 1: what a job counts for at most.
     fn halves(&self) -> (u64, u64) {
         ((self.max_packets / 2).max(1), (self.max_bytes / 2).max(1))
+    }
+
+    /// What a job counts for at most, of each budget: half, or for a large job its share of
+    /// the half the large jobs share.
+    fn caps(&self, large: bool) -> (u64, u64) {
+        let (half_p, half_b) = self.halves();
+        if large {
+            let n = self.large_slots;
+            ((half_p / n).max(1), (half_b / n).max(1))
+        } else {
+            (half_p, half_b)
+        }
+    }
+
+    /// Whether a job of `packets` packets and `bytes` bytes is large: more than half a budget.
+    pub(crate) fn is_large(&self, packets: u64, bytes: u64) -> bool {
+        let (half_p, half_b) = self.halves();
+        packets > half_p || bytes > half_b
+    }
+
+    /// Whether fewer large jobs wait than the cluster has nodes: one more may join.
+    pub(crate) fn large_slot_free(&self) -> bool {
+        self.large < self.large_slots
     }
 
     /// Packets waiting, all jobs together.
@@ -65,8 +109,9 @@ impl Backlog {
 
     /// Whether a new job of `tenant`, of `packets` packets and `bytes` bytes, may join now:
     /// nothing waits, or it fits in both budgets with every waiting job counted for at most
-    /// half of each, and every other tenant for at most an equal share among the tenants
-    /// waiting and this one.
+    /// its cap, and every other tenant for at most an equal share among the tenants waiting
+    /// and this one. A large job fits when fewer large jobs wait than the cluster has nodes and
+    /// its cap fits.
     pub(crate) fn admits(&self, tenant: TenantId, packets: u64, bytes: u64) -> bool {
         if self.packets == 0 {
             return true;
@@ -83,13 +128,21 @@ impl Backlog {
                 }
             }
         }
+        let (packets, bytes) = if self.is_large(packets, bytes) {
+            if !self.large_slot_free() {
+                return false;
+            }
+            self.caps(true)
+        } else {
+            (packets, bytes)
+        };
         p + packets <= self.max_packets && b + bytes <= self.max_bytes
     }
 
     /// Whether the backlog has drained to its low-water mark: nothing waits, or each budget is
-    /// at most three quarters used (every job counted for at most half, as [`admits`] counts).
-    /// Submitters blocked for room are woken only then, so that a saturated cluster wakes them
-    /// once per quarter of a budget drained, not once per packet placed.
+    /// at most three quarters used (every job counted for at most its cap, as [`admits`]
+    /// counts). Submitters blocked for room are woken only then, so that a saturated cluster
+    /// wakes them once per quarter of a budget drained, not once per packet placed.
     ///
     /// [`admits`]: Backlog::admits
     pub(crate) fn at_low_water(&self) -> bool {
@@ -98,15 +151,29 @@ impl Backlog {
                 && self.capped_bytes <= self.max_bytes - self.max_bytes / 4)
     }
 
-    /// Records `packets` more waiting packets of `task` (of `tenant`), of `bytes` bytes.
+    /// Records `packets` more waiting packets of `task` (of `tenant`), of `bytes` bytes. A job
+    /// not waiting yet is large or not by these.
     pub(crate) fn add(&mut self, task: TaskId, tenant: TenantId, packets: u64, bytes: u64) {
-        let (half_p, half_b) = self.halves();
-        let (p, b, tenant) = self.jobs.entry(task).or_insert((0, 0, tenant));
-        let (tp, tb) = self.tenants.entry(*tenant).or_insert((0, 0));
-        let (old_p, old_b) = ((*p).min(half_p), (*b).min(half_b));
-        *p += packets;
-        *b += bytes;
-        let (new_p, new_b) = ((*p).min(half_p), (*b).min(half_b));
+        let large = self.is_large(packets, bytes);
+        let caps = [self.caps(false), self.caps(true)];
+        let job = match self.jobs.entry(task) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                self.large += u64::from(large);
+                e.insert(Waiting {
+                    packets: 0,
+                    bytes: 0,
+                    tenant,
+                    large,
+                })
+            }
+        };
+        let (cap_p, cap_b) = caps[usize::from(job.large)];
+        let (old_p, old_b) = (job.packets.min(cap_p), job.bytes.min(cap_b));
+        job.packets += packets;
+        job.bytes += bytes;
+        let (new_p, new_b) = (job.packets.min(cap_p), job.bytes.min(cap_b));
+        let (tp, tb) = self.tenants.entry(job.tenant).or_insert((0, 0));
         *tp = *tp - old_p + new_p;
         *tb = *tb - old_b + new_b;
         self.capped_packets = self.capped_packets - old_p + new_p;
@@ -117,20 +184,21 @@ impl Backlog {
 
     /// Records that one packet of `task`, of `bytes` bytes, left for a node.
     pub(crate) fn remove(&mut self, task: TaskId, bytes: u64) {
-        let (half_p, half_b) = self.halves();
+        let caps = [self.caps(false), self.caps(true)];
         let Entry::Occupied(mut e) = self.jobs.entry(task) else {
             return;
         };
-        let (p, b, tenant) = e.get_mut();
-        let (old_p, old_b) = ((*p).min(half_p), (*b).min(half_b));
-        *p = p.saturating_sub(1);
-        *b = b.saturating_sub(bytes);
-        let (new_p, new_b) = ((*p).min(half_p), (*b).min(half_b));
+        let job = e.get_mut();
+        let (cap_p, cap_b) = caps[usize::from(job.large)];
+        let (old_p, old_b) = (job.packets.min(cap_p), job.bytes.min(cap_b));
+        job.packets = job.packets.saturating_sub(1);
+        job.bytes = job.bytes.saturating_sub(bytes);
+        let (new_p, new_b) = (job.packets.min(cap_p), job.bytes.min(cap_b));
         self.capped_packets = self.capped_packets - old_p + new_p;
         self.capped_bytes = self.capped_bytes - old_b + new_b;
         self.packets = self.packets.saturating_sub(1);
         self.bytes = self.bytes.saturating_sub(bytes);
-        if let Entry::Occupied(mut t) = self.tenants.entry(*tenant) {
+        if let Entry::Occupied(mut t) = self.tenants.entry(job.tenant) {
             let (tp, tb) = t.get_mut();
             *tp = *tp - old_p + new_p;
             *tb = *tb - old_b + new_b;
@@ -139,7 +207,8 @@ impl Backlog {
                 t.remove();
             }
         }
-        if *p == 0 {
+        if job.packets == 0 {
+            self.large -= u64::from(job.large);
             e.remove();
         }
     }
@@ -153,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_flooding_tenant_leaves_room_for_another() {
-        let mut b = Backlog::new(8, 1 << 20);
+        let mut b = Backlog::new(8, 1 << 20, 1);
         let noisy = TenantId(1);
         let quiet = TenantId(2);
         for task in 0..8 {
@@ -182,7 +251,7 @@ mod tests {
 
     #[test]
     fn a_giant_job_leaves_room_for_small_ones() {
-        let mut b = Backlog::new(1024, 16 << 20);
+        let mut b = Backlog::new(1024, 16 << 20, 1);
         assert!(
             b.admits(T0, 4096, 64 << 20),
             "an empty backlog admits anything"
@@ -205,8 +274,49 @@ mod tests {
     }
 
     #[test]
+    fn large_jobs_wait_together_one_per_node() {
+        // Two nodes: two large jobs wait at once, sharing half of each budget.
+        let mut b = Backlog::new(1024, 16 << 20, 2);
+        for task in 1..=2 {
+            assert!(b.admits(T0, 4096, 64 << 20), "large job {task}");
+            b.add(TaskId(task), T0, 4096, 64 << 20);
+        }
+        assert_eq!((b.capped_packets, b.capped_bytes), (512, 8 << 20));
+        assert!(!b.admits(T0, 4096, 64 << 20), "a third large job waits");
+        assert!(
+            !b.admits(T0, 513, 16),
+            "more packets than half a budget is large"
+        );
+        // Small jobs have the other half.
+        assert!(b.admits(T0, 512, 8 << 20));
+        b.add(TaskId(3), T0, 512, 8 << 20);
+        assert!(!b.admits(T0, 1, 16), "the budget is full");
+        // A large job that has drained below its cap counts for what is left, and a slot
+        // frees only when it has left altogether.
+        for _ in 0..4000 {
+            b.remove(TaskId(1), 16 << 10);
+        }
+        assert!(!b.admits(T0, 4096, 64 << 20), "the first still waits");
+        for _ in 0..96 {
+            b.remove(TaskId(1), 16 << 10);
+        }
+        assert!(b.admits(T0, 4096, 64 << 20), "its slot is free");
+        // A job grown past half by later packets (a stream) stays what it was when it came.
+        b.add(TaskId(3), T0, 600, 600);
+        assert!(!b.jobs[&TaskId(3)].large);
+        for task in [2, 3] {
+            while b.jobs.contains_key(&TaskId(task)) {
+                b.remove(TaskId(task), 16 << 10);
+            }
+        }
+        assert_eq!(b.packets(), 0);
+        assert_eq!((b.capped_packets, b.capped_bytes, b.large), (0, 0, 0));
+        assert!(b.tenants.is_empty());
+    }
+
+    #[test]
     fn low_water_is_three_quarters_of_each_budget() {
-        let mut b = Backlog::new(8, 1 << 20);
+        let mut b = Backlog::new(8, 1 << 20, 1);
         assert!(b.at_low_water(), "nothing waits");
         for task in 0..8 {
             b.add(TaskId(task), T0, 1, 16);
@@ -219,7 +329,7 @@ mod tests {
         b.remove(TaskId(1), 16);
         assert!(b.at_low_water(), "6 of 8 packets");
         // The bytes budget counts too, with a job counted for at most half of it.
-        let mut b = Backlog::new(1024, 1000);
+        let mut b = Backlog::new(1024, 1000, 1);
         b.add(TaskId(1), T0, 1, 400);
         b.add(TaskId(2), T0, 1, 400);
         assert!(!b.at_low_water(), "800 of 1000 bytes");
@@ -230,7 +340,7 @@ mod tests {
 
     #[test]
     fn many_small_jobs_meet_the_bound_empty_ones_included() {
-        let mut b = Backlog::new(8, 1 << 20);
+        let mut b = Backlog::new(8, 1 << 20, 1);
         let mut admitted = 0;
         for task in 0..100 {
             if b.admits(T0, 1, 0) {
@@ -240,7 +350,7 @@ mod tests {
         }
         assert_eq!(admitted, 8);
         // A bound of one packet still holds: the first job counts for all of it.
-        let mut one = Backlog::new(1, 1);
+        let mut one = Backlog::new(1, 1, 1);
         assert!(one.admits(T0, 1, 0));
         one.add(TaskId(0), T0, 1, 0);
         assert!(!one.admits(T0, 1, 0));

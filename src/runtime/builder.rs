@@ -287,7 +287,9 @@ impl ServiceBuilder {
     /// blocks and `try_submit` hands the job back while a job would not fit. A job larger than
     /// the bound is admitted when the queue is empty. Under fair admission the bound covers
     /// every packet admitted and not yet on a node, each job counting for at most half of it,
-    /// so one giant job never holds a small one at the door.
+    /// so one giant job never holds a small one at the door; jobs larger than half (large
+    /// jobs) are admitted one per node of the cluster at most, sharing the other half
+    /// (docs/ALGORITHM.md §15.1).
     pub fn receive_queue_len(mut self, packets: usize) -> Self {
         self.receive_queue_len = packets;
         self
@@ -295,7 +297,8 @@ impl ServiceBuilder {
 
     /// Under fair admission, the bytes each cluster holds admitted and not yet on a node
     /// (default: the receive queue's length in packets of the packet size), each job counting
-    /// for at most half; a job larger than the bound is admitted when nothing waits.
+    /// for at most half; jobs larger than half are admitted one per node at most, as with
+    /// [`receive_queue_len`](Self::receive_queue_len).
     pub fn receive_queue_bytes(mut self, bytes: u64) -> Self {
         self.receive_queue_bytes = Some(bytes);
         self

@@ -154,6 +154,8 @@ pub(crate) struct ClusterState {
     room_wakers: Vec<Waker>,
     /// Submitters blocked on `room_cv`.
     blocked_submitters: usize,
+    /// Of those, the ones with a large job (`backlog.rs`).
+    blocked_large: usize,
     /// Under fair admission: what waits for a node, per job.
     backlog: Backlog,
     /// No new jobs: `shutdown` has begun.
@@ -206,6 +208,14 @@ impl ClusterState {
         }
     }
 
+    /// Whether `packets`, a new job's, make a large job of the backlog (fair admission only).
+    fn is_large(&self, packets: &Packets) -> bool {
+        self.sched.admission() == Admission::Fair
+            && self
+                .backlog
+                .is_large(packets.len() as u64, job_bytes(packets))
+    }
+
     /// Takes a job's packets in: counted, and into the receive queue, numbered for the core.
     fn take_in(&mut self, mut packets: Packets) {
         self.in_system += packets.len() as u64;
@@ -219,6 +229,22 @@ impl ClusterState {
         }
         self.receive.extend(packets);
     }
+}
+
+/// Waits on `room_cv` until the cluster may have room for `packets`, counted among the
+/// blocked submitters, and among those with a large job, whom only a free large slot lets in.
+fn wait_for_room<'a>(
+    shard: &'a Shard,
+    mut e: MutexGuard<'a, ClusterState>,
+    packets: &Packets,
+) -> MutexGuard<'a, ClusterState> {
+    let large = usize::from(e.is_large(packets));
+    e.blocked_submitters += 1;
+    e.blocked_large += large;
+    e = shard.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
+    e.blocked_submitters -= 1;
+    e.blocked_large -= large;
+    e
 }
 
 /// What an admission does when the receive queue is full.
@@ -295,9 +321,11 @@ impl Engine {
                         in_system: 0,
                         room_wakers: Vec::new(),
                         blocked_submitters: 0,
+                        blocked_large: 0,
                         backlog: Backlog::new(
                             layout.receive_queue_len as u64,
                             layout.receive_queue_bytes,
+                            nodes,
                         ),
                         closing: false,
                         stopping: false,
@@ -445,11 +473,7 @@ impl Engine {
                     }
                     return Err(Refused::Full(packets));
                 }
-                Wait::Block => {
-                    e.blocked_submitters += 1;
-                    e = shard.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
-                    e.blocked_submitters -= 1;
-                }
+                Wait::Block => e = wait_for_room(shard, e, &packets),
             }
         }
         self.counters.packets_admitted(packets.len() as u64);
@@ -619,9 +643,7 @@ impl Engine {
                     if e.has_room(&packets, self.layout.receive_queue_len) {
                         break;
                     }
-                    e.blocked_submitters += 1;
-                    e = shard.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
-                    e.blocked_submitters -= 1;
+                    e = wait_for_room(shard, e, &packets);
                 }
                 self.counters.packets_admitted(packets.len() as u64);
                 e.take_in(packets);
@@ -676,7 +698,12 @@ impl Engine {
         let wake = match e.sched.admission() {
             Admission::Fifo => pending <= self.layout.receive_queue_len / 2,
             Admission::Fair => {
-                (e.blocked_submitters > 0 || !e.room_wakers.is_empty()) && e.backlog.at_low_water()
+                // A submitter blocked with a large job gets in only by a free large slot:
+                // woken at every placement while the slots are taken, it would cost a context
+                // switch each time for nothing.
+                let small = e.blocked_submitters > e.blocked_large || !e.room_wakers.is_empty();
+                let large = e.blocked_large > 0 && e.backlog.large_slot_free();
+                (small || large) && e.backlog.at_low_water()
             }
         };
         if pending < before && wake {

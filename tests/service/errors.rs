@@ -1085,6 +1085,72 @@ fn try_submit_when_full_hands_the_same_job_back() {
     assert_eq!(m.stored_states, 0, "refused chained jobs leave no state");
 }
 
+/// A job larger than half the receive bound is large: large jobs are admitted while fewer wait
+/// than the cluster has nodes, so a second long chained job joins the first at once on a
+/// cluster of two nodes (before, it waited until the first had been placed whole, leaving a
+/// node idle); a third is handed back, and a small job is still admitted beside the two. With
+/// one node a second large job waits. Every output is checked.
+#[test]
+fn large_jobs_are_admitted_one_per_node() {
+    // Slowed, so that the first job's packets wait for a node for a long time (about 2048
+    // chain runs of 8 packets, each tens of microseconds) while the next ones are offered.
+    let slowed = || NodeSpec::new().slowdown(200.0);
+    let s = Service::builder()
+        .packet_size(16)
+        .aes_cluster([slowed(), slowed()])
+        .receive_queue_len(8)
+        .build()
+        .unwrap();
+    let raw = [0x74; 16];
+    let aes = s.add_aes_key(&raw).unwrap();
+    let cbc = op(Direction::Encrypt, Mode::Cbc);
+    let iv = [0x75; 16];
+    let mut g = Gen::new(8);
+    // 2048 packets each: far more than half the bound of 8.
+    let long: Vec<Vec<u8>> = (0..3).map(|_| g.bytes(2048 * 16)).collect();
+    let job = |data: &[u8]| Job::aes(aes, cbc, &iv, data.to_vec());
+    let first = s
+        .try_submit(job(&long[0]))
+        .expect("an empty backlog admits");
+    let second = s
+        .try_submit(job(&long[1]))
+        .expect("a second large job joins the first: the cluster has two nodes");
+    let third = match s.try_submit(job(&long[2])) {
+        Err(TrySubmitError::Full(back)) => back,
+        other => panic!("a third large job must wait, got {other:?}"),
+    };
+    let small_data = g.bytes(32);
+    let small = s
+        .try_submit(job(&small_data))
+        .expect("a small job is admitted beside the large ones");
+    let third = s.submit(third).unwrap();
+    for (h, data) in [(first, &long[0]), (second, &long[1]), (third, &long[2])] {
+        let expected = ref_aes(&raw, cbc, &iv, data).unwrap();
+        assert_eq!(h.wait(), Ok(JobOutput::Data(expected)));
+    }
+    let expected = ref_aes(&raw, cbc, &iv, &small_data).unwrap();
+    assert_eq!(small.wait(), Ok(JobOutput::Data(expected)));
+    s.shutdown();
+
+    // One node: one large job at a time, as before.
+    let s = Service::builder()
+        .packet_size(16)
+        .aes_cluster([slowed()])
+        .receive_queue_len(8)
+        .build()
+        .unwrap();
+    let aes = s.add_aes_key(&raw).unwrap();
+    let job = |data: &[u8]| Job::aes(aes, cbc, &iv, data.to_vec());
+    let first = s.try_submit(job(&long[0])).unwrap();
+    assert!(matches!(
+        s.try_submit(job(&long[1])),
+        Err(TrySubmitError::Full(_))
+    ));
+    let expected = ref_aes(&raw, cbc, &iv, &long[0]).unwrap();
+    assert_eq!(first.wait(), Ok(JobOutput::Data(expected)));
+    s.shutdown();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Debug output
 // ---------------------------------------------------------------------------------------------
