@@ -10,7 +10,7 @@ use rand::rngs::ChaCha8Rng;
 use crate::live::{Item, LiveArgs, Spec, Work, aes_item, random_bytes};
 use crate::support::cores;
 
-/// Jobs of --size bytes (default 16 KiB), one packet each, all under one AES key, each made by
+/// Jobs of --size bytes (default 16 KiB; over 256 KiB, cut), all under one AES key, each made by
 /// `item`: `total` bytes of them (or --jobs), at least `min_jobs`, on `nodes` AES nodes, from
 /// `submitters` threads (or --threads).
 fn independent(

@@ -64,9 +64,9 @@ pub enum Workload {
     /// against the primitives called directly and against `openssl speed -multi <nodes> -evp
     /// aes-128-<mode>` run in the same rounds: what lanes give.
     Manycbc,
-    /// Many independent AES-128-GCM encryption jobs of 16 KiB (or --size) on 2 AES nodes (or
-    /// --nodes), one packet each, against the primitives called directly and against
-    /// `openssl speed -multi <nodes> -evp aes-128-gcm` run in the same rounds.
+    /// Many independent AES-128-GCM encryption jobs of 16 KiB (or --size; in 256 KiB packets
+    /// when longer) on 2 AES nodes (or --nodes), against the primitives called directly and
+    /// against `openssl speed -multi <nodes> -evp aes-128-gcm` run in the same rounds.
     Gcm,
     /// Many independent AES-128 jobs of 16 KiB (or --size) of a parallel operation (--mode ctr,
     /// ecb, or cbc for CBC decryption) on 2 AES nodes (or --nodes), from 2 submitting threads,
@@ -156,7 +156,7 @@ pub struct LiveArgs {
     /// tiny: jobs per `submit_burst` call.
     #[arg(long, default_value_t = 64)]
     pub burst: usize,
-    /// The service's packet size (default: the job, up to 16 MiB; stream: 16384, openssl's too).
+    /// The service's packet size (default: the job, up to 256 KiB; stream: 16384, openssl's too).
     #[arg(long)]
     pub packet: Option<usize>,
     /// One CSV header line and a row per run instead of tables.
@@ -301,7 +301,7 @@ pub fn aes_item(rng: &mut ChaCha8Rng, op: AesOp, bytes: usize) -> Item {
 
 impl Work {
     /// `items`' AES jobs of `--size` bytes (default `packet`) from `--seed`, one key drawn after
-    /// them, in packets of `--packet` (default the job, up to 16 MiB), on AES nodes slowed by
+    /// them, in packets of `--packet` (default the job, up to 256 KiB), on AES nodes slowed by
     /// `slowdowns`, from `--threads` (default `submitters`), [`greedy`](Self::greedy) or not.
     pub fn aes(
         args: &LiveArgs,
@@ -320,10 +320,9 @@ impl Work {
             items,
             slowdowns: slowdowns.to_vec(),
             ed_nodes: 0,
-            // Jobs longer than the largest packet are cut (a bad --packet, the builder refuses).
-            packet_size: args
-                .packet
-                .unwrap_or(size.min(ServiceBuilder::MAX_PACKET_SIZE)),
+            // Longer jobs in packets of 256 KiB, whose retry copies stay in the cache (larger
+            // ones' do not: docs/RESULTS.md, "Packets of long jobs"); a bad --packet is refused.
+            packet_size: args.packet.unwrap_or(size.min(256 << 10)),
             size_label: size.to_string(),
             submitters: args.threads.unwrap_or(submitters),
             greedy,
