@@ -152,6 +152,8 @@ pub(crate) struct ClusterState {
     in_system: u64,
     /// Futures of `submit_async` waiting for room; woken (outside the lock) with `room_cv`.
     room_wakers: Vec<Waker>,
+    /// Those of them with a large job (`backlog.rs`), woken only when a large slot is free.
+    large_wakers: Vec<Waker>,
     /// Submitters blocked on `room_cv`.
     blocked_submitters: usize,
     /// Of those, the ones with a large job (`backlog.rs`).
@@ -206,6 +208,13 @@ impl ClusterState {
                 self.backlog.admits(tenant, packets.len() as u64, bytes)
             }
         }
+    }
+
+    /// Every `submit_async` future waiting for room, large jobs' included, to wake.
+    fn all_room_wakers(&mut self) -> Vec<Waker> {
+        let mut wakers = std::mem::take(&mut self.room_wakers);
+        wakers.append(&mut self.large_wakers);
+        wakers
     }
 
     /// Whether `packets`, a new job's, make a large job of the backlog (fair admission only).
@@ -320,6 +329,7 @@ impl Engine {
                         node_work: (0..nodes).map(|_| VecDeque::new()).collect(),
                         in_system: 0,
                         room_wakers: Vec::new(),
+                        large_wakers: Vec::new(),
                         blocked_submitters: 0,
                         blocked_large: 0,
                         backlog: Backlog::new(
@@ -468,8 +478,14 @@ impl Engine {
             match wait {
                 Wait::No => return Err(Refused::Full(packets)),
                 Wait::Wake(waker) => {
-                    if !e.room_wakers.iter().any(|w| w.will_wake(waker)) {
-                        e.room_wakers.push(waker.clone());
+                    let large = e.is_large(&packets);
+                    let wakers = if large {
+                        &mut e.large_wakers
+                    } else {
+                        &mut e.room_wakers
+                    };
+                    if !wakers.iter().any(|w| w.will_wake(waker)) {
+                        wakers.push(waker.clone());
                     }
                     return Err(Refused::Full(packets));
                 }
@@ -702,13 +718,17 @@ impl Engine {
                 // woken at every placement while the slots are taken, it would cost a context
                 // switch each time for nothing.
                 let small = e.blocked_submitters > e.blocked_large || !e.room_wakers.is_empty();
-                let large = e.blocked_large > 0 && e.backlog.large_slot_free();
+                let large = e.backlog.large_slot_free()
+                    && (e.blocked_large > 0 || !e.large_wakers.is_empty());
                 (small || large) && e.backlog.at_low_water()
             }
         };
         if pending < before && wake {
             shard.room_cv.notify_all();
             after.wakers = std::mem::take(&mut e.room_wakers);
+            if e.backlog.large_slot_free() {
+                after.wakers.append(&mut e.large_wakers);
+            }
         }
         self.publish(shard, e);
         after
@@ -1012,7 +1032,7 @@ impl Engine {
         after.failed.append(&mut failed);
         // Every waiting submitter looks again: room may have freed, or the cluster is down and
         // they get `NoNodeUp`.
-        after.wakers.append(&mut e.room_wakers);
+        after.wakers.extend(e.all_room_wakers());
         if shard.drained(&e) {
             shard.idle_cv.notify_all();
         }
@@ -1059,7 +1079,7 @@ impl Engine {
             failed: self.fail_waiting(&mut e, node),
             ..AfterUnlock::default()
         };
-        after.wakers.append(&mut e.room_wakers);
+        after.wakers.extend(e.all_room_wakers());
         if shard.drained(&e) {
             shard.idle_cv.notify_all();
         }
@@ -1089,7 +1109,7 @@ impl Engine {
                 wakers: {
                     let mut e = Self::lock(shard);
                     e.closing = true;
-                    std::mem::take(&mut e.room_wakers)
+                    e.all_room_wakers()
                 },
                 failed: Vec::new(),
             };

@@ -1107,7 +1107,7 @@ fn large_jobs_are_admitted_one_per_node() {
     let iv = [0x75; 16];
     let mut g = Gen::new(8);
     // 2048 packets each: far more than half the bound of 8.
-    let long: Vec<Vec<u8>> = (0..3).map(|_| g.bytes(2048 * 16)).collect();
+    let long: Vec<Vec<u8>> = (0..4).map(|_| g.bytes(2048 * 16)).collect();
     let job = |data: &[u8]| Job::aes(aes, cbc, &iv, data.to_vec());
     let first = s
         .try_submit(job(&long[0]))
@@ -1123,8 +1123,15 @@ fn large_jobs_are_admitted_one_per_node() {
     let small = s
         .try_submit(job(&small_data))
         .expect("a small job is admitted beside the large ones");
-    let third = s.submit(third).unwrap();
-    for (h, data) in [(first, &long[0]), (second, &long[1]), (third, &long[2])] {
+    // The third waits for a free slot in `submit_async`, a fourth in `submit`, at once: each
+    // is woken when a slot frees, and gets in.
+    let (third, fourth) = std::thread::scope(|scope| {
+        let blocking = scope.spawn(|| s.submit(job(&long[3])).unwrap());
+        let (third, _) = common::block_on(s.submit_async(third));
+        (third.unwrap(), blocking.join().unwrap())
+    });
+    let handles = [first, second, third, fourth];
+    for (h, data) in handles.into_iter().zip(&long) {
         let expected = ref_aes(&raw, cbc, &iv, data).unwrap();
         assert_eq!(h.wait(), Ok(JobOutput::Data(expected)));
     }
