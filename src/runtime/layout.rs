@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::crypto::ImplTable;
-use crate::packet::ClusterId;
+use crate::crypto::{AesOp, Direction, ImplTable};
+use crate::packet::{ClusterId, Mode};
 use crate::runtime::cut::Cutting;
 use crate::runtime::ids::ClusterKind;
 
@@ -73,5 +73,19 @@ impl Layout {
             ClusterKind::Aes => self.aes,
             ClusterKind::Ed25519 => self.ed25519,
         }
+    }
+
+    /// Whether a GCM job of one packet, sealing or opening as `direction` says, runs inline as
+    /// far as a parallel operation ([`PARALLEL_INLINE_FACTOR`] times the limit): when the
+    /// implementation chosen for it was measured at least as fast as CTR's, as ring's and
+    /// AWS-LC's one-call AEAD code is. RustCrypto's GCM, whose hash runs beside the counter
+    /// mode at a few times a serial mode's speed, and a pinned table, which measured nothing,
+    /// keep the serial reach.
+    pub(crate) fn gcm_runs_parallel(&self, direction: Direction) -> bool {
+        let gcm = self.aes_impls.choice(AesOp::new(direction, Mode::Gcm));
+        let ctr = self
+            .aes_impls
+            .choice(AesOp::new(Direction::Encrypt, Mode::Ctr));
+        matches!((gcm.ns_per_byte, ctr.ns_per_byte), (Some(g), Some(c)) if g <= c)
     }
 }

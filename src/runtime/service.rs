@@ -890,9 +890,10 @@ impl Service {
             [packet] => {
                 let parallel = match &p.job.operation {
                     Operation::Aes { op, .. } => !op.is_serial(),
-                    // GCM's hash runs beside the counter mode, at a few times a serial mode's
-                    // speed, not at the parallel modes'.
-                    Operation::Gcm { .. } => false,
+                    // As a parallel mode when its implementation was measured as fast.
+                    Operation::Gcm { direction, .. } => {
+                        self.engine.layout.gcm_runs_parallel(*direction)
+                    }
                     _ => return false,
                 };
                 inline::allowed(&self.engine, p.cluster, packet.data.data.len(), parallel)

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use common::{Gen, SubmittingWaker, block_on, node_packets, plain_ops, ref_aes, ref_gcm_seal};
+use cryptodispatch::crypto::AesImpl;
 use cryptodispatch::error::CryptoError;
 use cryptodispatch::{
     AesOp, Direction, Job, JobError, JobOutput, KeyId, Mode, NodeSpec, Padding, Service,
@@ -198,13 +199,52 @@ fn parallel_operations_run_inline_up_to_a_multiple_of_the_limit() {
         let ran = ran_inline(&s, || run_one(&s, (key, &raw), op, &iv, &data));
         assert_eq!(ran, inline, "{op:?} of {len} bytes");
     }
-    // GCM runs inline up to the plain limit, like the serial operations.
-    for (len, inline) in [(limit, true), (limit + 1, false)] {
-        let job = Job::gcm_encrypt(key, &[1; 12], Vec::new(), vec![0; len]);
-        let ran = ran_inline(&s, || {
-            s.submit(job).unwrap().wait().unwrap();
-        });
-        assert_eq!(ran, inline, "GCM of {len} bytes");
+    // GCM runs inline as far as the parallel operations when its implementation was measured
+    // at least as fast as CTR's (ring's one call), else up to the plain limit; so does a
+    // service whose implementation is pinned (it measured nothing) at the plain limit.
+    let speed = |m: &cryptodispatch::Metrics, mode| {
+        let op = AesOp::new(Direction::Encrypt, mode);
+        let choice = m
+            .aes_implementations
+            .iter()
+            .find(|c| c.op == op && !c.chained);
+        choice
+            .and_then(|c| c.ns_per_byte)
+            .expect("a measured choice")
+    };
+    // Deciding the first GCM job's path measures both choices, which the metrics then list.
+    let first = Job::gcm_encrypt(key, &[1; 12], Vec::new(), vec![0; 16]);
+    s.submit(first).unwrap().wait().unwrap();
+    let m = s.metrics();
+    let gcm_reach = if speed(&m, Mode::Gcm) <= speed(&m, Mode::Ctr) {
+        reach
+    } else {
+        limit
+    };
+    let pinned = Service::builder()
+        .aes_cluster([NodeSpec::new(), NodeSpec::new()])
+        .inline_limit(limit)
+        .aes_implementation(AesImpl::RustCrypto)
+        .build()
+        .unwrap();
+    let pinned_key = pinned.add_aes_key(&raw).unwrap();
+    for (s, key, reach) in [(&s, key, gcm_reach), (&pinned, pinned_key, limit)] {
+        for (len, inline) in [(reach, true), (reach + 1, false)] {
+            let data = vec![0; len];
+            let job = Job::gcm_encrypt(key, &[1; 12], Vec::new(), data.clone());
+            let ran = ran_inline(s, || {
+                let out = s.submit(job).unwrap().wait().unwrap();
+                let (ct, tag) = ref_gcm_seal(&raw, &[1; 12], &[], &data);
+                assert_eq!(
+                    out,
+                    JobOutput::Sealed {
+                        ciphertext: ct,
+                        tag
+                    }
+                );
+            });
+            assert_eq!(ran, inline, "GCM of {len} bytes, reach {reach}");
+        }
     }
 }
 
