@@ -132,7 +132,9 @@ impl Backlog {
             if !self.large_slot_free() {
                 return false;
             }
-            self.caps(true)
+            // Counted as `add` will count it: at most its cap of each budget.
+            let (cap_p, cap_b) = self.caps(true);
+            (packets.min(cap_p), bytes.min(cap_b))
         } else {
             (packets, bytes)
         };
@@ -301,6 +303,13 @@ mod tests {
             b.remove(TaskId(1), 16 << 10);
         }
         assert!(b.admits(T0, 4096, 64 << 20), "its slot is free");
+        // A job large in bytes alone counts its few packets, as `add` counts them: four
+        // packets of 16 MiB fit beside a budget of packets all but four full.
+        let mut bytes_only = Backlog::new(1024, 16 << 20, 2);
+        bytes_only.add(TaskId(7), T0, 510, 510);
+        bytes_only.add(TaskId(8), T0, 510, 510);
+        assert!(bytes_only.admits(T0, 4, 64 << 20));
+        assert!(!bytes_only.admits(T0, 5, 64 << 20));
         // A job grown past half by later packets (a stream) stays what it was when it came.
         b.add(TaskId(3), T0, 600, 600);
         assert!(!b.jobs[&TaskId(3)].large);
