@@ -43,14 +43,14 @@ pub enum Workload {
     /// (or --size), from several submitting threads.
     Mixed,
     /// One AES cluster of 4 nodes slowed 1x, 1.5x, 2x, 3x (emulated); CBC (dependent) and ECB
-    /// (independent) jobs of 1-8 packets.
+    /// (independent) jobs of 1-8 packets of 256 KiB (or --size, cut into 256 KiB packets).
     Hetero,
     /// The same 4 slowed nodes with long chains: 40 AES-128-CBC encryption jobs of 10-30
     /// packets (dependent, bound to their node to the end) among 80 ECB jobs of 1-2 packets,
-    /// in random order; packets of 64 KiB (or --size).
+    /// in random order; packets of 64 KiB (or --size, up to 256 KiB).
     HeteroChains,
     /// Overload of many chains: 4 nodes slowed 1x, 1x, 4x, 4x and 160 CBC chains of 4-16
-    /// packets of 16 KiB (or --size), all submitted at once (hetero.rs).
+    /// packets of 16 KiB (or --size, up to 256 KiB), all submitted at once (hetero.rs).
     ManyChains,
     /// Ed25519 verification: one job per signature against batch jobs (Job::verify_batch).
     Verify,
