@@ -370,10 +370,10 @@ impl ServiceBuilder {
     /// goes to a node). Jobs of a parallel operation (ECB, CBC and CFB decryption, CTR) do up
     /// to [`PARALLEL_INLINE_FACTOR`](Self::PARALLEL_INLINE_FACTOR) times as many bytes, which
     /// cost the cipher about as much, and so do GCM jobs when the implementation chosen for
-    /// them was measured at least as fast as CTR's (ring's one-call code). Handing a job to a node and back costs two thread
-    /// hand-offs, a few microseconds, more than the cipher spends on such a job; within the
-    /// limit the job is done by the time `submit` returns (docs/ALGORITHM.md §15.6). Such a
-    /// job never queues, so it takes no part in admission, backpressure or placement, and no
+    /// them was measured at least as fast as CTR's (ring's one-call code). Handing a job to a
+    /// node and back costs two thread hand-offs, a few microseconds, more than the cipher
+    /// spends on such a job; within the limit the job is done by the time `submit` returns
+    /// (docs/ALGORITHM.md §15.6). Such a job never queues, so it takes no part in admission, backpressure or placement, and no
     /// node's slowdown applies to it. Streams' chunks always go to a node. Jobs run inline are
     /// counted in [`Metrics::jobs_inline`](crate::runtime::Metrics::jobs_inline).
     pub fn inline_limit(mut self, bytes: usize) -> Self {
