@@ -373,9 +373,10 @@ impl ServiceBuilder {
     /// them was measured at least as fast as CTR's (ring's one-call code). Handing a job to a
     /// node and back costs two thread hand-offs, a few microseconds, more than the cipher
     /// spends on such a job; within the limit the job is done by the time `submit` returns
-    /// (docs/ALGORITHM.md §15.6). Such a job never queues, so it takes no part in admission, backpressure or placement, and no
-    /// node's slowdown applies to it. Streams' chunks always go to a node. Jobs run inline are
-    /// counted in [`Metrics::jobs_inline`](crate::runtime::Metrics::jobs_inline).
+    /// (docs/ALGORITHM.md §15.6). Such a job never queues, so it takes no part in admission,
+    /// backpressure or placement, and no node's slowdown applies to it. Streams' chunks always
+    /// go to a node. Jobs run inline are counted in
+    /// [`Metrics::jobs_inline`](crate::runtime::Metrics::jobs_inline).
     pub fn inline_limit(mut self, bytes: usize) -> Self {
         self.inline_limit = bytes;
         self
