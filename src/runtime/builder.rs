@@ -112,7 +112,10 @@ impl NodeSpec {
     }
 
     /// Makes the node emulate an IP core `factor` times slower (≥ 1): after its real work it
-    /// waits, so each packet costs `factor` times its real time.
+    /// waits, so each packet costs `factor` times its real time. With the
+    /// [light path](ServiceBuilder::light_path), light packets that come during the wait run
+    /// at once, as a slower core would run them at its next pause, and the wait goes on after
+    /// them.
     pub fn slowdown(mut self, factor: f64) -> Self {
         self.slowdown = factor;
         self

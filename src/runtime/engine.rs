@@ -586,6 +586,7 @@ impl Engine {
         self.counters.job_light();
         self.last_light
             .store(self.now_ns().max(1), Ordering::Relaxed);
+        self.hands[n].wake_emulating();
         // A sleeping worker waits on its condition variable with the cluster's lock, having
         // set `asleep` and seen no light packet: the lock orders this wake after its wait.
         if self.hands[n].asleep.load(Ordering::SeqCst) {

@@ -57,12 +57,46 @@ pub(crate) struct NodeHand {
     /// the node wakes it then, the core's placements under the lock, a light job's submitter
     /// by taking the lock.
     pub(crate) asleep: AtomicBool,
+    /// Set while the worker of a slowed node waits out the emulated rest of a set's time
+    /// ([`NodeSpec::slowdown`](crate::runtime::NodeSpec::slowdown)), parked: a light job's
+    /// submitter unparks it then, so that the light packets run at once, as a slower core
+    /// would run them at its set's next pause.
+    emulating: AtomicBool,
+    /// The node's worker thread, to unpark.
+    worker: Mutex<Option<std::thread::Thread>>,
 }
 
 impl NodeHand {
     /// The running set.
     pub(crate) fn running(&self) -> MutexGuard<'_, Vec<Running>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the calling thread as the node's worker (a worker started again after a
+    /// failure records itself anew).
+    pub(crate) fn set_worker(&self) {
+        *self.worker.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
+    }
+
+    /// Marks the worker as parked in an emulated wait (`true`), or back from it.
+    pub(crate) fn set_emulating(&self, on: bool) {
+        self.emulating.store(on, Ordering::SeqCst);
+    }
+
+    /// Unparks the worker if it waits out an emulated slowdown: called after light packets
+    /// were put in its queue. The worker marks its wait and then looks at `light`; the
+    /// submitter has stored `light` and then looks at the mark; both sequentially consistent,
+    /// so one of the two sees the other.
+    pub(crate) fn wake_emulating(&self) {
+        if self.emulating.load(Ordering::SeqCst)
+            && let Some(t) = self
+                .worker
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+        {
+            t.unpark();
+        }
     }
 
     /// The packets taken and not started.

@@ -10,7 +10,8 @@
 //! A node with a slowdown factor f > 1 emulates a slower IP core: after its real work, taking
 //! time d, it waits (f − 1)·d, so each packet costs f times its real time. It sleeps for most of
 //! the wait, leaving the core to other nodes pinned there, and spins only the last 60 µs so the
-//! wait ends on time.
+//! wait ends on time. Light packets (docs/ALGORITHM.md §15.7) that come during the wait run at
+//! once, as a slower core would run them at its set's next pause; the wait goes on after them.
 //!
 //! A panic while running a packet is caught: the packet's job fails with
 //! [`JobError::WorkerPanicked`], and the worker goes on with the next packet.
@@ -117,6 +118,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         .thread_id
         .store(own_thread_id().unwrap_or(0), Ordering::Release);
     let hand = &engine.hands[spec.node.index()];
+    hand.set_worker();
     // A packet runs again only on another node of its cluster (`Engine::fail_node`): a node
     // alone in its cluster copies nothing for a retry that cannot happen.
     let cluster = engine.layout.nodes[spec.node.index()].cluster;
@@ -191,7 +193,12 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             health.busy_since.store(0, Ordering::Release);
             let busy = start.elapsed().saturating_sub(aside);
             if spec.slowdown > 1.0 {
-                emulate_slowdown(busy.mul_f64(spec.slowdown - 1.0));
+                ran += node.wait_slowed(
+                    busy.mul_f64(spec.slowdown - 1.0),
+                    &estimate,
+                    &mut spare,
+                    &mut local,
+                );
             }
             let busy = busy.mul_f64(spec.slowdown.max(1.0));
             // Take the set back from the hand, leaving it this worker's empty vector.
@@ -329,6 +336,39 @@ impl Node<'_> {
         }
     }
 
+    /// Waits `extra`, the emulated rest of a set's time on a slowed node, running the light
+    /// packets that come meanwhile (docs/ALGORITHM.md §15.7): a slower core would run them at
+    /// its set's next pause, so they wait for the worker to be unparked, not for the set's
+    /// emulated time, and the wait then goes on for as long as it had left. Returns how many
+    /// light packets it ran.
+    fn wait_slowed(
+        &self,
+        extra: Duration,
+        estimate: &Estimator,
+        spare: &mut Vec<bytes::BytesMut>,
+        local: &mut LocalCounters,
+    ) -> usize {
+        let mut deadline = Instant::now() + extra;
+        let mut ran = 0;
+        loop {
+            self.hand.set_emulating(true);
+            if self.hand.light.load(Ordering::SeqCst) > 0 {
+                self.hand.set_emulating(false);
+                let (took, n) = self.run_light(estimate, spare, local);
+                (deadline, ran) = (deadline + took, ran + n);
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left <= SLOWDOWN_SPIN {
+                self.hand.set_emulating(false);
+                emulate_slowdown(left);
+                return ran;
+            }
+            // Woken early by a light job's submitter, or spuriously: the loop looks again.
+            std::thread::park_timeout(left - SLOWDOWN_SPIN);
+        }
+    }
+
     /// Between two sets or at a pause of the running set: runs the node's light packets
     /// waiting (docs/ALGORITHM.md §15.7) now, each set of them (a lane set, or a chain run of
     /// one job) as the worker runs any set, and delivers them at once. They join the
@@ -418,15 +458,17 @@ impl Node<'_> {
 /// Per packet of a set: the stored state that started it, to release once it is delivered.
 type Started = SmallVec<[Option<(TaskId, u32)>; 1]>;
 
+/// The last part of an emulated wait, spun rather than slept, so that it ends on time.
+const SLOWDOWN_SPIN: Duration = Duration::from_micros(60);
+
 /// Waits `extra`, as a node with a slowdown factor does after its real work
 /// ([`NodeSpec::slowdown`](crate::runtime::NodeSpec::slowdown)): sleeps for all but the last
 /// 60 µs (leaving the core to other threads), then spins to the deadline. A reference that runs
 /// the same work directly can call it per packet to be slowed exactly as the nodes are.
 pub fn emulate_slowdown(extra: Duration) {
-    const SPIN: Duration = Duration::from_micros(60);
     let deadline = Instant::now() + extra;
-    if extra > SPIN {
-        std::thread::sleep(extra - SPIN);
+    if extra > SLOWDOWN_SPIN {
+        std::thread::sleep(extra - SLOWDOWN_SPIN);
     }
     while Instant::now() < deadline {
         std::hint::spin_loop();

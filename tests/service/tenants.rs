@@ -443,3 +443,79 @@ fn light_jobs_take_turns_over_the_tenants() {
     }
     assert_eq!(service.metrics().jobs_light, 9, "{}", service.metrics());
 }
+
+/// On a slowed node a light job does not wait out the emulated rest of the packet running
+/// (docs/ALGORITHM.md §15.7): a slower core would run it at its next pause, so it runs while
+/// the node waits, and the packet's own wait goes on after it.
+#[test]
+fn a_slowed_node_runs_a_light_job_within_its_emulated_wait() {
+    const PACKET: usize = 64 << 10;
+    // A node that holds one packet, so that a job of two is more than the light path takes
+    // and goes through the core; slowed so that a packet takes at least 100 ms.
+    let service = |slowdown: f64| {
+        let node = NodeSpec::new()
+            .slowdown(slowdown)
+            .capacity(PACKET as u64 + 16);
+        Service::builder()
+            .aes_cluster([node])
+            .packet_size(PACKET)
+            .inline_limit(0)
+            .light_path(true)
+            .build()
+            .unwrap()
+    };
+    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let iv = [0x52; 16];
+    let (long, short) = (Gen::new(6).bytes(2 * PACKET), Gen::new(7).bytes(1024));
+    let (long_out, short_out) = (
+        ref_aes(&KEY, op, &iv, &long).unwrap(),
+        ref_aes(&KEY, op, &iv, &short).unwrap(),
+    );
+    let output = |h: &mut cryptodispatch::JobHandle| {
+        let out = h.wait_timeout(Duration::from_secs(120)).expect("finished");
+        out.unwrap().into_data().unwrap()
+    };
+    let mut slowdown = 50.0;
+    loop {
+        let service = service(slowdown);
+        let noisy = service.add_tenant(TenantSpec::new("noisy")).unwrap();
+        let quiet = service.add_tenant(TenantSpec::new("quiet")).unwrap();
+        let key = service.add_aes_key(&KEY).unwrap();
+        let submit = |tenant, data: &Vec<u8>| {
+            service
+                .submit(Job::aes(key, op, &iv, data.clone()).tenant(tenant))
+                .unwrap()
+        };
+        // The long job alone: its latency is almost all emulated wait.
+        let mut alone = submit(noisy, &long);
+        assert_eq!(output(&mut alone), long_out);
+        let whole = alone.latency().unwrap();
+        if whole < Duration::from_millis(200) && slowdown < 1000.0 {
+            slowdown = (slowdown * 2.0).min(1000.0);
+            continue;
+        }
+        let light_before = service.metrics().jobs_light;
+        // Again, and a quarter of the way into it (in its first packet's wait) a short job of
+        // another tenant. Without the light packets run during the wait, it waited for the
+        // rest of that packet's time: a quarter of `whole` at least.
+        let mut running = submit(noisy, &long);
+        thread::sleep(whole / 4);
+        let mut light = submit(quiet, &short);
+        assert_eq!(output(&mut light), short_out);
+        assert_eq!(output(&mut running), long_out);
+        let m = service.metrics();
+        assert_eq!(m.jobs_light - light_before, 1, "{m}");
+        let (short_took, long_took) = (light.latency().unwrap(), running.latency().unwrap());
+        assert!(
+            short_took < whole / 8,
+            "the short job took {short_took:?} beside a long one of {whole:?} alone"
+        );
+        // The long job still took its whole emulated time.
+        assert!(
+            long_took >= whole.mul_f64(0.9),
+            "{long_took:?} against {whole:?} alone"
+        );
+        service.shutdown();
+        return;
+    }
+}
