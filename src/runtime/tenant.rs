@@ -330,6 +330,10 @@ pub(crate) enum Closed {
     Rate(Duration),
 }
 
+/// How long a tenant that found more than a node queue of its bytes in flight on the core's
+/// path counts as busy ([`TenantState::recently_busy`]).
+pub(crate) const BUSY_MEMORY: Duration = Duration::from_secs(1);
+
 /// One registered tenant.
 pub(crate) struct TenantState {
     pub(crate) id: TenantId,
@@ -349,6 +353,10 @@ pub(crate) struct TenantState {
     light: Mutex<(f64, Option<Instant>)>,
     /// Bytes of the tenant's jobs in flight that took the light path.
     light_bytes: AtomicU64,
+    /// When a job of the tenant last found more than a node queue of its bytes in flight on
+    /// the core's path, in nanoseconds since `epoch`, plus one (0: never).
+    busy_at: AtomicU64,
+    epoch: Instant,
 }
 
 impl fmt::Debug for TenantState {
@@ -381,6 +389,8 @@ impl TenantState {
             counters: Counters::new(),
             latency: Histogram::new(),
             light: Mutex::new((0.0, None)),
+            busy_at: AtomicU64::new(0),
+            epoch: Instant::now(),
             light_bytes: AtomicU64::new(0),
         }
     }
@@ -444,6 +454,8 @@ impl TenantState {
     pub(crate) fn take_light(&self, bytes: u64, burst: u64, rate: impl FnOnce() -> f64) -> bool {
         let light = self.light_bytes.load(Relaxed);
         if self.counters.in_flight().1.saturating_sub(light) > burst {
+            self.busy_at
+                .store(self.epoch.elapsed().as_nanos() as u64 + 1, Relaxed);
             return false;
         }
         let rate = rate();
@@ -459,6 +471,16 @@ impl TenantState {
         }
         c.0 -= bytes as f64;
         true
+    }
+
+    /// Whether a job of the tenant found more than a node queue of its bytes in flight on the
+    /// core's path within the last [`BUSY_MEMORY`]: a busy tenant, whose light jobs are
+    /// charged to its turns in the core (docs/ALGORITHM.md §15.7).
+    pub(crate) fn recently_busy(&self) -> bool {
+        let at = self.busy_at.load(Relaxed);
+        at != 0
+            && (self.epoch.elapsed().as_nanos() as u64 + 1).saturating_sub(at)
+                < BUSY_MEMORY.as_nanos() as u64
     }
 
     /// Lets a job of `bytes` in now, or says why not.

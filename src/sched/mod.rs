@@ -613,6 +613,17 @@ impl<D: Payload> Scheduler<D> {
         Ok(())
     }
 
+    /// Charges `tenant` for `bytes` it was served outside the core (the service's light
+    /// path, docs/ALGORITHM.md §15.7): under fair admission, a tenant with packets waiting
+    /// gives its next turns' quanta to the debt first, so that its bytes, both ways together,
+    /// keep to its weight's share while it stays backlogged. Debts that would leave every
+    /// tenant's turn empty are forgiven.
+    pub fn charge_tenant(&mut self, tenant: TenantId, bytes: u64) {
+        for flows in &mut self.flows {
+            flows.charge(tenant, bytes);
+        }
+    }
+
     /// Moves packets until nothing more moves: balancer, then refill from the wait queue.
     fn settle(&mut self, c: ClusterId) {
         let range = self.cluster_nodes[c.index()].clone();
