@@ -847,6 +847,23 @@ mod tests {
     }
 
     #[test]
+    fn a_tenant_over_a_node_queue_is_busy_and_stays_off_the_light_path_then_charged() {
+        let t = state(TenantSpec::new("a"));
+        let rate = || 1e9;
+        // Nothing in flight: light, and not busy (its light bytes are not charged).
+        assert!(t.take_light(100, 1000, rate));
+        assert!(!t.recently_busy());
+        // More than a node queue in flight on the core's path: not light, and busy from now.
+        let a = t.try_enter(1200).unwrap();
+        assert!(!t.take_light(100, 1000, rate));
+        assert!(t.recently_busy());
+        // Back under: light again, and still busy for a while, so its light bytes are charged.
+        drop(a);
+        assert!(t.take_light(100, 1000, rate));
+        assert!(t.recently_busy());
+    }
+
+    #[test]
     fn jobs_in_flight_are_bounded_and_given_back() {
         let t = state(TenantSpec::new("a").max_jobs_in_flight(2));
         let a = t.try_enter(10).unwrap();
