@@ -414,7 +414,10 @@ impl Engine {
         shard: &Shard,
         mut e: MutexGuard<'a, ClusterState>,
     ) -> MutexGuard<'a, ClusterState> {
-        if shard.debts_pending.swap(false, Ordering::Acquire) {
+        // A plain load first: the lock is taken for every job, and debts are rare.
+        if shard.debts_pending.load(Ordering::Relaxed)
+            && shard.debts_pending.swap(false, Ordering::Acquire)
+        {
             let debts =
                 std::mem::take(&mut *shard.light_debts.lock().unwrap_or_else(|p| p.into_inner()));
             for (tenant, bytes) in debts {
