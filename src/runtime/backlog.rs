@@ -51,6 +51,9 @@ pub(crate) struct Backlog {
     capped_bytes: u64,
     max_packets: u64,
     max_bytes: u64,
+    /// What a job counts for at most of each budget, (packets, bytes), indexed by whether it
+    /// is large: half, or a large job's share of the half the large jobs share (`new`).
+    caps: [(u64, u64); 2],
     /// How many large jobs may wait at once: the cluster's nodes.
     large_slots: u64,
     /// Large jobs waiting.
@@ -60,6 +63,10 @@ pub(crate) struct Backlog {
 impl Backlog {
     /// A backlog of `max_packets` and `max_bytes` for a cluster of `nodes` nodes.
     pub(crate) fn new(max_packets: u64, max_bytes: u64, nodes: usize) -> Self {
+        let (max_packets, max_bytes) = (max_packets.max(1), max_bytes.max(1));
+        let large_slots = (nodes as u64).max(1);
+        let half = ((max_packets / 2).max(1), (max_bytes / 2).max(1));
+        let large_share = ((half.0 / large_slots).max(1), (half.1 / large_slots).max(1));
         Backlog {
             jobs: FxHashMap::default(),
             tenants: FxHashMap::default(),
@@ -67,33 +74,17 @@ impl Backlog {
             bytes: 0,
             capped_packets: 0,
             capped_bytes: 0,
-            max_packets: max_packets.max(1),
-            max_bytes: max_bytes.max(1),
-            large_slots: (nodes as u64).max(1),
+            max_packets,
+            max_bytes,
+            caps: [half, large_share],
+            large_slots,
             large: 0,
-        }
-    }
-
-    /// Half of each budget, at least 1: what a job counts for at most.
-    fn halves(&self) -> (u64, u64) {
-        ((self.max_packets / 2).max(1), (self.max_bytes / 2).max(1))
-    }
-
-    /// What a job counts for at most, of each budget: half, or for a large job its share of
-    /// the half the large jobs share.
-    fn caps(&self, large: bool) -> (u64, u64) {
-        let (half_p, half_b) = self.halves();
-        if large {
-            let n = self.large_slots;
-            ((half_p / n).max(1), (half_b / n).max(1))
-        } else {
-            (half_p, half_b)
         }
     }
 
     /// Whether a job of `packets` packets and `bytes` bytes is large: more than half a budget.
     pub(crate) fn is_large(&self, packets: u64, bytes: u64) -> bool {
-        let (half_p, half_b) = self.halves();
+        let (half_p, half_b) = self.caps[0];
         packets > half_p || bytes > half_b
     }
 
@@ -133,7 +124,7 @@ impl Backlog {
                 return false;
             }
             // Counted as `add` will count it: at most its cap of each budget.
-            let (cap_p, cap_b) = self.caps(true);
+            let (cap_p, cap_b) = self.caps[1];
             (packets.min(cap_p), bytes.min(cap_b))
         } else {
             (packets, bytes)
@@ -157,7 +148,6 @@ impl Backlog {
     /// not waiting yet is large or not by these.
     pub(crate) fn add(&mut self, task: TaskId, tenant: TenantId, packets: u64, bytes: u64) {
         let large = self.is_large(packets, bytes);
-        let caps = [self.caps(false), self.caps(true)];
         let job = match self.jobs.entry(task) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
@@ -170,7 +160,7 @@ impl Backlog {
                 })
             }
         };
-        let (cap_p, cap_b) = caps[usize::from(job.large)];
+        let (cap_p, cap_b) = self.caps[usize::from(job.large)];
         let (old_p, old_b) = (job.packets.min(cap_p), job.bytes.min(cap_b));
         job.packets += packets;
         job.bytes += bytes;
@@ -186,12 +176,11 @@ impl Backlog {
 
     /// Records that one packet of `task`, of `bytes` bytes, left for a node.
     pub(crate) fn remove(&mut self, task: TaskId, bytes: u64) {
-        let caps = [self.caps(false), self.caps(true)];
         let Entry::Occupied(mut e) = self.jobs.entry(task) else {
             return;
         };
         let job = e.get_mut();
-        let (cap_p, cap_b) = caps[usize::from(job.large)];
+        let (cap_p, cap_b) = self.caps[usize::from(job.large)];
         let (old_p, old_b) = (job.packets.min(cap_p), job.bytes.min(cap_b));
         job.packets = job.packets.saturating_sub(1);
         job.bytes = job.bytes.saturating_sub(bytes);
