@@ -78,4 +78,4 @@ pub use metrics::{ClusterMetrics, Metrics, NodeMetrics, NodeState};
 pub use service::{Service, SubmitFuture};
 pub use stream::{Stream, StreamReceiver, StreamSender, TryPushError};
 pub use tenant::{MAX_TENANT_NAME, TenantLimits, TenantMetrics, TenantSpec};
-pub use worker::emulate_slowdown;
+pub use worker::{WorkClock, emulate_slowdown};

@@ -8,7 +8,10 @@
 //! told when the estimate moves by more than 2%.
 //!
 //! A node with a slowdown factor f > 1 emulates a slower IP core: after its real work, taking
-//! time d, it waits (f − 1)·d, so each packet costs f times its real time. It sleeps for most of
+//! time d, it waits (f − 1)·d, so each packet costs f times its real time. The work d is the
+//! thread's CPU time over the set (`WorkClock`), not the wall time: time the thread was
+//! preempted is not the emulated core's work, and multiplied by f a few microseconds of it would
+//! become milliseconds of a packet's latency. It sleeps for most of
 //! the wait, leaving the core to other nodes pinned there, and spins only the last 60 µs so the
 //! wait ends on time. Light packets (docs/ALGORITHM.md §15.7) that come during the wait run at
 //! once, as a slower core would run them at its set's next pause; the wait goes on after them.
@@ -131,6 +134,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         health,
         max_attempts: if alone { 1 } else { engine.layout.max_attempts },
     };
+    let slowed = spec.slowdown > 1.0;
     let mut estimate = Estimator::new(spec.kind, times, spec.unit_len);
     let mut local = LocalCounters::default();
     let mut estimates = Vec::new();
@@ -165,12 +169,17 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 .store(engine.now_ns() + 1, Ordering::Release);
             faults.panic_now();
             let start = Instant::now();
-            // Time spent on light packets at the set's pauses, which is not the set's.
-            let (mut aside, mut ran) = (Duration::ZERO, 0);
+            // A slowed node measures its work apart from the wall time (a system call).
+            let clock = slowed.then(WorkClock::start);
+            // Time spent on light packets at the set's pauses (wall time, and the thread's
+            // work in it), which is not the set's.
+            let (mut aside, mut aside_work, mut ran) = (Duration::ZERO, Duration::ZERO, 0);
             let mut states = States::new(&engine.store, &engine.layout.aes_impls);
             let mut hook = || {
+                let light = slowed.then(WorkClock::start);
                 let (took, n) = node.run_light(&estimate, &mut spare, &mut local);
                 (aside, ran) = (aside + took, ran + n);
+                aside_work += light.map_or(Duration::ZERO, |c| c.work());
             };
             let mut pause = Pause {
                 slice: PAUSE_SLICE,
@@ -192,15 +201,14 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             // the stall clock stops before it.
             health.busy_since.store(0, Ordering::Release);
             let busy = start.elapsed().saturating_sub(aside);
-            if spec.slowdown > 1.0 {
-                ran += node.wait_slowed(
-                    busy.mul_f64(spec.slowdown - 1.0),
-                    &estimate,
-                    &mut spare,
-                    &mut local,
-                );
+            let extra = clock.map_or(Duration::ZERO, |c| {
+                let work = c.work().saturating_sub(aside_work).min(busy);
+                work.mul_f64(spec.slowdown - 1.0)
+            });
+            if !extra.is_zero() {
+                ran += node.wait_slowed(extra, &estimate, &mut spare, &mut local);
             }
-            let busy = busy.mul_f64(spec.slowdown.max(1.0));
+            let busy = busy + extra;
             // Take the set back from the hand, leaving it this worker's empty vector.
             std::mem::swap(&mut *hand.running(), &mut resolved);
             if resolved.is_empty() {
@@ -413,6 +421,7 @@ impl Node<'_> {
                 self.health.busy_limit.fetch_add(extra, Ordering::AcqRel);
             }
             let began = Instant::now();
+            let clock = (self.spec.slowdown > 1.0).then(WorkClock::start);
             let mut states = States::new(&self.engine.store, &self.engine.layout.aes_impls);
             let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set, None)))
                 .unwrap_or_else(|_| {
@@ -425,11 +434,13 @@ impl Node<'_> {
             if outside {
                 self.health.busy_since.store(0, Ordering::Release);
             }
-            let busy = began.elapsed();
-            if self.spec.slowdown > 1.0 {
-                emulate_slowdown(busy.mul_f64(self.spec.slowdown - 1.0));
+            let extra = clock.map_or(Duration::ZERO, |c| {
+                c.work().mul_f64(self.spec.slowdown - 1.0)
+            });
+            if !extra.is_zero() {
+                emulate_slowdown(extra);
             }
-            let busy = busy.mul_f64(self.spec.slowdown.max(1.0));
+            let busy = began.elapsed();
             let mine: Vec<Running> = {
                 let mut running = self.hand.running();
                 if running.len() != base + metas.len() {
@@ -461,10 +472,60 @@ type Started = SmallVec<[Option<(TaskId, u32)>; 1]>;
 /// The last part of an emulated wait, spun rather than slept, so that it ends on time.
 const SLOWDOWN_SPIN: Duration = Duration::from_micros(60);
 
+/// The real work a thread did since a start, as a slowed node measures it
+/// ([`NodeSpec::slowdown`](crate::runtime::NodeSpec::slowdown)): the thread's CPU time (on
+/// Linux; the wall time elsewhere), at most the wall time. A node waits its slowdown factor
+/// less one times this, so that time its thread spent preempted by other threads, or waiting
+/// for a core, is not multiplied as if the emulated core had worked through it. A reference
+/// that runs the same work directly measures its work with it too, and waits
+/// [`emulate_slowdown`] of it, to be slowed as the nodes are.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkClock {
+    wall: Instant,
+    cpu: Option<Duration>,
+}
+
+impl WorkClock {
+    /// Starts the clock on the calling thread.
+    pub fn start() -> Self {
+        Self {
+            wall: Instant::now(),
+            cpu: thread_cpu(),
+        }
+    }
+
+    /// The calling thread's work since the start: its CPU time, at most the wall time. Call it
+    /// on the thread that started the clock.
+    pub fn work(&self) -> Duration {
+        let wall = self.wall.elapsed();
+        match (self.cpu, thread_cpu()) {
+            (Some(start), Some(now)) => now.saturating_sub(start).min(wall),
+            _ => wall,
+        }
+    }
+}
+
+/// The calling thread's CPU time, where the system gives it.
+#[cfg(target_os = "linux")]
+fn thread_cpu() -> Option<Duration> {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Some(Duration::new(
+        u64::try_from(t.tv_sec).ok()?,
+        u32::try_from(t.tv_nsec).ok()?,
+    ))
+}
+
+/// The calling thread's CPU time, where the system gives it.
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu() -> Option<Duration> {
+    None
+}
+
 /// Waits `extra`, as a node with a slowdown factor does after its real work
 /// ([`NodeSpec::slowdown`](crate::runtime::NodeSpec::slowdown)): sleeps for all but the last
 /// 60 µs (leaving the core to other threads), then spins to the deadline. A reference that runs
-/// the same work directly can call it per packet to be slowed exactly as the nodes are.
+/// the same work directly can call it per packet, with its work measured by a [`WorkClock`],
+/// to be slowed exactly as the nodes are.
 pub fn emulate_slowdown(extra: Duration) {
     let deadline = Instant::now() + extra;
     if extra > SLOWDOWN_SPIN {
@@ -579,5 +640,38 @@ impl Estimator {
         } else {
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn work_leaves_out_time_the_thread_did_not_run() {
+        let clock = WorkClock::start();
+        std::thread::sleep(Duration::from_millis(40));
+        let work = clock.work();
+        assert!(
+            work < Duration::from_millis(10),
+            "a thread that slept 40 ms counted {work:?} of work"
+        );
+    }
+
+    #[test]
+    fn work_counts_time_the_thread_ran_and_never_passes_the_wall_time() {
+        let start = Instant::now();
+        let clock = WorkClock::start();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let work = clock.work();
+        let wall = start.elapsed();
+        assert!(
+            work >= Duration::from_millis(1) && work <= wall,
+            "a thread that spun for {wall:?} counted {work:?} of work"
+        );
     }
 }

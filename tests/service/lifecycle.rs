@@ -343,6 +343,57 @@ fn dropping_the_last_service_reference_on_a_worker_thread_does_not_hang_it() {
     );
 }
 
+/// A slowed node multiplies its real work, not the time its thread was kept off its core: beside
+/// a thread spinning on the node's core, a job on a node slowed ten times takes about what it
+/// takes alone. Measured as wall time, the time the spinner held the core was multiplied too, and
+/// the job took about twice as long.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_slowed_node_does_not_multiply_time_its_thread_was_preempted() {
+    let _serial = exclusive();
+    if cores() < 1 {
+        return;
+    }
+    const LEN: usize = 1 << 20;
+    let service = Service::builder()
+        .packet_size(LEN)
+        .aes_cluster([NodeSpec::pinned(0).slowdown(10.0)])
+        .build()
+        .unwrap();
+    let key = service.add_aes_key(&[0x3c; 16]).unwrap();
+    let (iv, data) = ([0x0e; 16], vec![0x5a; LEN]);
+    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let expected = ref_aes(&[0x3c; 16], op, &iv, &data).unwrap();
+    let run = || {
+        let t = std::time::Instant::now();
+        let out = service.submit(Job::encrypt(key, Mode::Cbc, &iv, data.clone()));
+        let out = out.unwrap().wait().unwrap();
+        assert_eq!(out, JobOutput::Data(expected.clone()));
+        t.elapsed()
+    };
+    run();
+    let alone = (0..3).map(|_| run()).min().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let spinner = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            let _ = core_affinity::set_for_current(core_affinity::CoreId { id: 0 });
+            while !stop.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    thread::sleep(Duration::from_millis(20));
+    let beside = (0..3).map(|_| run()).min().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    spinner.join().unwrap();
+    assert!(
+        beside.as_secs_f64() < 1.3 * alone.as_secs_f64(),
+        "a job on a node slowed ten times took {beside:?} beside a thread spinning on its core, \
+         {alone:?} alone"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // (b) A saturated cluster does not stall another
 // ---------------------------------------------------------------------------------------------

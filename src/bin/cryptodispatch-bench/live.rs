@@ -21,7 +21,7 @@ use cryptodispatch::crypto::{
     AesImpl, AesKey, AesOp, ChainState, Direction, ImplTable, LaneItem, SigningKey, VerifyingKey,
     run_packets_with,
 };
-use cryptodispatch::runtime::emulate_slowdown;
+use cryptodispatch::runtime::{WorkClock, emulate_slowdown};
 use cryptodispatch::sim::research::experiments::Paired;
 use cryptodispatch::{
     Admission, ClusterKind, Job, JobHandle, JobOutput, Mode, NodeSpec, PolicySpec, Service,
@@ -539,10 +539,10 @@ fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<M
             };
             let packets = item.data.len().div_ceil(work.packet_size).max(1);
             // Per packet, as a node: real work, then the emulated wait.
-            let t0 = Instant::now();
+            let clock = WorkClock::start();
             let o = run_one(&mut item);
             if slow > 1.0 {
-                let per_packet = t0.elapsed() / packets as u32;
+                let per_packet = clock.work() / packets as u32;
                 for _ in 0..packets {
                     emulate_slowdown(per_packet.mul_f64(slow - 1.0));
                 }
