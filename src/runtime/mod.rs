@@ -16,7 +16,8 @@
 //!    cluster kinds, task ids), `job` (a job and its output), `error`, `keys` (the registry),
 //!    `store` (chaining state between packets), `backlog` (what waits per job and tenant under
 //!    fair admission), `tenant` (tenants' weights, limits and counters), `metrics`, `fault`
-//!    (injected faults), `health` (what the supervisor judges a node by, and the stall rule).
+//!    (injected faults), `health` (what the supervisor judges a node by, and the stall rule),
+//!    `slow` (how a node with a slowdown emulates a slower core).
 //! 2. `work`: the job record every packet points to, and the data a packet carries.
 //! 3. `cut`: cutting a job's data into packets; `layout`: the facts fixed at build time.
 //! 4. `exec`: running a packet, a chain run or a lane set, on whatever thread calls (no
@@ -42,6 +43,7 @@ mod fault;
 mod health;
 mod keys;
 mod metrics;
+mod slow;
 mod store;
 mod tenant;
 
@@ -76,6 +78,6 @@ pub use ids::{ClusterKind, KeyId};
 pub use job::{Job, JobOutput};
 pub use metrics::{ClusterMetrics, Metrics, NodeMetrics, NodeState};
 pub use service::{Service, SubmitFuture};
+pub use slow::{SlowCore, WorkClock, emulate_slowdown};
 pub use stream::{Stream, StreamReceiver, StreamSender, TryPushError};
 pub use tenant::{MAX_TENANT_NAME, TenantLimits, TenantMetrics, TenantSpec};
-pub use worker::{WorkClock, emulate_slowdown};

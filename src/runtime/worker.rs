@@ -7,11 +7,10 @@
 //! service time refines the estimate by an exponentially weighted average, and the scheduler is
 //! told when the estimate moves by more than 2%.
 //!
-//! A node with a slowdown factor f > 1 emulates a slower IP core: after its real work, taking
-//! time d, it waits (f − 1)·d, so each packet costs f times its real time. The work d is the
-//! thread's CPU time over the set (`WorkClock`), not the wall time: time the thread was
-//! preempted is not the emulated core's work, and multiplied by f a few microseconds of it would
-//! become milliseconds of a packet's latency. It sleeps for most of
+//! A node with a slowdown factor f > 1 emulates a slower IP core (`slow`): after its real
+//! work, taking time d, it waits (f − 1)·d, so each packet costs f times its real time; d is
+//! its thread's CPU time, counted at most at the node's best time for the set. It sleeps for
+//! most of
 //! the wait, leaving the core to other nodes pinned there, and spins only the last 60 µs so the
 //! wait ends on time. Light packets (docs/ALGORITHM.md §15.7) that come during the wait run at
 //! once, as a slower core would run them at its set's next pause; the wait goes on after them.
@@ -37,6 +36,7 @@ use crate::runtime::hand::{NodeHand, Running};
 use crate::runtime::health::{NodeHealth, own_thread_id, stall_limit};
 use crate::runtime::ids::ClusterKind;
 use crate::runtime::metrics::LocalCounters;
+use crate::runtime::slow::{SLOWDOWN_SPIN, SlowCore, WorkClock, emulate_slowdown, fastest};
 use crate::runtime::work::{PacketData, PartOutput};
 
 /// What a worker needs to know about its node.
@@ -102,14 +102,17 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         // Pinning is best effort: an unpinned node still works.
         let _ = core_affinity::set_for_current(core);
     }
-    let times = spec.declared.unwrap_or_else(|| {
-        calibrate(
-            spec.kind,
-            spec.unit_len,
-            spec.slowdown,
-            &engine.layout.aes_impls,
-        )
-    });
+    let impls = &engine.layout.aes_impls;
+    let (times, core) = match spec.declared {
+        Some(times) => (times, SlowCore::new(spec.slowdown)),
+        None => (
+            calibrate(spec.kind, spec.unit_len, spec.slowdown, impls),
+            match spec.kind {
+                ClusterKind::Aes => SlowCore::measured(spec.slowdown, spec.unit_len, impls),
+                ClusterKind::Ed25519 => SlowCore::new(spec.slowdown),
+            },
+        ),
+    };
     engine.set_unit_times(spec.node, times);
     if let Some(ready) = ready {
         let _ = ready.send(());
@@ -133,6 +136,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         hand,
         health,
         max_attempts: if alone { 1 } else { engine.layout.max_attempts },
+        core,
     };
     let slowed = spec.slowdown > 1.0;
     let mut estimate = Estimator::new(spec.kind, times, spec.unit_len);
@@ -203,7 +207,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             let busy = start.elapsed().saturating_sub(aside);
             let extra = clock.map_or(Duration::ZERO, |c| {
                 let work = c.work().saturating_sub(aside_work).min(busy);
-                work.mul_f64(spec.slowdown - 1.0)
+                node.core.extra(work, metas.iter().map(|m| (m.cmd, m.len)))
             });
             if !extra.is_zero() {
                 ran += node.wait_slowed(extra, &estimate, &mut spare, &mut local);
@@ -260,6 +264,8 @@ struct Node<'a> {
     health: &'a NodeHealth,
     /// Runs a packet may have; 1 on a node alone in its cluster.
     max_attempts: u32,
+    /// The slower core the node emulates, if its slowdown is above 1.
+    core: SlowCore,
 }
 
 impl Node<'_> {
@@ -435,7 +441,7 @@ impl Node<'_> {
                 self.health.busy_since.store(0, Ordering::Release);
             }
             let extra = clock.map_or(Duration::ZERO, |c| {
-                c.work().mul_f64(self.spec.slowdown - 1.0)
+                (self.core).extra(c.work(), metas.iter().map(|m| (m.cmd, m.len)))
             });
             if !extra.is_zero() {
                 emulate_slowdown(extra);
@@ -469,87 +475,10 @@ impl Node<'_> {
 /// Per packet of a set: the stored state that started it, to release once it is delivered.
 type Started = SmallVec<[Option<(TaskId, u32)>; 1]>;
 
-/// The last part of an emulated wait, spun rather than slept, so that it ends on time.
-const SLOWDOWN_SPIN: Duration = Duration::from_micros(60);
-
-/// The real work a thread did since a start, as a slowed node measures it
-/// ([`NodeSpec::slowdown`](crate::runtime::NodeSpec::slowdown)): the thread's CPU time (on
-/// Linux; the wall time elsewhere), at most the wall time. A node waits its slowdown factor
-/// less one times this, so that time its thread spent preempted by other threads, or waiting
-/// for a core, is not multiplied as if the emulated core had worked through it. A reference
-/// that runs the same work directly measures its work with it too, and waits
-/// [`emulate_slowdown`] of it, to be slowed as the nodes are.
-#[derive(Debug, Clone, Copy)]
-pub struct WorkClock {
-    wall: Instant,
-    cpu: Option<Duration>,
-}
-
-impl WorkClock {
-    /// Starts the clock on the calling thread.
-    pub fn start() -> Self {
-        Self {
-            wall: Instant::now(),
-            cpu: thread_cpu(),
-        }
-    }
-
-    /// The calling thread's work since the start: its CPU time, at most the wall time. Call it
-    /// on the thread that started the clock.
-    pub fn work(&self) -> Duration {
-        let wall = self.wall.elapsed();
-        match (self.cpu, thread_cpu()) {
-            (Some(start), Some(now)) => now.saturating_sub(start).min(wall),
-            _ => wall,
-        }
-    }
-}
-
-/// The calling thread's CPU time, where the system gives it.
-#[cfg(target_os = "linux")]
-fn thread_cpu() -> Option<Duration> {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    Some(Duration::new(
-        u64::try_from(t.tv_sec).ok()?,
-        u32::try_from(t.tv_nsec).ok()?,
-    ))
-}
-
-/// The calling thread's CPU time, where the system gives it.
-#[cfg(not(target_os = "linux"))]
-fn thread_cpu() -> Option<Duration> {
-    None
-}
-
-/// Waits `extra`, as a node with a slowdown factor does after its real work
-/// ([`NodeSpec::slowdown`](crate::runtime::NodeSpec::slowdown)): sleeps for all but the last
-/// 60 µs (leaving the core to other threads), then spins to the deadline. A reference that runs
-/// the same work directly can call it per packet, with its work measured by a [`WorkClock`],
-/// to be slowed exactly as the nodes are.
-pub fn emulate_slowdown(extra: Duration) {
-    let deadline = Instant::now() + extra;
-    if extra > SLOWDOWN_SPIN {
-        std::thread::sleep(extra - SLOWDOWN_SPIN);
-    }
-    while Instant::now() < deadline {
-        std::hint::spin_loop();
-    }
-}
-
 /// Measures the node's unit times: nanoseconds per packet of `unit_len` bytes (AES, a packet
 /// alone on the implementation `impls` chose) or per operation (Ed25519), the fastest of a few
 /// runs, times the slowdown factor.
 fn calibrate(kind: ClusterKind, unit_len: usize, slowdown: f64, impls: &ImplTable) -> UnitTimes {
-    fn fastest(runs: usize, mut f: impl FnMut()) -> f64 {
-        (0..runs)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed().as_nanos() as f64
-            })
-            .fold(f64::INFINITY, f64::min)
-            .max(1.0)
-    }
     let (a, b) = match kind {
         ClusterKind::Aes => {
             let Ok(key) = AesKey::new(&[0x5c; 16]) else {
@@ -640,38 +569,5 @@ impl Estimator {
         } else {
             None
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    #[cfg(target_os = "linux")]
-    fn work_leaves_out_time_the_thread_did_not_run() {
-        let clock = WorkClock::start();
-        std::thread::sleep(Duration::from_millis(40));
-        let work = clock.work();
-        assert!(
-            work < Duration::from_millis(10),
-            "a thread that slept 40 ms counted {work:?} of work"
-        );
-    }
-
-    #[test]
-    fn work_counts_time_the_thread_ran_and_never_passes_the_wall_time() {
-        let start = Instant::now();
-        let clock = WorkClock::start();
-        let mut x = 0u64;
-        while start.elapsed() < Duration::from_millis(30) {
-            x = std::hint::black_box(x.wrapping_add(1));
-        }
-        let work = clock.work();
-        let wall = start.elapsed();
-        assert!(
-            work >= Duration::from_millis(1) && work <= wall,
-            "a thread that spun for {wall:?} counted {work:?} of work"
-        );
     }
 }

@@ -75,6 +75,7 @@ const RUNTIME_ORDER: &[&str] = &[
     "metrics",
     "fault",
     "health",
+    "slow",
     "work",
     "cut",
     "layout",

@@ -21,7 +21,8 @@ use cryptodispatch::crypto::{
     AesImpl, AesKey, AesOp, ChainState, Direction, ImplTable, LaneItem, SigningKey, VerifyingKey,
     run_packets_with,
 };
-use cryptodispatch::runtime::{WorkClock, emulate_slowdown};
+use cryptodispatch::packet::Cmd;
+use cryptodispatch::runtime::{SlowCore, WorkClock, emulate_slowdown};
 use cryptodispatch::sim::research::experiments::Paired;
 use cryptodispatch::{
     Admission, ClusterKind, Job, JobHandle, JobOutput, Mode, NodeSpec, PolicySpec, Service,
@@ -449,11 +450,7 @@ fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<M
     let signers = work.seeds.iter().map(|s| SigningKey::from_seed(s));
     let signers: Vec<SigningKey> = signers.collect::<Result<_, _>>().text()?;
     let publics: Vec<VerifyingKey> = signers.iter().map(SigningKey::verifying_key).collect();
-    let slowdowns: Vec<f64> = if work.greedy {
-        work.slowdowns.clone()
-    } else {
-        vec![1.0; cores()]
-    };
+    let slowdowns = (work.greedy.then(|| work.slowdowns.clone())).unwrap_or(vec![1.0; cores()]);
 
     let run_one = |item: &mut Item| -> Result<JobOutput, String> {
         Ok(match item.spec {
@@ -516,8 +513,11 @@ fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<M
         queues[i % n].push_back((i, item));
     }
     let queues: Vec<Mutex<VecDeque<(usize, Item)>>> = queues.into_iter().map(Mutex::new).collect();
+    // Each thread emulates the slower core its node does, measured before the clock starts.
+    let cores = (slowdowns.iter()).map(|&f| SlowCore::measured(f, work.packet_size, &table));
+    let cores: Vec<SlowCore> = cores.collect();
     let start = Instant::now();
-    let outs = on_threads(slowdowns, true, |t, slow| {
+    let outs = on_threads(cores, true, |t, core| {
         let queue = &queues[t % queues.len()];
         let mut out = Vec::new();
         loop {
@@ -537,16 +537,16 @@ fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<M
             let Some((i, mut item)) = set.pop() else {
                 break;
             };
-            let packets = item.data.len().div_ceil(work.packet_size).max(1);
-            // Per packet, as a node: real work, then the emulated wait.
+            let (len, size) = (item.data.len(), work.packet_size);
+            let ed = matches!(item.spec, Spec::Sign { .. } | Spec::Verify { .. });
+            let cmd = [Cmd::Encrypt, Cmd::Sign][ed as usize]; // a slower core's best is AES's
+            let packets =
+                (0..len.div_ceil(size).max(1)).map(|p| (cmd, (len - p * size).min(size) as u64));
+            // As a node: real work, then the emulated wait (none unslowed), packet by packet.
             let clock = WorkClock::start();
             let o = run_one(&mut item);
-            if slow > 1.0 {
-                let per_packet = clock.work() / packets as u32;
-                for _ in 0..packets {
-                    emulate_slowdown(per_packet.mul_f64(slow - 1.0));
-                }
-            }
+            let wait = core.extra(clock.work(), packets.clone()) / packets.len() as u32;
+            packets.for_each(|_| emulate_slowdown(wait));
             out.push((i, o));
         }
         out
