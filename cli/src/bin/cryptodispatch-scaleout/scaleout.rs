@@ -95,9 +95,13 @@ pub struct ScaleoutArgs {
     /// error); the CSV files are written as always
     #[arg(long)]
     csv: bool,
-    /// `tenants`: start the daemons with `--light-path` (a quiet tenant's small calls run at a
-    /// node's next pause)
+    /// `tenants`: start the daemons with `--no-light-path` (a quiet tenant's small calls then
+    /// wait behind the other tenants' queued work, as before the light path was the daemon's
+    /// default)
     #[arg(long)]
+    pub no_light_path: bool,
+    /// `tenants`: the daemons' light path, their default (kept for scripts that name it)
+    #[arg(long, hide = true, conflicts_with = "no_light_path")]
     pub light_path: bool,
     /// `tenants`: seconds of each run (shares, the quiet tenant alone, beside the noisy one)
     #[arg(long, default_value_t = 5.0)]

@@ -328,8 +328,8 @@ pub fn measure(
 ) -> Result<Outcome, String> {
     let tokens = write_tokens(dir)?;
     let mut extra = vec!["--metrics", "127.0.0.1:0"];
-    if args.light_path {
-        extra.push("--light-path");
+    if args.no_light_path {
+        extra.push("--no-light-path");
     }
     let daemons: Vec<DaemonProcess> = (0..DAEMONS)
         .map(|_| {

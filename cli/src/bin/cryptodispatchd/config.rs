@@ -129,10 +129,15 @@ pub struct Args {
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub queue_wait_ms: u64,
 
-    /// Let a tenant's small calls within its weighted share go ahead of the other tenants'
-    /// queued work and run at a node's next pause (lower latency for quiet tenants, some
-    /// throughput for busy ones: the library's `ServiceBuilder::light_path`)
+    /// Turn the light path off. On by default: a tenant's small calls within its weighted
+    /// share go ahead of the other tenants' queued work and run at a node's next pause (the
+    /// library's `ServiceBuilder::light_path`), which keeps a quiet tenant's latency near its
+    /// latency alone and costs tenants over their share some throughput
     #[arg(long)]
+    pub no_light_path: bool,
+
+    /// The light path, on by default (kept for scripts written when it was off)
+    #[arg(long, hide = true, conflicts_with = "no_light_path")]
     pub light_path: bool,
 
     /// Streams open at once, at most (each holds a thread while open)
@@ -446,7 +451,7 @@ impl Args {
             .packet_size(packet_size)
             // A stream call keeps as many outputs unreceived as the library's stream holds.
             .stream_outputs(crate::stream::MAX_PENDING)
-            .light_path(self.light_path)
+            .light_path(self.light_path || !self.no_light_path)
             .cluster(
                 ClusterKind::Aes,
                 (0..nodes).map(|i| aes_node(i, aes_capacity)),

@@ -491,7 +491,7 @@ impl Collector for ServiceCollector {
         family(
             e,
             "cryptodispatch_jobs_light",
-            "Jobs that took the light path (--light-path): run at a node's next pause",
+            "Jobs that took the light path (off with --no-light-path): run at a node's next pause",
             counter,
             [(none(), ConstCounter::new(m.jobs_light))],
         )?;
