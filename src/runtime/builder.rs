@@ -114,8 +114,8 @@ impl NodeSpec {
     /// Makes the node emulate an IP core `factor` times slower (≥ 1): after its real work it
     /// waits, so each packet costs `factor` times its real time. The real work is the node
     /// thread's CPU time ([`WorkClock`](crate::runtime::WorkClock)), so time the thread spent
-    /// preempted is not multiplied, and on an AES node at most this core's best time for the
-    /// packets is ([`SlowCore`](crate::runtime::SlowCore)): a cache miss or an interrupt is
+    /// preempted is not multiplied, and at most twice the packets' usual time is
+    /// ([`SlowCore`](crate::runtime::SlowCore)): a cache miss or an interrupt beyond that is
     /// counted once, not `factor` times. With the
     /// [light path](ServiceBuilder::light_path), light packets that come during the wait run
     /// at once, as a slower core would run them at its next pause, and the wait goes on after

@@ -8,20 +8,15 @@
 //! - The work is the thread's CPU time over the set ([`WorkClock`]; the wall time where the
 //!   system gives no thread CPU time), not the wall time: time the thread was preempted, or
 //!   ready and waiting for a core, is not work the emulated core did.
-//! - The work multiplied is at most this core's best time for the set ([`SlowCore`]): what a
+//! - The work multiplied is at most [`SlowCore::OUTLIER`] (two) times the set's usual time, the
+//!   node's running estimate of its packets' time alone (the one the scheduler reads): what a
 //!   set takes beyond that (a cache or TLB miss on cold data, a page fault, an interrupt) is
-//!   counted once, as a slower core's compute would not make those slower. The best is
-//!   measured at start-up for AES: the fastest of five runs of AES-256 CBC encryption, the
-//!   slowest work per byte a node does, on packets of 16 bytes and of the service's packet
-//!   size, interpolated in between. Ed25519 work, and nodes whose unit times were declared, are
-//!   multiplied whole.
+//!   counted once, as a slower core's compute would not make those slower. The usual time
+//!   includes the service's own work per packet, so that is multiplied as the cipher's is.
 //!
 //! [`NodeSpec::slowdown`]: crate::runtime::NodeSpec::slowdown
 
 use std::time::{Duration, Instant};
-
-use crate::crypto::{AesKey, AesOp, ChainState, Direction, ImplTable};
-use crate::packet::{Cmd, Mode};
 
 /// The last part of an emulated wait, spun rather than slept, so that it ends on time.
 pub(crate) const SLOWDOWN_SPIN: Duration = Duration::from_micros(60);
@@ -79,49 +74,15 @@ fn thread_cpu() -> Option<Duration> {
 #[derive(Debug, Clone, Copy)]
 pub struct SlowCore {
     factor: f64,
-    /// This core's best time for an AES packet, in nanoseconds: (of 16 bytes, per byte more).
-    /// `None` when not measured: all work is multiplied.
-    aes_best: Option<(f64, f64)>,
 }
 
 impl SlowCore {
-    /// A core `factor` times slower whose whole work is multiplied (no best measured).
-    pub fn new(factor: f64) -> Self {
-        Self {
-            factor,
-            aes_best: None,
-        }
-    }
+    /// Work beyond this many times a set's usual time is counted once, not multiplied.
+    pub const OUTLIER: f64 = 2.0;
 
-    /// A core `factor` times slower, with this core's best AES time measured on `impls` (the
-    /// fastest of five runs of AES-256 CBC encryption, on packets of 16 and of `unit_len`
-    /// bytes): the AES work it multiplies is at most that time for each packet's length.
-    /// Measures only if `factor` is above 1.
-    pub fn measured(factor: f64, unit_len: usize, impls: &ImplTable) -> Self {
-        if factor <= 1.0 {
-            return Self::new(factor);
-        }
-        let Ok(key) = AesKey::new(&[0x5c; 32]) else {
-            return Self::new(factor);
-        };
-        let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
-        let unit_len = unit_len.max(16);
-        let mut buf = vec![0u8; unit_len];
-        let mut best = |len: usize| {
-            fastest(5, || {
-                let mut state = ChainState::default();
-                let _ = key.process_with(impls.get(op), op, &mut state, &mut buf, len, false);
-            })
-        };
-        let (small, unit) = (best(16), best(unit_len));
-        let per_byte = match unit_len - 16 {
-            0 => 0.0,
-            more => (unit - small).max(0.0) / more as f64,
-        };
-        Self {
-            factor,
-            aes_best: Some((small, per_byte)),
-        }
+    /// A core `factor` times slower than this one (1: no slower).
+    pub fn new(factor: f64) -> Self {
+        Self { factor }
     }
 
     /// The slowdown factor.
@@ -129,46 +90,19 @@ impl SlowCore {
         self.factor
     }
 
-    /// What the slower core waits after `work` on `packets` (each its command and length):
-    /// `factor − 1` times the work, counting of it at most this core's best time for the
-    /// packets where that was measured (AES).
-    pub fn extra(&self, work: Duration, packets: impl IntoIterator<Item = (Cmd, u64)>) -> Duration {
+    /// What the slower core waits after `work` on a set whose usual time on this core is
+    /// `usual` (`None`: not known): `factor − 1` times the work, counting of it at most
+    /// [`OUTLIER`](Self::OUTLIER) times the usual time.
+    pub fn extra(&self, work: Duration, usual: Option<Duration>) -> Duration {
         if self.factor <= 1.0 {
             return Duration::ZERO;
         }
-        let counted = match self.aes_best {
-            Some((small, per_byte)) => {
-                let best_ns: f64 = packets
-                    .into_iter()
-                    .map(|(cmd, len)| match cmd {
-                        Cmd::Encrypt | Cmd::Decrypt => {
-                            small + per_byte * len.saturating_sub(16) as f64
-                        }
-                        Cmd::Sign | Cmd::Verify => f64::INFINITY,
-                    })
-                    .sum();
-                if best_ns < work.as_nanos() as f64 {
-                    Duration::from_nanos(best_ns as u64)
-                } else {
-                    work
-                }
-            }
+        let counted = match usual {
+            Some(usual) => work.min(usual.mul_f64(Self::OUTLIER)),
             None => work,
         };
         counted.mul_f64(self.factor - 1.0)
     }
-}
-
-/// The fastest of `runs` timed runs of `f`, in nanoseconds (at least 1).
-pub(crate) fn fastest(runs: usize, mut f: impl FnMut()) -> f64 {
-    (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed().as_nanos() as f64
-        })
-        .fold(f64::INFINITY, f64::min)
-        .max(1.0)
 }
 
 /// Waits `extra`, as a node with a slowdown factor does after its real work: sleeps for all
@@ -218,46 +152,17 @@ mod tests {
         );
     }
 
-    /// A core slowed 10 times whose best for an AES packet is 1 µs plus 1 ns a byte.
-    fn core() -> SlowCore {
-        SlowCore {
-            factor: 10.0,
-            aes_best: Some((1_000.0, 1.0)),
-        }
-    }
-
     #[test]
-    fn a_slower_core_multiplies_work_up_to_its_best_and_counts_the_rest_once() {
-        let us = Duration::from_micros;
-        // Best for 1040 bytes: 1 µs + 1024 ns = 2.024 µs.
-        let packet = [(Cmd::Encrypt, 1040)];
-        assert_eq!(core().extra(us(1), packet), us(9));
-        assert_eq!(
-            core().extra(us(50), packet),
-            Duration::from_nanos(2_024 * 9)
-        );
-        // Two packets: their bests add up.
-        let two = [(Cmd::Decrypt, 16), (Cmd::Encrypt, 16)];
-        assert_eq!(core().extra(us(50), two), us(18));
-        // Ed25519 work, and a core with no best measured, are multiplied whole.
-        assert_eq!(core().extra(us(50), [(Cmd::Sign, 64)]), us(450));
-        assert_eq!(SlowCore::new(10.0).extra(us(50), packet), us(450));
+    fn a_slower_core_multiplies_work_up_to_twice_its_usual_and_counts_the_rest_once() {
+        let (us, core) = (Duration::from_micros, SlowCore::new(10.0));
+        // Within twice the usual time: all of it multiplied.
+        assert_eq!(core.extra(us(15), Some(us(10))), us(135));
+        // Beyond: twice the usual time multiplied, the rest counted once (not waited for).
+        assert_eq!(core.extra(us(50), Some(us(10))), us(180));
+        // With no usual time known, the whole work.
+        assert_eq!(core.extra(us(50), None), us(450));
         // A factor of 1 waits nothing.
-        assert_eq!(SlowCore::new(1.0).extra(us(50), packet), Duration::ZERO);
-    }
-
-    #[test]
-    fn a_measured_core_has_a_best_that_grows_with_the_length() {
-        let core = SlowCore::measured(4.0, 16 * 1024, &ImplTable::rustcrypto());
-        let (small, per_byte) = core.aes_best.expect("AES measured");
-        assert!(
-            small > 0.0 && per_byte > 0.0,
-            "best {small} ns + {per_byte} ns a byte"
-        );
-        assert!(
-            SlowCore::measured(1.0, 16 * 1024, &ImplTable::rustcrypto())
-                .aes_best
-                .is_none()
-        );
+        let none = SlowCore::new(1.0).extra(us(50), Some(us(10)));
+        assert_eq!(none, Duration::ZERO);
     }
 }

@@ -9,8 +9,7 @@
 //!
 //! A node with a slowdown factor f > 1 emulates a slower IP core (`slow`): after its real
 //! work, taking time d, it waits (f − 1)·d, so each packet costs f times its real time; d is
-//! its thread's CPU time, counted at most at the node's best time for the set. It sleeps for
-//! most of
+//! its thread's CPU time, counted at most at twice the set's usual time. It sleeps for most of
 //! the wait, leaving the core to other nodes pinned there, and spins only the last 60 µs so the
 //! wait ends on time. Light packets (docs/ALGORITHM.md §15.7) that come during the wait run at
 //! once, as a slower core would run them at its set's next pause; the wait goes on after them.
@@ -36,7 +35,7 @@ use crate::runtime::hand::{NodeHand, Running};
 use crate::runtime::health::{NodeHealth, own_thread_id, stall_limit};
 use crate::runtime::ids::ClusterKind;
 use crate::runtime::metrics::LocalCounters;
-use crate::runtime::slow::{SLOWDOWN_SPIN, SlowCore, WorkClock, emulate_slowdown, fastest};
+use crate::runtime::slow::{SLOWDOWN_SPIN, SlowCore, WorkClock, emulate_slowdown};
 use crate::runtime::work::{PacketData, PartOutput};
 
 /// What a worker needs to know about its node.
@@ -102,17 +101,14 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         // Pinning is best effort: an unpinned node still works.
         let _ = core_affinity::set_for_current(core);
     }
-    let impls = &engine.layout.aes_impls;
-    let (times, core) = match spec.declared {
-        Some(times) => (times, SlowCore::new(spec.slowdown)),
-        None => (
-            calibrate(spec.kind, spec.unit_len, spec.slowdown, impls),
-            match spec.kind {
-                ClusterKind::Aes => SlowCore::measured(spec.slowdown, spec.unit_len, impls),
-                ClusterKind::Ed25519 => SlowCore::new(spec.slowdown),
-            },
-        ),
-    };
+    let times = spec.declared.unwrap_or_else(|| {
+        calibrate(
+            spec.kind,
+            spec.unit_len,
+            spec.slowdown,
+            &engine.layout.aes_impls,
+        )
+    });
     engine.set_unit_times(spec.node, times);
     if let Some(ready) = ready {
         let _ = ready.send(());
@@ -136,7 +132,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         hand,
         health,
         max_attempts: if alone { 1 } else { engine.layout.max_attempts },
-        core,
+        core: SlowCore::new(spec.slowdown),
     };
     let slowed = spec.slowdown > 1.0;
     let mut estimate = Estimator::new(spec.kind, times, spec.unit_len);
@@ -207,7 +203,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             let busy = start.elapsed().saturating_sub(aside);
             let extra = clock.map_or(Duration::ZERO, |c| {
                 let work = c.work().saturating_sub(aside_work).min(busy);
-                node.core.extra(work, metas.iter().map(|m| (m.cmd, m.len)))
+                node.core.extra(work, Some(usual(expected, spec.slowdown)))
             });
             if !extra.is_zero() {
                 ran += node.wait_slowed(extra, &estimate, &mut spare, &mut local);
@@ -441,7 +437,7 @@ impl Node<'_> {
                 self.health.busy_since.store(0, Ordering::Release);
             }
             let extra = clock.map_or(Duration::ZERO, |c| {
-                (self.core).extra(c.work(), metas.iter().map(|m| (m.cmd, m.len)))
+                (self.core).extra(c.work(), Some(usual(expected, self.spec.slowdown)))
             });
             if !extra.is_zero() {
                 emulate_slowdown(extra);
@@ -475,10 +471,26 @@ impl Node<'_> {
 /// Per packet of a set: the stored state that started it, to release once it is delivered.
 type Started = SmallVec<[Option<(TaskId, u32)>; 1]>;
 
+/// A set's usual real time on a node slowed `slowdown` times: its expected time from the
+/// node's estimates (`expected`, nanoseconds, slowed), unslowed.
+fn usual(expected: f64, slowdown: f64) -> Duration {
+    Duration::from_secs_f64((expected / slowdown.max(1.0) / 1e9).clamp(0.0, 1e6))
+}
+
 /// Measures the node's unit times: nanoseconds per packet of `unit_len` bytes (AES, a packet
 /// alone on the implementation `impls` chose) or per operation (Ed25519), the fastest of a few
 /// runs, times the slowdown factor.
 fn calibrate(kind: ClusterKind, unit_len: usize, slowdown: f64, impls: &ImplTable) -> UnitTimes {
+    fn fastest(runs: usize, mut f: impl FnMut()) -> f64 {
+        (0..runs)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_nanos() as f64
+            })
+            .fold(f64::INFINITY, f64::min)
+            .max(1.0)
+    }
     let (a, b) = match kind {
         ClusterKind::Aes => {
             let Ok(key) = AesKey::new(&[0x5c; 16]) else {

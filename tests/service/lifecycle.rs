@@ -355,8 +355,11 @@ fn a_slowed_node_does_not_multiply_time_its_thread_was_preempted() {
         return;
     }
     const LEN: usize = 1 << 20;
+    // RustCrypto's serial CBC whatever else is built in, so that the job's real work is long
+    // enough (milliseconds) for the spinner to take the core from it.
     let service = Service::builder()
         .packet_size(LEN)
+        .aes_implementation(cryptodispatch::crypto::AesImpl::RustCrypto)
         .aes_cluster([NodeSpec::pinned(0).slowdown(10.0)])
         .build()
         .unwrap();

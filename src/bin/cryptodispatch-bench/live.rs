@@ -21,7 +21,6 @@ use cryptodispatch::crypto::{
     AesImpl, AesKey, AesOp, ChainState, Direction, ImplTable, LaneItem, SigningKey, VerifyingKey,
     run_packets_with,
 };
-use cryptodispatch::packet::Cmd;
 use cryptodispatch::runtime::{SlowCore, WorkClock, emulate_slowdown};
 use cryptodispatch::sim::research::experiments::Paired;
 use cryptodispatch::{
@@ -513,9 +512,7 @@ fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<M
         queues[i % n].push_back((i, item));
     }
     let queues: Vec<Mutex<VecDeque<(usize, Item)>>> = queues.into_iter().map(Mutex::new).collect();
-    // Each thread emulates the slower core its node does, measured before the clock starts.
-    let cores = (slowdowns.iter()).map(|&f| SlowCore::measured(f, work.packet_size, &table));
-    let cores: Vec<SlowCore> = cores.collect();
+    let cores: Vec<SlowCore> = slowdowns.iter().map(|&f| SlowCore::new(f)).collect();
     let start = Instant::now();
     let outs = on_threads(cores, true, |t, core| {
         let queue = &queues[t % queues.len()];
@@ -537,16 +534,13 @@ fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<M
             let Some((i, mut item)) = set.pop() else {
                 break;
             };
-            let (len, size) = (item.data.len(), work.packet_size);
-            let ed = matches!(item.spec, Spec::Sign { .. } | Spec::Verify { .. });
-            let cmd = [Cmd::Encrypt, Cmd::Sign][ed as usize]; // a slower core's best is AES's
-            let packets =
-                (0..len.div_ceil(size).max(1)).map(|p| (cmd, (len - p * size).min(size) as u64));
-            // As a node: real work, then the emulated wait (none unslowed), packet by packet.
+            let packets = item.data.len().div_ceil(work.packet_size).max(1);
+            // Per packet, as a node: real work, then the emulated wait (none unslowed; no
+            // usual time here, so all the work is multiplied).
             let clock = WorkClock::start();
             let o = run_one(&mut item);
-            let wait = core.extra(clock.work(), packets.clone()) / packets.len() as u32;
-            packets.for_each(|_| emulate_slowdown(wait));
+            let per_packet = core.extra(clock.work(), None) / packets as u32;
+            (0..packets).for_each(|_| emulate_slowdown(per_packet));
             out.push((i, o));
         }
         out
