@@ -421,7 +421,7 @@ impl Engine {
             let debts =
                 std::mem::take(&mut *shard.light_debts.lock().unwrap_or_else(|p| p.into_inner()));
             for (tenant, bytes) in debts {
-                e.sched.charge_tenant(tenant, bytes);
+                e.sched.charge_tenant(LOCAL, tenant, bytes);
             }
         }
         e

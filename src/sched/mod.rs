@@ -613,13 +613,13 @@ impl<D: Payload> Scheduler<D> {
         Ok(())
     }
 
-    /// Charges `tenant` for `bytes` it was served outside the core (the service's light
-    /// path, docs/ALGORITHM.md §15.7): under fair admission, a tenant with packets waiting
-    /// gives its next turns' quanta to the debt first, so that its bytes, both ways together,
-    /// keep to its weight's share while it stays backlogged. Debts that would leave every
-    /// tenant's turn empty are forgiven.
-    pub fn charge_tenant(&mut self, tenant: TenantId, bytes: u64) {
-        for flows in &mut self.flows {
+    /// Charges `tenant` for `bytes` cluster `c` served it outside the core (the service's
+    /// light path, docs/ALGORITHM.md §15.7): under fair admission, a tenant with packets
+    /// waiting in that cluster gives its next turns' quanta there to the debt first, so that
+    /// its bytes, both ways together, keep to its weight's share while it stays backlogged.
+    /// Debts that would leave every tenant's turn empty are forgiven.
+    pub fn charge_tenant(&mut self, c: ClusterId, tenant: TenantId, bytes: u64) {
+        if let Some(flows) = self.flows.get_mut(c.index()) {
             flows.charge(tenant, bytes);
         }
     }
