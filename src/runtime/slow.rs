@@ -90,6 +90,12 @@ impl SlowCore {
         self.factor
     }
 
+    /// A [`WorkClock`] started now if the core is slower than this one, else `None`: an
+    /// unslowed node or reference reads no CPU clock (a system call) per set.
+    pub fn clock(&self) -> Option<WorkClock> {
+        (self.factor > 1.0).then(WorkClock::start)
+    }
+
     /// What the slower core waits after `work` on a set whose usual time on this core is
     /// `usual` (`None`: not known): `factor − 1` times the work, counting of it at most
     /// [`OUTLIER`](Self::OUTLIER) times the usual time.
@@ -161,8 +167,9 @@ mod tests {
         assert_eq!(core.extra(us(50), Some(us(10))), us(180));
         // With no usual time known, the whole work.
         assert_eq!(core.extra(us(50), None), us(450));
-        // A factor of 1 waits nothing.
+        // A factor of 1 waits nothing, and reads no CPU clock.
         let none = SlowCore::new(1.0).extra(us(50), Some(us(10)));
         assert_eq!(none, Duration::ZERO);
+        assert!(SlowCore::new(1.0).clock().is_none() && core.clock().is_some());
     }
 }

@@ -35,7 +35,7 @@ use crate::runtime::hand::{NodeHand, Running};
 use crate::runtime::health::{NodeHealth, own_thread_id, stall_limit};
 use crate::runtime::ids::ClusterKind;
 use crate::runtime::metrics::LocalCounters;
-use crate::runtime::slow::{SLOWDOWN_SPIN, SlowCore, WorkClock, emulate_slowdown};
+use crate::runtime::slow::{SLOWDOWN_SPIN, SlowCore, emulate_slowdown};
 use crate::runtime::work::{PacketData, PartOutput};
 
 /// What a worker needs to know about its node.
@@ -134,7 +134,6 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         max_attempts: if alone { 1 } else { engine.layout.max_attempts },
         core: SlowCore::new(spec.slowdown),
     };
-    let slowed = spec.slowdown > 1.0;
     let mut estimate = Estimator::new(spec.kind, times, spec.unit_len);
     let mut local = LocalCounters::default();
     let mut estimates = Vec::new();
@@ -169,14 +168,14 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 .store(engine.now_ns() + 1, Ordering::Release);
             faults.panic_now();
             let start = Instant::now();
-            // A slowed node measures its work apart from the wall time (a system call).
-            let clock = slowed.then(WorkClock::start);
+            // A slowed node measures its work apart from the wall time.
+            let clock = node.core.clock();
             // Time spent on light packets at the set's pauses (wall time, and the thread's
             // work in it), which is not the set's.
             let (mut aside, mut aside_work, mut ran) = (Duration::ZERO, Duration::ZERO, 0);
             let mut states = States::new(&engine.store, &engine.layout.aes_impls);
             let mut hook = || {
-                let light = slowed.then(WorkClock::start);
+                let light = node.core.clock();
                 let (took, n) = node.run_light(&estimate, &mut spare, &mut local);
                 (aside, ran) = (aside + took, ran + n);
                 aside_work += light.map_or(Duration::ZERO, |c| c.work());
@@ -423,7 +422,7 @@ impl Node<'_> {
                 self.health.busy_limit.fetch_add(extra, Ordering::AcqRel);
             }
             let began = Instant::now();
-            let clock = (self.spec.slowdown > 1.0).then(WorkClock::start);
+            let clock = self.core.clock();
             let mut states = States::new(&self.engine.store, &self.engine.layout.aes_impls);
             let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set, None)))
                 .unwrap_or_else(|_| {

@@ -21,7 +21,7 @@ use cryptodispatch::crypto::{
     AesImpl, AesKey, AesOp, ChainState, Direction, ImplTable, LaneItem, SigningKey, VerifyingKey,
     run_packets_with,
 };
-use cryptodispatch::runtime::{SlowCore, WorkClock, emulate_slowdown};
+use cryptodispatch::runtime::{SlowCore, emulate_slowdown};
 use cryptodispatch::sim::research::experiments::Paired;
 use cryptodispatch::{
     Admission, ClusterKind, Job, JobHandle, JobOutput, Mode, NodeSpec, PolicySpec, Service,
@@ -537,10 +537,12 @@ fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<M
             let packets = item.data.len().div_ceil(work.packet_size).max(1);
             // Per packet, as a node: real work, then the emulated wait (none unslowed; no
             // usual time here, so all the work is multiplied).
-            let clock = WorkClock::start();
+            let clock = core.clock();
             let o = run_one(&mut item);
-            let per_packet = core.extra(clock.work(), None) / packets as u32;
-            (0..packets).for_each(|_| emulate_slowdown(per_packet));
+            if let Some(clock) = clock {
+                let per_packet = core.extra(clock.work(), None) / packets as u32;
+                (0..packets).for_each(|_| emulate_slowdown(per_packet));
+            }
             out.push((i, o));
         }
         out
