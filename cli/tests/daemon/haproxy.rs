@@ -21,7 +21,7 @@ use std::time::Duration;
 use cryptodispatch::crypto::{AesOp, Direction};
 use cryptodispatch::packet::Mode;
 use daemon_support::remote::client::{Client, ClientConfig};
-use daemon_support::remote::haproxy::{self, Backend, Haproxy, Setup};
+use daemon_support::remote::haproxy::{self, Backend, Balance, Haproxy, Setup};
 use daemon_support::remote::proto::{self, AesRequest};
 use daemon_support::*;
 use tokio::sync::Semaphore;
@@ -63,6 +63,7 @@ fn cluster(f: &Fixture, extra: &[&str]) -> (Vec<Daemon>, Haproxy) {
             .collect(),
         agent_inter_ms: 200,
         check_inter_ms: 200,
+        balance: Balance::Leastconn,
     };
     let proxy = Haproxy::start(&bin, &setup, &f.dir.0).unwrap();
     (daemons, proxy)
@@ -254,7 +255,7 @@ fn the_deploy_configuration_has_the_same_health_check() {
         "agent-check",
         "agent-port",
         "option tcp-check",
-        "balance roundrobin",
+        "balance leastconn",
     ] {
         assert!(deploy.contains(word), "deploy/haproxy.cfg lacks {word:?}");
     }

@@ -38,7 +38,7 @@ use cryptodispatch::{NodeSpec, Service};
 use tokio::sync::Semaphore;
 
 use crate::remote::client::{Client, ClientConfig};
-use crate::remote::haproxy::{self, Backend, Haproxy, Setup};
+use crate::remote::haproxy::{self, Backend, Balance, Haproxy, Setup};
 use crate::remote::proto::{self, AesRequest};
 use crate::report::{Csv, Table, f, write_file};
 
@@ -116,6 +116,22 @@ pub struct ScaleoutArgs {
     /// client)
     #[arg(long, default_value_t = 128)]
     pub noisy_open: usize,
+    /// How HAProxy picks a daemon for each call [default: leastconn for `tenants`, as
+    /// deploy/haproxy.cfg; roundrobin for the others, so that `hetero-static` shows static
+    /// weights under a balancer that does not follow the daemons' speed by itself]
+    #[arg(long, value_enum)]
+    pub balance: Option<Balance>,
+}
+
+impl ScaleoutArgs {
+    /// The balance algorithm of a setup (`tenants` or one of the others).
+    pub fn balance(&self, tenants: bool) -> Balance {
+        self.balance.unwrap_or(if tenants {
+            Balance::Leastconn
+        } else {
+            Balance::Roundrobin
+        })
+    }
 }
 
 /// `n` threads that spin on the CPU until dropped.
@@ -206,7 +222,11 @@ pub async fn connect(frontend: std::net::SocketAddr, token: &str) -> Result<Clie
 }
 
 /// HAProxy's setup in front of `daemons`, on a free port (with their agent checks, if `agent`).
-pub fn behind_haproxy(daemons: &[DaemonProcess], agent: bool) -> Result<Setup, String> {
+pub fn behind_haproxy(
+    daemons: &[DaemonProcess],
+    agent: bool,
+    balance: Balance,
+) -> Result<Setup, String> {
     Ok(Setup {
         frontend: format!(
             "127.0.0.1:{}",
@@ -225,6 +245,7 @@ pub fn behind_haproxy(daemons: &[DaemonProcess], agent: bool) -> Result<Setup, S
             .collect(),
         agent_inter_ms: 100,
         check_inter_ms: 500,
+        balance,
     })
 }
 
@@ -498,7 +519,7 @@ fn measure(
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let setup = behind_haproxy(&daemons, plan.agent)?;
+    let setup = behind_haproxy(&daemons, plan.agent, args.balance(false))?;
     let proxy = Haproxy::start(haproxy_bin, &setup, dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

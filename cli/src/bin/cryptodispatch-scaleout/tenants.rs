@@ -1,6 +1,14 @@
 //! The `tenants` setup: two daemons behind HAProxy, shared by tenants that call with tokens
 //! of their own (the tokens file names each token's tenant and weight).
 //!
+//! HAProxy sends each call to the daemon with the fewest calls open (`balance leastconn`, as
+//! `deploy/haproxy.cfg`; `--balance` chooses another). Under round robin, which deals calls
+//! in turn whatever their tenant, a backlogged tenant's calls drift between the daemons (at
+//! times all of them at one), and a daemon with none of a tenant's calls waiting gives its
+//! share to the others: weight 1's share of a second was then up to 21% off. Least
+//! connections sends a call where one just ended, so each tenant's calls stay spread as
+//! they were dealt.
+//!
 //! Three runs on the same daemons, each `--tenant-secs` long:
 //! - `shares`: tenants `w1` (weight 1) and `w3` (weight 3) both backlogged, each keeping
 //!   `--tenant-backlog` calls of `--job-bytes` in flight per daemon. The bytes each is served
@@ -37,7 +45,7 @@ use tokio::sync::Semaphore;
 use tonic::Code;
 
 use crate::remote::client::Client;
-use crate::remote::haproxy::Haproxy;
+use crate::remote::haproxy::{Balance, Haproxy};
 use crate::report::{Csv, Table, f, write_file};
 use crate::scaleout::{DaemonProcess, Jobs, ScaleoutArgs, behind_haproxy, connect, start_daemon};
 
@@ -99,6 +107,8 @@ struct TenantResult {
 
 /// The `tenants` setup's results.
 pub struct Outcome {
+    /// How HAProxy picked a daemon for each call.
+    balance: Balance,
     capacity_mb_s: f64,
     shares: Vec<TenantResult>,
     /// Per second of `shares`: the `w1` tenant's and the `w3` tenant's share.
@@ -344,7 +354,7 @@ pub fn measure(
             )
         })
         .collect::<Result<_, _>>()?;
-    let setup = behind_haproxy(&daemons, false)?;
+    let setup = behind_haproxy(&daemons, false, args.balance(true))?;
     let proxy = Haproxy::start(haproxy_bin, &setup, dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -506,6 +516,7 @@ pub fn measure(
         let mut alone = alone;
         alone.offered_mb_s = quiet_offered;
         Ok::<_, String>(Outcome {
+            balance: args.balance(true),
             capacity_mb_s: capacity / 1e6,
             shares,
             seconds,
@@ -570,8 +581,9 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
         print!("{}", csv.as_str());
     } else {
         println!(
-            "tenants: {DAEMONS} daemons behind HAProxy, capacity {:.1} MB/s (both shares \
+            "tenants: {DAEMONS} daemons behind HAProxy ({}), capacity {:.1} MB/s (both shares \
              tenants backlogged); quiet sends {:.0} calls/s of {} KiB, noisy {:.0} calls/s",
+            o.balance.keyword(),
             o.capacity_mb_s,
             o.quiet_rate,
             QUIET_BYTES / 1024,

@@ -99,6 +99,28 @@ pub struct Setup {
     pub agent_inter_ms: u32,
     /// Milliseconds between two health checks of a server.
     pub check_inter_ms: u32,
+    /// How HAProxy picks a daemon for each call.
+    pub balance: Balance,
+}
+
+/// HAProxy's `balance` algorithm for the daemons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Balance {
+    /// Each call to the next daemon in turn (weighted by the daemons' weights).
+    #[default]
+    Roundrobin,
+    /// Each call to the daemon with the fewest calls open (relative to its weight).
+    Leastconn,
+}
+
+impl Balance {
+    /// The keyword in HAProxy's configuration.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Balance::Roundrobin => "roundrobin",
+            Balance::Leastconn => "leastconn",
+        }
+    }
 }
 
 impl Setup {
@@ -127,7 +149,7 @@ impl Setup {
             format!("  bind {} proto h2", self.frontend),
             "  default_backend daemons".into(),
             "backend daemons".into(),
-            "  balance roundrobin".into(),
+            format!("  balance {}", self.balance.keyword()),
             "  option tcp-check".into(),
             "  tcp-check connect".into(),
             format!("  tcp-check send-binary {}", health_check_hex()),
