@@ -19,10 +19,12 @@
 //! Packets count as well as bytes, so empty jobs meet the bound like any other.
 //!
 //! Tenants (docs/ALGORITHM.md §15.7) are held apart the same way one level up: when a job of
-//! tenant T asks to join, each other tenant with packets waiting counts for at most an equal
-//! share of each budget among the tenants waiting and T, so a tenant that floods the cluster
-//! cannot hold another's jobs at the door; T's own waiting jobs count in full. With one
-//! tenant the rule is the job-level one alone.
+//! tenant T asks to join, each other tenant with packets waiting counts for at most its
+//! weight's share of each budget among the tenants waiting and T, so a tenant that floods the
+//! cluster cannot hold another's jobs at the door; T's own waiting jobs count in full. With
+//! equal weights each share is equal; by weight, the work let in follows the weights the core
+//! serves by, so a heavier tenant keeps enough waiting to be served its share. With one tenant
+//! the rule is the job-level one alone.
 
 use std::collections::hash_map::Entry;
 
@@ -45,6 +47,8 @@ pub(crate) struct Backlog {
     jobs: FxHashMap<TaskId, Waiting>,
     /// Per tenant with packets waiting: its jobs' capped packets and bytes.
     tenants: FxHashMap<TenantId, (u64, u64)>,
+    /// Tenants' weights other than 1.
+    weights: FxHashMap<TenantId, u64>,
     packets: u64,
     bytes: u64,
     capped_packets: u64,
@@ -70,6 +74,7 @@ impl Backlog {
         Backlog {
             jobs: FxHashMap::default(),
             tenants: FxHashMap::default(),
+            weights: FxHashMap::default(),
             packets: 0,
             bytes: 0,
             capped_packets: 0,
@@ -80,6 +85,19 @@ impl Backlog {
             large_slots,
             large: 0,
         }
+    }
+
+    /// Sets a tenant's weight (at least 1), by which its share of the budgets is counted.
+    pub(crate) fn set_weight(&mut self, tenant: TenantId, weight: u32) {
+        if weight <= 1 {
+            self.weights.remove(&tenant);
+        } else {
+            self.weights.insert(tenant, u64::from(weight));
+        }
+    }
+
+    fn weight(&self, tenant: TenantId) -> u64 {
+        self.weights.get(&tenant).copied().unwrap_or(1)
     }
 
     /// Whether a job of `packets` packets and `bytes` bytes is large: more than half a budget.
@@ -100,9 +118,9 @@ impl Backlog {
 
     /// Whether a new job of `tenant`, of `packets` packets and `bytes` bytes, may join now:
     /// nothing waits, or it fits in both budgets with every waiting job counted for at most
-    /// its cap, and every other tenant for at most an equal share among the tenants waiting
-    /// and this one. A large job fits when fewer large jobs wait than the cluster has nodes and
-    /// its cap fits.
+    /// its cap, and every other tenant for at most its weight's share among the tenants
+    /// waiting and this one. A large job fits when fewer large jobs wait than the cluster has
+    /// nodes and its cap fits.
     pub(crate) fn admits(&self, tenant: TenantId, packets: u64, bytes: u64) -> bool {
         if self.packets == 0 {
             return true;
@@ -110,12 +128,20 @@ impl Backlog {
         let (mut p, mut b) = (self.capped_packets, self.capped_bytes);
         let others = self.tenants.len() - usize::from(self.tenants.contains_key(&tenant));
         if others > 0 {
-            let shares = others as u64 + 1;
-            let (share_p, share_b) = (self.max_packets / shares, self.max_bytes / shares);
+            let total: u64 = self.weight(tenant)
+                + self
+                    .tenants
+                    .keys()
+                    .filter(|t| **t != tenant)
+                    .map(|t| self.weight(*t))
+                    .sum::<u64>();
+            let share =
+                |max: u64, w: u64| (u128::from(max) * u128::from(w) / u128::from(total)) as u64;
             for (t, &(tp, tb)) in &self.tenants {
                 if *t != tenant {
-                    p -= tp - tp.min(share_p);
-                    b -= tb - tb.min(share_b);
+                    let w = self.weight(*t);
+                    p -= tp - tp.min(share(self.max_packets, w));
+                    b -= tb - tb.min(share(self.max_bytes, w));
                 }
             }
         }
@@ -238,6 +264,38 @@ mod tests {
             "a tenant with nothing waiting leaves"
         );
         assert!(b.admits(quiet, 4, 64));
+    }
+
+    #[test]
+    fn tenants_fill_the_budget_by_their_weights() {
+        // Weights 1 and 3, both flooding a budget of 16 packets: each fills its weight's share,
+        // as it sees the other, 4 and 12 packets.
+        let mut b = Backlog::new(16, 1 << 20, 1);
+        let (light, heavy) = (TenantId(1), TenantId(2));
+        b.set_weight(heavy, 3);
+        let mut task = 0;
+        let mut fill = |b: &mut Backlog, t: TenantId| {
+            let mut n = 0;
+            while b.admits(t, 1, 16) {
+                task += 1;
+                b.add(TaskId(task), t, 1, 16);
+                n += 1;
+            }
+            n
+        };
+        assert_eq!(fill(&mut b, light), 16, "alone, the whole budget");
+        // To the heavy tenant the light one counts for a quarter: 12 packets of room.
+        assert_eq!(fill(&mut b, heavy), 12);
+        assert_eq!(b.tenants[&light].0, 16);
+        // The light tenant sees the heavy one at its 12 and itself in full: no room, until
+        // its own work drains under its quarter.
+        assert_eq!(fill(&mut b, light), 0);
+        // Equal weights again: each other tenant counts for half.
+        b.set_weight(heavy, 1);
+        assert!(
+            !b.admits(heavy, 1, 16),
+            "12 of its own and the other's 8: full"
+        );
     }
 
     #[test]

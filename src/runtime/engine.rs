@@ -442,9 +442,9 @@ impl Engine {
         let id = self.tenants.add(spec)?;
         for shard in &self.shards {
             // A weight of 0 was refused above.
-            let _ = Self::lock(shard)
-                .sched
-                .set_tenant_weight(id, spec.get_weight());
+            let mut e = Self::lock(shard);
+            let _ = e.sched.set_tenant_weight(id, spec.get_weight());
+            e.backlog.set_weight(id, spec.get_weight());
         }
         Ok(id)
     }
