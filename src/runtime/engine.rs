@@ -299,7 +299,7 @@ impl AfterUnlock {
             engine.store.remove(job.task);
             // A job's waker is user code: a panic there must not take the caller down.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                job.part_done(part, Err(err), &engine.counters)
+                job.part_done(part, 0, Err(err), &engine.counters)
             }));
         }
     }

@@ -704,7 +704,12 @@ mod tests {
         let rest = all.split_off(1);
         // The job's first packet ran elsewhere and failed: its state never reached the store.
         let job = Arc::clone(&all[0].data.job);
-        let _ = job.part_done(0, Err(JobError::NodeFailed(NodeId(0))), &Default::default());
+        let _ = job.part_done(
+            0,
+            0,
+            Err(JobError::NodeFailed(NodeId(0))),
+            &Default::default(),
+        );
         let results = run(&store, rest.into_iter().collect());
         assert_eq!(results.len(), 2);
         for r in results {

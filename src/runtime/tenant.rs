@@ -160,6 +160,10 @@ pub struct TenantMetrics {
     pub jobs_completed: u64,
     /// Bytes of the jobs finished with an output.
     pub bytes_completed: u64,
+    /// Bytes served: each packet's bytes counted when the packet finishes (a job's as it runs,
+    /// not at its end; a job run whole on the submitting thread when it finishes), so that what
+    /// a tenant was served over a short interval is not lumped at its jobs' ends.
+    pub bytes_served: u64,
     /// Jobs finished with an error.
     pub jobs_failed: u64,
     /// Jobs refused: handed back by `try_submit`, or whose `submit_async` future was dropped
@@ -265,6 +269,7 @@ struct Shard {
     bytes_admitted: AtomicU64,
     jobs_completed: AtomicU64,
     bytes_completed: AtomicU64,
+    bytes_served: AtomicU64,
     jobs_failed: AtomicU64,
 }
 
@@ -630,6 +635,7 @@ impl TenantState {
             bytes_admitted: c.sum(|s| &s.bytes_admitted),
             jobs_completed: c.sum(|s| &s.jobs_completed),
             bytes_completed: c.sum(|s| &s.bytes_completed),
+            bytes_served: c.sum(|s| &s.bytes_served),
             jobs_failed: c.sum(|s| &s.jobs_failed),
             jobs_refused: c.jobs_refused.load(Relaxed),
             bytes_refused: c.bytes_refused.load(Relaxed),
@@ -647,6 +653,8 @@ impl TenantState {
 pub(crate) struct Lease {
     state: Arc<TenantState>,
     bytes: u64,
+    /// Bytes of the job's packets counted as served so far.
+    served: u64,
     done: bool,
     /// The job took the light path (docs/ALGORITHM.md §15.7): its bytes count in the
     /// tenant's light bytes in flight too.
@@ -667,9 +675,21 @@ impl Lease {
         Lease {
             state: Arc::clone(state),
             bytes,
+            served: 0,
             done: false,
             light: false,
         }
+    }
+
+    /// Counts `bytes` of the job served: one of its packets finished with an output.
+    pub(crate) fn served(&mut self, bytes: u64) {
+        let bytes = bytes.min(self.bytes - self.served);
+        self.served += bytes;
+        self.state
+            .counters
+            .mine()
+            .bytes_served
+            .fetch_add(bytes, Relaxed);
     }
 
     /// Marks the job as one that took the light path (`on`), or no longer (it finished, or
@@ -694,6 +714,10 @@ impl Lease {
         if ok {
             shard.jobs_completed.fetch_add(1, Relaxed);
             shard.bytes_completed.fetch_add(self.bytes, Relaxed);
+            // What its packets did not count (a job run whole on the submitting thread).
+            shard
+                .bytes_served
+                .fetch_add(self.bytes - self.served, Relaxed);
         } else {
             shard.jobs_failed.fetch_add(1, Relaxed);
         }

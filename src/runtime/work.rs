@@ -163,12 +163,14 @@ impl JobRecord {
         self.collect.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records packet `part`'s result. When this completes the job, counts it in `counters`
+    /// Records packet `part`'s result (the packet had `bytes` bytes; with an output, they count
+    /// as served to the job's tenant). When this completes the job, counts it in `counters`
     /// before publishing the outcome (so whoever the outcome wakes sees the count), and returns
     /// whether it succeeded.
     pub(crate) fn part_done(
         &self,
         part: usize,
+        bytes: u64,
         result: Result<PartOutput, JobError>,
         counters: &ServiceCounters,
     ) -> Option<bool> {
@@ -178,7 +180,12 @@ impl JobRecord {
         }
         let mut c = self.lock();
         match result {
-            Ok(out) => c.parts[part] = Some(out),
+            Ok(out) => {
+                c.parts[part] = Some(out);
+                if let Some(lease) = c.lease.as_mut() {
+                    lease.served(bytes);
+                }
+            }
             // The first error is the job's, but for a chained job whose packet was running on
             // a node that failed: its later packets, placed elsewhere, may find the chaining
             // state missing before the failed packet is resolved, and the node's failure is

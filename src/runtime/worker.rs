@@ -339,7 +339,7 @@ impl Node<'_> {
             // Delivering may run the job's waker, which is user code: a panic there must
             // not take the node down (the result is delivered before the waker runs).
             let _ = catch_unwind(AssertUnwindSafe(|| {
-                job.part_done(part, result, &self.engine.counters)
+                job.part_done(part, meta.len, result, &self.engine.counters)
             }));
             between(local, spare);
         }

@@ -33,6 +33,39 @@ fn job(service: &Service, tenant: TenantId, len: usize) -> Job {
 }
 
 #[test]
+fn a_long_jobs_bytes_count_as_served_while_it_runs() {
+    // 256 packets of 16 KiB on a node slowed a hundred times: a job of a few hundred
+    // milliseconds, run in several placements.
+    let service = slow_service(100.0);
+    let t = service.add_tenant(TenantSpec::new("long")).unwrap();
+    let len = 4 << 20;
+    let h = service.submit(job(&service, t, len)).unwrap();
+    let tenant = |s: &Service| {
+        let m = s.metrics();
+        m.tenants.into_iter().find(|x| x.tenant == t).unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let midway = loop {
+        let tm = tenant(&service);
+        if tm.bytes_served > 0 {
+            break tm;
+        }
+        assert!(Instant::now() < deadline, "nothing served: {tm:?}");
+        thread::sleep(Duration::from_micros(200));
+    };
+    assert!(
+        midway.bytes_served < len as u64 && midway.bytes_completed == 0,
+        "served only at the job's end: {midway:?}"
+    );
+    h.wait().unwrap();
+    let end = tenant(&service);
+    assert_eq!(
+        (end.bytes_served, end.bytes_completed),
+        (len as u64, len as u64)
+    );
+}
+
+#[test]
 fn an_unknown_tenant_is_refused_and_names_are_checked() {
     let service = slow_service(1.0);
     let err = service.submit(job(&service, TenantId(42), 16)).unwrap_err();
@@ -106,6 +139,7 @@ fn jobs_in_flight_are_bounded_try_submit_hands_back_and_submit_waits() {
     assert_eq!(tm.jobs_admitted, 3);
     assert_eq!(tm.jobs_completed, 3);
     assert_eq!(tm.bytes_completed, 2 * (64 << 10) + 16);
+    assert_eq!(tm.bytes_served, tm.bytes_completed);
     assert_eq!((tm.jobs_refused, tm.bytes_refused), (1, 100));
     assert_eq!(
         (tm.jobs_in_flight, tm.bytes_in_flight, tm.bytes_waiting),

@@ -168,6 +168,10 @@ async fn a_tenant_over_its_limit_is_refused_with_a_pushback_while_another_is_ser
             8.0 * 16384.0,
         ),
         (
+            "cryptodispatch_tenant_bytes_served_total{tenant=\"roomy\"}",
+            8.0 * 16384.0,
+        ),
+        (
             "cryptodispatch_tenant_jobs_completed_total{tenant=\"tight\"}",
             1.0,
         ),

@@ -12,10 +12,14 @@
 //! Three runs on the same daemons, each `--tenant-secs` long:
 //! - `shares`: tenants `w1` (weight 1) and `w3` (weight 3) both backlogged, each keeping
 //!   `--tenant-backlog` calls of `--job-bytes` in flight per daemon. The bytes each is served
-//!   are counted per second (each whole second after the first, the ramp-up): the target is
-//!   each tenant's share of every second within 10% of its weight's (0.25 and 0.75). Their
-//!   total over the run (after its first half second) is the daemons' capacity C for the next
-//!   runs.
+//!   are counted per second (each whole second after the first, the ramp-up) where they are
+//!   served: both daemons' `cryptodispatch_tenant_bytes_served_total`, which counts each
+//!   packet as it finishes, read every 100 ms. The target is each tenant's share of every
+//!   second within 10% of its weight's (0.25 and 0.75). The client's count, each call's bytes
+//!   in the second the call ended, is printed beside it: with calls that take about a second
+//!   (256 KiB of weight 1), a few calls more or fewer ending in a second move its share by
+//!   10% while the bytes served stay even. The calls' total over the run (after its first
+//!   half second) is the daemons' capacity C for the next runs.
 //! - `alone`: the quiet tenant's load alone: calls of one packet (16 KiB) sent open loop at
 //!   `--quiet-load` of its fair share (C/2), evenly spaced; their p99 latency. They run under a
 //!   tenant of their own (`solo`, the same weight), so that the daemons' per-tenant latencies
@@ -111,8 +115,11 @@ pub struct Outcome {
     balance: Balance,
     capacity_mb_s: f64,
     shares: Vec<TenantResult>,
-    /// Per second of `shares`: the `w1` tenant's and the `w3` tenant's share.
+    /// Per second of `shares`: the `w1` tenant's and the `w3` tenant's share of the bytes of
+    /// the calls that ended in it, at the client.
     seconds: Vec<(f64, f64)>,
+    /// The same, of the bytes served in it (counted by the daemons as each packet finishes).
+    served: Vec<(f64, f64)>,
     alone: TenantResult,
     isolation: Vec<TenantResult>,
     quiet_rate: f64,
@@ -122,8 +129,8 @@ pub struct Outcome {
     daemon_p99: (Option<Duration>, Option<Duration>),
 }
 
-/// The p99 latency a daemon's metrics give for `tenant`'s jobs, if any.
-fn daemon_p99(metrics: std::net::SocketAddr, tenant: &str) -> Option<Duration> {
+/// A daemon's metrics page.
+fn scrape(metrics: std::net::SocketAddr) -> Option<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&metrics, Duration::from_secs(2)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -134,11 +141,79 @@ fn daemon_p99(metrics: std::net::SocketAddr, tenant: &str) -> Option<Duration> {
     .ok()?;
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// The value of `series` (name and labels) on a metrics page.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse::<f64>().ok())
+}
+
+/// The p99 latency a daemon's metrics give for `tenant`'s jobs, if any.
+fn daemon_p99(metrics: std::net::SocketAddr, tenant: &str) -> Option<Duration> {
     let series =
         format!("cryptodispatch_tenant_latency_seconds{{tenant=\"{tenant}\",quantile=\"0.99\"}}");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&series)?.trim().parse::<f64>().ok())
-        .map(Duration::from_secs_f64)
+    sample(&scrape(metrics)?, &series).map(Duration::from_secs_f64)
+}
+
+/// How often the daemons' served bytes are read during `shares`.
+const SERVED_EVERY: Duration = Duration::from_millis(100);
+
+/// Reads the bytes served to `w1` and `w3`, summed over the daemons, every [`SERVED_EVERY`]
+/// from `start` until `stop`: (time since `start`, w1's bytes, w3's bytes), a reading taken
+/// only when every daemon answered.
+fn served_readings(
+    metrics: Vec<std::net::SocketAddr>,
+    start: Instant,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<Vec<(Duration, f64, f64)>> {
+    std::thread::spawn(move || {
+        let series =
+            |t: &str| format!("cryptodispatch_tenant_bytes_served_total{{tenant=\"{t}\"}}");
+        let (s1, s3) = (series("w1"), series("w3"));
+        let mut readings = Vec::new();
+        let mut next = start;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let at = start.elapsed();
+            let mut sums = Some((0.0, 0.0));
+            for m in &metrics {
+                let page = scrape(*m);
+                sums = match (sums, page) {
+                    (Some((a, b)), Some(p)) => Some((
+                        a + sample(&p, &s1).unwrap_or(0.0),
+                        b + sample(&p, &s3).unwrap_or(0.0),
+                    )),
+                    _ => None,
+                };
+            }
+            if let Some((a, b)) = sums {
+                readings.push((at, a, b));
+            }
+            next += SERVED_EVERY;
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+        readings
+    })
+}
+
+/// Per whole second `s` of `1..secs` (the first is the ramp-up), w1's and w3's shares of the
+/// bytes served between the readings nearest to `s` and `s + 1` seconds.
+fn served_seconds(readings: &[(Duration, f64, f64)], secs: u64) -> Vec<(f64, f64)> {
+    let nearest = |s: u64| {
+        let at = Duration::from_secs(s);
+        readings
+            .iter()
+            .min_by_key(|r| r.0.abs_diff(at))
+            .filter(|r| r.0.abs_diff(at) <= SERVED_EVERY)
+    };
+    (1..secs)
+        .filter_map(|s| {
+            let (from, to) = (nearest(s)?, nearest(s + 1)?);
+            let (a, b) = (to.1 - from.1, to.2 - from.2);
+            (a + b > 0.0).then(|| (a / (a + b), b / (a + b)))
+        })
+        .collect()
 }
 
 fn weight(tenant: &str) -> u32 {
@@ -413,6 +488,9 @@ pub fn measure(
         let (t1, t3) = (new_tally(), new_tally());
         let start = Instant::now();
         let until = start + run;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let metrics = daemons.iter().filter_map(|d| d.metrics).collect();
+        let readings = served_readings(metrics, start, Arc::clone(&stop));
         tokio::join!(
             closed_loop(
                 client("w1")?,
@@ -431,6 +509,9 @@ pub fn measure(
                 until
             ),
         );
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let readings = readings.join().unwrap_or_default();
+        let served = served_seconds(&readings, secs.floor() as u64);
         let (t1, t3) = (take(&t1), take(&t3));
         // The first half second is the ramp-up; calls that end after the end are not counted.
         let window = (Duration::from_millis(500), run);
@@ -520,6 +601,7 @@ pub fn measure(
             capacity_mb_s: capacity / 1e6,
             shares,
             seconds,
+            served,
             alone,
             isolation,
             quiet_rate,
@@ -624,31 +706,42 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
         }
         print!("{}", table.render());
     }
-    let seconds: Vec<String> = o
-        .seconds
-        .iter()
-        .map(|(a, b)| format!("{a:.3}:{b:.3}"))
-        .collect();
+    let line = |seconds: &[(f64, f64)]| {
+        seconds
+            .iter()
+            .map(|(a, b)| format!("{a:.3}:{b:.3}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     say!(
         csv_only,
-        "shares, second by second (w1:w3): {}",
-        seconds.join(" ")
+        "shares, second by second (w1:w3), bytes served (the daemons' counts, as packets \
+         finish): {}",
+        line(&o.served)
+    );
+    say!(
+        csv_only,
+        "  bytes of the calls that ended in each second (the client's count): {}",
+        line(&o.seconds)
     );
     let within = |share: f64, target: f64| (share - target).abs() <= 0.1 * target;
-    let worst = o
-        .seconds
-        .iter()
-        .map(|(a, _)| (a - 0.25).abs() / 0.25)
-        .fold(0.0f64, f64::max);
-    let met = !o.seconds.is_empty()
-        && o.seconds
+    let worst = |seconds: &[(f64, f64)]| {
+        seconds
+            .iter()
+            .map(|(a, _)| (a - 0.25).abs() / 0.25)
+            .fold(0.0f64, f64::max)
+    };
+    let met = !o.served.is_empty()
+        && o.served
             .iter()
             .all(|(a, b)| within(*a, 0.25) && within(*b, 0.75));
     say!(
         csv_only,
-        "shares: every second within 10% of 1:3: {} (worst: w1's share {:.0}% off 0.25)",
+        "shares: every second's bytes served within 10% of 1:3: {} (worst: w1's share {:.0}% \
+         off 0.25; by the calls that ended, {:.0}%)",
         if met { "met" } else { "NOT met" },
-        worst * 100.0
+        worst(&o.served) * 100.0,
+        worst(&o.seconds) * 100.0
     );
     let quiet = o.isolation.iter().find(|r| r.tenant == "quiet");
     if let (Some(with), Some(alone)) = (quiet.and_then(|r| r.p99), o.alone.p99) {

@@ -19,7 +19,8 @@
 //!   `cryptodispatch_keys`, `cryptodispatch_stored_states`;
 //! - per tenant (the tokens file's, and `default`), labelled `tenant`:
 //!   `cryptodispatch_tenant_jobs_admitted_total`, `_bytes_admitted_total`,
-//!   `_jobs_completed_total`, `_bytes_completed_total`, `_jobs_failed_total`,
+//!   `_jobs_completed_total`, `_bytes_completed_total`, `_bytes_served_total` (counted as
+//!   each packet finishes, not at the job's end), `_jobs_failed_total`,
 //!   `_jobs_refused_total` and `_bytes_refused_total` (calls that gave up waiting for
 //!   admission: `RESOURCE_EXHAUSTED`, or the client went away), `_jobs_in_flight`,
 //!   `_bytes_in_flight`, `_bytes_waiting` (held at the tenant's limits now), `_weight`,
@@ -568,7 +569,7 @@ impl Collector for ServiceCollector {
 fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Result<(), fmt::Error> {
     let tenant = |t: &TenantMetrics| -> Labels { vec![("tenant", t.name.clone())] };
     type Count = fn(&TenantMetrics) -> u64;
-    let counters: [(&str, &str, Count); 7] = [
+    let counters: [(&str, &str, Count); 8] = [
         (
             "cryptodispatch_tenant_jobs_admitted",
             "Jobs of the tenant admitted (past its limits and the queues' backpressure)",
@@ -588,6 +589,11 @@ fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Resu
             "cryptodispatch_tenant_bytes_completed",
             "Bytes of the tenant's jobs finished with an output",
             |t| t.bytes_completed,
+        ),
+        (
+            "cryptodispatch_tenant_bytes_served",
+            "Bytes of the tenant served, counted as each packet finishes with an output",
+            |t| t.bytes_served,
         ),
         (
             "cryptodispatch_tenant_jobs_failed",
