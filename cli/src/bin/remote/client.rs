@@ -32,7 +32,7 @@ use super::proto::{
     StreamRequest, StreamResponse, VerifyBatchRequest, VerifyRequest,
 };
 
-/// How unary calls are retried on `UNAVAILABLE`.
+/// How unary calls are retried on `UNAVAILABLE` (and on a response cut off: [`retryable`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retry {
     /// Attempts in all (1: no retry).
@@ -329,7 +329,7 @@ impl Client {
         Ok(self.inner.clone().stream(requests).await?.into_inner())
     }
 
-    /// Runs `call` until it succeeds, fails with another status than `UNAVAILABLE`, or the
+    /// Runs `call` until it succeeds, fails with a status that is not [`retryable`], or the
     /// attempts are used up.
     async fn retrying<T, F, Fut>(&self, mut call: F) -> Result<Response<T>, Status>
     where
@@ -340,9 +340,7 @@ impl Client {
         let mut attempt = 1;
         loop {
             match call(self.inner.clone()).await {
-                Err(status)
-                    if status.code() == Code::Unavailable && attempt < self.retry.attempts =>
-                {
+                Err(status) if retryable(&status) && attempt < self.retry.attempts => {
                     attempt += 1;
                     self.retries.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(backoff).await;
@@ -351,6 +349,23 @@ impl Client {
                 other => return other,
             }
         }
+    }
+}
+
+/// tonic's status for a unary response whose body ended without a message (made by the
+/// client, not sent by a server).
+const NO_RESPONSE_MESSAGE: &str = "Missing response message.";
+
+/// Whether a failed unary call is tried again: `UNAVAILABLE` (a daemon draining, dead or out of
+/// reach), or a response cut off before its message, which a proxy forwards when the daemon
+/// behind it dies after the response's headers (HAProxy ends the stream instead of resetting
+/// it). Every call of the API is deterministic, so running one again is harmless; a status a
+/// daemon sent, with its message, is not retried.
+pub fn retryable(status: &Status) -> bool {
+    match status.code() {
+        Code::Unavailable => true,
+        Code::Internal => status.message() == NO_RESPONSE_MESSAGE,
+        _ => false,
     }
 }
 
@@ -480,4 +495,20 @@ pub fn read_token_file(path: &Path) -> Result<Zeroizing<String>, TokenFileError>
         .find_map(|l| l.split_whitespace().next())
         .map(|t| Zeroizing::new(t.to_owned()))
         .ok_or_else(|| unreadable(&"no token in the file"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unavailable_and_a_cut_off_response_are_retried_a_daemons_own_error_is_not() {
+        assert!(retryable(&Status::unavailable("draining")));
+        assert!(retryable(&Status::internal(NO_RESPONSE_MESSAGE)));
+        assert!(!retryable(&Status::internal("the node failed")));
+        assert!(!retryable(&Status::invalid_argument("bad key")));
+        assert!(!retryable(&Status::resource_exhausted(
+            "over the tenant's limit"
+        )));
+    }
 }
