@@ -785,3 +785,37 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
     say!(csv_only, "CSV: {}", path.display());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64, w1: f64, w3: f64) -> (Duration, f64, f64) {
+        (Duration::from_millis(ms), w1, w3)
+    }
+
+    #[test]
+    fn a_seconds_shares_are_of_the_bytes_served_between_the_readings_nearest_its_ends() {
+        let readings = [
+            at(0, 0.0, 0.0),
+            at(1_010, 100.0, 300.0),
+            at(1_900, 150.0, 500.0),
+            at(2_040, 200.0, 500.0),
+            // Second 3 has no reading near its end (a daemon did not answer): no share for
+            // seconds 2 and 3.
+            at(3_500, 300.0, 900.0),
+            at(4_000, 400.0, 1000.0),
+            at(5_050, 500.0, 1300.0),
+        ];
+        let s = served_seconds(&readings, 5);
+        // Second 1: 1010 ms to 2040 ms, 100 and 200 bytes; second 4: 4000 ms to 5050 ms.
+        assert_eq!(s, vec![(1.0 / 3.0, 2.0 / 3.0), (0.25, 0.75)]);
+    }
+
+    #[test]
+    fn a_second_with_nothing_served_has_no_share() {
+        let readings = [at(1_000, 10.0, 30.0), at(2_000, 10.0, 30.0)];
+        assert!(served_seconds(&readings, 2).is_empty());
+        assert!(served_seconds(&[], 5).is_empty());
+    }
+}
