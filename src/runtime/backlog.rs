@@ -23,8 +23,10 @@
 //! weight's share of each budget among the tenants waiting and T, so a tenant that floods the
 //! cluster cannot hold another's jobs at the door; T's own waiting jobs count in full. With
 //! equal weights each share is equal; by weight, the work let in follows the weights the core
-//! serves by, so a heavier tenant keeps enough waiting to be served its share. With one tenant
-//! the rule is the job-level one alone.
+//! serves by, so a heavier tenant keeps enough waiting to be served its share. The tenant
+//! asking counts its own share as at least a quarter of an equal one, so that a tenant of a
+//! small weight beside a much heavier one still finds room at the door. With one tenant the
+//! rule is the job-level one alone.
 
 use std::collections::hash_map::Entry;
 
@@ -119,7 +121,8 @@ impl Backlog {
     /// Whether a new job of `tenant`, of `packets` packets and `bytes` bytes, may join now:
     /// nothing waits, or it fits in both budgets with every waiting job counted for at most
     /// its cap, and every other tenant for at most its weight's share among the tenants
-    /// waiting and this one. A large job fits when fewer large jobs wait than the cluster has
+    /// waiting and this one (this one's share taken as at least a quarter of an equal one). A
+    /// large job fits when fewer large jobs wait than the cluster has
     /// nodes and its cap fits.
     pub(crate) fn admits(&self, tenant: TenantId, packets: u64, bytes: u64) -> bool {
         if self.packets == 0 {
@@ -128,18 +131,23 @@ impl Backlog {
         let (mut p, mut b) = (self.capped_packets, self.capped_bytes);
         let others = self.tenants.len() - usize::from(self.tenants.contains_key(&tenant));
         if others > 0 {
-            let total: u64 = self.weight(tenant)
-                + self
-                    .tenants
-                    .keys()
-                    .filter(|t| **t != tenant)
-                    .map(|t| self.weight(*t))
-                    .sum::<u64>();
-            let share =
-                |max: u64, w: u64| (u128::from(max) * u128::from(w) / u128::from(total)) as u64;
+            // Shares by weight, this tenant's at least a quarter of an equal share, so that a
+            // tenant of a small weight beside a heavy one still finds room: with weights
+            // scaled by k = 4(n + 1) - 1 for n others, its weight counts for at least the
+            // others' sum unscaled (1 / (4(n + 1)) of the total).
+            let k = 4 * (others as u128 + 1) - 1;
+            let weight = |t: TenantId| u128::from(self.weight(t));
+            let sum: u128 = self
+                .tenants
+                .keys()
+                .filter(|t| **t != tenant)
+                .map(|t| weight(*t))
+                .sum();
+            let total = (weight(tenant) * k).max(sum) + sum * k;
+            let share = |max: u64, w: u128| (u128::from(max) * w * k / total) as u64;
             for (t, &(tp, tb)) in &self.tenants {
                 if *t != tenant {
-                    let w = self.weight(*t);
+                    let w = weight(*t);
                     p -= tp - tp.min(share(self.max_packets, w));
                     b -= tb - tb.min(share(self.max_bytes, w));
                 }
@@ -296,6 +304,28 @@ mod tests {
             !b.admits(heavy, 1, 16),
             "12 of its own and the other's 8: full"
         );
+    }
+
+    #[test]
+    fn a_tenant_of_a_small_weight_finds_room_beside_a_heavy_one() {
+        // Weights 1 and 1000 on a budget of 64 packets: to the light tenant the heavy one
+        // counts for 7/8, leaving it 8 packets, where a share by weight alone would leave none.
+        let mut b = Backlog::new(64, 1 << 20, 1);
+        let (light, heavy) = (TenantId(1), TenantId(2));
+        b.set_weight(heavy, 1000);
+        let mut task = 0;
+        while b.admits(heavy, 1, 16) {
+            task += 1;
+            b.add(TaskId(task), heavy, 1, 16);
+        }
+        assert_eq!(task, 64);
+        assert!(b.admits(light, 8, 128), "a job of 8 packets fits");
+        assert!(!b.admits(light, 9, 144));
+        b.add(TaskId(1000), light, 8, 128);
+        // The heavy tenant, its 64 packets waiting, finds no room until they drain.
+        assert!(!b.admits(heavy, 1, 16));
+        b.remove(TaskId(1), 16);
+        assert!(b.admits(heavy, 1, 16));
     }
 
     #[test]
