@@ -49,8 +49,6 @@ pub(crate) struct Backlog {
     jobs: FxHashMap<TaskId, Waiting>,
     /// Per tenant with packets waiting: its jobs' capped packets and bytes.
     tenants: FxHashMap<TenantId, (u64, u64)>,
-    /// Tenants' weights other than 1.
-    weights: FxHashMap<TenantId, u64>,
     packets: u64,
     bytes: u64,
     capped_packets: u64,
@@ -76,7 +74,6 @@ impl Backlog {
         Backlog {
             jobs: FxHashMap::default(),
             tenants: FxHashMap::default(),
-            weights: FxHashMap::default(),
             packets: 0,
             bytes: 0,
             capped_packets: 0,
@@ -87,19 +84,6 @@ impl Backlog {
             large_slots,
             large: 0,
         }
-    }
-
-    /// Sets a tenant's weight (at least 1), by which its share of the budgets is counted.
-    pub(crate) fn set_weight(&mut self, tenant: TenantId, weight: u32) {
-        if weight <= 1 {
-            self.weights.remove(&tenant);
-        } else {
-            self.weights.insert(tenant, u64::from(weight));
-        }
-    }
-
-    fn weight(&self, tenant: TenantId) -> u64 {
-        self.weights.get(&tenant).copied().unwrap_or(1)
     }
 
     /// Whether a job of `packets` packets and `bytes` bytes is large: more than half a budget.
@@ -121,10 +105,16 @@ impl Backlog {
     /// Whether a new job of `tenant`, of `packets` packets and `bytes` bytes, may join now:
     /// nothing waits, or it fits in both budgets with every waiting job counted for at most
     /// its cap, and every other tenant for at most its weight's share among the tenants
-    /// waiting and this one (this one's share taken as at least a quarter of an equal one). A
-    /// large job fits when fewer large jobs wait than the cluster has
-    /// nodes and its cap fits.
-    pub(crate) fn admits(&self, tenant: TenantId, packets: u64, bytes: u64) -> bool {
+    /// waiting and this one (this one's share taken as at least a quarter of an equal one),
+    /// each tenant's weight as `weight` gives it (the core's). A large job fits when fewer
+    /// large jobs wait than the cluster has nodes and its cap fits.
+    pub(crate) fn admits(
+        &self,
+        tenant: TenantId,
+        packets: u64,
+        bytes: u64,
+        weight: impl Fn(TenantId) -> u64,
+    ) -> bool {
         if self.packets == 0 {
             return true;
         }
@@ -136,7 +126,7 @@ impl Backlog {
             // scaled by k = 4(n + 1) - 1 for n others, its weight counts for at least the
             // others' sum unscaled (1 / (4(n + 1)) of the total).
             let k = 4 * (others as u128 + 1) - 1;
-            let weight = |t: TenantId| u128::from(self.weight(t));
+            let weight = |t: TenantId| u128::from(weight(t).max(1));
             let sum: u128 = self
                 .tenants
                 .keys()
@@ -245,25 +235,30 @@ mod tests {
 
     const T0: TenantId = TenantId::DEFAULT;
 
+    /// Every tenant's weight, where a test sets none: 1.
+    fn w(_: TenantId) -> u64 {
+        1
+    }
+
     #[test]
     fn a_flooding_tenant_leaves_room_for_another() {
         let mut b = Backlog::new(8, 1 << 20, 1);
         let noisy = TenantId(1);
         let quiet = TenantId(2);
         for task in 0..8 {
-            assert!(b.admits(noisy, 1, 16));
+            assert!(b.admits(noisy, 1, 16, w));
             b.add(TaskId(task), noisy, 1, 16);
         }
         assert!(
-            !b.admits(noisy, 1, 16),
+            !b.admits(noisy, 1, 16, w),
             "the noisy tenant filled the budget"
         );
         // To the quiet tenant the noisy one counts for half: four packets of room.
         for task in 100..104 {
-            assert!(b.admits(quiet, 1, 16));
+            assert!(b.admits(quiet, 1, 16, w));
             b.add(TaskId(task), quiet, 1, 16);
         }
-        assert!(!b.admits(quiet, 1, 16));
+        assert!(!b.admits(quiet, 1, 16, w));
         for task in 100..104 {
             b.remove(TaskId(task), 16);
         }
@@ -271,7 +266,7 @@ mod tests {
             !b.tenants.contains_key(&quiet),
             "a tenant with nothing waiting leaves"
         );
-        assert!(b.admits(quiet, 4, 64));
+        assert!(b.admits(quiet, 4, 64, w));
     }
 
     #[test]
@@ -280,11 +275,12 @@ mod tests {
         // as it sees the other, 4 and 12 packets.
         let mut b = Backlog::new(16, 1 << 20, 1);
         let (light, heavy) = (TenantId(1), TenantId(2));
-        b.set_weight(heavy, 3);
+        let heavy_weight = std::cell::Cell::new(3);
+        let w = |t: TenantId| if t == heavy { heavy_weight.get() } else { 1 };
         let mut task = 0;
         let mut fill = |b: &mut Backlog, t: TenantId| {
             let mut n = 0;
-            while b.admits(t, 1, 16) {
+            while b.admits(t, 1, 16, w) {
                 task += 1;
                 b.add(TaskId(task), t, 1, 16);
                 n += 1;
@@ -299,9 +295,9 @@ mod tests {
         // its own work drains under its quarter.
         assert_eq!(fill(&mut b, light), 0);
         // Equal weights again: each other tenant counts for half.
-        b.set_weight(heavy, 1);
+        heavy_weight.set(1);
         assert!(
-            !b.admits(heavy, 1, 16),
+            !b.admits(heavy, 1, 16, w),
             "12 of its own and the other's 8: full"
         );
     }
@@ -312,35 +308,35 @@ mod tests {
         // counts for 7/8, leaving it 8 packets, where a share by weight alone would leave none.
         let mut b = Backlog::new(64, 1 << 20, 1);
         let (light, heavy) = (TenantId(1), TenantId(2));
-        b.set_weight(heavy, 1000);
+        let w = |t: TenantId| if t == heavy { 1000 } else { 1 };
         let mut task = 0;
-        while b.admits(heavy, 1, 16) {
+        while b.admits(heavy, 1, 16, w) {
             task += 1;
             b.add(TaskId(task), heavy, 1, 16);
         }
         assert_eq!(task, 64);
-        assert!(b.admits(light, 8, 128), "a job of 8 packets fits");
-        assert!(!b.admits(light, 9, 144));
+        assert!(b.admits(light, 8, 128, w), "a job of 8 packets fits");
+        assert!(!b.admits(light, 9, 144, w));
         b.add(TaskId(1000), light, 8, 128);
         // The heavy tenant, its 64 packets waiting, finds no room until they drain.
-        assert!(!b.admits(heavy, 1, 16));
+        assert!(!b.admits(heavy, 1, 16, w));
         b.remove(TaskId(1), 16);
-        assert!(b.admits(heavy, 1, 16));
+        assert!(b.admits(heavy, 1, 16, w));
     }
 
     #[test]
     fn a_giant_job_leaves_room_for_small_ones() {
         let mut b = Backlog::new(1024, 16 << 20, 1);
         assert!(
-            b.admits(T0, 4096, 64 << 20),
+            b.admits(T0, 4096, 64 << 20, w),
             "an empty backlog admits anything"
         );
         b.add(TaskId(1), T0, 4096, 64 << 20);
-        assert!(b.admits(T0, 1, 16), "a small job behind the giant");
-        assert!(b.admits(T0, 4, 64 << 10));
-        assert!(!b.admits(T0, 4096, 64 << 20), "a second giant waits");
+        assert!(b.admits(T0, 1, 16, w), "a small job behind the giant");
+        assert!(b.admits(T0, 4, 64 << 10, w));
+        assert!(!b.admits(T0, 4096, 64 << 20, w), "a second giant waits");
         assert!(
-            !b.admits(T0, 600, 600 << 10),
+            !b.admits(T0, 600, 600 << 10, w),
             "more packets than the other half"
         );
         b.add(TaskId(2), T0, 1, 16);
@@ -357,36 +353,36 @@ mod tests {
         // Two nodes: two large jobs wait at once, sharing half of each budget.
         let mut b = Backlog::new(1024, 16 << 20, 2);
         for task in 1..=2 {
-            assert!(b.admits(T0, 4096, 64 << 20), "large job {task}");
+            assert!(b.admits(T0, 4096, 64 << 20, w), "large job {task}");
             b.add(TaskId(task), T0, 4096, 64 << 20);
         }
         assert_eq!((b.capped_packets, b.capped_bytes), (512, 8 << 20));
-        assert!(!b.admits(T0, 4096, 64 << 20), "a third large job waits");
+        assert!(!b.admits(T0, 4096, 64 << 20, w), "a third large job waits");
         assert!(
-            !b.admits(T0, 513, 16),
+            !b.admits(T0, 513, 16, w),
             "more packets than half a budget is large"
         );
         // Small jobs have the other half.
-        assert!(b.admits(T0, 512, 8 << 20));
+        assert!(b.admits(T0, 512, 8 << 20, w));
         b.add(TaskId(3), T0, 512, 8 << 20);
-        assert!(!b.admits(T0, 1, 16), "the budget is full");
+        assert!(!b.admits(T0, 1, 16, w), "the budget is full");
         // A large job that has drained below its cap counts for what is left, and a slot
         // frees only when it has left altogether.
         for _ in 0..4000 {
             b.remove(TaskId(1), 16 << 10);
         }
-        assert!(!b.admits(T0, 4096, 64 << 20), "the first still waits");
+        assert!(!b.admits(T0, 4096, 64 << 20, w), "the first still waits");
         for _ in 0..96 {
             b.remove(TaskId(1), 16 << 10);
         }
-        assert!(b.admits(T0, 4096, 64 << 20), "its slot is free");
+        assert!(b.admits(T0, 4096, 64 << 20, w), "its slot is free");
         // A job large in bytes alone counts its few packets, as `add` counts them: four
         // packets of 16 MiB fit beside a budget of packets all but four full.
         let mut bytes_only = Backlog::new(1024, 16 << 20, 2);
         bytes_only.add(TaskId(7), T0, 510, 510);
         bytes_only.add(TaskId(8), T0, 510, 510);
-        assert!(bytes_only.admits(T0, 4, 64 << 20));
-        assert!(!bytes_only.admits(T0, 5, 64 << 20));
+        assert!(bytes_only.admits(T0, 4, 64 << 20, w));
+        assert!(!bytes_only.admits(T0, 5, 64 << 20, w));
         // A job grown past half by later packets (a stream) stays what it was when it came.
         b.add(TaskId(3), T0, 600, 600);
         assert!(!b.jobs[&TaskId(3)].large);
@@ -407,10 +403,10 @@ mod tests {
         for task in 0..8 {
             b.add(TaskId(task), T0, 1, 16);
         }
-        assert!(!b.admits(T0, 1, 16));
+        assert!(!b.admits(T0, 1, 16, w));
         assert!(!b.at_low_water());
         b.remove(TaskId(0), 16);
-        assert!(b.admits(T0, 1, 16), "room for one more");
+        assert!(b.admits(T0, 1, 16, w), "room for one more");
         assert!(!b.at_low_water(), "7 of 8 packets");
         b.remove(TaskId(1), 16);
         assert!(b.at_low_water(), "6 of 8 packets");
@@ -429,7 +425,7 @@ mod tests {
         let mut b = Backlog::new(8, 1 << 20, 1);
         let mut admitted = 0;
         for task in 0..100 {
-            if b.admits(T0, 1, 0) {
+            if b.admits(T0, 1, 0, w) {
                 b.add(TaskId(task), T0, 1, 0);
                 admitted += 1;
             }
@@ -437,8 +433,8 @@ mod tests {
         assert_eq!(admitted, 8);
         // A bound of one packet still holds: the first job counts for all of it.
         let mut one = Backlog::new(1, 1, 1);
-        assert!(one.admits(T0, 1, 0));
+        assert!(one.admits(T0, 1, 0, w));
         one.add(TaskId(0), T0, 1, 0);
-        assert!(!one.admits(T0, 1, 0));
+        assert!(!one.admits(T0, 1, 0, w));
     }
 }

@@ -209,7 +209,9 @@ impl ClusterState {
             Admission::Fair => {
                 let bytes = job_bytes(packets);
                 let tenant = packets.first().map_or(TenantId::DEFAULT, |p| p.meta.tenant);
-                self.backlog.admits(tenant, packets.len() as u64, bytes)
+                let weight = |t| self.sched.tenant_weight(LOCAL, t);
+                self.backlog
+                    .admits(tenant, packets.len() as u64, bytes, weight)
             }
         }
     }
@@ -442,9 +444,9 @@ impl Engine {
         let id = self.tenants.add(spec)?;
         for shard in &self.shards {
             // A weight of 0 was refused above.
-            let mut e = Self::lock(shard);
-            let _ = e.sched.set_tenant_weight(id, spec.get_weight());
-            e.backlog.set_weight(id, spec.get_weight());
+            let _ = Self::lock(shard)
+                .sched
+                .set_tenant_weight(id, spec.get_weight());
         }
         Ok(id)
     }

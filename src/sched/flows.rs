@@ -111,7 +111,7 @@ impl<D> Flows<D> {
         }
     }
 
-    fn weight(&self, tenant: TenantId) -> u64 {
+    pub(crate) fn weight(&self, tenant: TenantId) -> u64 {
         self.weights.get(&tenant).map_or(1, |&w| u64::from(w))
     }
 

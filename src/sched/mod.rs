@@ -613,6 +613,11 @@ impl<D: Payload> Scheduler<D> {
         Ok(())
     }
 
+    /// `tenant`'s weight in cluster `c`'s admission (1 until set, and for a cluster not here).
+    pub fn tenant_weight(&self, c: ClusterId, tenant: TenantId) -> u64 {
+        self.flows.get(c.index()).map_or(1, |f| f.weight(tenant))
+    }
+
     /// Charges `tenant` for `bytes` cluster `c` served it outside the core (the service's
     /// light path, docs/ALGORITHM.md §15.7): under fair admission, a tenant with packets
     /// waiting in that cluster gives its next turns' quanta there to the debt first, so that

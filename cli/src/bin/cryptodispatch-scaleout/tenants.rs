@@ -176,19 +176,10 @@ fn served_readings(
         let mut next = start;
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let at = start.elapsed();
-            let mut sums = Some((0.0, 0.0));
-            for m in &metrics {
-                let page = scrape(*m);
-                sums = match (sums, page) {
-                    (Some((a, b)), Some(p)) => Some((
-                        a + sample(&p, &s1).unwrap_or(0.0),
-                        b + sample(&p, &s3).unwrap_or(0.0),
-                    )),
-                    _ => None,
-                };
-            }
-            if let Some((a, b)) = sums {
-                readings.push((at, a, b));
+            let pages: Option<Vec<String>> = metrics.iter().map(|m| scrape(*m)).collect();
+            if let Some(pages) = pages {
+                let sum = |series: &str| pages.iter().filter_map(|p| sample(p, series)).sum();
+                readings.push((at, sum(&s1), sum(&s3)));
             }
             next += SERVED_EVERY;
             std::thread::sleep(next.saturating_duration_since(Instant::now()));
@@ -489,8 +480,9 @@ pub fn measure(
         let start = Instant::now();
         let until = start + run;
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let metrics = daemons.iter().filter_map(|d| d.metrics).collect();
-        let readings = served_readings(metrics, start, Arc::clone(&stop));
+        // Every daemon's page, or no readings at all (the report says so).
+        let metrics: Option<Vec<_>> = daemons.iter().map(|d| d.metrics).collect();
+        let readings = served_readings(metrics.unwrap_or_default(), start, Arc::clone(&stop));
         tokio::join!(
             closed_loop(
                 client("w1")?,
@@ -724,6 +716,12 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
         "  bytes of the calls that ended in each second (the client's count): {}",
         line(&o.seconds)
     );
+    if o.served.is_empty() {
+        say!(
+            csv_only,
+            "  (no seconds of bytes served: the daemons' metrics were not read)"
+        );
+    }
     let within = |share: f64, target: f64| (share - target).abs() <= 0.1 * target;
     let worst = |seconds: &[(f64, f64)]| {
         seconds
