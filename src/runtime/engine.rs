@@ -49,7 +49,7 @@ use crate::runtime::ids::{ClusterKind, TaskIds};
 use crate::runtime::keys::KeyStore;
 use crate::runtime::layout::Layout;
 use crate::runtime::metrics::{
-    ClusterGauges, ClusterMetrics, Metrics, NodeCounters, NodeGauges, NodeMetrics, NodeState,
+    ClusterGauges, ClusterMetrics, Metrics, NodeCounters, NodeGauges, NodeMetrics, NodeState, Pace,
     ServiceCounters,
 };
 use crate::runtime::store::StateStore;
@@ -548,9 +548,10 @@ impl Engine {
     /// The light path (§15.7): puts a job of `tenant` made of `packets` behind the light
     /// packets of the node that runs it soonest, if the job fits in a node's queue and the
     /// tenant's light credit covers it; otherwise hands the packets back for the core. The
-    /// credit refills at the tenant's weighted share of the nodes' time: their speed on such
-    /// a job run alone, by their unit times (a light job runs alone; in lane sets the nodes
-    /// serve a few times more bytes). Takes no cluster lock, unless the node sleeps: the
+    /// credit refills at the tenant's weighted share of the bytes the nodes serve: per node,
+    /// the larger of its pace (bytes per second of its recent busy time, lane sets and light
+    /// packets alike) and its speed on such a job run alone, by its unit times. Takes no
+    /// cluster lock, unless the node sleeps: the
     /// light tenant does not wait behind the busy tenants' admissions, or a worker's turn.
     // The packets come back as they went, inline, as `admit` hands them back.
     #[allow(clippy::result_large_err)]
@@ -571,9 +572,10 @@ impl Engine {
         {
             return Err(packets);
         }
+        // Per node, the faster of its pace and its speed on the job run alone.
         let speed = || -> f64 {
             self.light_times(shard, &packets)
-                .map(|(_, t)| bytes as f64 / t.max(1.0) * 1e9)
+                .map(|(n, t)| (bytes as f64 / t.max(1.0) * 1e9).max(self.node_gauges[n].pace()))
                 .sum()
         };
         if !tenant.take_light(bytes, burst, || speed() * self.tenants.share(tenant)) {
@@ -613,6 +615,7 @@ impl Engine {
         }
         self.counters.packets_admitted(count);
         self.counters.job_light();
+        tenant.took_light();
         if tenant.recently_busy() {
             let mut debts = shard.light_debts.lock().unwrap_or_else(|p| p.into_inner());
             match debts.iter_mut().find(|(t, _)| *t == tenant.id) {
@@ -643,6 +646,11 @@ impl Engine {
             let _e = Self::lock(shard);
             shard.idle_cv.notify_all();
         }
+    }
+
+    /// Publishes node `node`'s pace, kept by its worker (the light credit's rate, §15.7).
+    pub(crate) fn set_pace(&self, node: NodeId, pace: &Pace) {
+        self.node_gauges[node.index()].set_pace(pace);
     }
 
     /// A light packet that ran on node `node` was delivered (§15.7).

@@ -37,6 +37,40 @@ pub(crate) struct LocalCounters {
     pub(crate) bytes: u64,
     pub(crate) busy_ns: u64,
     pub(crate) panics: u64,
+    /// The node's recent pace (kept by the worker, published to its [`NodeGauges`]).
+    pub(crate) pace: Pace,
+}
+
+/// A node's recent pace: the bytes it served per second of its busy time, over its last
+/// [`PACE_WINDOW`] of busy time or so (each set's bytes and time weigh less the more busy
+/// time came after them), lane sets and sets of one stream alike. Where lane sets fill,
+/// several times a single stream's speed; where one stream runs alone, its speed.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Pace {
+    bytes: f64,
+    secs: f64,
+}
+
+/// The busy time over which a [`Pace`] forgets.
+const PACE_WINDOW: Duration = Duration::from_millis(100);
+
+impl Pace {
+    /// Counts a set of `bytes` that kept the node busy for `busy`.
+    pub(crate) fn observe(&mut self, bytes: u64, busy: Duration) {
+        let t = busy.as_secs_f64();
+        let keep = (-t / PACE_WINDOW.as_secs_f64()).exp();
+        self.bytes = self.bytes * keep + bytes as f64;
+        self.secs = self.secs * keep + t;
+    }
+
+    /// Bytes per second of busy time (0 before a set was counted).
+    pub(crate) fn bytes_per_sec(&self) -> f64 {
+        if self.secs > 0.0 {
+            self.bytes / self.secs
+        } else {
+            0.0
+        }
+    }
 }
 
 impl NodeCounters {
@@ -54,6 +88,7 @@ impl NodeCounters {
             bytes: self.bytes.load(Relaxed),
             busy_ns: self.busy_ns.load(Relaxed),
             panics: self.panics.load(Relaxed),
+            pace: Pace::default(),
         }
     }
 }
@@ -292,6 +327,8 @@ pub(crate) struct NodeGauges {
     queued_bytes: AtomicU64,
     /// Per command, the bits of the unit time.
     unit_times: [AtomicU64; 4],
+    /// The bits of the node's [`Pace`], in bytes per second of busy time.
+    pace: AtomicU64,
 }
 
 impl NodeGauges {
@@ -304,6 +341,16 @@ impl NodeGauges {
     /// Publishes one unit time.
     pub(crate) fn set_unit_time(&self, cmd: Cmd, t: f64) {
         self.unit_times[cmd.index()].store(t.to_bits(), Relaxed);
+    }
+
+    /// Publishes the node's pace (its worker's [`Pace`]).
+    pub(crate) fn set_pace(&self, pace: &Pace) {
+        self.pace.store(pace.bytes_per_sec().to_bits(), Relaxed);
+    }
+
+    /// The node's last published pace, in bytes per second of busy time (0: none yet).
+    pub(crate) fn pace(&self) -> f64 {
+        f64::from_bits(self.pace.load(Relaxed))
     }
 
     /// The last published queue depth, in packets and bytes.
@@ -442,5 +489,45 @@ impl fmt::Display for Metrics {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pace follows the busy time's recent sets: a stream's speed alone, the lanes' speed
+    /// once lane sets fill the node, and between the two by their shares of the time.
+    #[test]
+    fn a_pace_follows_the_recent_sets_by_their_time() {
+        let ms = Duration::from_millis;
+        let mut pace = Pace::default();
+        assert_eq!(pace.bytes_per_sec(), 0.0);
+        // One stream alone: 16 KiB per 2 ms.
+        for _ in 0..100 {
+            pace.observe(16 << 10, ms(2));
+        }
+        let alone = (16 << 10) as f64 / 0.002;
+        assert!((pace.bytes_per_sec() / alone - 1.0).abs() < 1e-9);
+        // Lane sets of eight such packets in 6 ms each, for a second: the old sets are
+        // forgotten.
+        for _ in 0..170 {
+            pace.observe(8 * (16 << 10), ms(6));
+        }
+        let lanes = alone * 8.0 * 2.0 / 6.0;
+        assert!(
+            (pace.bytes_per_sec() / lanes - 1.0).abs() < 0.01,
+            "{pace:?}"
+        );
+        // Half the time on each: the bytes over the time.
+        for _ in 0..200 {
+            pace.observe(16 << 10, ms(2));
+            pace.observe(8 * (16 << 10), ms(2));
+        }
+        let mixed = 9.0 * (16 << 10) as f64 / 0.004;
+        assert!(
+            (pace.bytes_per_sec() / mixed - 1.0).abs() < 0.05,
+            "{pace:?}"
+        );
     }
 }

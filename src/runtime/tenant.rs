@@ -166,6 +166,8 @@ pub struct TenantMetrics {
     pub bytes_served: u64,
     /// Jobs finished with an error.
     pub jobs_failed: u64,
+    /// Jobs admitted by the light path (docs/ALGORITHM.md §15.7), of the jobs admitted.
+    pub jobs_light: u64,
     /// Jobs refused: handed back by `try_submit`, or whose `submit_async` future was dropped
     /// while it waited for room.
     pub jobs_refused: u64,
@@ -271,6 +273,7 @@ struct Shard {
     bytes_completed: AtomicU64,
     bytes_served: AtomicU64,
     jobs_failed: AtomicU64,
+    jobs_light: AtomicU64,
 }
 
 /// A tenant's counts, sharded so that threads submitting and finishing its jobs (every job of
@@ -616,6 +619,11 @@ impl TenantState {
         shard.bytes_admitted.fetch_add(bytes, Relaxed);
     }
 
+    /// Counts a job admitted by the light path (counted as admitted too).
+    pub(crate) fn took_light(&self) {
+        self.counters.mine().jobs_light.fetch_add(1, Relaxed);
+    }
+
     /// Counts a job refused.
     pub(crate) fn refused(&self, bytes: u64) {
         self.counters.jobs_refused.fetch_add(1, Relaxed);
@@ -637,6 +645,7 @@ impl TenantState {
             bytes_completed: c.sum(|s| &s.bytes_completed),
             bytes_served: c.sum(|s| &s.bytes_served),
             jobs_failed: c.sum(|s| &s.jobs_failed),
+            jobs_light: c.sum(|s| &s.jobs_light),
             jobs_refused: c.jobs_refused.load(Relaxed),
             bytes_refused: c.bytes_refused.load(Relaxed),
             jobs_in_flight: jobs,

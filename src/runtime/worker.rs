@@ -314,7 +314,10 @@ impl Node<'_> {
             self.engine.store.release(task, seq);
         }
         let n = metas.len() as u32;
-        let counters = &self.engine.node_counters[self.spec.node.index()];
+        let node = self.spec.node.index();
+        local.pace.observe(metas.iter().map(|m| m.len).sum(), busy);
+        self.engine.set_pace(self.spec.node, &local.pace);
+        let counters = &self.engine.node_counters[node];
         for (
             (
                 meta,

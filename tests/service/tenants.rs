@@ -338,14 +338,17 @@ fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
     // The quiet tenant's jobs took the light path, as far as its credit went (38 of 40 on a
     // quiet machine).
     assert!((20..=40).contains(&(m.jobs_light - light_before)), "{m}");
-    let done = |t: TenantId| {
-        m.tenants
-            .iter()
-            .find(|x| x.tenant == t)
-            .unwrap()
-            .jobs_completed
-    };
-    assert_eq!((done(noisy), done(quiet)), (300, 40));
+    let tenant = |t: TenantId| m.tenants.iter().find(|x| x.tenant == t).unwrap();
+    assert_eq!(
+        (tenant(noisy).jobs_completed, tenant(quiet).jobs_completed),
+        (300, 40)
+    );
+    // Per tenant: the quiet tenant's light jobs are those counted since.
+    assert_eq!(tenant(quiet).jobs_light, m.jobs_light - light_before, "{m}");
+    assert_eq!(
+        tenant(noisy).jobs_light + tenant(quiet).jobs_light,
+        m.jobs_light
+    );
     service.shutdown();
 }
 
@@ -475,7 +478,10 @@ fn light_jobs_take_turns_over_the_tenants() {
     for h in earlier {
         assert_eq!(h.wait().unwrap().into_data().unwrap(), expected);
     }
-    assert_eq!(service.metrics().jobs_light, 9, "{}", service.metrics());
+    let m = service.metrics();
+    assert_eq!(m.jobs_light, 9, "{m}");
+    let light = |t: TenantId| m.tenants.iter().find(|x| x.tenant == t).unwrap().jobs_light;
+    assert_eq!((light(first), light(second)), (8, 1), "{m}");
 }
 
 /// On a slowed node a light job does not wait out the emulated rest of the packet running

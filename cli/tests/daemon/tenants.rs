@@ -225,6 +225,23 @@ async fn a_tenant_over_its_limit_is_refused_with_a_pushback_while_another_is_ser
     ] {
         assert_eq!(sample(&text, series), Some(value), "{series}\n{text}");
     }
+    // The roomy tenant's calls came beside the tight tenant's big one, within its credit: the
+    // light path (of the jobs admitted).
+    let light = sample(
+        &text,
+        "cryptodispatch_tenant_jobs_light_total{tenant=\"roomy\"}",
+    );
+    assert!(
+        light.is_some_and(|n| (1.0..=8.0).contains(&n)),
+        "{light:?}\n{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "cryptodispatch_tenant_jobs_light_total{tenant=\"default\"}"
+        ),
+        Some(0.0)
+    );
     // No limit the tenant does not have.
     assert!(!text.contains("cryptodispatch_tenant_limit{tenant=\"roomy\""));
     for tenant in ["roomy", "tight", "metered"] {

@@ -127,6 +127,9 @@ pub struct Outcome {
     /// The daemons' own p99 of the quiet tenant's jobs (submission to output), beside the
     /// noisy one and alone: the larger of the daemons' p99s.
     daemon_p99: (Option<Duration>, Option<Duration>),
+    /// Per daemon, of the quiet tenant's jobs beside the noisy one: (by the light path,
+    /// admitted); empty when a daemon did not answer.
+    quiet_light: Vec<(u64, u64)>,
 }
 
 /// A daemon's metrics page.
@@ -599,6 +602,7 @@ pub fn measure(
             quiet_rate,
             noisy_rate,
             daemon_p99: (None, None),
+            quiet_light: Vec::new(),
         })
     });
     let mut outcome = outcome?;
@@ -609,6 +613,20 @@ pub fn measure(
             .max()
     };
     outcome.daemon_p99 = (largest("quiet"), largest("solo"));
+    outcome.quiet_light = daemons
+        .iter()
+        .map(|d| {
+            let page = scrape(d.metrics?)?;
+            let count = |series: &str| {
+                sample(&page, &format!("{series}{{tenant=\"quiet\"}}")).map(|v| v as u64)
+            };
+            Some((
+                count("cryptodispatch_tenant_jobs_light_total")?,
+                count("cryptodispatch_tenant_jobs_admitted_total")?,
+            ))
+        })
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default();
     drop(proxy);
     drop(daemons);
     Ok(outcome)
@@ -760,6 +778,22 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
             us(Some(with)),
             us(Some(alone)),
             with.as_secs_f64() / alone.as_secs_f64()
+        );
+    }
+    if !o.quiet_light.is_empty() {
+        let per: Vec<String> = o
+            .quiet_light
+            .iter()
+            .map(|(l, a)| format!("{l}/{a}"))
+            .collect();
+        let (l, a) = o
+            .quiet_light
+            .iter()
+            .fold((0, 0), |(l, a), (dl, da)| (l + dl, a + da));
+        say!(
+            csv_only,
+            "  the quiet tenant's jobs by the light path: {l} of {a} admitted (per daemon: {})",
+            per.join(", ")
         );
     }
     let all = o

@@ -20,7 +20,8 @@
 //! - per tenant (the tokens file's, and `default`), labelled `tenant`:
 //!   `cryptodispatch_tenant_jobs_admitted_total`, `_bytes_admitted_total`,
 //!   `_jobs_completed_total`, `_bytes_completed_total`, `_bytes_served_total` (counted as
-//!   each packet finishes, not at the job's end), `_jobs_failed_total`,
+//!   each packet finishes, not at the job's end), `_jobs_failed_total`, `_jobs_light_total`
+//!   (of those admitted, the jobs that took the light path),
 //!   `_jobs_refused_total` and `_bytes_refused_total` (calls that gave up waiting for
 //!   admission: `RESOURCE_EXHAUSTED`, or the client went away), `_jobs_in_flight`,
 //!   `_bytes_in_flight`, `_bytes_waiting` (held at the tenant's limits now), `_weight`,
@@ -569,7 +570,7 @@ impl Collector for ServiceCollector {
 fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Result<(), fmt::Error> {
     let tenant = |t: &TenantMetrics| -> Labels { vec![("tenant", t.name.clone())] };
     type Count = fn(&TenantMetrics) -> u64;
-    let counters: [(&str, &str, Count); 8] = [
+    let counters: [(&str, &str, Count); 9] = [
         (
             "cryptodispatch_tenant_jobs_admitted",
             "Jobs of the tenant admitted (past its limits and the queues' backpressure)",
@@ -599,6 +600,11 @@ fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Resu
             "cryptodispatch_tenant_jobs_failed",
             "Jobs of the tenant finished with an error",
             |t| t.jobs_failed,
+        ),
+        (
+            "cryptodispatch_tenant_jobs_light",
+            "Jobs of the tenant admitted by the light path (of those admitted)",
+            |t| t.jobs_light,
         ),
         (
             "cryptodispatch_tenant_jobs_refused",
