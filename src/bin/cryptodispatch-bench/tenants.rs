@@ -31,6 +31,13 @@ const PHASE: Duration = Duration::from_secs(3);
 /// Bytes a backlogged tenant keeps in flight (256 jobs at least), to outlast its clients' waits.
 const WINDOW: usize = 4 << 20;
 
+/// Jobs above this size reuse their checked outputs as buffers; smaller ones are allocated
+/// afresh. The allocator maps a buffer this large or larger on its own, with a page fault per
+/// page when it is written; smaller ones come from its heap, cheaply. (Reusing 16 KiB buffers
+/// as well raised the quiet tenant's p99 beside the noisy one from 50–80 µs to 86–106 µs in
+/// five paired runs, docs/RESULTS.md, Tenants; why was not found.)
+const REUSE_ABOVE: usize = 128 << 10;
+
 /// One tenant's traffic: a job to send again and again, and the output it must give.
 struct Traffic {
     tenant: TenantId,
@@ -119,10 +126,15 @@ fn send(
 ) -> Seen {
     let in_flight = (WINDOW / t.data.len().max(1)).max(256);
     let (tx, rx) = sync_channel(in_flight);
-    // Outputs given back, to reuse: at 1 MiB a fresh buffer per job (its allocation and page
-    // faults) made the clients' core the bottleneck, and the tenant sending more could not
-    // keep its backlog.
-    let (back, spares) = sync_channel::<Vec<u8>>(in_flight);
+    // Outputs given back, to reuse, for jobs above [`REUSE_ABOVE`]: at 1 MiB a fresh buffer
+    // per job (its allocation and page faults) made the clients' core the bottleneck, and the
+    // tenant sending more could not keep its backlog. (A channel of no room hands nothing
+    // back: the waiter never waits to give, the sender never to take.)
+    let (back, spares) = sync_channel::<Vec<u8>>(if t.data.len() > REUSE_ABOVE {
+        in_flight
+    } else {
+        0
+    });
     client_core();
     scope(|s| {
         let waiter = s.spawn(move || {
