@@ -342,6 +342,12 @@ pub(crate) enum Closed {
 /// path counts as busy ([`TenantState::recently_busy`]).
 pub(crate) const BUSY_MEMORY: Duration = Duration::from_secs(1);
 
+/// How many node queues of light credit a tenant that has not been busy within
+/// [`BUSY_MEMORY`] may save up ([`TenantState::take_light`]): enough for a burst of small jobs
+/// held back by a client's pause to pass by the light path, rather than the part past one node
+/// queue waiting in the core.
+pub(crate) const LIGHT_DEPTH: u64 = 4;
+
 /// One registered tenant.
 pub(crate) struct TenantState {
     pub(crate) id: TenantId,
@@ -454,11 +460,12 @@ impl TenantState {
     /// spends its allowance: the tenant's bytes in flight on the core's path, this job's
     /// included, fit in `burst` (one node queue), and its light credit covers the job. The
     /// credit refills at `rate()` bytes per second (the tenant's weighted share of the
-    /// cluster's speed, asked for only past the first test) up to `burst`, so that over any
-    /// interval the tenant sends at most `burst` bytes more than its share this way, however
-    /// it sends them. Its light jobs in flight do not count against the first test: a burst
-    /// of jobs beyond the credit sends the rest to the core, and those alone keep the next
-    /// ones off the light path while they wait there.
+    /// cluster's speed, asked for only past the first test) up to [`LIGHT_DEPTH`] times
+    /// `burst`, or `burst` while the tenant is [busy](Self::recently_busy); it starts at
+    /// `burst`. Over any interval the tenant sends at most that depth more than its share this
+    /// way, however it sends them. Its light jobs in flight do not count against the first
+    /// test: a burst of jobs beyond the credit sends the rest to the core, and those alone keep
+    /// the next ones off the light path while they wait there.
     pub(crate) fn take_light(&self, bytes: u64, burst: u64, rate: impl FnOnce() -> f64) -> bool {
         let light = self.light_bytes.load(Relaxed);
         if self.counters.in_flight().1.saturating_sub(light) > burst {
@@ -467,12 +474,18 @@ impl TenantState {
             return false;
         }
         let rate = rate();
+        // A tenant that has not been busy may save up its unused credit, to a few node queues.
+        let depth = if self.recently_busy() {
+            burst
+        } else {
+            burst.saturating_mul(LIGHT_DEPTH)
+        };
         let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         let refill = c.1.map_or(burst as f64, |at| {
             now.duration_since(at).as_secs_f64() * rate
         });
-        c.0 = (c.0 + refill).min(burst as f64);
+        c.0 = (c.0 + refill).min(depth as f64);
         c.1 = Some(now);
         if c.0 < bytes as f64 {
             return false;
@@ -894,6 +907,30 @@ mod tests {
         drop(a);
         assert!(t.take_light(100, 1000, rate));
         assert!(t.recently_busy());
+    }
+
+    #[test]
+    fn a_tenant_not_busy_saves_up_a_few_node_queues_of_light_credit() {
+        // The light jobs of 100 bytes that the credit covers once it stops refilling.
+        fn saved(t: &TenantState) -> usize {
+            (0..100)
+                .take_while(|_| t.take_light(100, 1000, || 0.0))
+                .count()
+        }
+        let quiet = state(TenantSpec::new("quiet"));
+        // It starts at one node queue, then saves up to LIGHT_DEPTH of them.
+        assert_eq!(saved(&quiet), 10);
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(quiet.take_light(100, 1000, || 1e12));
+        assert_eq!(saved(&quiet), LIGHT_DEPTH as usize * 10 - 1);
+        // A busy tenant saves up one node queue.
+        let busy = state(TenantSpec::new("busy"));
+        let lease = busy.try_enter(1200).unwrap();
+        assert!(!busy.take_light(100, 1000, || 1e12));
+        drop(lease);
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(busy.take_light(100, 1000, || 1e12));
+        assert_eq!(saved(&busy), 10 - 1);
     }
 
     #[test]

@@ -352,6 +352,63 @@ fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
     service.shutdown();
 }
 
+/// A quiet tenant that sends a burst after a pause (as a client does when a pause of its own
+/// held its calls back) has saved up light credit for it: all of a burst of three node queues'
+/// worth takes the light path beside a backlog, where a credit of one node queue sent the part
+/// past the first into the core (docs/ALGORITHM.md §15.7, why a quiet tenant may save up).
+#[test]
+fn a_quiet_tenants_burst_after_a_pause_takes_the_light_path() {
+    let service = Service::builder()
+        .aes_cluster([NodeSpec::new().slowdown(16.0)])
+        .packet_size(1024)
+        .inline_limit(0)
+        .light_path(true)
+        .build()
+        .unwrap();
+    let noisy = service.add_tenant(TenantSpec::new("noisy")).unwrap();
+    let quiet = service.add_tenant(TenantSpec::new("quiet")).unwrap();
+    let key = service.add_aes_key(&KEY).unwrap();
+    let iv = [0x35; 16];
+    let flood = Gen::new(3).bytes(8 << 10);
+    let backlog: Vec<_> = (0..300)
+        .map(|_| {
+            let job = Job::encrypt(key, Mode::Cbc, &iv, flood.clone()).tenant(noisy);
+            service.submit(job).unwrap()
+        })
+        .collect();
+    let small = Gen::new(4).bytes(1024);
+    let op = AesOp::new(Direction::Encrypt, Mode::Ctr);
+    let expected = ref_aes(&KEY, op, &iv, &small).unwrap();
+    let send = || {
+        let job = Job::aes(key, op, &iv, small.clone()).tenant(quiet);
+        service.submit(job).unwrap()
+    };
+    // One job starts the quiet tenant's credit; then it pauses while the credit refills.
+    assert_eq!(send().wait().unwrap().into_data().unwrap(), expected);
+    thread::sleep(Duration::from_millis(100));
+    // A burst of 24 one-packet jobs: three node queues of eight packets.
+    let burst: Vec<_> = (0..24).map(|_| send()).collect();
+    for h in burst {
+        assert_eq!(h.wait().unwrap().into_data().unwrap(), expected);
+    }
+    let light = |t: TenantId| {
+        let m = service.metrics();
+        m.tenants.iter().find(|x| x.tenant == t).unwrap().jobs_light
+    };
+    assert_eq!(light(quiet), 25, "{}", service.metrics());
+    assert!(
+        backlog.iter().any(|h| !h.is_finished()),
+        "the burst did not pass the backlog"
+    );
+    let flood_out = ref_aes(&KEY, AesOp::new(Direction::Encrypt, Mode::Cbc), &iv, &flood).unwrap();
+    for h in backlog {
+        assert_eq!(h.wait().unwrap().into_data().unwrap(), flood_out);
+    }
+    let m = service.metrics();
+    assert_eq!(m.packets_completed, m.packets_admitted, "{m}");
+    service.shutdown();
+}
+
 /// Quiet tenants' light jobs, sent from several threads at once (so that they wait together
 /// and run as lane sets) while a flooding tenant keeps a backlog, and a shutdown in the middle
 /// of it all: every job admitted completes with exact output, every later one is refused as

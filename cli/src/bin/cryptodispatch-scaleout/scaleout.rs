@@ -112,6 +112,10 @@ pub struct ScaleoutArgs {
     /// `tenants`: the quiet tenant's offered load, as a fraction of its fair share
     #[arg(long, default_value_t = 0.2)]
     pub quiet_load: f64,
+    /// `tenants`: the quiet tenant's calls sent together, at the same mean rate (a client
+    /// whose calls a pause of its own held back); 1, the default, spaces every call evenly
+    #[arg(long, default_value_t = 1)]
+    pub quiet_burst: usize,
     /// `tenants`: the noisy tenant's calls open at once, at most (more due are dropped by the
     /// client)
     #[arg(long, default_value_t = 128)]
@@ -376,13 +380,14 @@ pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
         || args.repeat == 0
         || args.tenant_backlog == 0
         || args.noisy_open == 0
+        || !(1..=1024).contains(&args.quiet_burst)
         || !(args.tenant_secs >= 1.0 && args.tenant_secs <= 3600.0)
         || !(args.quiet_load > 0.0 && args.quiet_load <= 1.0)
     {
         return Err(
             "--job-bytes must be a positive multiple of 16; --jobs, --concurrency, --repeat, \
-             --tenant-backlog and --noisy-open positive; --tenant-secs from 1 to 3600; \
-             --quiet-load above 0 and at most 1"
+             --tenant-backlog and --noisy-open positive; --quiet-burst from 1 to 1024; \
+             --tenant-secs from 1 to 3600; --quiet-load above 0 and at most 1"
                 .into(),
         );
     }

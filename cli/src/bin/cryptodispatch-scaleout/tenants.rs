@@ -21,7 +21,8 @@
 //!   10% while the bytes served stay even. The calls' total over the run (after its first
 //!   half second) is the daemons' capacity C for the next runs.
 //! - `alone`: the quiet tenant's load alone: calls of one packet (16 KiB) sent open loop at
-//!   `--quiet-load` of its fair share (C/2), evenly spaced; their p99 latency. They run under a
+//!   `--quiet-load` of its fair share (C/2), evenly spaced (or `--quiet-burst` calls together
+//!   at evenly spaced moments, the same mean rate); their p99 latency. They run under a
 //!   tenant of their own (`solo`, the same weight), so that the daemons' per-tenant latencies
 //!   of this run and the next stay apart; both are printed beside the client's.
 //! - `isolation`: `quiet` as in `alone`, beside the tenant `noisy` (equal weight), which offers
@@ -308,14 +309,15 @@ fn spawn_call(
     })
 }
 
-/// Sends calls of `client` at `rate` per second, evenly spaced, from `from` to `until`, with at
-/// most `open` in flight (a call due while that many are open is dropped); then waits for
-/// them.
+/// Sends calls of `client` at `rate` per second, `burst` at a time at evenly spaced moments,
+/// from `from` to `until`, with at most `open` in flight (a call due while that many are open
+/// is dropped); then waits for them.
 #[allow(clippy::too_many_arguments)]
 async fn open_loop(
     client: Client,
     jobs: Arc<Jobs>,
     rate: f64,
+    burst: usize,
     open: usize,
     tally: Shared,
     start: Instant,
@@ -323,19 +325,21 @@ async fn open_loop(
     until: Instant,
 ) {
     let permits = Arc::new(Semaphore::new(open));
-    let period = Duration::from_secs_f64(1.0 / rate.max(1e-3));
+    let period = Duration::from_secs_f64(burst as f64 / rate.max(1e-3));
     let mut tasks = Vec::new();
     let mut due = from;
     let mut i = 0;
     while due < until {
         tokio::time::sleep_until(due.into()).await;
         due += period;
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            tally.lock().unwrap_or_else(|e| e.into_inner()).dropped += 1;
-            continue;
-        };
-        tasks.push(spawn_call(&client, &jobs, i, &tally, start, permit));
-        i += 1;
+        for _ in 0..burst {
+            let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+                tally.lock().unwrap_or_else(|e| e.into_inner()).dropped += 1;
+                continue;
+            };
+            tasks.push(spawn_call(&client, &jobs, i, &tally, start, permit));
+            i += 1;
+        }
     }
     for t in tasks {
         let _ = t.await;
@@ -542,6 +546,7 @@ pub fn measure(
             client("solo")?,
             Arc::clone(&small),
             quiet_rate,
+            args.quiet_burst,
             quiet_open,
             Arc::clone(&q),
             start,
@@ -564,6 +569,7 @@ pub fn measure(
                 client("noisy")?,
                 Arc::clone(&big),
                 noisy_rate,
+                1,
                 args.noisy_open,
                 Arc::clone(&n),
                 start,
@@ -574,6 +580,7 @@ pub fn measure(
                 client("quiet")?,
                 Arc::clone(&small),
                 quiet_rate,
+                args.quiet_burst,
                 quiet_open,
                 Arc::clone(&q),
                 start,
