@@ -130,10 +130,6 @@ struct Shard {
     /// Light packets (§15.7) placed on the cluster's nodes and not yet delivered: counted
     /// apart from `in_system`, without the lock, since their submitters do not take it.
     light_in_system: AtomicU64,
-    /// Bytes of light jobs admitted since the core last saw them, per tenant, to charge to
-    /// the tenants' turns there (`Scheduler::charge_tenant`) at the next lock.
-    light_debts: Mutex<Vec<(TenantId, u64)>>,
-    debts_pending: AtomicBool,
     gauges: ClusterGauges,
 }
 
@@ -352,8 +348,6 @@ impl Engine {
                     nodes,
                     fair,
                     light_in_system: AtomicU64::new(0),
-                    light_debts: Mutex::new(Vec::new()),
-                    debts_pending: AtomicBool::new(false),
                     gauges: ClusterGauges::default(),
                 };
                 first += nodes;
@@ -405,28 +399,7 @@ impl Engine {
     }
 
     fn lock(shard: &Shard) -> MutexGuard<'_, ClusterState> {
-        Self::charged(
-            shard,
-            shard.engine.lock().unwrap_or_else(|e| e.into_inner()),
-        )
-    }
-
-    /// The cluster's state, its light debts charged to the tenants' turns in the core.
-    fn charged<'a>(
-        shard: &Shard,
-        mut e: MutexGuard<'a, ClusterState>,
-    ) -> MutexGuard<'a, ClusterState> {
-        // A plain load first: the lock is taken for every job, and debts are rare.
-        if shard.debts_pending.load(Ordering::Relaxed)
-            && shard.debts_pending.swap(false, Ordering::Acquire)
-        {
-            let debts =
-                std::mem::take(&mut *shard.light_debts.lock().unwrap_or_else(|p| p.into_inner()));
-            for (tenant, bytes) in debts {
-                e.sched.charge_tenant(LOCAL, tenant, bytes);
-            }
-        }
-        e
+        shard.engine.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A task id of this service's, from the calling thread's block of them.
@@ -616,15 +589,6 @@ impl Engine {
         self.counters.packets_admitted(count);
         self.counters.job_light();
         tenant.took_light();
-        if tenant.recently_busy() {
-            let mut debts = shard.light_debts.lock().unwrap_or_else(|p| p.into_inner());
-            match debts.iter_mut().find(|(t, _)| *t == tenant.id) {
-                Some((_, b)) => *b += bytes,
-                None => debts.push((tenant.id, bytes)),
-            }
-            drop(debts);
-            shard.debts_pending.store(true, Ordering::Release);
-        }
         self.last_light
             .store(self.now_ns().max(1), Ordering::Relaxed);
         self.hands[n].wake_emulating();
@@ -940,10 +904,8 @@ impl Engine {
         let start = Instant::now();
         loop {
             match shard.engine.try_lock() {
-                Ok(e) => return Some(Self::charged(shard, e)),
-                Err(TryLockError::Poisoned(p)) => {
-                    return Some(Self::charged(shard, p.into_inner()));
-                }
+                Ok(e) => return Some(e),
+                Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
                 Err(TryLockError::WouldBlock) => {}
             }
             if hand.light.load(Ordering::Acquire) > 0 {

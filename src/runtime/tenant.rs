@@ -342,10 +342,9 @@ pub(crate) enum Closed {
 /// path counts as busy ([`TenantState::recently_busy`]).
 pub(crate) const BUSY_MEMORY: Duration = Duration::from_secs(1);
 
-/// How many node queues of light credit a tenant that has not been busy within
-/// [`BUSY_MEMORY`] may save up ([`TenantState::take_light`]): enough for a burst of small jobs
-/// held back by a client's pause to pass by the light path, rather than the part past one node
-/// queue waiting in the core.
+/// How many node queues of light credit a tenant may save up ([`TenantState::take_light`]):
+/// enough for a burst of small jobs held back by a client's pause to pass by the light path,
+/// rather than the part past one node queue waiting in the core.
 pub(crate) const LIGHT_DEPTH: u64 = 4;
 
 /// One registered tenant.
@@ -458,14 +457,15 @@ impl TenantState {
 
     /// Whether a job of `bytes` may take the light path (docs/ALGORITHM.md §15.7), and if so
     /// spends its allowance: the tenant's bytes in flight on the core's path, this job's
-    /// included, fit in `burst` (one node queue), and its light credit covers the job. The
+    /// included, fit in `burst` (one node queue), it has not been [busy](Self::recently_busy)
+    /// (over `burst` there) within [`BUSY_MEMORY`], and its light credit covers the job. The
     /// credit refills at `rate()` bytes per second (the tenant's weighted share of the
-    /// cluster's speed, asked for only past the first test) up to [`LIGHT_DEPTH`] times
-    /// `burst`, or `burst` while the tenant is [busy](Self::recently_busy); it starts at
-    /// `burst`. Over any interval the tenant sends at most that depth more than its share this
-    /// way, however it sends them. Its light jobs in flight do not count against the first
-    /// test: a burst of jobs beyond the credit sends the rest to the core, and those alone keep
-    /// the next ones off the light path while they wait there.
+    /// cluster's speed, asked for only past the first tests) up to [`LIGHT_DEPTH`] times
+    /// `burst`; it starts at `burst`, and again after the tenant was busy. Over any interval
+    /// the tenant sends at most that depth more than its share this way, however it sends
+    /// them. Its light jobs in flight do not count against the first test: a burst of jobs
+    /// beyond the credit sends the rest to the core, and those alone keep the next ones off
+    /// the light path while they wait there.
     pub(crate) fn take_light(&self, bytes: u64, burst: u64, rate: impl FnOnce() -> f64) -> bool {
         let light = self.light_bytes.load(Relaxed);
         if self.counters.in_flight().1.saturating_sub(light) > burst {
@@ -473,19 +473,20 @@ impl TenantState {
                 .store(self.epoch.elapsed().as_nanos() as u64 + 1, Relaxed);
             return false;
         }
+        if self.recently_busy() {
+            // Its jobs take their turns in the core; its credit starts again from one node
+            // queue once it is no longer busy.
+            *self.light.lock().unwrap_or_else(|e| e.into_inner()) =
+                (burst as f64, Some(Instant::now()));
+            return false;
+        }
         let rate = rate();
-        // A tenant that has not been busy may save up its unused credit, to a few node queues.
-        let depth = if self.recently_busy() {
-            burst
-        } else {
-            burst.saturating_mul(LIGHT_DEPTH)
-        };
         let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         let refill = c.1.map_or(burst as f64, |at| {
             now.duration_since(at).as_secs_f64() * rate
         });
-        c.0 = (c.0 + refill).min(depth as f64);
+        c.0 = (c.0 + refill).min(burst.saturating_mul(LIGHT_DEPTH) as f64);
         c.1 = Some(now);
         if c.0 < bytes as f64 {
             return false;
@@ -495,8 +496,8 @@ impl TenantState {
     }
 
     /// Whether a job of the tenant found more than a node queue of its bytes in flight on the
-    /// core's path within the last [`BUSY_MEMORY`]: a busy tenant, whose light jobs are
-    /// charged to its turns in the core (docs/ALGORITHM.md §15.7).
+    /// core's path within the last [`BUSY_MEMORY`]: a busy tenant, which takes no light path
+    /// meanwhile (docs/ALGORITHM.md §15.7).
     pub(crate) fn recently_busy(&self) -> bool {
         let at = self.busy_at.load(Relaxed);
         at != 0
@@ -893,19 +894,19 @@ mod tests {
     }
 
     #[test]
-    fn a_tenant_over_a_node_queue_is_busy_and_stays_off_the_light_path_then_charged() {
+    fn a_tenant_over_a_node_queue_is_busy_and_stays_off_the_light_path_a_while() {
         let t = state(TenantSpec::new("a"));
         let rate = || 1e9;
-        // Nothing in flight: light, and not busy (its light bytes are not charged).
+        // Nothing in flight: light, and not busy.
         assert!(t.take_light(100, 1000, rate));
         assert!(!t.recently_busy());
         // More than a node queue in flight on the core's path: not light, and busy from now.
         let a = t.try_enter(1200).unwrap();
         assert!(!t.take_light(100, 1000, rate));
         assert!(t.recently_busy());
-        // Back under: light again, and still busy for a while, so its light bytes are charged.
+        // Back under, but busy for a while yet: its jobs still take their turns in the core.
         drop(a);
-        assert!(t.take_light(100, 1000, rate));
+        assert!(!t.take_light(100, 1000, rate));
         assert!(t.recently_busy());
     }
 
@@ -923,14 +924,13 @@ mod tests {
         std::thread::sleep(Duration::from_millis(2));
         assert!(quiet.take_light(100, 1000, || 1e12));
         assert_eq!(saved(&quiet), LIGHT_DEPTH as usize * 10 - 1);
-        // A busy tenant saves up one node queue.
+        // A busy tenant saves nothing while busy.
         let busy = state(TenantSpec::new("busy"));
         let lease = busy.try_enter(1200).unwrap();
         assert!(!busy.take_light(100, 1000, || 1e12));
         drop(lease);
         std::thread::sleep(Duration::from_millis(2));
-        assert!(busy.take_light(100, 1000, || 1e12));
-        assert_eq!(saved(&busy), 10 - 1);
+        assert!(!busy.take_light(100, 1000, || 1e12));
     }
 
     #[test]

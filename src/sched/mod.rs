@@ -618,8 +618,9 @@ impl<D: Payload> Scheduler<D> {
         self.flows.get(c.index()).map_or(1, |f| f.weight(tenant))
     }
 
-    /// Charges `tenant` for `bytes` cluster `c` served it outside the core (the service's
-    /// light path, docs/ALGORITHM.md §15.7): under fair admission, a tenant with packets
+    /// Charges `tenant` for `bytes` cluster `c` served it outside the core (by a path that
+    /// does not pass through the scheduler; the service's light path keeps busy tenants off
+    /// it instead, docs/ALGORITHM.md §15.7): under fair admission, a tenant with packets
     /// waiting in that cluster gives its next turns' quanta there to the debt first, so that
     /// its bytes, both ways together, keep to its weight's share while it stays backlogged.
     /// Debts that would leave every tenant's turn empty are forgiven.

@@ -107,8 +107,9 @@ pub struct ScaleoutArgs {
     #[arg(long, default_value_t = 5.0)]
     pub tenant_secs: f64,
     /// `tenants`: calls each backlogged tenant keeps in flight per daemon in `shares`
-    #[arg(long, default_value_t = 16)]
-    pub tenant_backlog: usize,
+    /// [default: 1 MiB of calls, at least 16: 16 of the default 64 KiB, 256 of 4 KiB]
+    #[arg(long)]
+    pub tenant_backlog: Option<usize>,
     /// `tenants`: the quiet tenant's offered load, as a fraction of its fair share
     #[arg(long, default_value_t = 0.2)]
     pub quiet_load: f64,
@@ -378,7 +379,7 @@ pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
         || args.concurrency == 0
         || args.jobs == 0
         || args.repeat == 0
-        || args.tenant_backlog == 0
+        || args.tenant_backlog == Some(0)
         || args.noisy_open == 0
         || !(1..=1024).contains(&args.quiet_burst)
         || !(args.tenant_secs >= 1.0 && args.tenant_secs <= 3600.0)
