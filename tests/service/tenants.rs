@@ -271,11 +271,21 @@ fn bursts_under_a_limit_send_what_they_hold_first() {
     assert_eq!((tm.jobs_admitted, tm.jobs_completed), (10, 10));
 }
 
-/// A quiet tenant's small jobs, of every mode, both ways and several packets long, pass a
-/// flooding tenant's backlog (they take the light path, docs/ALGORITHM.md §15.7) with outputs
-/// exact to the byte; nothing of either tenant is lost and every packet is accounted for.
-#[test]
-fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
+/// A flooding tenant's backlog beside a quiet tenant, and what it gives.
+struct Backlog {
+    service: Service,
+    noisy: TenantId,
+    quiet: TenantId,
+    key: cryptodispatch::KeyId,
+    /// The flooding tenant's 300 jobs of 8 KiB (CBC encryption), submitted.
+    handles: Vec<cryptodispatch::JobHandle>,
+    /// The output each of them gives.
+    output: Vec<u8>,
+}
+
+/// A service with one slowed AES node of 1 KiB packets and the light path on, the tenants
+/// `noisy` and `quiet`, and the noisy tenant's backlog submitted, of data from `seed`.
+fn backlog(iv: &[u8; 16], seed: u64) -> Backlog {
     let service = Service::builder()
         .aes_cluster([NodeSpec::new().slowdown(16.0)])
         .packet_size(1024)
@@ -286,15 +296,38 @@ fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
     let noisy = service.add_tenant(TenantSpec::new("noisy")).unwrap();
     let quiet = service.add_tenant(TenantSpec::new("quiet")).unwrap();
     let key = service.add_aes_key(&KEY).unwrap();
-    let iv = [0x21; 16];
-    let flood: Vec<u8> = Gen::new(1).bytes(8 << 10);
-    let flood_out = ref_aes(&KEY, AesOp::new(Direction::Encrypt, Mode::Cbc), &iv, &flood).unwrap();
-    let backlog: Vec<_> = (0..300)
+    let flood = Gen::new(seed).bytes(8 << 10);
+    let output = ref_aes(&KEY, AesOp::new(Direction::Encrypt, Mode::Cbc), iv, &flood).unwrap();
+    let handles = (0..300)
         .map(|_| {
-            let job = Job::encrypt(key, Mode::Cbc, &iv, flood.clone()).tenant(noisy);
+            let job = Job::encrypt(key, Mode::Cbc, iv, flood.clone()).tenant(noisy);
             service.submit(job).unwrap()
         })
         .collect();
+    Backlog {
+        service,
+        noisy,
+        quiet,
+        key,
+        handles,
+        output,
+    }
+}
+
+/// A quiet tenant's small jobs, of every mode, both ways and several packets long, pass a
+/// flooding tenant's backlog (they take the light path, docs/ALGORITHM.md §15.7) with outputs
+/// exact to the byte; nothing of either tenant is lost and every packet is accounted for.
+#[test]
+fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
+    let iv = [0x21; 16];
+    let Backlog {
+        service,
+        noisy,
+        quiet,
+        key,
+        handles: backlog,
+        output: flood_out,
+    } = backlog(&iv, 1);
     // The flood's first jobs may take the light path themselves, while the node is still
     // empty: count only what the quiet tenant sends from here.
     let light_before = service.metrics().jobs_light;
@@ -358,24 +391,15 @@ fn a_quiet_tenants_small_jobs_pass_a_backlog_exactly() {
 /// past the first into the core (docs/ALGORITHM.md §15.7, why a quiet tenant may save up).
 #[test]
 fn a_quiet_tenants_burst_after_a_pause_takes_the_light_path() {
-    let service = Service::builder()
-        .aes_cluster([NodeSpec::new().slowdown(16.0)])
-        .packet_size(1024)
-        .inline_limit(0)
-        .light_path(true)
-        .build()
-        .unwrap();
-    let noisy = service.add_tenant(TenantSpec::new("noisy")).unwrap();
-    let quiet = service.add_tenant(TenantSpec::new("quiet")).unwrap();
-    let key = service.add_aes_key(&KEY).unwrap();
     let iv = [0x35; 16];
-    let flood = Gen::new(3).bytes(8 << 10);
-    let backlog: Vec<_> = (0..300)
-        .map(|_| {
-            let job = Job::encrypt(key, Mode::Cbc, &iv, flood.clone()).tenant(noisy);
-            service.submit(job).unwrap()
-        })
-        .collect();
+    let Backlog {
+        service,
+        quiet,
+        key,
+        handles: backlog,
+        output: flood_out,
+        ..
+    } = backlog(&iv, 3);
     let small = Gen::new(4).bytes(1024);
     let op = AesOp::new(Direction::Encrypt, Mode::Ctr);
     let expected = ref_aes(&KEY, op, &iv, &small).unwrap();
@@ -400,7 +424,6 @@ fn a_quiet_tenants_burst_after_a_pause_takes_the_light_path() {
         backlog.iter().any(|h| !h.is_finished()),
         "the burst did not pass the backlog"
     );
-    let flood_out = ref_aes(&KEY, AesOp::new(Direction::Encrypt, Mode::Cbc), &iv, &flood).unwrap();
     for h in backlog {
         assert_eq!(h.wait().unwrap().into_data().unwrap(), flood_out);
     }
