@@ -469,30 +469,35 @@ impl TenantState {
     pub(crate) fn take_light(&self, bytes: u64, burst: u64, rate: impl FnOnce() -> f64) -> bool {
         let light = self.light_bytes.load(Relaxed);
         if self.counters.in_flight().1.saturating_sub(light) > burst {
-            self.busy_at
-                .store(self.epoch.elapsed().as_nanos() as u64 + 1, Relaxed);
+            self.busy_at.store(self.stamp(Instant::now()), Relaxed);
             return false;
         }
         if self.recently_busy() {
-            // Its jobs take their turns in the core; its credit starts again from one node
-            // queue once it is no longer busy.
-            *self.light.lock().unwrap_or_else(|e| e.into_inner()) =
-                (burst as f64, Some(Instant::now()));
             return false;
         }
         let rate = rate();
         let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let refill = c.1.map_or(burst as f64, |at| {
-            now.duration_since(at).as_secs_f64() * rate
-        });
-        c.0 = (c.0 + refill).min(burst.saturating_mul(LIGHT_DEPTH) as f64);
+        // From one node queue at first, and again if the tenant was busy since the last
+        // refill: time spent busy saves nothing.
+        c.0 = match c.1 {
+            Some(at) if self.stamp(at) >= self.busy_at.load(Relaxed) => {
+                let refill = now.duration_since(at).as_secs_f64() * rate;
+                (c.0 + refill).min(burst.saturating_mul(LIGHT_DEPTH) as f64)
+            }
+            _ => burst as f64,
+        };
         c.1 = Some(now);
         if c.0 < bytes as f64 {
             return false;
         }
         c.0 -= bytes as f64;
         true
+    }
+
+    /// `t` as `busy_at` counts it: nanoseconds since `epoch`, plus one.
+    fn stamp(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as u64 + 1
     }
 
     /// Whether a job of the tenant found more than a node queue of its bytes in flight on the
@@ -924,13 +929,18 @@ mod tests {
         std::thread::sleep(Duration::from_millis(2));
         assert!(quiet.take_light(100, 1000, || 1e12));
         assert_eq!(saved(&quiet), LIGHT_DEPTH as usize * 10 - 1);
-        // A busy tenant saves nothing while busy.
+        // A busy tenant takes none while busy, and saves nothing: once no longer busy, its
+        // credit starts again from one node queue.
         let busy = state(TenantSpec::new("busy"));
+        assert!(busy.take_light(100, 1000, || 1e12));
         let lease = busy.try_enter(1200).unwrap();
         assert!(!busy.take_light(100, 1000, || 1e12));
         drop(lease);
         std::thread::sleep(Duration::from_millis(2));
         assert!(!busy.take_light(100, 1000, || 1e12));
+        std::thread::sleep(BUSY_MEMORY + Duration::from_millis(10));
+        assert!(busy.take_light(100, 1000, || 0.0));
+        assert_eq!(saved(&busy), 10 - 1);
     }
 
     #[test]

@@ -68,9 +68,6 @@ struct Tenant {
     sent: bool,
     /// Job turns in a row, within this tenant's turn, that placed nothing.
     misses: usize,
-    /// Bytes the tenant was served outside the core while it had packets here (the service's
-    /// light path, docs/ALGORITHM.md §15.7), taken off its next turns' quanta.
-    debt: u64,
 }
 
 /// The flows of one cluster.
@@ -173,34 +170,8 @@ impl<D> Flows<D> {
     /// starved). A tenant whose deficit does not cover the next packet ends its turn here and
     /// keeps the remainder for its next one.
     pub(crate) fn head(&mut self) -> Option<(TaskId, PacketMeta)> {
-        if let Some(head) = self.head_within_debts() {
-            return Some(head);
-        }
-        // Every tenant's turn went to its debt: forgive the debts rather than leave packets
-        // waiting with nothing in flight to bring another pass.
-        if self.tenants.values().any(|t| t.debt > 0) {
-            self.tenants.values_mut().for_each(|t| t.debt = 0);
-            return self.head_within_debts();
-        }
-        None
-    }
-
-    /// Charges `tenant` for `bytes` it was served outside the core (the service's light
-    /// path): if it has packets waiting here, its next turns' quanta go to the debt first,
-    /// so that over an interval in which it stays backlogged its bytes, both ways together,
-    /// keep to its weight's share. A tenant with nothing waiting here is not charged: it
-    /// takes nobody's turn.
-    pub(crate) fn charge(&mut self, tenant: TenantId, bytes: u64) {
-        if let Some(t) = self.tenants.get_mut(&tenant) {
-            t.debt = t.debt.saturating_add(bytes);
-        }
-    }
-
-    /// [`head`](Self::head), each tenant's quantum going to its debt first: a tenant whose
-    /// whole quantum went to it has its turn and sends nothing.
-    fn head_within_debts(&mut self) -> Option<(TaskId, PacketMeta)> {
-        // Each tenant without debt is granted at least the cost of its next packet on first
-        // sight, so the first such tenant seen a second time always covers it.
+        // Each tenant is granted at least the cost of its next packet on first sight, so the
+        // first tenant seen a second time always covers it.
         for _ in 0..=self.ring.len() {
             let &tenant = self.ring.front()?;
             let weight = self.weight(tenant);
@@ -215,15 +186,7 @@ impl<D> Flows<D> {
                 flow.granted = true;
             }
             if !t.granted {
-                let grant = quantum.saturating_mul(weight);
-                let paid = t.debt.min(grant);
-                t.debt -= paid;
-                if paid == grant {
-                    t.misses = 0;
-                    self.ring.rotate_left(1);
-                    continue;
-                }
-                t.deficit += (grant - paid).max(cost);
+                t.deficit += quantum.saturating_mul(weight).max(cost);
                 t.granted = true;
             }
             if t.deficit >= cost {
@@ -380,49 +343,6 @@ mod tests {
             }
         }
         order
-    }
-
-    #[test]
-    fn a_tenants_debt_is_taken_off_its_next_turns() {
-        let mut flows = Flows::new(1024);
-        for seq in 0..20 {
-            flows.push(of_tenant(1, 1, seq, 1024));
-            flows.push(of_tenant(2, 2, seq, 1024));
-        }
-        // Tenant 1 was served four packets' worth elsewhere: its next four turns go to it.
-        flows.charge(TenantId(1), 4 * 1024);
-        // A tenant with nothing waiting is not charged.
-        flows.charge(TenantId(0), 1 << 20);
-        let order = serve(&mut flows);
-        let served = |prefix| bytes_by_tenant(&order, prefix, |task| task as u32);
-        assert_eq!(served(12), [0, 4 * 1024, 8 * 1024]);
-        // Then turns alternate again.
-        assert_eq!(served(20), [0, 8 * 1024, 12 * 1024]);
-        assert_eq!(order.len(), 40);
-        // Charged when it had nothing waiting, tenant 0 takes its turns as any other.
-        flows.push(of_tenant(0, 3, 0, 1024));
-        flows.push(of_tenant(2, 4, 0, 1024));
-        assert_eq!(serve(&mut flows), [(3, 0), (4, 0)]);
-    }
-
-    #[test]
-    fn debts_never_leave_packets_waiting() {
-        let mut flows = Flows::new(1024);
-        for seq in 0..4 {
-            flows.push(of_tenant(1, 1, seq, 1024));
-        }
-        // Alone in the ring, a tenant in debt is still served: nobody else is.
-        flows.charge(TenantId(1), 1 << 30);
-        assert_eq!(serve(&mut flows).len(), 4);
-        // Two tenants both deep in debt are served too.
-        for seq in 0..4 {
-            flows.push(of_tenant(1, 2, seq, 1024));
-            flows.push(of_tenant(2, 3, seq, 1024));
-        }
-        flows.charge(TenantId(1), 1 << 30);
-        flows.charge(TenantId(2), 1 << 30);
-        assert_eq!(serve(&mut flows).len(), 8);
-        assert_eq!(flows.len(), 0);
     }
 
     #[test]

@@ -618,18 +618,6 @@ impl<D: Payload> Scheduler<D> {
         self.flows.get(c.index()).map_or(1, |f| f.weight(tenant))
     }
 
-    /// Charges `tenant` for `bytes` cluster `c` served it outside the core (by a path that
-    /// does not pass through the scheduler; the service's light path keeps busy tenants off
-    /// it instead, docs/ALGORITHM.md §15.7): under fair admission, a tenant with packets
-    /// waiting in that cluster gives its next turns' quanta there to the debt first, so that
-    /// its bytes, both ways together, keep to its weight's share while it stays backlogged.
-    /// Debts that would leave every tenant's turn empty are forgiven.
-    pub fn charge_tenant(&mut self, c: ClusterId, tenant: TenantId, bytes: u64) {
-        if let Some(flows) = self.flows.get_mut(c.index()) {
-            flows.charge(tenant, bytes);
-        }
-    }
-
     /// Moves packets until nothing more moves: balancer, then refill from the wait queue.
     fn settle(&mut self, c: ClusterId) {
         let range = self.cluster_nodes[c.index()].clone();
