@@ -221,6 +221,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let service = Service::builder()
         .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
         .light_path(true)
+        .inline_limit(args.inline_limit)
         .build()
         .text()?;
     let [quiet, noisy, light, heavy] = [("quiet", 1), ("noisy", 1), ("light", 1), ("heavy", 3)]
