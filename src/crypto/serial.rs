@@ -88,7 +88,7 @@ const AHEAD: usize = 256;
 /// stalls its chain whenever a block is not in cache yet, as at each page, where the hardware
 /// prefetcher stops: one CBC stream of 64 MiB in 16 KiB packets went from 0.80–0.82 of
 /// `openssl speed` (one buffer in cache) to 0.90–0.91 with the read a page ahead, on a machine
-/// with AVX-512 (docs/RESULTS.md, "One stream against OpenSSL").
+/// with AVX-512 (docs/RESULTS.md, "Reading a page ahead").
 #[inline(always)]
 fn chain(
     blocks: &mut [Block],
