@@ -542,7 +542,8 @@ mod tests {
             let key = AesKey::new(&vec![0x42; key_len]).unwrap();
             for o in serial {
                 assert!(o.is_serial());
-                for len in [0, 1, 15, 16, 17, 33, 64, 100, 4096] {
+                // Past 4096 bytes (256 blocks) the loop also reads a page ahead.
+                for len in [0, 1, 15, 16, 17, 33, 64, 100, 4096, 4097, 4112, 20000] {
                     for last in [false, true] {
                         if checked_run_len(o, padded_len(len), len, last).is_err() {
                             continue;
