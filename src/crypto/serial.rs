@@ -85,10 +85,10 @@ const AHEAD: usize = 256;
 ///
 /// Every fourth block (once per 64-byte cache line) it also reads a byte [`AHEAD`] blocks on,
 /// a load off the chain that nothing waits for. A stream much larger than the cache otherwise
-/// stalls its chain whenever a block is not in cache yet, as at each page, where the hardware
-/// prefetcher stops: one CBC stream of 64 MiB in 16 KiB packets went from 0.80–0.82 of
-/// `openssl speed` (one buffer in cache) to 0.90–0.91 with the read a page ahead, on a machine
-/// with AVX-512 (docs/RESULTS.md, "Reading a page ahead").
+/// stalls its chain whenever a block is not in cache yet, likely at each page, where a hardware
+/// prefetcher stops: one CBC stream of 64 MiB in 16 KiB packets went from 0.798–0.820 of
+/// `openssl speed` (one buffer in cache) to 0.895–0.907 with the read a page ahead, on a
+/// machine with AVX-512 (docs/RESULTS.md, "Reading a page ahead").
 #[inline(always)]
 fn chain(
     blocks: &mut [Block],
