@@ -390,8 +390,8 @@ impl ServiceBuilder {
     }
 
     /// Turns the light path on (default off): in a service shared between tenants, under fair
-    /// admission, a small job of a tenant sending within its weighted share of the bytes the
-    /// nodes serve goes to its node's light queue (in turns over the tenants, without the
+    /// admission, a job of up to four node queues of a tenant sending within its weighted
+    /// share of the bytes the nodes serve goes to its node's light queue (in turns over the tenants, without the
     /// cluster's lock) and runs at the node's next pause, a slice of a few microseconds into
     /// the set it is running, rather than behind the other tenants' queued packets (docs/ALGORITHM.md
     /// §15.7). It lowers a quiet tenant's latency beside a busy one; it costs the busy ones

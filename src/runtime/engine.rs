@@ -53,7 +53,7 @@ use crate::runtime::metrics::{
     ServiceCounters,
 };
 use crate::runtime::store::StateStore;
-use crate::runtime::tenant::{TenantSpec, TenantState, Tenants};
+use crate::runtime::tenant::{LIGHT_DEPTH, TenantSpec, TenantState, Tenants};
 use crate::runtime::work::{JobRecord, PacketData, Packets};
 use crate::sched::{Admission, Scheduler};
 
@@ -519,8 +519,9 @@ impl Engine {
     }
 
     /// The light path (§15.7): puts a job of `tenant` made of `packets` behind the light
-    /// packets of the node that runs it soonest, if the job fits in a node's queue and the
-    /// tenant's light credit covers it; otherwise hands the packets back for the core. The
+    /// packets of the node that runs it soonest, if the job is at most [`LIGHT_DEPTH`] node
+    /// queues long and the tenant's light credit covers it
+    /// ([`TenantState::take_light`]); otherwise hands the packets back for the core. The
     /// credit refills at the tenant's weighted share of the bytes the nodes serve: per node,
     /// the larger of its pace (bytes per second of its recent busy time, lane sets and light
     /// packets alike) and its speed on such a job run alone, by its unit times. Takes no
@@ -539,7 +540,7 @@ impl Engine {
         let bytes = job_bytes(&packets);
         if !shard.fair
             || packets.is_empty()
-            || bytes > burst
+            || bytes > burst.saturating_mul(LIGHT_DEPTH)
             || self.is_closing()
             || !self.cluster_up(cluster)
         {

@@ -344,7 +344,9 @@ pub(crate) const BUSY_MEMORY: Duration = Duration::from_secs(1);
 
 /// How many node queues of light credit a tenant may save up ([`TenantState::take_light`]):
 /// enough for a burst of small jobs held back by a client's pause to pass by the light path,
-/// rather than the part past one node queue waiting in the core.
+/// rather than the part past one node queue waiting in the core. Also the longest job that
+/// may take the light path, in node queues, and how many such long jobs a tenant's credit
+/// saves.
 pub(crate) const LIGHT_DEPTH: u64 = 4;
 
 /// One registered tenant.
@@ -466,9 +468,25 @@ impl TenantState {
     /// them. Its light jobs in flight do not count against the first test: a burst of jobs
     /// beyond the credit sends the rest to the core, and those alone keep the next ones off
     /// the light path while they wait there.
+    ///
+    /// A *long* job, larger than `burst` (the engine lets jobs of up to [`LIGHT_DEPTH`] node
+    /// queues try), counts in units of itself rather than of a node queue: the tenant is busy
+    /// once more than one other such job is in flight on the core's path; the credit saves up
+    /// to [`LIGHT_DEPTH`] such jobs; and the job passes once the credit holds a node queue,
+    /// leaving the rest as a debt (at most `bytes - burst`) that the refill pays first. With a
+    /// node queue's units, the first long job of a tenant never passed (the credit starts at
+    /// `burst`), and once one of them waited in the core the next found more than a node queue
+    /// there and made the tenant busy for a second: every long job of a quiet tenant then
+    /// waited its turns in the core, behind the backlogged tenants' packets.
     pub(crate) fn take_light(&self, bytes: u64, burst: u64, rate: impl FnOnce() -> f64) -> bool {
         let light = self.light_bytes.load(Relaxed);
-        if self.counters.in_flight().1.saturating_sub(light) > burst {
+        // A long job may have one more of its size in the core beside it.
+        let limit = if bytes > burst {
+            bytes.saturating_mul(2)
+        } else {
+            burst
+        };
+        if self.counters.in_flight().1.saturating_sub(light) > limit {
             self.busy_at.store(self.stamp(Instant::now()), Relaxed);
             return false;
         }
@@ -483,12 +501,13 @@ impl TenantState {
         c.0 = match c.1 {
             Some(at) if self.stamp(at) >= self.busy_at.load(Relaxed) => {
                 let refill = now.duration_since(at).as_secs_f64() * rate;
-                (c.0 + refill).min(burst.saturating_mul(LIGHT_DEPTH) as f64)
+                (c.0 + refill).min(burst.max(bytes).saturating_mul(LIGHT_DEPTH) as f64)
             }
             _ => burst as f64,
         };
         c.1 = Some(now);
-        if c.0 < bytes as f64 {
+        // A short job needs credit for all of itself, a long one for a node queue of itself.
+        if c.0 < bytes.min(burst) as f64 {
             return false;
         }
         c.0 -= bytes as f64;
@@ -913,6 +932,37 @@ mod tests {
         drop(a);
         assert!(!t.take_light(100, 1000, rate));
         assert!(t.recently_busy());
+    }
+
+    #[test]
+    fn a_long_job_counts_in_units_of_itself_on_the_light_path() {
+        // Node queues of 1000 bytes, jobs of 3000 (the engine lets up to LIGHT_DEPTH of them
+        // try). The first passes on the starting credit of one node queue, leaving a debt.
+        let t = state(TenantSpec::new("long"));
+        let a = t.try_enter(3000).unwrap();
+        assert!(t.take_light(3000, 1000, || 0.0));
+        // The debt keeps the next one off (no refill); one such job in flight besides it
+        // does not make the tenant busy, two do.
+        let b = t.try_enter(3000).unwrap();
+        assert!(!t.take_light(3000, 1000, || 0.0));
+        assert!(!t.recently_busy());
+        let c = t.try_enter(3000).unwrap();
+        assert!(!t.take_light(3000, 1000, || 0.0));
+        assert!(t.recently_busy());
+        drop((a, b, c));
+
+        // A tenant not busy saves up LIGHT_DEPTH such jobs, and a job passes once the credit
+        // holds a node queue.
+        let quiet = state(TenantSpec::new("quiet"));
+        assert!(quiet.take_light(3000, 1000, || 0.0));
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(quiet.take_light(3000, 1000, || 1e12));
+        let more = (0..10)
+            .take_while(|_| quiet.take_light(3000, 1000, || 0.0))
+            .count();
+        assert_eq!(more + 1, LIGHT_DEPTH as usize);
+        // Short jobs still need credit for all of themselves, and save node queues.
+        assert!(!quiet.take_light(100, 1000, || 0.0));
     }
 
     #[test]
