@@ -106,10 +106,7 @@ fn lane_set(
     impls: &ImplTable,
     first: Packet<PacketData>,
 ) -> PacketSet {
-    let laned = |p: &Packet<PacketData>| match &p.data.job.operation {
-        Operation::Aes { op, .. } if op.is_serial() => impls.lane_width(*op),
-        _ => 1,
-    };
+    let laned = |p: &Packet<PacketData>| lane_width(p, impls);
     let width = laned(&first).min(lanes);
     let mut set: PacketSet = SmallVec::new();
     set.push(first);
@@ -130,6 +127,15 @@ fn lane_set(
         }
     }
     set
+}
+
+/// The width of the lane sets `impls` runs `p`'s operation in: 1 for an operation that does
+/// not run on the lanes (not serial).
+pub(crate) fn lane_width(p: &Packet<PacketData>, impls: &ImplTable) -> usize {
+    match &p.data.job.operation {
+        Operation::Aes { op, .. } if op.is_serial() => impls.lane_width(*op),
+        _ => 1,
+    }
 }
 
 /// Whether a set is a chain run: several packets, all of one job.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::crypto::ImplTable;
 use crate::packet::Packet;
-use crate::runtime::exec::{PacketSet, take_set};
+use crate::runtime::exec::{PacketSet, lane_width, take_set};
 use crate::runtime::work::{JobRecord, PacketData, Packets};
 
 /// A packet running on a node.
@@ -34,6 +34,48 @@ struct LightQueue {
     turns: VecDeque<u32>,
     /// The node is down: its light packets went back to the core, and new ones go there.
     down: bool,
+}
+
+impl LightQueue {
+    /// When the front packet is of a serial operation that runs on the lanes and other jobs
+    /// of such operations wait too, the next packet of each, in queue order, up to the lane
+    /// width, as one lane set. Several light jobs of a serial mode sent together (a client's
+    /// burst) then run side by side, where `take_set` ran each whole job as a chain run after
+    /// the one before it, so that the last waited for all the others.
+    fn heads_as_lanes(&mut self, lanes: usize, impls: &ImplTable) -> Option<PacketSet> {
+        let width = lane_width(self.packets.front()?, impls).min(lanes);
+        if width < 2 {
+            return None;
+        }
+        let mut seen = Vec::new();
+        let mut picked = Vec::new();
+        for (i, p) in self.packets.iter().enumerate() {
+            if picked.len() == width {
+                break;
+            }
+            // Only a job's first packet waiting is its next.
+            if seen.contains(&p.meta.task) {
+                continue;
+            }
+            seen.push(p.meta.task);
+            if lane_width(p, impls) > 1 {
+                picked.push(i);
+            }
+        }
+        if picked.len() < 2 {
+            return None;
+        }
+        let mut set: PacketSet = picked
+            .iter()
+            .rev()
+            .filter_map(|&i| {
+                self.turns.remove(i);
+                self.packets.remove(i)
+            })
+            .collect();
+        set.reverse();
+        Some(set)
+    }
 }
 
 /// One node's hand, shared by its worker and the engine.
@@ -143,8 +185,14 @@ impl NodeHand {
     /// so that packets placed meanwhile take their turns before the light packets after it.
     pub(crate) fn take_light_set(&self, lanes: usize, impls: &ImplTable) -> PacketSet {
         let mut q = self.light_queue();
-        let set = take_set(&mut q.packets, lanes, impls);
-        q.turns.drain(..set.len());
+        let set = match q.heads_as_lanes(lanes, impls) {
+            Some(set) => set,
+            None => {
+                let set = take_set(&mut q.packets, lanes, impls);
+                q.turns.drain(..set.len());
+                set
+            }
+        };
         self.light.store(q.packets.len(), Ordering::SeqCst);
         set
     }

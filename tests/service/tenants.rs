@@ -442,9 +442,9 @@ fn a_quiet_tenants_burst_after_a_pause_takes_the_light_path() {
 }
 
 /// A quiet tenant's long jobs, longer than a node queue and up to four of them, pass a
-/// flooding tenant's backlog by the light path one after another, exact to the byte, where
-/// they used to wait their turns in the core; a longer job takes the core's path, exact all
-/// the same (docs/ALGORITHM.md §15.7, long jobs).
+/// flooding tenant's backlog by the light path one after another, and several at once, exact
+/// to the byte, where they used to wait their turns in the core; a longer job takes the core's
+/// path, exact all the same (docs/ALGORITHM.md §15.7, long jobs).
 #[test]
 fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
     let iv = [0x37; 16];
@@ -485,18 +485,31 @@ fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
         "{}",
         service.metrics()
     );
+    // Three long jobs of the serial modes sent at once: they run side by side as lanes, one
+    // packet of each per set, their chaining states through the store.
+    let burst: Vec<_> = [Mode::Cbc, Mode::Ofb, Mode::Cfb]
+        .into_iter()
+        .enumerate()
+        .map(|(i, mode)| {
+            let op = AesOp::new(Direction::Encrypt, mode);
+            let data = Gen::new(30 + i as u64).bytes(16 << 10);
+            let expected = ref_aes(&KEY, op, &iv, &data).unwrap();
+            let job = Job::aes(key, op, &iv, data).tenant(quiet);
+            (service.submit(job).unwrap(), expected, mode)
+        })
+        .collect();
+    for (h, expected, mode) in burst {
+        assert_eq!(h.wait().unwrap().into_data().unwrap(), expected, "{mode:?}");
+    }
+    let light = long.len() as u64 + 3;
+    assert_eq!(jobs_light(&service, quiet), light, "{}", service.metrics());
     assert!(
         backlog.iter().any(|h| !h.is_finished()),
         "the long jobs did not pass the backlog"
     );
     // Longer than four node queues: through the core.
     run(20, 48 << 10, Mode::Cbc);
-    assert_eq!(
-        jobs_light(&service, quiet),
-        long.len() as u64,
-        "{}",
-        service.metrics()
-    );
+    assert_eq!(jobs_light(&service, quiet), light, "{}", service.metrics());
     drain(&service, backlog, &flood_out);
     service.shutdown();
 }
