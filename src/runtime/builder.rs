@@ -391,10 +391,10 @@ impl ServiceBuilder {
 
     /// Turns the light path on (default off): in a service shared between tenants, under fair
     /// admission, a job of up to four node queues of a tenant sending within its weighted
-    /// share of the bytes the nodes serve goes to its node's light queue (in turns over the tenants, without the
-    /// cluster's lock) and runs at the node's next pause, a slice of a few microseconds into
-    /// the set it is running, rather than behind the other tenants' queued packets (docs/ALGORITHM.md
-    /// §15.7). It lowers a quiet tenant's latency beside a busy one; it costs the busy ones
+    /// share of the bytes the nodes serve goes to its node's light queue (in turns over the
+    /// tenants, without the cluster's lock) and runs at the node's next pause, a slice of a
+    /// few microseconds into the set it is running, rather than behind the other tenants'
+    /// queued packets (docs/ALGORITHM.md §15.7). It lowers a quiet tenant's latency beside a busy one; it costs the busy ones
     /// throughput, since a light job runs as one stream rather than in a full lane set (up to
     /// a tenth of a noisy tenant's throughput beside a quiet one in `cryptodispatch-bench live
     /// --workload tenants`, a third or more behind the daemon, docs/RESULTS.md).

@@ -552,7 +552,7 @@ fn run_lane_set(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::crypto::{AesKey, AesOp};
     use crate::packet::{ClusterId, Mode, NodeId, TaskId};
@@ -564,7 +564,7 @@ mod tests {
     };
 
     /// A job of `op` over `data`, cut into packets of 32 bytes.
-    fn packets(
+    pub(crate) fn packets(
         task: u64,
         key: &Arc<AesKey>,
         op: AesOp,
@@ -631,7 +631,8 @@ mod tests {
         assert_eq!(sizes, vec![vec![1, 1, 1, 1], vec![2], vec![3], vec![3]]);
     }
 
-    fn lanes(width: usize) -> crate::crypto::ImplTable {
+    /// The implementation table that runs serial operations on lanes of `width`.
+    pub(crate) fn lanes(width: usize) -> crate::crypto::ImplTable {
         crate::crypto::ImplTable::pinned(crate::crypto::AesImpl::Lanes { width }).unwrap()
     }
 

@@ -8,8 +8,10 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use smallvec::SmallVec;
+
 use crate::crypto::ImplTable;
-use crate::packet::Packet;
+use crate::packet::{Packet, TaskId};
 use crate::runtime::exec::{PacketSet, lane_width, take_set};
 use crate::runtime::work::{JobRecord, PacketData, Packets};
 
@@ -47,8 +49,9 @@ impl LightQueue {
         if width < 2 {
             return None;
         }
-        let mut seen = Vec::new();
-        let mut picked = Vec::new();
+        // Inline for a usual lane width: no allocation per set.
+        let mut seen: SmallVec<[TaskId; 8]> = SmallVec::new();
+        let mut picked: SmallVec<[usize; 8]> = SmallVec::new();
         for (i, p) in self.packets.iter().enumerate() {
             if picked.len() == width {
                 break;
@@ -216,5 +219,54 @@ impl NodeHand {
 impl std::fmt::Debug for NodeHand {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeHand").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::{AesOp, Direction};
+    use crate::packet::Mode;
+    use crate::runtime::exec::tests::{lanes, packets};
+
+    /// The sets a node's light queue gives, by task, for the jobs pushed in that order.
+    fn light_sets(jobs: Vec<Vec<Packet<PacketData>>>, impls: &ImplTable) -> Vec<Vec<u64>> {
+        let hand = NodeHand::default();
+        for job in jobs {
+            assert!(hand.push_light(job.into_iter().collect()).is_ok());
+        }
+        std::iter::from_fn(|| {
+            let set = hand.take_light_set(64, impls);
+            (!set.is_empty()).then(|| set.iter().map(|p| p.meta.task.0).collect())
+        })
+        .collect()
+    }
+
+    #[test]
+    fn serial_light_jobs_waiting_together_run_side_by_side() {
+        let key = Arc::new(crate::crypto::AesKey::new(&[7; 16]).unwrap());
+        let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let ecb = AesOp::new(Direction::Encrypt, Mode::Ecb);
+        let data = [0u8; 96];
+        // A CBC job of three packets, an ECB job of one, a CBC job of two.
+        let jobs = || {
+            vec![
+                packets(1, &key, cbc, &[1; 16], &data),
+                packets(3, &key, ecb, &[], &data[..32]),
+                packets(2, &key, cbc, &[2; 16], &data[..64]),
+            ]
+        };
+        // On the lanes: the next packet of each CBC job per set, the ECB packet once the job
+        // ahead of it is done.
+        assert_eq!(
+            light_sets(jobs(), &lanes(8)),
+            [vec![1, 2], vec![1, 2], vec![1], vec![3]]
+        );
+        // Where the lanes did not win, each job runs whole, in queue order.
+        let one_by_one = ImplTable::rustcrypto();
+        assert_eq!(
+            light_sets(jobs(), &one_by_one),
+            [vec![1, 1, 1], vec![3], vec![2, 2]]
+        );
     }
 }

@@ -485,8 +485,9 @@ fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
         "{}",
         service.metrics()
     );
-    // Three long jobs of the serial modes sent at once: they run side by side as lanes, one
-    // packet of each per set, their chaining states through the store.
+    // Three long jobs of the serial modes sent at once: where the table chose lanes they run
+    // side by side, one packet of each per set, their chaining states through the store
+    // (which sets form is checked in `hand.rs`); exact either way.
     let burst: Vec<_> = [Mode::Cbc, Mode::Ofb, Mode::Cfb]
         .into_iter()
         .enumerate()
