@@ -1,7 +1,7 @@
 //! `cryptodispatch-bench live`: every workload runs, small, and checks every output of the
 //! service against the primitives called directly (a mismatch fails the run); the stream
-//! workload's packet size is the caller's to set, and a packet size the service cannot cut by
-//! is refused by name. `openssl` is kept off the bench's PATH, so no baseline runs here.
+//! workload's packet size is the caller's to set, and a packet or job size the service cannot
+//! cut by, a count of zero and jobs larger than the memory are refused by name. `openssl` is kept off the bench's PATH, so no baseline runs here.
 
 use std::process::{Command, Output};
 
@@ -142,6 +142,49 @@ fn a_packet_size_that_is_not_whole_blocks_is_refused() {
             )),
             "{err}"
         );
+    }
+}
+
+#[test]
+fn a_job_size_that_is_not_whole_blocks_is_refused_by_every_workload_that_takes_one() {
+    for workload in ["tenants", "hol", "gcm", "padded", "stream"] {
+        for size in ["0", "100"] {
+            let out = bench(&["live", "--workload", workload, "--size", size]);
+            assert!(!out.status.success());
+            let err = String::from_utf8_lossy(&out.stderr);
+            let want = format!("--size {size}: {workload} needs a positive multiple of 16");
+            assert!(err.contains(&want), "{workload}: {err}");
+        }
+    }
+}
+
+#[test]
+fn a_count_of_zero_is_refused() {
+    for flag in ["--jobs", "--nodes", "--threads", "--reps", "--burst"] {
+        let out = bench(&["live", "--workload", "tiny", flag, "0"]);
+        assert!(!out.status.success(), "{flag} 0 ran");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("must be at least 1"), "{flag}: {err}");
+    }
+}
+
+#[test]
+fn jobs_larger_than_memory_are_refused_before_they_are_made() {
+    // 2^50 bytes: no machine this runs on has that much memory, and making the jobs first would
+    // abort the process rather than fail with a message.
+    let huge = (1u64 << 50).to_string();
+    for args in [
+        &["live", "--workload", "gcm", "--size", &huge][..],
+        &["live", "--workload", "stream", "--size", &huge],
+        &["live", "--workload", "tenants", "--size", &huge],
+        &["live", "--workload", "many-chains", "--size", &huge],
+        &["live", "--workload", "cbc16k", "--jobs", "1000000000000"],
+    ] {
+        let out = bench(args);
+        assert!(!out.status.success(), "{args:?} ran");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("GiB of memory"), "{args:?}: {err}");
+        assert!(err.contains("lower --size or --jobs"), "{args:?}: {err}");
     }
 }
 

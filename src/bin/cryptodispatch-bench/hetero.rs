@@ -12,6 +12,7 @@ use rand::RngExt;
 use rand::seq::SliceRandom;
 
 use crate::live::{Item, LiveArgs, Work, aes_item};
+use crate::support::fits_in_memory;
 
 /// The slowdowns of `hetero` and `hetero-chains`.
 const SLOWDOWNS: [f64; 4] = [1.0, 1.5, 2.0, 3.0];
@@ -26,7 +27,8 @@ pub const PACKETS: (usize, usize) = (4, 16);
 pub fn hetero(args: &LiveArgs) -> Result<Work, String> {
     let jobs = args.jobs.unwrap_or(120);
     Work::aes(args, 256 * 1024, &SLOWDOWNS, 1, true, |rng, packet| {
-        (0..jobs)
+        fits_in_memory(jobs, packet.saturating_mul(8))?;
+        Ok((0..jobs)
             .map(|_| {
                 let packets = rng.random_range(1..=8usize);
                 let mode = if rng.random_bool(0.5) {
@@ -36,13 +38,14 @@ pub fn hetero(args: &LiveArgs) -> Result<Work, String> {
                 };
                 aes_item(rng, AesOp::new(Encrypt, mode), packets * packet)
             })
-            .collect()
+            .collect())
     })
 }
 
 /// `hetero-chains`: 40 CBC chains of 10-30 packets among 80 ECB jobs of 1-2 packets, shuffled.
 pub fn chains(args: &LiveArgs) -> Result<Work, String> {
     Work::aes(args, 64 * 1024, &SLOWDOWNS, 1, true, |rng, packet| {
+        fits_in_memory(120, packet.saturating_mul(30))?;
         let mut items: Vec<Item> = (0..120)
             .map(|k| {
                 let (mode, packets) = if k < 40 {
@@ -54,18 +57,19 @@ pub fn chains(args: &LiveArgs) -> Result<Work, String> {
             })
             .collect();
         items.shuffle(rng);
-        items
+        Ok(items)
     })
 }
 
 /// `many-chains`: [`CHAINS`] CBC chains of [`PACKETS`] packets.
 pub fn many_chains(args: &LiveArgs) -> Result<Work, String> {
     Work::aes(args, 16 * 1024, &MANY_SLOWDOWNS, 1, true, |rng, packet| {
-        (0..CHAINS)
+        fits_in_memory(CHAINS, packet.saturating_mul(PACKETS.1))?;
+        Ok((0..CHAINS)
             .map(|_| {
                 let packets = rng.random_range(PACKETS.0..=PACKETS.1);
                 aes_item(rng, AesOp::new(Encrypt, Mode::Cbc), packets * packet)
             })
-            .collect()
+            .collect())
     })
 }

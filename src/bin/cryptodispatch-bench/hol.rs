@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use cryptodispatch::{Admission, Job, Mode, NodeSpec, Service};
 
-use crate::live::LiveArgs;
+use crate::live::{LiveArgs, whole_blocks};
 use crate::report::{Csv, Table, f};
-use crate::support::{Text, cores};
+use crate::support::{Text, cores, fits_in_memory};
 
 /// The big job's size unless `--size` says otherwise.
 const BIG: usize = 64 << 20;
@@ -48,15 +48,16 @@ fn one(admission: Admission, nodes: usize, big: usize) -> Result<(f64, f64), Str
 
 /// Runs the workload and prints a table (or CSV).
 pub fn run(args: &LiveArgs) -> Result<(), String> {
-    let nodes = args.nodes.unwrap_or_else(cores).max(1);
-    let big = args.size.unwrap_or(BIG);
+    let nodes = args.nodes.unwrap_or_else(cores);
+    let big = whole_blocks("--size", args.size.unwrap_or(BIG), "hol")?;
+    fits_in_memory(1, big)?;
     let admissions = if args.compare {
         vec![Admission::Fifo, Admission::Fair]
     } else {
         vec![args.admission]
     };
     let mut runs = Vec::new();
-    for run in 0..args.reps.max(1) {
+    for run in 0..args.reps {
         for &admission in &admissions {
             let (big_ms, small_us) = one(admission, nodes, big)?;
             runs.push((admission, run, big_ms, small_us));

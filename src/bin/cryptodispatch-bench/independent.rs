@@ -8,7 +8,7 @@ use rand::RngExt;
 use rand::rngs::ChaCha8Rng;
 
 use crate::live::{Item, LiveArgs, Spec, Work, aes_item, random_bytes};
-use crate::support::cores;
+use crate::support::{cores, fits_in_memory};
 
 /// Jobs of --size bytes (default 16 KiB; over 256 KiB, cut), all under one AES key, each made by
 /// `item`: `total` bytes of them (or --jobs), at least `min_jobs`, on `nodes` AES nodes, from
@@ -30,7 +30,8 @@ fn independent(
         false,
         |rng, size| {
             let jobs = args.jobs.unwrap_or(total / size).max(min_jobs);
-            (0..jobs).map(|_| item(rng, size)).collect()
+            fits_in_memory(jobs, size)?;
+            Ok((0..jobs).map(|_| item(rng, size)).collect())
         },
     )
 }

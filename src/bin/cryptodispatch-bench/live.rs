@@ -32,7 +32,9 @@ use rand::{Rng, RngExt, SeedableRng};
 
 use crate::openssl::{Baseline, Speed};
 use crate::report::{Csv, Table, f, pct, pcts};
-use crate::support::{Text, cores, lock, on_threads, parse_policies, percentile, policy_help};
+use crate::support::{
+    Text, cores, lock, on_threads, parse_policies, percentile, policy_help, positive,
+};
 
 /// The live workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -115,18 +117,18 @@ pub struct LiveArgs {
     #[arg(long)]
     pub size: Option<usize>,
     /// Number of jobs (default by workload; gcm: 128 MiB; hetero-chains: its 40 chains, 80 ECB).
-    #[arg(long)]
+    #[arg(long, value_parser = positive)]
     pub jobs: Option<usize>,
     /// AES nodes (default: one per core, 2 for gcm); mixed gets as many Ed25519 nodes too.
-    #[arg(long)]
+    #[arg(long, value_parser = positive)]
     pub nodes: Option<usize>,
     /// Submitting threads (default: 1 for cbc16k and hetero, 2 for mixed).
-    #[arg(long)]
+    #[arg(long, value_parser = positive)]
     pub threads: Option<usize>,
     /// Rounds of runs (the reference, then each policy); each side's fastest run counts. With
     /// --compare the policies take turns going first; from 3 rounds the first is also compared
     /// with each other round by round (geometric mean of the makespan ratio, 95% interval).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = positive)]
     pub reps: usize,
     /// Seed for the job mix and the data.
     #[arg(long, default_value_t = 1)]
@@ -154,7 +156,7 @@ pub struct LiveArgs {
     #[arg(long)]
     pub implementation: Option<AesImpl>,
     /// tiny: jobs per `submit_burst` call.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = positive)]
     pub burst: usize,
     /// The service's packet size (default: the job, up to 256 KiB; stream: 16384, openssl's too).
     #[arg(long)]
@@ -300,7 +302,7 @@ pub fn aes_item(rng: &mut ChaCha8Rng, op: AesOp, bytes: usize) -> Item {
 }
 
 impl Work {
-    /// `items`' AES jobs of `--size` bytes (default `packet`) from `--seed`, one key drawn after
+    /// `items`' AES jobs (or the error that refuses them) of `--size` bytes (default `packet`) from `--seed`, one key drawn after
     /// them, in packets of `--packet` (default the job, up to 256 KiB), on AES nodes slowed by
     /// `slowdowns`, from `--threads` (default `submitters`), [`greedy`](Self::greedy) or not.
     pub fn aes(
@@ -309,11 +311,11 @@ impl Work {
         slowdowns: &[f64],
         submitters: usize,
         greedy: bool,
-        items: impl FnOnce(&mut ChaCha8Rng, usize) -> Vec<Item>,
+        items: impl FnOnce(&mut ChaCha8Rng, usize) -> Result<Vec<Item>, String>,
     ) -> Result<Work, String> {
         let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
         let size = whole_blocks("--size", args.size.unwrap_or(packet), &args.workload.name())?;
-        let items = items(&mut rng, size);
+        let items = items(&mut rng, size)?;
         Ok(Work {
             aes_keys: vec![random_bytes(&mut rng, 16)],
             seeds: Vec::new(),
@@ -615,7 +617,7 @@ pub fn measure(
     let mut kernel: Option<Measured> = None;
     let mut runs: Vec<Option<Measured>> = policies.iter().map(|_| None).collect();
     let mut rounds: Vec<Vec<f64>> = policies.iter().map(|_| Vec::new()).collect();
-    for round in 0..args.reps.max(1) {
+    for round in 0..args.reps {
         let pinned = args.implementation;
         keep_fastest(&mut reference, run_reference(work, pinned, false)?);
         if work.openssl.is_some() {

@@ -8,7 +8,7 @@ use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
 use crate::live::{Item, LiveArgs, Spec, Work, random_bytes, random_op, whole_blocks};
-use crate::support::cores;
+use crate::support::{cores, fits_in_memory};
 
 /// The job sizes drawn without --size.
 const SIZES: [usize; 6] = [64, 256, 1024, 4096, 16384, 65536];
@@ -17,7 +17,7 @@ const SIZES: [usize; 6] = [64, 256, 1024, 4096, 16384, 65536];
 /// a tenth of those with a bad signature), the rest AES.
 pub fn work(args: &LiveArgs) -> Result<Work, String> {
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
-    let aes_nodes = args.nodes.unwrap_or_else(cores).max(1);
+    let aes_nodes = args.nodes.unwrap_or_else(cores);
     if let Some(s) = args.size {
         whole_blocks("--size", s, "mixed")?;
     }
@@ -25,6 +25,11 @@ pub fn work(args: &LiveArgs) -> Result<Work, String> {
         Some(s) if s <= 1024 => 20_000,
         _ => 4_000,
     });
+    fits_in_memory(
+        jobs,
+        args.size
+            .unwrap_or(SIZES.iter().copied().max().unwrap_or(0)),
+    )?;
     let aes_keys: Vec<Vec<u8>> = [16, 24, 32].map(|n| random_bytes(&mut rng, n)).to_vec();
     let seeds: Vec<[u8; 32]> = (0..4).map(|_| rng.random()).collect();
     let signer = |s: &[u8; 32]| SigningKey::from_seed(s).expect("32 bytes");

@@ -19,7 +19,7 @@ use cryptodispatch::{Job, Mode, NodeSpec, Padding, Service};
 
 use crate::live::{LiveArgs, pattern, whole_blocks};
 use crate::report::{f, print_rows};
-use crate::support::{Text, cores};
+use crate::support::{Text, cores, fits_in_memory};
 
 /// CSV columns of the padded workload.
 pub const CSV_HEADER: &str = "workload,data,nodes,jobs,size,run,unpadded_mb_s,padded_mb_s,ratio";
@@ -98,9 +98,10 @@ const KEY: [u8; 16] = [0x2b; 16];
 
 /// Runs the workload and prints a table (or CSV).
 pub fn run(args: &LiveArgs) -> Result<(), String> {
-    let nodes = args.nodes.unwrap_or(2).max(1);
-    let jobs = args.jobs.unwrap_or(48).max(1);
+    let nodes = args.nodes.unwrap_or(2);
+    let jobs = args.jobs.unwrap_or(48);
     let size = whole_blocks("--size", args.size.unwrap_or(1 << 20), "padded")?;
+    fits_in_memory(jobs, size)?;
     let data = pattern(jobs * size);
     let service = Service::builder()
         .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
@@ -115,7 +116,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         .map(|chunk| reference.one_shot(op, &IV, chunk));
     let expected = expected.collect::<Result<Vec<_>, _>>().text()?;
     let mut rows = Vec::new();
-    for run in 0..args.reps.max(1) {
+    for run in 0..args.reps {
         for source in [Source::Slices, Source::Vecs] {
             // Rounds alternate which side goes first, so neither always meets the allocator
             // as the other left it.

@@ -12,7 +12,7 @@ use cryptodispatch::sim::research::experiments::{
 
 use crate::plot::{Chart, Series};
 use crate::report::{Csv, Table, f, pct, pcts, write_file, wrote};
-use crate::support::Pool;
+use crate::support::{Pool, positive};
 
 /// Options of `paper`.
 #[derive(Debug, Args)]
@@ -40,7 +40,7 @@ pub struct PaperArgs {
     #[arg(long, default_value = "results")]
     out: PathBuf,
     /// Threads to run points on (results do not depend on it).
-    #[arg(long)]
+    #[arg(long, value_parser = positive)]
     threads: Option<usize>,
 }
 

@@ -51,7 +51,7 @@ use crate::live::{self, LiveArgs, Workload};
 use crate::milp::Solver;
 use crate::plot::{COLORS, Chart, Series, svg};
 use crate::report::{Csv, Table, f, pct, write_file, wrote};
-use crate::support::{Pool, parse_policies, policy_help};
+use crate::support::{Pool, parse_policies, policy_help, positive};
 
 /// The header of `policies.csv`.
 pub const CSV_HEADER: &str =
@@ -83,7 +83,7 @@ pub struct PoliciesArgs {
     #[arg(long)]
     pub no_live: bool,
     /// Threads to run simulated points on (results do not depend on it).
-    #[arg(long)]
+    #[arg(long, value_parser = positive)]
     pub threads: Option<usize>,
     /// Instead of the settings above, the policy matrix: every kind of work, lengths known and
     /// unknown, `--seeds` seeds per cell from `--seed`, and small instances against the exact
@@ -113,7 +113,7 @@ pub struct PoliciesArgs {
     /// (`cryptodispatch::sim::space`) from `--seed` (1: the tuning sample; the held-out sample
     /// is the space's HELD_OUT_SEED), every policy ÷ the best per configuration (table,
     /// sample.csv, sample.svg), and `--small` small instances against the exact optimum.
-    #[arg(long, value_name = "N", conflicts_with = "matrix")]
+    #[arg(long, value_name = "N", conflicts_with = "matrix", value_parser = positive)]
     pub sample: Option<usize>,
 }
 

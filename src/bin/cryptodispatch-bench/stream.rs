@@ -19,7 +19,7 @@ use cryptodispatch::{Job, Mode, NodeSpec, Service};
 use crate::live::{LiveArgs, pattern, whole_blocks};
 use crate::openssl::{Baseline, Speed};
 use crate::report::{f, print_rows};
-use crate::support::Text;
+use crate::support::{Text, fits_in_memory};
 
 /// CSV columns of the stream workload.
 pub const CSV_HEADER: &str =
@@ -32,6 +32,7 @@ const PACKET: usize = 16 * 1024;
 pub fn run(args: &LiveArgs) -> Result<(), String> {
     let size = whole_blocks("--size", args.size.unwrap_or(64 << 20), "stream")?;
     let packet = whole_blocks("--packet", args.packet.unwrap_or(PACKET), "stream")?;
+    fits_in_memory(1, size)?;
     let data = pattern(size);
     let (key_bytes, iv) = ([0x2b; 16], [0x0f; 16]);
     let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
@@ -50,7 +51,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     });
     crate::support::pin(0);
     let mut rows = Vec::new();
-    for run in 0..args.reps.max(1) {
+    for run in 0..args.reps {
         let mut expected = data.clone();
         let start = Instant::now();
         let mut state = ChainState::from_iv(&iv).text()?;

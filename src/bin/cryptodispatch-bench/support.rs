@@ -9,6 +9,45 @@ use cryptodispatch::PolicySpec;
 use cryptodispatch::sim::research::experiments::PointRunner;
 use indicatif::{ProgressBar, ProgressStyle};
 
+/// A count given on the command line (`--jobs`, `--reps`, ...): a whole number of at least 1.
+pub fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `Ok` if `jobs` jobs of up to `bytes` bytes each fit in memory. The bench holds every job's
+/// input and, while a run lasts, its output: about twice their bytes, which must not pass the
+/// memory available (Linux's `MemAvailable`; elsewhere only the address space is checked).
+pub fn fits_in_memory(jobs: usize, bytes: usize) -> Result<(), String> {
+    let need = jobs as u128 * bytes as u128 * 2;
+    let available = available_memory().map_or(usize::MAX as u128, u128::from);
+    if need <= available.min(usize::MAX as u128) {
+        return Ok(());
+    }
+    let gib = |b: u128| b as f64 / (1u64 << 30) as f64;
+    let jobs = match jobs {
+        1 => format!("a job of {bytes} bytes needs"),
+        _ => format!("{jobs} jobs of up to {bytes} bytes need"),
+    };
+    Err(format!(
+        "{jobs} about {:.1} GiB of memory (inputs and outputs), more than the {:.1} GiB \
+         available: lower --size or --jobs",
+        gib(need),
+        gib(available)
+    ))
+}
+
+/// The memory available to a new process, in bytes, as Linux reports it.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = info.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
+    let kib: u64 = kib.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// The cores this process may run on (at least 1).
 pub fn cores() -> usize {
     core_affinity::get_core_ids().map_or(1, |c| c.len().max(1))

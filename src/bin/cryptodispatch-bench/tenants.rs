@@ -18,9 +18,9 @@ use cryptodispatch::{
     Job, JobHandle, JobOutput, KeyId, Mode, NodeSpec, Service, TenantId, TenantSpec,
 };
 
-use crate::live::LiveArgs;
+use crate::live::{LiveArgs, whole_blocks};
 use crate::report::{f, print_rows};
-use crate::support::{Text, cores, percentile, pin};
+use crate::support::{Text, cores, fits_in_memory, percentile, pin};
 
 /// CSV columns of the tenants workload.
 pub const CSV_HEADER: &str =
@@ -213,7 +213,9 @@ fn phase<T: Send>(f: impl FnOnce(Instant, &AtomicBool) -> T + Send) -> T {
 
 /// Runs the workload and prints a table (or CSV).
 pub fn run(args: &LiveArgs) -> Result<(), String> {
-    let size = args.size.unwrap_or(16 << 10);
+    let size = whole_blocks("--size", args.size.unwrap_or(16 << 10), "tenants")?;
+    // Four tenants' input and expected output, and the jobs in flight beside them.
+    fits_in_memory(16, size)?;
     // The clients need a core of their own to offer their load: by default the nodes take
     // every core but one.
     let nodes = args.nodes.unwrap_or(cores().saturating_sub(1)).max(1);
@@ -241,6 +243,13 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     // The capacity, with one tenant backlogged; the quiet tenant sends a tenth of its share
     // (half the capacity), alone and beside the noisy one.
     let cal = phase(|start, stop| send(&service, &noisy, None, false, start, stop));
+    if cal.done.is_empty() {
+        return Err(format!(
+            "tenants: no {size}-byte job completed in the {} s the capacity is measured over: \
+             use a smaller --size",
+            PHASE.as_secs()
+        ));
+    }
     let capacity = mb_s(cal.done.len(), PHASE.as_secs_f64());
     let quiet_rate = capacity / 20.0;
     let gap = Some(Duration::from_secs_f64(size as f64 / (quiet_rate * 1e6)));

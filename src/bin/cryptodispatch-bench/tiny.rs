@@ -53,10 +53,10 @@ fn round(service: &Service, threads: usize, jobs: usize, burst: Option<usize>) -
 
 /// Runs the workload and prints a table (or CSV).
 pub fn run(args: &LiveArgs) -> Result<(), String> {
-    let nodes = args.nodes.unwrap_or_else(cores).max(1);
-    let threads = args.threads.unwrap_or(2).max(1);
-    let jobs = args.jobs.unwrap_or(JOBS).max(1);
-    let burst = args.burst.max(1);
+    let nodes = args.nodes.unwrap_or_else(cores);
+    let threads = args.threads.unwrap_or(2);
+    let jobs = args.jobs.unwrap_or(JOBS);
+    let burst = args.burst;
     let build = |limit: usize| {
         Service::builder()
             .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
@@ -72,7 +72,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     ];
     let hows = [("submit+wait", None), ("submit_burst", Some(burst))];
     let mut rows = Vec::new();
-    for run in 0..args.reps.max(1) {
+    for run in 0..args.reps {
         for (path, service, jobs) in &services {
             for (how, b) in hows {
                 let ns = round(service, threads, *jobs, b);

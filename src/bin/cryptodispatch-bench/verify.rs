@@ -42,7 +42,7 @@ fn direct(
 
 pub fn run(args: &LiveArgs) -> Result<(), String> {
     let n = args.jobs.unwrap_or(8192);
-    let nodes = args.nodes.unwrap_or_else(cores).max(1);
+    let nodes = args.nodes.unwrap_or_else(cores);
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let seeds: Vec<[u8; 32]> = (0..8).map(|_| rng.random()).collect();
     let signers = seeds.iter().map(|s| SigningKey::from_seed(s));
@@ -139,7 +139,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     };
 
     let mut best = [Duration::MAX; 4];
-    for _ in 0..args.reps.max(1) {
+    for _ in 0..args.reps {
         let runs = [
             run_service(single_jobs())?,
             run_service(batch_jobs())?,
