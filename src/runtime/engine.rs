@@ -53,7 +53,7 @@ use crate::runtime::metrics::{
     ServiceCounters,
 };
 use crate::runtime::store::StateStore;
-use crate::runtime::tenant::{LIGHT_DEPTH, TenantSpec, TenantState, Tenants};
+use crate::runtime::tenant::{LONGEST_LIGHT, TenantSpec, TenantState, Tenants};
 use crate::runtime::work::{JobRecord, PacketData, Packets};
 use crate::sched::{Admission, Scheduler};
 
@@ -519,7 +519,7 @@ impl Engine {
     }
 
     /// The light path (§15.7): puts a job of `tenant` made of `packets` behind the light
-    /// packets of the node that runs it soonest, if the job is at most [`LIGHT_DEPTH`] node
+    /// packets of the node that runs it soonest, if the job is at most [`LONGEST_LIGHT`] node
     /// queues long and the tenant's light credit covers it
     /// ([`TenantState::take_light`]); otherwise hands the packets back for the core. The
     /// credit refills at the tenant's weighted share of the bytes the nodes serve: per node,
@@ -540,7 +540,7 @@ impl Engine {
         let bytes = job_bytes(&packets);
         if !shard.fair
             || packets.is_empty()
-            || bytes > burst.saturating_mul(LIGHT_DEPTH)
+            || bytes > burst.saturating_mul(LONGEST_LIGHT)
             || self.is_closing()
             || !self.cluster_up(cluster)
         {

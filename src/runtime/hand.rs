@@ -186,13 +186,34 @@ impl NodeHand {
 
     /// Takes the next set of light packets to run (as [`take_set`] takes one from a queue),
     /// so that packets placed meanwhile take their turns before the light packets after it.
-    pub(crate) fn take_light_set(&self, lanes: usize, impls: &ImplTable) -> PacketSet {
+    /// A chain run ends at `run_bytes` (a node queue's, as the core's runs end where the node
+    /// queue does) or its first packet: a long light job runs a node queue at a time, and a
+    /// light job of another tenant placed meanwhile waits for that much of it, not for all
+    /// of it.
+    pub(crate) fn take_light_set(
+        &self,
+        lanes: usize,
+        impls: &ImplTable,
+        run_bytes: u64,
+    ) -> PacketSet {
         let mut q = self.light_queue();
         let set = match q.heads_as_lanes(lanes, impls) {
             Some(set) => set,
             None => {
-                let set = take_set(&mut q.packets, lanes, impls);
-                q.turns.drain(..set.len());
+                let mut set = take_set(&mut q.packets, lanes, impls);
+                let mut bytes = 0;
+                let keep = set
+                    .iter()
+                    .position(|p| {
+                        bytes += p.meta.len;
+                        bytes > run_bytes
+                    })
+                    .map_or(set.len(), |k| k.max(1));
+                // The rest goes back to the front, in order, with its turns still there.
+                for p in set.drain(keep..).rev() {
+                    q.packets.push_front(p);
+                }
+                q.turns.drain(..keep);
                 set
             }
         };
@@ -226,7 +247,7 @@ impl std::fmt::Debug for NodeHand {
 mod tests {
     use super::*;
     use crate::crypto::{AesOp, Direction};
-    use crate::packet::Mode;
+    use crate::packet::{Mode, TenantId};
     use crate::runtime::exec::tests::{lanes, packets};
 
     /// The sets a node's light queue gives, by task, for the jobs pushed in that order.
@@ -236,7 +257,7 @@ mod tests {
             assert!(hand.push_light(job.into_iter().collect()).is_ok());
         }
         std::iter::from_fn(|| {
-            let set = hand.take_light_set(64, impls);
+            let set = hand.take_light_set(64, impls, u64::MAX);
             (!set.is_empty()).then(|| set.iter().map(|p| p.meta.task.0).collect())
         })
         .collect()
@@ -268,5 +289,47 @@ mod tests {
             light_sets(jobs(), &one_by_one),
             [vec![1, 1, 1], vec![3], vec![2, 2]]
         );
+    }
+
+    #[test]
+    fn a_long_light_chain_runs_a_node_queue_at_a_time_and_others_take_their_turns_between() {
+        let key = Arc::new(crate::crypto::AesKey::new(&[7; 16]).unwrap());
+        let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let impls = ImplTable::rustcrypto();
+        let hand = NodeHand::default();
+        // One tenant's CBC job of six 32-byte packets; node queues of 64 bytes.
+        let long = packets(1, &key, cbc, &[1; 16], &[0; 192]);
+        assert!(hand.push_light(long.into_iter().collect()).is_ok());
+        let tasks = |set: &PacketSet| set.iter().map(|p| p.meta.task.0).collect::<Vec<_>>();
+        assert_eq!(tasks(&hand.take_light_set(64, &impls, 64)), [1, 1]);
+        // Another tenant's job of one packet, placed while the first two run, goes next.
+        let mut short = packets(2, &key, cbc, &[2; 16], &[0; 32]);
+        short[0].meta.tenant = TenantId(7);
+        assert!(hand.push_light(short.into_iter().collect()).is_ok());
+        let mut sets = Vec::new();
+        loop {
+            let set = hand.take_light_set(64, &impls, 64);
+            if set.is_empty() {
+                break;
+            }
+            // The long job's packets keep their order.
+            sets.push((
+                tasks(&set),
+                set.iter().map(|p| p.meta.seq).collect::<Vec<_>>(),
+            ));
+        }
+        assert_eq!(
+            sets,
+            [
+                (vec![2], vec![0]),
+                (vec![1, 1], vec![2, 3]),
+                (vec![1, 1], vec![4, 5]),
+            ]
+        );
+        // A node queue shorter than a packet still runs one packet a set.
+        let hand = NodeHand::default();
+        let long = packets(3, &key, cbc, &[1; 16], &[0; 96]);
+        assert!(hand.push_light(long.into_iter().collect()).is_ok());
+        assert_eq!(tasks(&hand.take_light_set(64, &impls, 16)), [3]);
     }
 }

@@ -344,10 +344,12 @@ pub(crate) const BUSY_MEMORY: Duration = Duration::from_secs(1);
 
 /// How many node queues of light credit a tenant may save up ([`TenantState::take_light`]):
 /// enough for a burst of small jobs held back by a client's pause to pass by the light path,
-/// rather than the part past one node queue waiting in the core. Also the longest job that
-/// may take the light path, in node queues, and how many such long jobs a tenant's credit
-/// saves.
+/// rather than the part past one node queue waiting in the core. Also how many long jobs a
+/// tenant's credit saves.
 pub(crate) const LIGHT_DEPTH: u64 = 4;
+
+/// The longest job that may take the light path, in node queues (docs/ALGORITHM.md §15.7).
+pub(crate) const LONGEST_LIGHT: u64 = 16;
 
 /// One registered tenant.
 pub(crate) struct TenantState {

@@ -126,12 +126,14 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
     let cluster = engine.layout.nodes[spec.node.index()].cluster;
     let siblings = engine.layout.nodes.iter().filter(|n| n.cluster == cluster);
     let alone = siblings.count() == 1;
+    let light_run = engine.layout.clusters[cluster.index()].1;
     let node = Node {
         engine: &engine,
         spec: &spec,
         hand,
         health,
         max_attempts: if alone { 1 } else { engine.layout.max_attempts },
+        light_run,
         core: SlowCore::new(spec.slowdown),
     };
     let mut estimate = Estimator::new(spec.kind, times, spec.unit_len);
@@ -259,6 +261,8 @@ struct Node<'a> {
     health: &'a NodeHealth,
     /// Runs a packet may have; 1 on a node alone in its cluster.
     max_attempts: u32,
+    /// The most bytes of a light chain run: a node queue's (`NodeHand::take_light_set`).
+    light_run: u64,
     /// The slower core the node emulates, if its slowdown is above 1.
     core: SlowCore,
 }
@@ -400,9 +404,11 @@ impl Node<'_> {
         loop {
             // Light packets waiting together run as a lane set, as any others do; one set at
             // a time, so that light jobs placed meanwhile take their turns.
-            let set = self
-                .hand
-                .take_light_set(self.spec.lanes, &self.engine.layout.aes_impls);
+            let set = self.hand.take_light_set(
+                self.spec.lanes,
+                &self.engine.layout.aes_impls,
+                self.light_run,
+            );
             if set.is_empty() {
                 break;
             }

@@ -441,7 +441,7 @@ fn a_quiet_tenants_burst_after_a_pause_takes_the_light_path() {
     service.shutdown();
 }
 
-/// A quiet tenant's long jobs, longer than a node queue and up to four of them, pass a
+/// A quiet tenant's long jobs, longer than a node queue and up to sixteen of them, pass a
 /// flooding tenant's backlog by the light path one after another, and several at once, exact
 /// to the byte, where they used to wait their turns in the core; a longer job takes the core's
 /// path, exact all the same (docs/ALGORITHM.md §15.7, long jobs).
@@ -468,12 +468,13 @@ fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
             "{len} bytes of {mode:?}"
         );
     };
-    // Node queues of 8 packets of 1 KiB (and a block each): jobs of two to four of them, a
-    // chained mode and a parallel one, a pause between them as a quiet client leaves.
+    // Node queues of 8 packets of 1 KiB (and a block each): jobs of two to twelve of them,
+    // a chained mode and a parallel one, a pause between them as a quiet client leaves.
     let long = [
         (16 << 10, Mode::Cbc),
         (24 << 10, Mode::Ctr),
         (32 << 10, Mode::Cbc),
+        (96 << 10, Mode::Cbc),
     ];
     for (i, &(len, mode)) in long.iter().enumerate() {
         run(10 + i as u64, len, mode);
@@ -508,8 +509,8 @@ fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
         backlog.iter().any(|h| !h.is_finished()),
         "the long jobs did not pass the backlog"
     );
-    // Longer than four node queues: through the core.
-    run(20, 48 << 10, Mode::Cbc);
+    // Longer than sixteen node queues: through the core.
+    run(20, 168 << 10, Mode::Cbc);
     assert_eq!(jobs_light(&service, quiet), light, "{}", service.metrics());
     drain(&service, backlog, &flood_out);
     service.shutdown();
@@ -649,8 +650,8 @@ fn light_jobs_take_turns_over_the_tenants() {
 #[test]
 fn a_slowed_node_runs_a_light_job_within_its_emulated_wait() {
     const PACKET: usize = 64 << 10;
-    // A node that holds one packet, so that a job of five is more than the light path takes
-    // (four node queues) and goes through the core; slowed so that it takes at least 200 ms.
+    // A node that holds one packet, so that a job of twenty is more than the light path takes
+    // (sixteen node queues) and goes through the core; slowed so that it takes at least 800 ms.
     let service = |slowdown: f64| {
         let node = NodeSpec::new()
             .slowdown(slowdown)
@@ -668,7 +669,11 @@ fn a_slowed_node_runs_a_light_job_within_its_emulated_wait() {
     };
     let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
     let iv = [0x52; 16];
-    let (long, short) = (Gen::new(6).bytes(5 * PACKET), Gen::new(7).bytes(1024));
+    const PACKETS: u32 = 20;
+    let (long, short) = (
+        Gen::new(6).bytes(PACKETS as usize * PACKET),
+        Gen::new(7).bytes(1024),
+    );
     let (long_out, short_out) = (
         ref_aes(&KEY, op, &iv, &long).unwrap(),
         ref_aes(&KEY, op, &iv, &short).unwrap(),
@@ -700,7 +705,7 @@ fn a_slowed_node_runs_a_light_job_within_its_emulated_wait() {
         // slowed too): its latency is almost all emulated wait.
         let [a, b] = alone_twice(noisy, &long, &long_out);
         let whole = a.min(b);
-        if whole < Duration::from_millis(200) && slowdown < 1000.0 {
+        if whole < Duration::from_millis(800) && slowdown < 1000.0 {
             slowdown = (slowdown * 2.0).min(1000.0);
             continue;
         }
@@ -709,11 +714,12 @@ fn a_slowed_node_runs_a_light_job_within_its_emulated_wait() {
         let [a, b] = alone_twice(quiet, &short, &short_out);
         let short_alone = a.max(b);
         let light_before = service.metrics().jobs_light;
-        // The long job again, and a tenth of the way into it (halfway through its first
-        // packet's wait) the short job. Without the light packets run during the wait, it
-        // waited for the rest of that packet's time, a tenth of `whole`, before its own.
+        // The long job again, and halfway through its first packet's wait the short job.
+        // Without the light packets run during the wait, it waited for the rest of that
+        // packet's time, half a packet's, before its own.
+        let packet = whole / PACKETS;
         let mut running = submit(noisy, &long);
-        thread::sleep(whole / 10);
+        thread::sleep(packet / 2);
         let mut light = submit(quiet, &short);
         assert_eq!(output(&mut light), short_out);
         assert_eq!(output(&mut running), long_out);
@@ -721,7 +727,7 @@ fn a_slowed_node_runs_a_light_job_within_its_emulated_wait() {
         assert_eq!(m.jobs_light - light_before, 1, "{m}");
         let (short_took, long_took) = (light.latency().unwrap(), running.latency().unwrap());
         assert!(
-            short_took < short_alone + whole / 20,
+            short_took < short_alone + packet / 4,
             "the short job took {short_took:?} beside a long one of {whole:?} alone \
              ({short_alone:?} alone)"
         );
