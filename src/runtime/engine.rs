@@ -458,13 +458,38 @@ impl Engine {
         force: bool,
         light: Option<&TenantState>,
     ) -> Result<(), Refused<Packets>> {
+        let mut grant = None;
         let packets = match light {
             Some(tenant) => match self.admit_light(cluster, packets, tenant) {
                 Ok(()) => return Ok(()),
-                Err(packets) => packets,
+                Err(packets) => {
+                    grant = self.core_grant(cluster, &packets, tenant);
+                    packets
+                }
             },
             None => packets,
         };
+        let admitted = self.admit_core(cluster, packets, wait, force, grant);
+        if let (Some(tenant), Some(bytes)) = (light, grant) {
+            match admitted {
+                Ok(()) => tenant.took_grant(),
+                Err(_) => tenant.refund_light(bytes),
+            }
+        }
+        admitted
+    }
+
+    /// [`admit`](Self::admit)'s way through the cluster's lock into the core, with `grant`
+    /// bytes added to the job's tenant's deficit there ([`core_grant`](Self::core_grant)).
+    #[allow(clippy::result_large_err)]
+    fn admit_core(
+        &self,
+        cluster: ClusterId,
+        packets: Packets,
+        wait: Wait<'_>,
+        force: bool,
+        grant: Option<u64>,
+    ) -> Result<(), Refused<Packets>> {
         let shard = self.shard(cluster);
         let mut e = Self::lock(shard);
         loop {
@@ -511,11 +536,44 @@ impl Engine {
             return Ok(());
         }
         let before = e.pending();
+        if let (Some(bytes), Some(first)) = (grant, packets.first()) {
+            let tenant = first.meta.tenant;
+            e.sched.grant_tenant(LOCAL, tenant, bytes);
+        }
         e.take_in(packets);
         let after = self.offer(shard, &mut e, before);
         drop(e);
         after.run(self);
         Ok(())
+    }
+
+    /// A job too long for the light path (over [`LONGEST_LIGHT`] node queues) of a tenant
+    /// whose light credit covers it, by the light path's tests (§15.7, long jobs): the bytes
+    /// to grant its tenant's turns in the core, so that the job goes ahead of the tenants
+    /// over their share there as a light job would, while the core still places its packets
+    /// and bounds what waits on each node. `None` otherwise.
+    fn core_grant(
+        &self,
+        cluster: ClusterId,
+        packets: &Packets,
+        tenant: &TenantState,
+    ) -> Option<u64> {
+        let shard = self.shard(cluster);
+        let burst = self.layout.clusters[cluster.index()].1;
+        let bytes = job_bytes(packets);
+        if !shard.fair || bytes <= burst.saturating_mul(LONGEST_LIGHT) || self.is_closing() {
+            return None;
+        }
+        let rate = || self.light_speed(shard, packets, bytes) * self.tenants.share(tenant);
+        tenant.take_light(bytes, burst, rate).then_some(bytes)
+    }
+
+    /// The cluster's speed on a job of `packets` (`bytes` long), as the light credit refills
+    /// by it: per node up, the faster of its pace and its speed on the job run alone.
+    fn light_speed(&self, shard: &Shard, packets: &Packets, bytes: u64) -> f64 {
+        self.light_times(shard, packets)
+            .map(|(n, t)| (bytes as f64 / t.max(1.0) * 1e9).max(self.node_gauges[n].pace()))
+            .sum()
     }
 
     /// The light path (§15.7): puts a job of `tenant` made of `packets` behind the light
@@ -546,13 +604,8 @@ impl Engine {
         {
             return Err(packets);
         }
-        // Per node, the faster of its pace and its speed on the job run alone.
-        let speed = || -> f64 {
-            self.light_times(shard, &packets)
-                .map(|(n, t)| (bytes as f64 / t.max(1.0) * 1e9).max(self.node_gauges[n].pace()))
-                .sum()
-        };
-        if !tenant.take_light(bytes, burst, || speed() * self.tenants.share(tenant)) {
+        let rate = || self.light_speed(shard, &packets, bytes) * self.tenants.share(tenant);
+        if !tenant.take_light(bytes, burst, rate) {
             return Err(packets);
         }
         // Of the nodes up, the one with the fewest light packets waiting, then the one that

@@ -168,6 +168,10 @@ pub struct TenantMetrics {
     pub jobs_failed: u64,
     /// Jobs admitted by the light path (docs/ALGORITHM.md §15.7), of the jobs admitted.
     pub jobs_light: u64,
+    /// Jobs too long for the light path that went through the core ahead of the tenants over
+    /// their share, their bytes granted to the tenant's turns from its saved share
+    /// (docs/ALGORITHM.md §15.7, long jobs), of the jobs admitted.
+    pub jobs_granted: u64,
     /// Jobs refused: handed back by `try_submit`, or whose `submit_async` future was dropped
     /// while it waited for room.
     pub jobs_refused: u64,
@@ -274,6 +278,7 @@ struct Shard {
     bytes_served: AtomicU64,
     jobs_failed: AtomicU64,
     jobs_light: AtomicU64,
+    jobs_granted: AtomicU64,
 }
 
 /// A tenant's counts, sharded so that threads submitting and finishing its jobs (every job of
@@ -516,6 +521,13 @@ impl TenantState {
         true
     }
 
+    /// Gives back credit [`take_light`](Self::take_light) spent on a job that was then not
+    /// admitted (refused as the cluster was full or shutting down).
+    pub(crate) fn refund_light(&self, bytes: u64) {
+        let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
+        c.0 += bytes as f64;
+    }
+
     /// `t` as `busy_at` counts it: nanoseconds since `epoch`, plus one.
     fn stamp(&self, t: Instant) -> u64 {
         t.saturating_duration_since(self.epoch).as_nanos() as u64 + 1
@@ -664,6 +676,11 @@ impl TenantState {
         self.counters.mine().jobs_light.fetch_add(1, Relaxed);
     }
 
+    /// Counts a job that went through the core with its bytes granted to the tenant's turns.
+    pub(crate) fn took_grant(&self) {
+        self.counters.mine().jobs_granted.fetch_add(1, Relaxed);
+    }
+
     /// Counts a job refused.
     pub(crate) fn refused(&self, bytes: u64) {
         self.counters.jobs_refused.fetch_add(1, Relaxed);
@@ -686,6 +703,7 @@ impl TenantState {
             bytes_served: c.sum(|s| &s.bytes_served),
             jobs_failed: c.sum(|s| &s.jobs_failed),
             jobs_light: c.sum(|s| &s.jobs_light),
+            jobs_granted: c.sum(|s| &s.jobs_granted),
             jobs_refused: c.jobs_refused.load(Relaxed),
             bytes_refused: c.bytes_refused.load(Relaxed),
             jobs_in_flight: jobs,

@@ -613,6 +613,18 @@ impl<D: Payload> Scheduler<D> {
         Ok(())
     }
 
+    /// Under fair admission, adds `bytes` to `tenant`'s deficit in cluster `c`'s admission
+    /// (now, or at its next packet if none waits): its turns place that much more before the
+    /// other tenants' come (docs/ALGORITHM.md §15.7, long jobs). Nothing under first come
+    /// first served, or for a cluster not here.
+    pub(crate) fn grant_tenant(&mut self, c: ClusterId, tenant: TenantId, bytes: u64) {
+        if self.admission == Admission::Fair {
+            if let Some(flows) = self.flows.get_mut(c.index()) {
+                flows.grant(tenant, bytes);
+            }
+        }
+    }
+
     /// `tenant`'s weight in cluster `c`'s admission (1 until set, and for a cluster not here).
     pub fn tenant_weight(&self, c: ClusterId, tenant: TenantId) -> u64 {
         self.flows.get(c.index()).map_or(1, |f| f.weight(tenant))

@@ -304,6 +304,16 @@ fn jobs_light(service: &Service, t: TenantId) -> u64 {
     m.tenants.iter().find(|x| x.tenant == t).unwrap().jobs_light
 }
 
+/// Jobs of tenant `t` too long for the light path that went ahead in the core on its credit.
+fn jobs_granted(service: &Service, t: TenantId) -> u64 {
+    let m = service.metrics();
+    m.tenants
+        .iter()
+        .find(|x| x.tenant == t)
+        .unwrap()
+        .jobs_granted
+}
+
 /// A service with one slowed AES node of 1 KiB packets and the light path on, the tenants
 /// `noisy` and `quiet`, and the noisy tenant's backlog submitted, of data from `seed`.
 fn backlog(iv: &[u8; 16], seed: u64) -> Backlog {
@@ -444,7 +454,8 @@ fn a_quiet_tenants_burst_after_a_pause_takes_the_light_path() {
 /// A quiet tenant's long jobs, longer than a node queue and up to sixteen of them, pass a
 /// flooding tenant's backlog by the light path one after another, and several at once, exact
 /// to the byte, where they used to wait their turns in the core; a longer job takes the core's
-/// path, exact all the same (docs/ALGORITHM.md §15.7, long jobs).
+/// path, ahead of the backlog there on the credit, exact all the same (docs/ALGORITHM.md
+/// §15.7, long jobs).
 #[test]
 fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
     let iv = [0x37; 16];
@@ -509,9 +520,16 @@ fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
         backlog.iter().any(|h| !h.is_finished()),
         "the long jobs did not pass the backlog"
     );
-    // Longer than sixteen node queues: through the core.
+    // Longer than sixteen node queues: through the core, ahead of the backlog there on the
+    // credit saved since the last job.
+    thread::sleep(Duration::from_millis(20));
     run(20, 168 << 10, Mode::Cbc);
     assert_eq!(jobs_light(&service, quiet), light, "{}", service.metrics());
+    assert_eq!(jobs_granted(&service, quiet), 1, "{}", service.metrics());
+    assert!(
+        backlog.iter().any(|h| !h.is_finished()),
+        "the job too long for the light path did not pass the backlog"
+    );
     drain(&service, backlog, &flood_out);
     service.shutdown();
 }

@@ -242,6 +242,14 @@ async fn a_tenant_over_its_limit_is_refused_with_a_pushback_while_another_is_ser
         ),
         Some(0.0)
     );
+    // No call was longer than the light path takes: none went ahead in the core on credit.
+    assert_eq!(
+        sample(
+            &text,
+            "cryptodispatch_tenant_jobs_granted_total{tenant=\"roomy\"}"
+        ),
+        Some(0.0)
+    );
     // No limit the tenant does not have.
     assert!(!text.contains("cryptodispatch_tenant_limit{tenant=\"roomy\""));
     for tenant in ["roomy", "tight", "metered"] {

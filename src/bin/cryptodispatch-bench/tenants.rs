@@ -332,14 +332,17 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let (lo, hi) = per_second
         .iter()
         .fold((1.0f64, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-    // The quiet tenant's jobs, alone and beside the noisy one, and how many took the light path.
+    // The quiet tenant's jobs, alone and beside the noisy one, and how many took the light
+    // path (or, too long for it, went ahead in the core on its saved share).
     let metrics = service.metrics();
     let quiet_jobs = metrics.tenants.iter().find(|t| t.tenant == quiet.tenant);
-    let (admitted, light) = quiet_jobs.map_or((0, 0), |t| (t.jobs_admitted, t.jobs_light));
+    let (admitted, light, granted) = quiet_jobs.map_or((0, 0, 0), |t| {
+        (t.jobs_admitted, t.jobs_light, t.jobs_granted)
+    });
     println!(
         "isolation: quiet p99 {}x alone (target <= 1.5), {light} of its {admitted} jobs on the \
-         light path; shares: heavy (weight 3) {} overall, {} to {} per second (target 0.675 to \
-         0.825)",
+         light path, {granted} ahead in the core; shares: heavy (weight 3) {} overall, {} to {} \
+         per second (target 0.675 to 0.825)",
         f(q.p99_us() / alone.p99_us(), 2),
         f(nh as f64 / (nl + nh).max(1) as f64, 3),
         f(lo, 3),

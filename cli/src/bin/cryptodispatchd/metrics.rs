@@ -21,7 +21,9 @@
 //!   `cryptodispatch_tenant_jobs_admitted_total`, `_bytes_admitted_total`,
 //!   `_jobs_completed_total`, `_bytes_completed_total`, `_bytes_served_total` (counted as
 //!   each packet finishes, not at the job's end), `_jobs_failed_total`, `_jobs_light_total`
-//!   (of those admitted, the jobs that took the light path),
+//!   (of those admitted, the jobs that took the light path), `_jobs_granted_total` (of those
+//!   admitted, the jobs too long for it that went ahead in the core on the tenant's saved
+//!   share),
 //!   `_jobs_refused_total` and `_bytes_refused_total` (calls that gave up waiting for
 //!   admission: `RESOURCE_EXHAUSTED`, or the client went away), `_jobs_in_flight`,
 //!   `_bytes_in_flight`, `_bytes_waiting` (held at the tenant's limits now), `_weight`,
@@ -570,7 +572,7 @@ impl Collector for ServiceCollector {
 fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Result<(), fmt::Error> {
     let tenant = |t: &TenantMetrics| -> Labels { vec![("tenant", t.name.clone())] };
     type Count = fn(&TenantMetrics) -> u64;
-    let counters: [(&str, &str, Count); 9] = [
+    let counters: [(&str, &str, Count); 10] = [
         (
             "cryptodispatch_tenant_jobs_admitted",
             "Jobs of the tenant admitted (past its limits and the queues' backpressure)",
@@ -605,6 +607,12 @@ fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Resu
             "cryptodispatch_tenant_jobs_light",
             "Jobs of the tenant admitted by the light path (of those admitted)",
             |t| t.jobs_light,
+        ),
+        (
+            "cryptodispatch_tenant_jobs_granted",
+            "Jobs of the tenant too long for the light path that went ahead in the core on its \
+             saved share (of those admitted)",
+            |t| t.jobs_granted,
         ),
         (
             "cryptodispatch_tenant_jobs_refused",
