@@ -9,12 +9,17 @@
 //! it is admitted at once, while many jobs together still meet the bound.
 //!
 //! A job larger than half a budget (a *large* job) could never be counted in full beside
-//! anything else. It is admitted while fewer large jobs wait than the cluster has nodes, and
-//! the large jobs waiting share one half of each budget: each counts for at most that half
-//! divided by the number of nodes. So several long jobs are admitted together, one per node at
-//! most, and a chained one, which runs on one node at a time, no longer leaves the other nodes
-//! idle until the one before it has been placed whole; small jobs keep the other half. What the
-//! cluster holds is then at most the budgets plus one large job per node.
+//! anything else. It is admitted while its tenant has fewer large jobs waiting than
+//! [`LARGE_PER_NODE`] per node of the cluster, and the large jobs waiting share one half of
+//! each budget: each counts for at most that half divided by that number. So several long jobs
+//! are admitted together, and a chained one, which runs on one node at a time, no longer
+//! leaves the other nodes idle until the one before it has been placed whole; small jobs keep
+//! the other half. The slots are each tenant's own: with one set for all, one per node,
+//! tenants whose jobs are all large took the slots in turns, a job each, and shared the nodes
+//! by jobs rather than by weight (1:1 where the weights were 1:3), and a quiet tenant's large
+//! job waited for a flooding tenant's to be placed whole. What the cluster holds is then at
+//! most the budgets plus [`LARGE_PER_NODE`] large jobs per node for each tenant with large jobs
+//! waiting.
 //!
 //! Packets count as well as bytes, so empty jobs meet the bound like any other.
 //!
@@ -33,6 +38,13 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap;
 
 use crate::packet::{TaskId, TenantId};
+
+/// How many large jobs of one tenant may wait per node of the cluster: two, so that a tenant
+/// whose jobs are all large has the next one waiting while the one before is placed, and its
+/// share does not fall each time its one job has left and the next is not in yet (weights 1:3,
+/// 16 MiB jobs, one node: the heavy tenant's share of a second 0.648–0.716 with one per node and
+/// tenant, 0.733–0.762 with two; docs/RESULTS.md, Tenants).
+pub(crate) const LARGE_PER_NODE: u64 = 2;
 
 /// One job's waiting packets and bytes, its tenant, and whether it was large when it came.
 #[derive(Debug, Clone, Copy)]
@@ -58,17 +70,21 @@ pub(crate) struct Backlog {
     /// What a job counts for at most of each budget, (packets, bytes), indexed by whether it
     /// is large: half, or a large job's share of the half the large jobs share (`new`).
     caps: [(u64, u64); 2],
-    /// How many large jobs may wait at once: the cluster's nodes.
+    /// How many large jobs of one tenant may wait at once: [`LARGE_PER_NODE`] per node.
     large_slots: u64,
     /// Large jobs waiting.
     large: u64,
+    /// Per tenant with large jobs waiting, how many.
+    large_by_tenant: FxHashMap<TenantId, u64>,
+    /// A large job has left since [`take_large_left`](Self::take_large_left) last cleared this.
+    large_left: bool,
 }
 
 impl Backlog {
     /// A backlog of `max_packets` and `max_bytes` for a cluster of `nodes` nodes.
     pub(crate) fn new(max_packets: u64, max_bytes: u64, nodes: usize) -> Self {
         let (max_packets, max_bytes) = (max_packets.max(1), max_bytes.max(1));
-        let large_slots = (nodes as u64).max(1);
+        let large_slots = (nodes as u64).max(1) * LARGE_PER_NODE;
         let half = ((max_packets / 2).max(1), (max_bytes / 2).max(1));
         let large_share = ((half.0 / large_slots).max(1), (half.1 / large_slots).max(1));
         Backlog {
@@ -83,6 +99,8 @@ impl Backlog {
             caps: [half, large_share],
             large_slots,
             large: 0,
+            large_by_tenant: FxHashMap::default(),
+            large_left: false,
         }
     }
 
@@ -92,9 +110,22 @@ impl Backlog {
         packets > half_p || bytes > half_b
     }
 
-    /// Whether fewer large jobs wait than the cluster has nodes: one more may join.
+    /// Whether a large job blocked for room may now find it: fewer large jobs wait than one
+    /// tenant may have (every tenant has a slot free), or one left since
+    /// [`take_large_left`](Self::take_large_left) (its tenant has).
     pub(crate) fn large_slot_free(&self) -> bool {
-        self.large < self.large_slots
+        self.large < self.large_slots || self.large_left
+    }
+
+    /// Clears the note that a large job left: the submitters waiting with large jobs were
+    /// woken to look.
+    pub(crate) fn take_large_left(&mut self) -> bool {
+        std::mem::take(&mut self.large_left)
+    }
+
+    /// Whether `tenant` has a large slot free.
+    fn large_slot_free_for(&self, tenant: TenantId) -> bool {
+        self.large_by_tenant.get(&tenant).copied().unwrap_or(0) < self.large_slots
     }
 
     /// Packets waiting, all jobs together.
@@ -106,8 +137,8 @@ impl Backlog {
     /// nothing waits, or it fits in both budgets with every waiting job counted for at most
     /// its cap, and every other tenant for at most its weight's share among the tenants
     /// waiting and this one (this one's share taken as at least a quarter of an equal one),
-    /// each tenant's weight as `weight` gives it (the core's). A large job fits when fewer
-    /// large jobs wait than the cluster has nodes and its cap fits.
+    /// each tenant's weight as `weight` gives it (the core's). A large job fits when its
+    /// tenant has a large slot free and its cap fits.
     pub(crate) fn admits(
         &self,
         tenant: TenantId,
@@ -144,7 +175,7 @@ impl Backlog {
             }
         }
         let (packets, bytes) = if self.is_large(packets, bytes) {
-            if !self.large_slot_free() {
+            if !self.large_slot_free_for(tenant) {
                 return false;
             }
             // Counted as `add` will count it: at most its cap of each budget.
@@ -175,7 +206,10 @@ impl Backlog {
         let job = match self.jobs.entry(task) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
-                self.large += u64::from(large);
+                if large {
+                    self.large += 1;
+                    *self.large_by_tenant.entry(tenant).or_default() += 1;
+                }
                 e.insert(Waiting {
                     packets: 0,
                     bytes: 0,
@@ -223,7 +257,16 @@ impl Backlog {
             }
         }
         if job.packets == 0 {
-            self.large -= u64::from(job.large);
+            if job.large {
+                self.large -= 1;
+                self.large_left = true;
+                if let Entry::Occupied(mut n) = self.large_by_tenant.entry(job.tenant) {
+                    *n.get_mut() -= 1;
+                    if *n.get() == 0 {
+                        n.remove();
+                    }
+                }
+            }
             e.remove();
         }
     }
@@ -334,30 +377,77 @@ mod tests {
         b.add(TaskId(1), T0, 4096, 64 << 20);
         assert!(b.admits(T0, 1, 16, w), "a small job behind the giant");
         assert!(b.admits(T0, 4, 64 << 10, w));
-        assert!(!b.admits(T0, 4096, 64 << 20, w), "a second giant waits");
+        assert!(b.admits(T0, 4096, 64 << 20, w), "a second giant joins it");
+        b.add(TaskId(9), T0, 4096, 64 << 20);
+        assert!(!b.admits(T0, 4096, 64 << 20, w), "a third giant waits");
         assert!(
             !b.admits(T0, 600, 600 << 10, w),
             "more packets than the other half"
         );
         b.add(TaskId(2), T0, 1, 16);
         b.remove(TaskId(2), 16);
-        for _ in 0..4096 {
-            b.remove(TaskId(1), 16 << 10);
+        for task in [1, 9] {
+            for _ in 0..4096 {
+                b.remove(TaskId(task), 16 << 10);
+            }
         }
         assert_eq!(b.packets(), 0);
         assert_eq!((b.capped_packets, b.capped_bytes), (0, 0));
     }
 
     #[test]
-    fn large_jobs_wait_together_one_per_node() {
-        // Two nodes: two large jobs wait at once, sharing half of each budget.
-        let mut b = Backlog::new(1024, 16 << 20, 2);
+    fn each_tenant_has_its_own_large_slots() {
+        // One node: two large jobs of each tenant wait at once.
+        let mut b = Backlog::new(1024, 16 << 20, 1);
+        let (noisy, quiet) = (TenantId(1), TenantId(2));
         for task in 1..=2 {
+            assert!(
+                b.admits(noisy, 1024, 16 << 20, w),
+                "the noisy tenant's {task}"
+            );
+            b.add(TaskId(task), noisy, 1024, 16 << 20);
+        }
+        assert!(
+            !b.admits(noisy, 1024, 16 << 20, w),
+            "the noisy tenant's third"
+        );
+        assert!(
+            !b.large_slot_free(),
+            "no waiter need look: the slots are taken"
+        );
+        assert!(
+            b.admits(quiet, 1024, 16 << 20, w),
+            "the quiet tenant's first"
+        );
+        b.add(TaskId(3), quiet, 1024, 16 << 20);
+        // A job of the noisy tenant is placed whole: its slot frees, and the waiters are told.
+        for _ in 0..1024 {
+            b.remove(TaskId(1), 16 << 10);
+        }
+        assert!(b.large_slot_free());
+        assert!(b.admits(noisy, 1024, 16 << 20, w));
+        assert!(b.take_large_left());
+        assert!(!b.large_slot_free(), "told once");
+        for (task, tenant) in [(2, noisy), (3, quiet)] {
+            for _ in 0..1024 {
+                b.remove(TaskId(task), 16 << 10);
+            }
+            assert!(!b.large_by_tenant.contains_key(&tenant));
+        }
+        assert_eq!((b.packets(), b.large), (0, 0));
+    }
+
+    #[test]
+    fn large_jobs_wait_together_two_per_node() {
+        // Two nodes: four large jobs of a tenant wait at once, sharing half of each budget.
+        let mut b = Backlog::new(1024, 16 << 20, 2);
+        let large = [1, 2, 10, 11];
+        for task in large {
             assert!(b.admits(T0, 4096, 64 << 20, w), "large job {task}");
             b.add(TaskId(task), T0, 4096, 64 << 20);
         }
         assert_eq!((b.capped_packets, b.capped_bytes), (512, 8 << 20));
-        assert!(!b.admits(T0, 4096, 64 << 20, w), "a third large job waits");
+        assert!(!b.admits(T0, 4096, 64 << 20, w), "a fifth large job waits");
         assert!(
             !b.admits(T0, 513, 16, w),
             "more packets than half a budget is large"
@@ -386,7 +476,7 @@ mod tests {
         // A job grown past half by later packets (a stream) stays what it was when it came.
         b.add(TaskId(3), T0, 600, 600);
         assert!(!b.jobs[&TaskId(3)].large);
-        for task in [2, 3] {
+        for task in [2, 3, 10, 11] {
             while b.jobs.contains_key(&TaskId(task)) {
                 b.remove(TaskId(task), 16 << 10);
             }

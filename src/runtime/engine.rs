@@ -794,6 +794,8 @@ impl Engine {
             if e.backlog.large_slot_free() {
                 after.wakers.append(&mut e.large_wakers);
             }
+            // The submitters waiting with large jobs look now, all of them (`notify_all`).
+            e.backlog.take_large_left();
         }
         self.publish(shard, e);
         after

@@ -16,7 +16,7 @@ use cryptodispatch::error::{ConfigError, CryptoError, ParseError};
 use cryptodispatch::packet::{ClusterId, Mode, NodeId};
 use cryptodispatch::{
     AesOp, BuildError, ClusterKind, Direction, Job, JobError, JobOutput, KeyError, NodeSpec,
-    Padding, PolicySpec, Service, SubmitError, TrySubmitError,
+    Padding, PolicySpec, Service, SubmitError, TenantSpec, TrySubmitError,
 };
 
 /// A small service: one AES node, one Ed25519 node, packets of 32 bytes.
@@ -1085,13 +1085,14 @@ fn try_submit_when_full_hands_the_same_job_back() {
     assert_eq!(m.stored_states, 0, "refused chained jobs leave no state");
 }
 
-/// A job larger than half the receive bound is large: large jobs are admitted while fewer wait
-/// than the cluster has nodes, so a second long chained job joins the first at once on a
-/// cluster of two nodes (before, it waited until the first had been placed whole, leaving a
-/// node idle); a third is handed back, and a small job is still admitted beside the two. With
-/// one node a second large job waits. Every output is checked.
+/// A job larger than half the receive bound is large: a tenant's large jobs are admitted while
+/// it has fewer waiting than two per node, so on a cluster of two nodes four long chained jobs
+/// are admitted at once (once, a second waited until the first had been placed whole, leaving
+/// a node idle); a fifth is handed back, and a small job is still admitted beside them. With
+/// one node a third large job waits, and another tenant's large job does not wait for it: the
+/// slots are each tenant's. Every output is checked.
 #[test]
-fn large_jobs_are_admitted_one_per_node() {
+fn large_jobs_are_admitted_two_per_node_and_tenant() {
     // Slowed, so that the first job's packets wait for a node for a long time (about 2048
     // chain runs of 8 packets, each tens of microseconds) while the next ones are offered.
     let slowed = || NodeSpec::new().slowdown(200.0);
@@ -1107,30 +1108,34 @@ fn large_jobs_are_admitted_one_per_node() {
     let iv = [0x75; 16];
     let mut g = Gen::new(8);
     // 2048 packets each: far more than half the bound of 8.
-    let long: Vec<Vec<u8>> = (0..4).map(|_| g.bytes(2048 * 16)).collect();
+    let long: Vec<Vec<u8>> = (0..6).map(|_| g.bytes(2048 * 16)).collect();
     let job = |data: &[u8]| Job::aes(aes, cbc, &iv, data.to_vec());
-    let first = s
-        .try_submit(job(&long[0]))
-        .expect("an empty backlog admits");
-    let second = s
-        .try_submit(job(&long[1]))
-        .expect("a second large job joins the first: the cluster has two nodes");
-    let third = match s.try_submit(job(&long[2])) {
+    let mut handles = vec![
+        s.try_submit(job(&long[0]))
+            .expect("an empty backlog admits"),
+    ];
+    for data in &long[1..4] {
+        handles.push(
+            s.try_submit(job(data))
+                .expect("more large jobs join the first: two per node, the cluster has two"),
+        );
+    }
+    let fifth = match s.try_submit(job(&long[4])) {
         Err(TrySubmitError::Full(back)) => back,
-        other => panic!("a third large job must wait, got {other:?}"),
+        other => panic!("a fifth large job must wait, got {other:?}"),
     };
     let small_data = g.bytes(32);
     let small = s
         .try_submit(job(&small_data))
         .expect("a small job is admitted beside the large ones");
-    // The third waits for a free slot in `submit_async`, a fourth in `submit`, at once: each
+    // The fifth waits for a free slot in `submit_async`, a sixth in `submit`, at once: each
     // is woken when a slot frees, and gets in.
-    let (third, fourth) = std::thread::scope(|scope| {
-        let blocking = scope.spawn(|| s.submit(job(&long[3])).unwrap());
-        let (third, _) = common::block_on(s.submit_async(third));
-        (third.unwrap(), blocking.join().unwrap())
+    let (fifth, sixth) = std::thread::scope(|scope| {
+        let blocking = scope.spawn(|| s.submit(job(&long[5])).unwrap());
+        let (fifth, _) = common::block_on(s.submit_async(fifth));
+        (fifth.unwrap(), blocking.join().unwrap())
     });
-    let handles = [first, second, third, fourth];
+    handles.extend([fifth, sixth]);
     for (h, data) in handles.into_iter().zip(&long) {
         let expected = ref_aes(&raw, cbc, &iv, data).unwrap();
         assert_eq!(h.wait(), Ok(JobOutput::Data(expected)));
@@ -1139,22 +1144,32 @@ fn large_jobs_are_admitted_one_per_node() {
     assert_eq!(small.wait(), Ok(JobOutput::Data(expected)));
     s.shutdown();
 
-    // One node: one large job at a time, as before.
+    // One node: two large jobs of a tenant at a time; another tenant's are its own.
     let s = Service::builder()
         .packet_size(16)
         .aes_cluster([slowed()])
         .receive_queue_len(8)
         .build()
         .unwrap();
+    let other = s.add_tenant(TenantSpec::new("other")).unwrap();
     let aes = s.add_aes_key(&raw).unwrap();
     let job = |data: &[u8]| Job::aes(aes, cbc, &iv, data.to_vec());
-    let first = s.try_submit(job(&long[0])).unwrap();
+    let mut handles = vec![
+        s.try_submit(job(&long[0])).unwrap(),
+        s.try_submit(job(&long[1])).unwrap(),
+    ];
     assert!(matches!(
-        s.try_submit(job(&long[1])),
+        s.try_submit(job(&long[2])),
         Err(TrySubmitError::Full(_))
     ));
-    let expected = ref_aes(&raw, cbc, &iv, &long[0]).unwrap();
-    assert_eq!(first.wait(), Ok(JobOutput::Data(expected)));
+    handles.push(
+        s.try_submit(job(&long[2]).tenant(other))
+            .expect("another tenant's large job has a slot of its own"),
+    );
+    for (h, data) in handles.into_iter().zip(&long) {
+        let expected = ref_aes(&raw, cbc, &iv, data).unwrap();
+        assert_eq!(h.wait(), Ok(JobOutput::Data(expected)));
+    }
     s.shutdown();
 }
 
