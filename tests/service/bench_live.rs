@@ -13,6 +13,13 @@ fn bench(args: &[&str]) -> Output {
         .expect("run cryptodispatch-bench")
 }
 
+/// The bench's standard error for `args`, after checking that it failed.
+fn refused(args: &[&str]) -> String {
+    let out = bench(args);
+    assert!(!out.status.success(), "{args:?} ran");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// The bench's standard output for `args`, after checking that it succeeded.
 fn stdout_of(args: &[&str]) -> String {
     let out = bench(args);
@@ -122,9 +129,7 @@ fn a_mode_a_workload_does_not_run_is_refused() {
         ("parallel", "ofb", "ctr, ecb, cbc"),
         ("manycbc", "ctr", "cbc, ofb, cfb"),
     ] {
-        let out = bench(&["live", "--workload", workload, "--mode", mode]);
-        assert!(!out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused(&["live", "--workload", workload, "--mode", mode]);
         let want = format!("{workload}: --mode {mode} must be one of {modes}");
         assert!(err.contains(&want), "{err}");
     }
@@ -133,9 +138,7 @@ fn a_mode_a_workload_does_not_run_is_refused() {
 #[test]
 fn a_packet_size_that_is_not_whole_blocks_is_refused() {
     for packet in ["100", "0"] {
-        let out = bench(&["live", "--workload", "stream", "--packet", packet]);
-        assert!(!out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused(&["live", "--workload", "stream", "--packet", packet]);
         assert!(
             err.contains(&format!(
                 "--packet {packet}: stream needs a positive multiple of 16"
@@ -149,9 +152,7 @@ fn a_packet_size_that_is_not_whole_blocks_is_refused() {
 fn a_job_size_that_is_not_whole_blocks_is_refused_by_every_workload_that_takes_one() {
     for workload in ["tenants", "hol", "gcm", "padded", "stream"] {
         for size in ["0", "100"] {
-            let out = bench(&["live", "--workload", workload, "--size", size]);
-            assert!(!out.status.success());
-            let err = String::from_utf8_lossy(&out.stderr);
+            let err = refused(&["live", "--workload", workload, "--size", size]);
             let want = format!("--size {size}: {workload} needs a positive multiple of 16");
             assert!(err.contains(&want), "{workload}: {err}");
         }
@@ -161,9 +162,7 @@ fn a_job_size_that_is_not_whole_blocks_is_refused_by_every_workload_that_takes_o
 #[test]
 fn a_count_of_zero_is_refused() {
     for flag in ["--jobs", "--nodes", "--threads", "--reps", "--burst"] {
-        let out = bench(&["live", "--workload", "tiny", flag, "0"]);
-        assert!(!out.status.success(), "{flag} 0 ran");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused(&["live", "--workload", "tiny", flag, "0"]);
         assert!(err.contains("must be at least 1"), "{flag}: {err}");
     }
 }
@@ -180,9 +179,7 @@ fn jobs_larger_than_memory_are_refused_before_they_are_made() {
         &["live", "--workload", "many-chains", "--size", &huge],
         &["live", "--workload", "cbc16k", "--jobs", "1000000000000"],
     ] {
-        let out = bench(args);
-        assert!(!out.status.success(), "{args:?} ran");
-        let err = String::from_utf8_lossy(&out.stderr);
+        let err = refused(args);
         assert!(err.contains("GiB of memory"), "{args:?}: {err}");
         assert!(err.contains("lower --size or --jobs"), "{args:?}: {err}");
     }
