@@ -42,8 +42,8 @@ use crate::packet::{TaskId, TenantId};
 /// How many large jobs of one tenant may wait per node of the cluster: two, so that a tenant
 /// whose jobs are all large has the next one waiting while the one before is placed, and its
 /// share does not fall each time its one job has left and the next is not in yet (weights 1:3,
-/// 16 MiB jobs, one node: the heavy tenant's share of a second 0.648–0.716 with one per node and
-/// tenant, 0.733–0.762 with two; docs/RESULTS.md, Tenants).
+/// 16 MiB jobs, one node, the runs it was chosen on: the heavy tenant's share of a second
+/// 0.648–0.716 with one per node and tenant, 0.733–0.762 with two; docs/RESULTS.md, Tenants).
 pub(crate) const LARGE_PER_NODE: u64 = 2;
 
 /// One job's waiting packets and bytes, its tenant, and whether it was large when it came.

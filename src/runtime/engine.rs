@@ -446,7 +446,9 @@ impl Engine {
     /// `force` admits even past the bound (a stream's closing packet, which carries no data).
     /// With `light`, the job's tenant, under fair admission, the job may take the light path
     /// (§15.7, [`admit_light`](Self::admit_light)): then it goes to a node's light packets,
-    /// without the cluster's lock and without waiting for room.
+    /// without the cluster's lock and without waiting for room; a job too long for it may have
+    /// its bytes granted to its tenant's turns in the core ([`core_grant`](Self::core_grant)),
+    /// the credit given back if the job is then refused.
     // The refusal hands the packets back as they came, inline: boxing them would allocate on
     // every refused poll of a waiting `submit_async`.
     #[allow(clippy::result_large_err)]
