@@ -392,9 +392,14 @@ impl Balancer {
             if sent {
                 idle_turns = 0;
                 room = max_room(status);
-            } else {
+            } else if blocked {
                 idle_turns += 1;
             }
+            // Otherwise the flow's deficit did not cover its packet at the start of its turn
+            // (a turn begins with a quantum that covers it, so this is a turn left open by an
+            // earlier pass); `end_turn` closed it, and its next turn, with a fresh quantum,
+            // is not idle: counting this one could end a pass with a node idle and a packet
+            // placeable, and no completion to come that would start another.
         }
         flows.end_pass();
         placed

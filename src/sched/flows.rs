@@ -209,16 +209,27 @@ impl<D> Flows<D> {
             let flow = self.flows.get_mut(&task)?;
             let meta = flow.packets.front()?.meta;
             let cost = cost(&meta);
-            if !flow.granted {
-                flow.deficit += quantum.max(cost);
-                flow.granted = true;
-            }
             if !t.granted {
                 t.deficit += quantum.saturating_mul(weight).max(cost);
                 t.granted = true;
             }
             if t.deficit >= cost {
+                if !flow.granted {
+                    flow.deficit += quantum.max(cost);
+                    flow.granted = true;
+                }
                 return Some((task, meta));
+            }
+            // The tenant's turn ends. A job at its front whose own turn is spent too ends its
+            // turn with it, as `end_turn` would at its next sight: to the back of its
+            // tenant's ring, its remainder kept, a fresh quantum at its next turn. (Left
+            // open, that turn would be found spent when the tenant came back, and a placement
+            // pass with that tenant alone would end on it having placed nothing, a packet
+            // placeable on an idle node.)
+            if flow.granted && flow.deficit < cost {
+                flow.granted = false;
+                t.sent = false;
+                t.jobs.rotate_left(1);
             }
             t.granted = false;
             t.misses = 0;
@@ -470,9 +481,9 @@ mod tests {
         }
         flows.head();
         assert!(flows.take_head().is_some());
-        let (_, meta) = flows.head().unwrap();
         // After one packet the turn's quantum is spent: the blocked turns banked nothing.
-        assert!(!flows.head_affordable(&meta));
+        assert_eq!(flows.flows[&TaskId(1)].deficit, 0);
+        assert_eq!(flows.tenants[&TenantId::DEFAULT].deficit, 0);
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! Property tests of the scheduler core under random jobs, arrivals and completions: nothing
 //! lost or duplicated, per-job order kept, dependent packets never overtake their predecessor,
-//! no node over capacity, no deadlock, and an empty choose list at the end.
+//! no node over capacity, no deadlock, and an empty choose list at the end, with jobs of up to
+//! three tenants of random weights.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use cryptodispatch::error::ArriveError;
 use cryptodispatch::packet::{
-    ClusterId, Cmd, Len, Mode, NodeId, Packet, PacketMeta, TaskId, UnitTimes,
+    ClusterId, Cmd, Len, Mode, NodeId, Packet, PacketMeta, TaskId, TenantId, UnitTimes,
 };
 use cryptodispatch::sched::{
     Admission, Affinity, ClusterConfig, NodeConfig, PolicySpec, SchedConfig, Scheduler,
@@ -20,6 +21,8 @@ struct JobSpec {
     cluster: u32,
     dependent: bool,
     lens: Vec<u64>,
+    /// The job's tenant, 0 to 2 (0 the default tenant).
+    tenant: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -29,6 +32,8 @@ struct Case {
     policy: PolicySpec,
     affinity: Affinity,
     admission: Admission,
+    /// The weights of tenants 0 to 2, in the core's admission (fair admission only).
+    weights: [u32; 3],
     jobs: Vec<JobSpec>,
     /// Which job offers its next packet, step by step (indices wrap over unfinished jobs).
     picks: Vec<usize>,
@@ -65,11 +70,13 @@ fn case() -> impl Strategy<Value = Case> {
                 0..n_clusters,
                 any::<bool>(),
                 prop::collection::vec(1..=MAX_LEN, 1..=5),
+                0u32..3,
             )
-                .prop_map(|(cluster, dependent, lens)| JobSpec {
+                .prop_map(|(cluster, dependent, lens, tenant)| JobSpec {
                     cluster,
                     dependent,
                     lens,
+                    tenant,
                 });
             (
                 Just(clusters),
@@ -77,18 +84,20 @@ fn case() -> impl Strategy<Value = Case> {
                 Just(policy),
                 Just(affinity),
                 Just(admission),
+                [1u32..=4, 1u32..=4, 1u32..=4],
                 prop::collection::vec(job, 1..=12),
                 prop::collection::vec(any::<usize>(), 60),
                 prop::collection::vec((any::<bool>(), any::<usize>()), 0..120),
             )
         })
         .prop_map(
-            |(clusters, wait, policy, affinity, admission, jobs, picks, moves)| Case {
+            |(clusters, wait, policy, affinity, admission, weights, jobs, picks, moves)| Case {
                 clusters,
                 wait,
                 policy,
                 affinity,
                 admission,
+                weights,
                 jobs,
                 picks,
                 moves,
@@ -135,7 +144,10 @@ impl Driver {
             unit_len: MAX_LEN,
             admission: case.admission,
         };
-        let s = Scheduler::new(cfg, &case.policy).unwrap();
+        let mut s = Scheduler::new(cfg, &case.policy).unwrap();
+        for (t, &w) in case.weights.iter().enumerate() {
+            s.set_tenant_weight(TenantId(t as u32), w).unwrap();
+        }
 
         // Interleave the jobs' packets by the picks, each job's in order.
         let mut cursors = vec![0usize; case.jobs.len()];
@@ -164,7 +176,8 @@ impl Driver {
                 .dependent(mode.is_chained())
                 .at(seq as u32, seq + 1 == job.lens.len())
                 // Half the jobs tell their length (as the service's do), half do not.
-                .job_bytes((j % 2 == 0).then(|| job.lens.iter().sum())),
+                .job_bytes((j % 2 == 0).then(|| job.lens.iter().sum()))
+                .tenant(TenantId(job.tenant)),
                 Len(job.lens[seq]),
             ));
         }

@@ -194,3 +194,57 @@ proptest! {
         }
     }
 }
+
+/// A tenant whose turn ran out in the middle of its job's turn, while another tenant's job took
+/// the node to its end, still has its job placed once that tenant has gone: a placement pass
+/// with this tenant alone places its next packet on the idle node (the pass used to give up
+/// after the job's stale turn, and with nothing on the node to complete, nothing came after).
+#[test]
+fn a_tenant_left_alone_after_its_turn_ran_out_mid_job_is_still_placed() {
+    use cryptodispatch::packet::{ClusterId, Len, NodeId, Packet, PacketMeta, TaskId};
+    use cryptodispatch::sched::{ClusterConfig, NodeConfig, SchedConfig, Scheduler};
+
+    const LEN: u64 = 16;
+    let (light, heavy) = (TenantId(1), TenantId(2));
+    for affinity in [Affinity::Strict, Affinity::InFlight] {
+        let config = SchedConfig {
+            clusters: vec![ClusterConfig {
+                // Room for one packet: every completion is a pass of its own.
+                nodes: vec![NodeConfig::new(UnitTimes::uniform(1.0), LEN)],
+                queue_len: 64,
+                max_packet: LEN,
+            }],
+            wait_queue_len: 0,
+            affinity,
+            unit_len: LEN,
+            admission: Admission::Fair,
+        };
+        let mut s: Scheduler<Len> = Scheduler::new(config, &PolicySpec::default()).unwrap();
+        s.set_tenant_weight(heavy, 3).unwrap();
+        let packet = |tenant: TenantId, task: u64, seq: u32, n: u32| {
+            let meta = PacketMeta::new(TaskId(task), Cmd::Encrypt, ClusterId(0))
+                .at(seq, seq + 1 == n)
+                .dependent(true)
+                .tenant(tenant);
+            Packet::new(meta, Len(LEN))
+        };
+        // The light tenant's job of ten packets and the heavy tenant's of three, waiting
+        // together: the light job places one packet and the light tenant's turn ends; the
+        // heavy tenant's turn (three packets) outlasts its job.
+        let mut queue: std::collections::VecDeque<_> = (0..10)
+            .map(|seq| packet(light, 1, seq, 10))
+            .chain((0..3).map(|seq| packet(heavy, 2, seq, 3)))
+            .collect();
+        s.arrive_many(&mut queue, |e| panic!("refused: {e}"));
+        let mut done = Vec::new();
+        while let Ok(meta) = s.complete(NodeId(0)) {
+            done.push((meta.task.0, meta.seq));
+        }
+        assert_eq!(
+            s.cluster_queue_len(ClusterId(0)),
+            0,
+            "{affinity:?}: packets left waiting with the node idle; completed {done:?}"
+        );
+        assert_eq!(done.len(), 13, "{affinity:?}: {done:?}");
+    }
+}
