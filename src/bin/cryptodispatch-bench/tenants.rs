@@ -339,11 +339,23 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let (admitted, light, granted) = quiet_jobs.map_or((0, 0, 0), |t| {
         (t.jobs_admitted, t.jobs_light, t.jobs_granted)
     });
+    // Its slowest job beside the noisy tenant, and when it was sent: with long jobs the p99
+    // of a few dozen is that job, and one sent as the noisy tenant starts waits behind what
+    // that tenant's saved credit sends ahead (docs/RESULTS.md, Tenants).
+    let (slowest, sent) = q.done.iter().max_by_key(|d| d.1).map_or((0.0, 0.0), |d| {
+        (
+            d.1.as_secs_f64() * 1e3,
+            d.0.saturating_sub(d.1).as_secs_f64() * 1e3,
+        )
+    });
     println!(
         "isolation: quiet p99 {}x alone (target <= 1.5), {light} of its {admitted} jobs on the \
-         light path, {granted} ahead in the core; shares: heavy (weight 3) {} overall, {} to {} \
-         per second (target 0.675 to 0.825)",
+         light path, {granted} ahead in the core, its slowest beside {} ms (sent {} ms into \
+         the phase); shares: heavy (weight 3) {} overall, {} to {} per second (target 0.675 to \
+         0.825)",
         f(q.p99_us() / alone.p99_us(), 2),
+        f(slowest, 2),
+        f(sent, 1),
         f(nh as f64 / (nl + nh).max(1) as f64, 3),
         f(lo, 3),
         f(hi, 3)
