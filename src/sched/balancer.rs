@@ -358,9 +358,14 @@ impl Balancer {
             }
             let mut sent = false;
             let mut blocked = false;
+            // The flow's deficit did not cover its packet at the start of its turn: a turn
+            // left open by an earlier pass (a turn begins with a quantum that covers the
+            // packet), which `end_turn` closes below.
+            let mut stale = false;
             let mut next = Some(meta);
             while let Some(meta) = next {
                 if !flows.head_affordable(&meta) {
+                    stale = !sent;
                     break;
                 }
                 match self.target(&meta, status, flows.len()) {
@@ -392,14 +397,13 @@ impl Balancer {
             if sent {
                 idle_turns = 0;
                 room = max_room(status);
-            } else if blocked {
+            } else if !stale {
                 idle_turns += 1;
             }
-            // Otherwise the flow's deficit did not cover its packet at the start of its turn
-            // (a turn begins with a quantum that covers it, so this is a turn left open by an
-            // earlier pass); `end_turn` closed it, and its next turn, with a fresh quantum,
-            // is not idle: counting this one could end a pass with a node idle and a packet
-            // placeable, and no completion to come that would start another.
+            // A stale turn is not idle: the flow's next turn, with a fresh quantum, may place.
+            // Counted, it could end a pass with a node idle and a packet placeable, and no
+            // completion to come that would start another. Each flow's stale turn is closed
+            // once, so the pass still ends.
         }
         flows.end_pass();
         placed
