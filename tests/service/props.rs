@@ -3,16 +3,18 @@
 //! mixes of jobs (AES in the five plain modes with 128/192/256-bit keys, both directions, PKCS#7
 //! on and off for ECB and CBC, lengths 0..2000 with partial final blocks where the mode allows;
 //! Ed25519 sign and verify with valid and invalid signatures) submitted from 1–3 threads at
-//! once, next to 1–2 streams.
+//! once, next to 1–2 streams; the jobs spread over up to three tenants of random weights
+//! besides the default one, with the light path on or off.
 //!
 //! Every output is compared with the one-shot result of the plain RustCrypto crates and
-//! `ed25519-dalek` (see `common`), every handle must resolve, and after the service drains the
-//! counters must add up: jobs, packets and bytes per node, no stored chaining state, empty
-//! queues and choose lists.
+//! `ed25519-dalek` (see `common`), every handle must resolve (within a minute), and after the
+//! service drains the counters must add up: jobs, packets and bytes per node, no stored
+//! chaining state, empty queues and choose lists, and no tenant with anything in flight.
 
 use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use common::{Gen, cores, ed_public, ed_sign, ed_verify, ref_aes};
 use cryptodispatch::crypto::padded_len;
@@ -20,7 +22,7 @@ use cryptodispatch::error::CryptoError;
 use cryptodispatch::packet::Mode;
 use cryptodispatch::{
     AesOp, Affinity, ClusterKind, Direction, Job, JobError, JobOutput, KeyId, NodeSpec, Padding,
-    PolicySpec, Service, ServiceBuilder, SubmitError, TrySubmitError,
+    PolicySpec, Service, ServiceBuilder, SubmitError, TenantSpec, TrySubmitError,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -49,6 +51,9 @@ struct Config {
     /// The service's inline limit: 0 (every job to a node), the default, or every AES job of
     /// one packet.
     inline_limit: usize,
+    /// The weights of the tenants registered besides the default one (none to three).
+    tenant_weights: Vec<u32>,
+    light_path: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +134,7 @@ fn config() -> impl Strategy<Value = Config> {
         prop::bool::weighted(0.3),
         1usize..=3,
         select(vec![0, ServiceBuilder::DEFAULT_INLINE_LIMIT, usize::MAX]),
+        (prop::collection::vec(1u32..=4, 0..=3), any::<bool>()),
     )
         .prop_map(
             |(
@@ -140,6 +146,7 @@ fn config() -> impl Strategy<Value = Config> {
                 small_queues,
                 threads,
                 inline_limit,
+                (tenant_weights, light_path),
             )| {
                 Config {
                     packet_blocks,
@@ -150,6 +157,8 @@ fn config() -> impl Strategy<Value = Config> {
                     small_queues,
                     threads,
                     inline_limit,
+                    tenant_weights,
+                    light_path,
                 }
             },
         )
@@ -493,7 +502,8 @@ fn build(cfg: &Config) -> Service {
         )
         .policy(cfg.policy.clone())
         .affinity(cfg.affinity)
-        .inline_limit(cfg.inline_limit);
+        .inline_limit(cfg.inline_limit)
+        .light_path(cfg.light_path);
     if cfg.small_queues {
         b = b
             .cluster_queue_len(2)
@@ -554,9 +564,26 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
         want_bytes[0] += s.pushes.iter().map(|p| p.len() as u64).sum::<u64>() + last as u64;
     }
 
+    // The jobs take the tenants in turn, the default one among them.
+    let tenants: Vec<_> = cfg
+        .tenant_weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            service
+                .add_tenant(TenantSpec::new(format!("tenant-{i}")).weight(w))
+                .expect("tenant")
+        })
+        .collect();
     let resolved = AtomicUsize::new(0);
     let mut slots: Vec<Vec<Planned>> = (0..cfg.threads).map(|_| Vec::new()).collect();
-    for (i, p) in planned.into_iter().enumerate() {
+    for (i, mut p) in planned.into_iter().enumerate() {
+        if let Some(&t) = (i % (tenants.len() + 1))
+            .checked_sub(1)
+            .and_then(|t| tenants.get(t))
+        {
+            p.job = p.job.tenant(t);
+        }
         slots[i % cfg.threads].push(p);
     }
     std::thread::scope(|s| {
@@ -590,9 +617,12 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
                     };
                     handles.push((service.submit(job).expect("submit"), expected));
                 }
-                for (h, expected) in handles {
+                for (mut h, expected) in handles {
                     let task = h.task();
-                    assert_eq!(h.wait(), expected, "job {task}");
+                    let out = h
+                        .wait_timeout(Duration::from_secs(60))
+                        .unwrap_or_else(|| panic!("job {task} not resolved within a minute"));
+                    assert_eq!(out, expected, "job {task}");
                     resolved.fetch_add(1, Ordering::Relaxed);
                 }
             });
@@ -657,6 +687,14 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
         "packets\n{m}"
     );
     assert_eq!(m.stored_states, 0, "stored chaining states\n{m}");
+    for t in &m.tenants {
+        assert_eq!(
+            (t.jobs_in_flight, t.bytes_in_flight, t.bytes_waiting),
+            (0, 0, 0),
+            "tenant {} in flight\n{m}",
+            t.name
+        );
+    }
     for c in &m.clusters {
         assert_eq!(
             (
