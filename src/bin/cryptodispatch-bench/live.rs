@@ -427,12 +427,20 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
     })
 }
 
+/// How long the bench waits for one job before it reports the job as never resolved, rather
+/// than hang: far longer than any job here takes.
+pub const JOB_PATIENCE: Duration = Duration::from_secs(60);
+
 /// Waits for a job, and returns its output with its latency (submission to completion).
-fn wait_timed(mut h: JobHandle) -> Result<(JobOutput, Duration), cryptodispatch::JobError> {
-    loop {
-        if let Some(r) = h.wait_timeout(Duration::from_secs(3600)) {
-            return r.map(|o| (o, h.latency().unwrap_or_default()));
-        }
+fn wait_timed(mut h: JobHandle) -> Result<(JobOutput, Duration), String> {
+    match h.wait_timeout(JOB_PATIENCE) {
+        Some(r) => r
+            .map(|o| (o, h.latency().unwrap_or_default()))
+            .map_err(|e| e.to_string()),
+        None => Err(format!(
+            "not resolved within {} s (lost)",
+            JOB_PATIENCE.as_secs()
+        )),
     }
 }
 

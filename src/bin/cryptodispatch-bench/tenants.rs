@@ -18,7 +18,7 @@ use cryptodispatch::{
     Job, JobHandle, JobOutput, KeyId, Mode, NodeSpec, Service, TenantId, TenantSpec,
 };
 
-use crate::live::{LiveArgs, whole_blocks};
+use crate::live::{JOB_PATIENCE, LiveArgs, whole_blocks};
 use crate::report::{f, print_rows};
 use crate::support::{Text, cores, fits_in_memory, percentile, pin};
 
@@ -101,7 +101,7 @@ impl Seen {
         (at, mut h): (Duration, JobHandle),
         back: &SyncSender<Vec<u8>>,
     ) {
-        let out = h.wait_timeout(Duration::from_secs(3600));
+        let out = h.wait_timeout(JOB_PATIENCE);
         match (out, h.latency()) {
             (Some(Ok(JobOutput::Data(d))), Some(l)) if d == t.expected => {
                 self.done.push((at + l, l));
