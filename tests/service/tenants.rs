@@ -499,7 +499,13 @@ fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
     );
     // Three long jobs of the serial modes sent at once: where the table chose lanes they run
     // side by side, one packet of each per set, their chaining states through the store
-    // (which sets form is checked in `hand.rs`); exact either way.
+    // (which sets form is checked in `hand.rs`); exact either way. The 96 KiB job left the
+    // tenant up to 88 KiB in debt, and the three need 40 KiB of credit (each a node queue of
+    // it, and takes 16 KiB): at the slowed node's 1.6 MB/s, half of it the tenant's share,
+    // that is about 160 ms of refill, so the tenant pauses as long before it sends them, as a
+    // quiet client within its share would (after 20 ms, on a busy machine, the third took the
+    // core's path).
+    thread::sleep(Duration::from_millis(250));
     let burst: Vec<_> = [Mode::Cbc, Mode::Ofb, Mode::Cfb]
         .into_iter()
         .enumerate()
