@@ -479,6 +479,16 @@ fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
             "{len} bytes of {mode:?}"
         );
     };
+    // Forty more of the flooding tenant's jobs, the same as its backlog's.
+    let top_up = || {
+        let flood = Gen::new(5).bytes(8 << 10);
+        (0..40)
+            .map(|_| {
+                let job = Job::encrypt(key, Mode::Cbc, &iv, flood.clone()).tenant(noisy);
+                service.submit(job).unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
     // Node queues of 8 packets of 1 KiB (and a block each): jobs of two to twelve of them,
     // a chained mode and a parallel one, a pause between them as a quiet client leaves.
     let long = [
@@ -504,8 +514,9 @@ fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
     // it, and takes 16 KiB): at the slowed node's 1.6 MB/s, half of it the tenant's share,
     // that is about 160 ms of refill, so the tenant pauses as long before it sends them, as a
     // quiet client within its share would (after 20 ms, on a busy machine, the third took the
-    // core's path).
+    // core's path); the flooding tenant tops its backlog up meanwhile, with the same jobs.
     thread::sleep(Duration::from_millis(250));
+    backlog.extend(top_up());
     let burst: Vec<_> = [Mode::Cbc, Mode::Ofb, Mode::Cfb]
         .into_iter()
         .enumerate()
@@ -530,11 +541,7 @@ fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
     // credit saved since the last job. The flooding tenant tops its backlog up first (the
     // jobs above may have drained most of it on a busy machine), with the same jobs.
     thread::sleep(Duration::from_millis(20));
-    let flood = Gen::new(5).bytes(8 << 10);
-    backlog.extend((0..40).map(|_| {
-        let job = Job::encrypt(key, Mode::Cbc, &iv, flood.clone()).tenant(noisy);
-        service.submit(job).unwrap()
-    }));
+    backlog.extend(top_up());
     run(20, 168 << 10, Mode::Cbc);
     assert_eq!(jobs_light(&service, quiet), light, "{}", service.metrics());
     assert_eq!(jobs_granted(&service, quiet), 1, "{}", service.metrics());
