@@ -358,14 +358,14 @@ impl Balancer {
             }
             let mut sent = false;
             let mut blocked = false;
-            // The flow's deficit did not cover its packet at the start of its turn: a turn
-            // left open by an earlier pass (a turn begins with a quantum that covers the
-            // packet), which `end_turn` closes below.
-            let mut stale = false;
             let mut next = Some(meta);
             while let Some(meta) = next {
                 if !flows.head_affordable(&meta) {
-                    stale = !sent;
+                    // A turn begins with a quantum that covers its packet, and `Flows::head`
+                    // closes a spent turn when its tenant's ends: one found spent here before
+                    // it sent would end this pass on a turn that places nothing, with a node
+                    // perhaps idle and no completion to come (docs/ALGORITHM.md §15.7).
+                    debug_assert!(sent, "a flow's turn found spent at its start: {meta:?}");
                     break;
                 }
                 match self.target(&meta, status, flows.len()) {
@@ -397,13 +397,9 @@ impl Balancer {
             if sent {
                 idle_turns = 0;
                 room = max_room(status);
-            } else if !stale {
+            } else {
                 idle_turns += 1;
             }
-            // A stale turn is not idle: the flow's next turn, with a fresh quantum, may place.
-            // Counted, it could end a pass with a node idle and a packet placeable, and no
-            // completion to come that would start another. Each flow's stale turn is closed
-            // once, so the pass still ends.
         }
         flows.end_pass();
         placed
