@@ -72,8 +72,6 @@ pub(crate) struct Backlog {
     caps: [(u64, u64); 2],
     /// How many large jobs of one tenant may wait at once: [`LARGE_PER_NODE`] per node.
     large_slots: u64,
-    /// Large jobs waiting.
-    large: u64,
     /// Per tenant with large jobs waiting, how many.
     large_by_tenant: FxHashMap<TenantId, u64>,
     /// A large job has left since [`take_large_left`](Self::take_large_left) last cleared this.
@@ -98,7 +96,6 @@ impl Backlog {
             max_bytes,
             caps: [half, large_share],
             large_slots,
-            large: 0,
             large_by_tenant: FxHashMap::default(),
             large_left: false,
         }
@@ -114,7 +111,12 @@ impl Backlog {
     /// tenant may have (every tenant has a slot free), or one left since
     /// [`take_large_left`](Self::take_large_left) (its tenant has).
     pub(crate) fn large_slot_free(&self) -> bool {
-        self.large < self.large_slots || self.large_left
+        self.large_left || self.large() < self.large_slots
+    }
+
+    /// Large jobs waiting, all tenants together.
+    fn large(&self) -> u64 {
+        self.large_by_tenant.values().sum()
     }
 
     /// Clears the note that a large job left: the submitters waiting with large jobs were
@@ -207,7 +209,6 @@ impl Backlog {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => {
                 if large {
-                    self.large += 1;
                     *self.large_by_tenant.entry(tenant).or_default() += 1;
                 }
                 e.insert(Waiting {
@@ -258,7 +259,6 @@ impl Backlog {
         }
         if job.packets == 0 {
             if job.large {
-                self.large -= 1;
                 self.large_left = true;
                 if let Entry::Occupied(mut n) = self.large_by_tenant.entry(job.tenant) {
                     *n.get_mut() -= 1;
@@ -434,7 +434,7 @@ mod tests {
             }
             assert!(!b.large_by_tenant.contains_key(&tenant));
         }
-        assert_eq!((b.packets(), b.large), (0, 0));
+        assert_eq!((b.packets(), b.large()), (0, 0));
     }
 
     #[test]
@@ -482,7 +482,7 @@ mod tests {
             }
         }
         assert_eq!(b.packets(), 0);
-        assert_eq!((b.capped_packets, b.capped_bytes, b.large), (0, 0, 0));
+        assert_eq!((b.capped_packets, b.capped_bytes, b.large()), (0, 0, 0));
         assert!(b.tenants.is_empty());
     }
 

@@ -785,8 +785,8 @@ impl Engine {
                 // woken at every placement while the slots are taken, it would cost a context
                 // switch each time for nothing.
                 let small = e.blocked_submitters > e.blocked_large || !e.room_wakers.is_empty();
-                let large = e.backlog.large_slot_free()
-                    && (e.blocked_large > 0 || !e.large_wakers.is_empty());
+                let large = (e.blocked_large > 0 || !e.large_wakers.is_empty())
+                    && e.backlog.large_slot_free();
                 (small || large) && e.backlog.at_low_water()
             }
         };
