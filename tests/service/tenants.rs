@@ -314,6 +314,24 @@ fn jobs_granted(service: &Service, t: TenantId) -> u64 {
         .jobs_granted
 }
 
+/// `n` of the noisy tenant's backlog jobs, of data from `seed`, as [`backlog`] submits them.
+fn flood_jobs(
+    service: &Service,
+    key: cryptodispatch::KeyId,
+    noisy: TenantId,
+    iv: &[u8; 16],
+    seed: u64,
+    n: usize,
+) -> Vec<cryptodispatch::JobHandle> {
+    let flood = Gen::new(seed).bytes(8 << 10);
+    (0..n)
+        .map(|_| {
+            let job = Job::encrypt(key, Mode::Cbc, iv, flood.clone()).tenant(noisy);
+            service.submit(job).unwrap()
+        })
+        .collect()
+}
+
 /// A service with one slowed AES node of 1 KiB packets and the light path on, the tenants
 /// `noisy` and `quiet`, and the noisy tenant's backlog submitted, of data from `seed`.
 fn backlog(iv: &[u8; 16], seed: u64) -> Backlog {
@@ -329,12 +347,7 @@ fn backlog(iv: &[u8; 16], seed: u64) -> Backlog {
     let key = service.add_aes_key(&KEY).unwrap();
     let flood = Gen::new(seed).bytes(8 << 10);
     let output = ref_aes(&KEY, AesOp::new(Direction::Encrypt, Mode::Cbc), iv, &flood).unwrap();
-    let handles = (0..300)
-        .map(|_| {
-            let job = Job::encrypt(key, Mode::Cbc, iv, flood.clone()).tenant(noisy);
-            service.submit(job).unwrap()
-        })
-        .collect();
+    let handles = flood_jobs(&service, key, noisy, iv, seed, 300);
     Backlog {
         service,
         noisy,
@@ -458,6 +471,7 @@ fn a_quiet_tenants_burst_after_a_pause_takes_the_light_path() {
 /// §15.7, long jobs).
 #[test]
 fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
+    const FLOOD: u64 = 5;
     let iv = [0x37; 16];
     let Backlog {
         service,
@@ -466,7 +480,7 @@ fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
         key,
         handles: mut backlog,
         output: flood_out,
-    } = backlog(&iv, 5);
+    } = backlog(&iv, FLOOD);
     let run = |seed: u64, len: usize, mode: Mode| {
         let op = AesOp::new(Direction::Encrypt, mode);
         let data = Gen::new(seed).bytes(len);
@@ -480,15 +494,7 @@ fn a_quiet_tenants_long_jobs_take_the_light_path_beside_a_backlog() {
         );
     };
     // Forty more of the flooding tenant's jobs, the same as its backlog's.
-    let top_up = || {
-        let flood = Gen::new(5).bytes(8 << 10);
-        (0..40)
-            .map(|_| {
-                let job = Job::encrypt(key, Mode::Cbc, &iv, flood.clone()).tenant(noisy);
-                service.submit(job).unwrap()
-            })
-            .collect::<Vec<_>>()
-    };
+    let top_up = || flood_jobs(&service, key, noisy, &iv, FLOOD, 40);
     // Node queues of 8 packets of 1 KiB (and a block each): jobs of two to twelve of them,
     // a chained mode and a parallel one, a pause between them as a quiet client leaves.
     let long = [
