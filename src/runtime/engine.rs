@@ -905,7 +905,11 @@ impl Engine {
         if !(after.wakers.is_empty() && after.failed.is_empty()) {
             drop(e);
             after.run(self);
-            e = Self::lock(shard);
+            // The completions are reported: light packets placed meanwhile may run first.
+            let Some(again) = self.lock_for_turn(shard, &self.hands[n]) else {
+                return true;
+            };
+            e = again;
         }
         let hand = &self.hands[n];
         let light = || hand.light.load(Ordering::SeqCst) > 0;
@@ -936,7 +940,10 @@ impl Engine {
                 }
                 std::thread::yield_now();
             }
-            e = Self::lock(shard);
+            let Some(again) = self.lock_for_turn(shard, hand) else {
+                return true;
+            };
+            e = again;
             // `asleep` is set before the light packets are looked at, and a light job's
             // submitter looks at it after placing them: one of the two sees the other.
             hand.asleep.store(true, Ordering::SeqCst);
@@ -949,8 +956,11 @@ impl Engine {
 
     /// The cluster's lock, for a worker's turn. While light jobs come (§15.7), a worker
     /// whose lock is held by another thread (a submitter, perhaps descheduled in the middle)
-    /// spins for it up to [`SPIN`] rather than sleep, and gives up as soon as light packets
-    /// wait on its node (`None`): they run first, and the turn is taken after.
+    /// does not sleep on it: it tries again, spinning for [`SPIN`] and then yielding its core
+    /// between tries, and gives up as soon as light packets wait on its node (`None`): they
+    /// run first, and the turn is taken after. A worker asleep on the lock waited as long as
+    /// the holder was descheduled, the light packets behind it: up to a millisecond or more
+    /// beside a busy tenant's submitters (docs/RESULTS.md, Tenants).
     fn lock_for_turn<'a>(
         &self,
         shard: &'a Shard,
@@ -970,9 +980,12 @@ impl Engine {
                 return None;
             }
             if start.elapsed() > SPIN {
-                return Some(Self::lock(shard));
+                // The holder may be waiting for this core (a node sharing its core with
+                // clients): it gets it.
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
             }
-            std::hint::spin_loop();
         }
     }
 
