@@ -383,7 +383,9 @@ impl ServiceBuilder {
     /// (docs/ALGORITHM.md §15.6). Such a job never queues, so it takes no part in admission,
     /// backpressure or placement, and no node's slowdown applies to it. Streams' chunks always
     /// go to a node. Jobs run inline are counted in
-    /// [`Metrics::jobs_inline`](crate::runtime::Metrics::jobs_inline).
+    /// [`Metrics::jobs_inline`](crate::runtime::Metrics::jobs_inline). With the
+    /// [light path](Self::light_path) on, a job of one packet past the limit also runs inline
+    /// while its cluster's nodes are stalled; 0 turns that off as well.
     pub fn inline_limit(mut self, bytes: usize) -> Self {
         self.inline_limit = bytes;
         self
@@ -398,6 +400,13 @@ impl ServiceBuilder {
     /// throughput, since a light job runs as one stream rather than in a full lane set (up to
     /// a tenth of a noisy tenant's throughput beside a quiet one in `cryptodispatch-bench live
     /// --workload tenants`, a third or more behind the daemon, docs/RESULTS.md).
+    ///
+    /// With the light path on and inline runs allowed ([`inline_limit`](Self::inline_limit)
+    /// above 0), a job of one AES or GCM packet, of any length, of a tenant that is not busy,
+    /// submitted while every node of its cluster has left its light packets waiting for over
+    /// 100 µs (its thread is not running), runs on the submitting thread rather than wait for
+    /// the node; counted in
+    /// [`Metrics::jobs_inline_stalled`](crate::runtime::Metrics::jobs_inline_stalled).
     pub fn light_path(mut self, on: bool) -> Self {
         self.light_path = on;
         self

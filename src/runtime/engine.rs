@@ -64,6 +64,13 @@ const LOCAL: ClusterId = ClusterId(0);
 /// tenant sending at least a hundred light jobs a second keeps them pausing.
 const LIGHT_RECENT_NS: u64 = 10_000_000;
 
+/// How long a node's light packets may wait without one being taken before the node counts
+/// as stalled (§15.7, [`Engine::light_stalled`]): a running worker takes them within a pause
+/// slice or a wake-up, tens of microseconds on a virtual machine; one whose thread does not
+/// run (asleep with no wake-up reaching it, or off its core for another thread) leaves them
+/// for milliseconds.
+const LIGHT_STALL_NS: u64 = 100_000;
+
 /// How long a worker with an empty queue spins (yielding the core between checks) before it
 /// sleeps. A sleep and wake-up costs about 10 µs on a virtual machine, more than most packets;
 /// yielding keeps the spin from starving other threads on the core.
@@ -570,6 +577,29 @@ impl Engine {
         tenant.take_light(bytes, burst, rate).then_some(bytes)
     }
 
+    /// Whether every node up in `cluster` has had light packets (§15.7) waiting, none taken,
+    /// for over [`LIGHT_STALL_NS`]: its worker's thread is not running, or is in a long light
+    /// run. A job of one packet of a tenant that is not busy, submitted then, runs on the
+    /// submitting thread rather than wait for them ([`Service`](crate::runtime::Service)'s
+    /// inline path).
+    pub(crate) fn light_stalled(&self, cluster: ClusterId) -> bool {
+        let shard = self.shard(cluster);
+        let now = self.now_ns();
+        // A node with an emulated slowdown takes its light sets f times their time: the jobs
+        // run on their submitters would escape the emulation.
+        let nodes = shard.first..shard.first + shard.nodes;
+        if nodes.clone().any(|n| self.layout.nodes[n].slowdown != 1.0) {
+            return false;
+        }
+        let mut up = nodes.filter(|&n| !self.health[n].is_down()).peekable();
+        up.peek().is_some()
+            && up.all(|n| {
+                self.hands[n]
+                    .light_still_since()
+                    .is_some_and(|since| now.saturating_sub(since) > LIGHT_STALL_NS)
+            })
+    }
+
     /// The cluster's speed on a job of `packets` (`bytes` long), as the light credit refills
     /// by it: per node up, the faster of its pace and its speed on the job run alone.
     fn light_speed(&self, shard: &Shard, packets: &Packets, bytes: u64) -> f64 {
@@ -633,7 +663,7 @@ impl Engine {
         }
         let job = Arc::clone(&packets[0].data.job);
         job.set_light(true);
-        if let Err(mut packets) = self.hands[n].push_light(packets) {
+        if let Err(mut packets) = self.hands[n].push_light(packets, self.now_ns()) {
             // The node went down meanwhile.
             job.set_light(false);
             self.light_done(shard, count);
@@ -1292,6 +1322,7 @@ impl Engine {
             packets_failed,
             jobs_inline: self.counters.inline(),
             jobs_light: self.counters.light(),
+            jobs_inline_stalled: self.counters.inline_stalled(),
             packets_retried: self.counters.retries().0,
             packets_out_of_attempts: self.counters.retries().1,
             keys: self.keys.len(),

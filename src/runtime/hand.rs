@@ -5,7 +5,7 @@
 //! (docs/ALGORITHM.md §15.7), which the engine puts there without the cluster's lock.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use smallvec::SmallVec;
@@ -97,6 +97,15 @@ pub(crate) struct NodeHand {
     light_queue: Mutex<LightQueue>,
     /// How many packets `light_queue` holds, for the worker to read without its lock.
     pub(crate) light: AtomicUsize,
+    /// When the light packets waiting last moved (the engine's clock, `Engine::now_ns`; 0
+    /// while none wait): placed in an empty queue, or some taken and others left. A node whose
+    /// light packets have not moved for long is not running: its thread is descheduled
+    /// (`Engine::light_stalled`).
+    light_since: AtomicU64,
+    /// Until when (the engine's clock) the worker is expected to be busy with a set that takes
+    /// no light packets before it ends (a light set, or a set that does not pause): light
+    /// packets waiting meanwhile are not a stalled node's (`Engine::light_stalled`).
+    busy_until: AtomicU64,
     /// Set, with the cluster's lock held, while the worker sleeps on its condition variable
     /// (and briefly before, while it looks once more for work): whoever places a packet on
     /// the node wakes it then, the core's placements under the lock, a light job's submitter
@@ -161,10 +170,13 @@ impl NodeHand {
     /// sends, and a tenant's packets keep their order. Hands them back if the node is down.
     // The packets come back as they went, inline, as `Engine::admit` hands them back.
     #[allow(clippy::result_large_err)]
-    pub(crate) fn push_light(&self, packets: Packets) -> Result<(), Packets> {
+    pub(crate) fn push_light(&self, packets: Packets, now: u64) -> Result<(), Packets> {
         let mut q = self.light_queue();
         if q.down {
             return Err(packets);
+        }
+        if q.packets.is_empty() {
+            self.light_since.store(now.max(1), Ordering::Relaxed);
         }
         for p in packets {
             let tenant = p.meta.tenant;
@@ -195,6 +207,7 @@ impl NodeHand {
         lanes: usize,
         impls: &ImplTable,
         run_bytes: u64,
+        now: u64,
     ) -> PacketSet {
         let mut q = self.light_queue();
         let set = match q.heads_as_lanes(lanes, impls) {
@@ -218,7 +231,24 @@ impl NodeHand {
             }
         };
         self.light.store(q.packets.len(), Ordering::SeqCst);
+        let since = if q.packets.is_empty() { 0 } else { now.max(1) };
+        self.light_since.store(since, Ordering::Relaxed);
         set
+    }
+
+    /// Since when (the engine's clock) the light packets waiting have not moved, and the
+    /// worker was not expected to be busy with a set that takes none; `None` if none wait.
+    pub(crate) fn light_still_since(&self) -> Option<u64> {
+        match self.light_since.load(Ordering::Relaxed) {
+            0 => None,
+            since => Some(since.max(self.busy_until.load(Ordering::Relaxed))),
+        }
+    }
+
+    /// The worker starts a set that takes no light packets before it ends, expected to end
+    /// at `until` (the engine's clock).
+    pub(crate) fn busy_until(&self, until: u64) {
+        self.busy_until.store(until, Ordering::Relaxed);
     }
 
     /// The node went down: takes every light packet waiting, and refuses new ones until
@@ -228,6 +258,7 @@ impl NodeHand {
         q.down = true;
         q.turns.clear();
         self.light.store(0, Ordering::SeqCst);
+        self.light_since.store(0, Ordering::Relaxed);
         std::mem::take(&mut q.packets)
     }
 
@@ -254,10 +285,10 @@ mod tests {
     fn light_sets(jobs: Vec<Vec<Packet<PacketData>>>, impls: &ImplTable) -> Vec<Vec<u64>> {
         let hand = NodeHand::default();
         for job in jobs {
-            assert!(hand.push_light(job.into_iter().collect()).is_ok());
+            assert!(hand.push_light(job.into_iter().collect(), 1).is_ok());
         }
         std::iter::from_fn(|| {
-            let set = hand.take_light_set(64, impls, u64::MAX);
+            let set = hand.take_light_set(64, impls, u64::MAX, 2);
             (!set.is_empty()).then(|| set.iter().map(|p| p.meta.task.0).collect())
         })
         .collect()
@@ -299,16 +330,16 @@ mod tests {
         let hand = NodeHand::default();
         // One tenant's CBC job of six 32-byte packets; node queues of 64 bytes.
         let long = packets(1, &key, cbc, &[1; 16], &[0; 192]);
-        assert!(hand.push_light(long.into_iter().collect()).is_ok());
+        assert!(hand.push_light(long.into_iter().collect(), 1).is_ok());
         let tasks = |set: &PacketSet| set.iter().map(|p| p.meta.task.0).collect::<Vec<_>>();
-        assert_eq!(tasks(&hand.take_light_set(64, &impls, 64)), [1, 1]);
+        assert_eq!(tasks(&hand.take_light_set(64, &impls, 64, 2)), [1, 1]);
         // Another tenant's job of one packet, placed while the first two run, goes next.
         let mut short = packets(2, &key, cbc, &[2; 16], &[0; 32]);
         short[0].meta.tenant = TenantId(7);
-        assert!(hand.push_light(short.into_iter().collect()).is_ok());
+        assert!(hand.push_light(short.into_iter().collect(), 1).is_ok());
         let mut sets = Vec::new();
         loop {
-            let set = hand.take_light_set(64, &impls, 64);
+            let set = hand.take_light_set(64, &impls, 64, 2);
             if set.is_empty() {
                 break;
             }
@@ -329,7 +360,36 @@ mod tests {
         // A node queue shorter than a packet still runs one packet a set.
         let hand = NodeHand::default();
         let long = packets(3, &key, cbc, &[1; 16], &[0; 96]);
-        assert!(hand.push_light(long.into_iter().collect()).is_ok());
-        assert_eq!(tasks(&hand.take_light_set(64, &impls, 16)), [3]);
+        assert!(hand.push_light(long.into_iter().collect(), 1).is_ok());
+        assert_eq!(tasks(&hand.take_light_set(64, &impls, 16, 2)), [3]);
+    }
+
+    #[test]
+    fn the_light_packets_clock_runs_from_their_placing_or_their_last_move() {
+        let key = Arc::new(crate::crypto::AesKey::new(&[7; 16]).unwrap());
+        let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let impls = ImplTable::rustcrypto();
+        let hand = NodeHand::default();
+        assert_eq!(hand.light_still_since(), None);
+        // Placed in an empty queue at 10; more placed at 20 do not restart the clock.
+        let long = packets(1, &key, cbc, &[1; 16], &[0; 96]);
+        assert!(hand.push_light(long.into_iter().collect(), 10).is_ok());
+        let more = packets(2, &key, cbc, &[2; 16], &[0; 32]);
+        assert!(hand.push_light(more.into_iter().collect(), 20).is_ok());
+        assert_eq!(hand.light_still_since(), Some(10));
+        // A set taken at 30 with packets left: they moved then.
+        assert_eq!(hand.take_light_set(64, &impls, 32, 30).len(), 1);
+        assert_eq!(hand.light_still_since(), Some(30));
+        // Taken to the last, or closed: nothing waits.
+        while !hand.take_light_set(64, &impls, 32, 40).is_empty() {}
+        assert_eq!(hand.light_still_since(), None);
+        let again = packets(3, &key, cbc, &[3; 16], &[0; 32]);
+        assert!(hand.push_light(again.into_iter().collect(), 50).is_ok());
+        assert_eq!(hand.light_still_since(), Some(50));
+        // A set expected to run until 80 without taking light packets: they wait from then.
+        hand.busy_until(80);
+        assert_eq!(hand.light_still_since(), Some(80));
+        assert_eq!(hand.close_light().len(), 1);
+        assert_eq!(hand.light_still_since(), None);
     }
 }

@@ -113,6 +113,21 @@ pub(crate) fn allowed(engine: &Engine, cluster: ClusterId, bytes: usize, paralle
     limit > 0 && bytes <= reach && !engine.is_closing() && engine.cluster_up(cluster)
 }
 
+/// Whether the service would run a job of one packet of `cluster`, of any length within a
+/// packet, on the submitting thread because the cluster's nodes are stalled
+/// (docs/ALGORITHM.md §15.7): with the light path on, in a service shared between tenants and
+/// with inline runs allowed, while every node up has left its light packets waiting, none
+/// taken, for longer than a running worker ever does ([`Engine::light_stalled`]). A light job
+/// placed then would wait as long as the node's thread does not run (asleep with no wake-up
+/// reaching it, or off its core): milliseconds, against microseconds for the cipher. The
+/// callers check that the job is one packet, and whose.
+pub(crate) fn stalled(engine: &Engine, cluster: ClusterId) -> bool {
+    engine.layout.light_path
+        && engine.tenants.is_shared()
+        && allowed(engine, cluster, 0, false)
+        && engine.light_stalled(cluster)
+}
+
 /// Checks a job for the inline path: `Ok(Ok(_))` a plain AES job that runs there, `Ok(Err(job))`
 /// a job that goes to a node (given back untouched), `Err(_)` a malformed job, refused with the
 /// error `submit` would give.

@@ -108,6 +108,8 @@ pub(crate) struct ServiceCounters {
     out_of_attempts: AtomicU64,
     /// Jobs that took the light path (docs/ALGORITHM.md §15.7).
     light: AtomicU64,
+    /// Jobs run on submitting threads because their nodes were stalled (§15.7).
+    inline_stalled: AtomicU64,
     /// Jobs run on submitting threads: one shard per thread slot, so that submitting threads
     /// running small jobs do not write one cache line by turns.
     inline: [CachePadded<InlineShard>; SHARDS],
@@ -178,6 +180,17 @@ impl ServiceCounters {
         }
     }
 
+    /// A job ran on its submitting thread because its cluster's nodes were stalled (counted
+    /// after [`jobs_inline`](Self::jobs_inline) counted it).
+    pub(crate) fn job_inline_stalled(&self) {
+        self.inline_stalled.fetch_add(1, Relaxed);
+    }
+
+    /// Jobs run on their submitting threads because their nodes were stalled, so far.
+    pub(crate) fn inline_stalled(&self) -> u64 {
+        self.inline_stalled.load(Relaxed)
+    }
+
     /// A job took the light path.
     pub(crate) fn job_light(&self) {
         self.light.fetch_add(1, Relaxed);
@@ -246,6 +259,11 @@ pub struct Metrics {
     /// node ([`ServiceBuilder::inline_limit`](crate::runtime::ServiceBuilder::inline_limit));
     /// counted in `jobs_submitted` and their packets in `packets_admitted` too.
     pub jobs_inline: u64,
+    /// Of `jobs_inline`, the jobs of one packet run on the submitting thread, whatever their
+    /// length, because every node of their cluster had left its light packets waiting, none
+    /// taken, for longer than a running node does: its thread was not running
+    /// ([`ServiceBuilder::light_path`](crate::runtime::ServiceBuilder::light_path)).
+    pub jobs_inline_stalled: u64,
     /// Jobs that took the light path: put in their node's light queue and run at its next
     /// pause ([`ServiceBuilder::light_path`](crate::runtime::ServiceBuilder::light_path));
     /// counted in `jobs_submitted` too.
@@ -431,6 +449,13 @@ impl fmt::Display for Metrics {
         )?;
         if self.jobs_light > 0 {
             writeln!(f, "jobs: {} took the light path", self.jobs_light)?;
+        }
+        if self.jobs_inline_stalled > 0 {
+            writeln!(
+                f,
+                "jobs: {} run inline while their nodes were stalled",
+                self.jobs_inline_stalled
+            )?;
         }
         if self.packets_retried + self.packets_out_of_attempts > 0 {
             writeln!(

@@ -924,10 +924,29 @@ impl Service {
         done.handle(submitted, finished)
     }
 
+    /// Whether a prepared AES or GCM job of one packet, of any length, runs on the submitting
+    /// thread because the nodes of its cluster are stalled ([`inline::stalled`]): a job of a
+    /// tenant that is not busy, as one taking the light path (a backlogged tenant's jobs wait
+    /// for the node, and its submitters spend no more of their cores than before).
+    fn runs_inline_stalled(&self, p: &CutJob) -> bool {
+        p.packets.len() == 1
+            && matches!(
+                p.job.operation,
+                Operation::Aes { .. } | Operation::Gcm { .. }
+            )
+            && !p.tenant.recently_busy()
+            && inline::stalled(&self.engine, p.cluster)
+    }
+
     /// Admits a prepared job; if the queue is full (and `wait` does not block), hands it back.
     fn admit(&self, p: CutJob, wait: Wait<'_>) -> Result<JobHandle, Refused<Box<CutJob>>> {
         if self.runs_inline(&p) {
             return Ok(self.run_inline(p));
+        }
+        if self.runs_inline_stalled(&p) {
+            let handle = self.run_inline(p);
+            self.engine.counters.job_inline_stalled();
+            return Ok(handle);
         }
         let CutJob {
             cluster,

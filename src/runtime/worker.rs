@@ -189,6 +189,9 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             // A set pauses only while light jobs come, and a light set not for other light
             // packets: they come after it.
             let pause = (!light && engine.light_recent()).then_some(&mut pause);
+            if pause.is_none() {
+                hand.busy_until(engine.now_ns().saturating_add(expected as u64));
+            }
             let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set, pause)))
                 .unwrap_or_else(|_| {
                     local.panics += 1;
@@ -408,6 +411,7 @@ impl Node<'_> {
                 self.spec.lanes,
                 &self.engine.layout.aes_impls,
                 self.light_run,
+                self.engine.now_ns(),
             );
             if set.is_empty() {
                 break;
@@ -419,14 +423,15 @@ impl Node<'_> {
                 (base, self.publish_running(&set, &mut running, spare))
             };
             let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
+            let now = self.engine.now_ns();
+            self.hand.busy_until(now.saturating_add(expected as u64));
             let extra = stall_limit(self.engine.layout.stall_timeout, expected);
             // Within a set the stall clock runs already and the light set adds to its limit;
             // between sets it starts one of its own.
             let outside = self.health.busy_since.load(Ordering::Acquire) == 0;
             if outside {
                 self.health.busy_limit.store(extra, Ordering::Release);
-                let now = self.engine.now_ns() + 1;
-                self.health.busy_since.store(now, Ordering::Release);
+                self.health.busy_since.store(now + 1, Ordering::Release);
             } else {
                 self.health.busy_limit.fetch_add(extra, Ordering::AcqRel);
             }

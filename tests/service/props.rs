@@ -680,7 +680,14 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
         "every job finished\n{m}"
     );
     assert_eq!(m.jobs_failed, want_failed, "failed jobs\n{m}");
-    assert_eq!(m.jobs_inline, want_inline, "jobs run inline\n{m}");
+    // A job of one AES packet also runs inline, whatever its length, while its node is
+    // stalled with light packets waiting (docs/ALGORITHM.md §15.7): the light path on, tenants
+    // to share between, inline runs allowed. Which jobs, the timing decides.
+    let stalled = m.jobs_inline_stalled;
+    if !(cfg.light_path && !cfg.tenant_weights.is_empty() && cfg.inline_limit > 0) {
+        assert_eq!(stalled, 0, "jobs run inline beside a stalled node\n{m}");
+    }
+    assert_eq!(m.jobs_inline - stalled, want_inline, "jobs run inline\n{m}");
     assert_eq!(
         m.packets_completed + m.packets_failed,
         m.packets_admitted,
@@ -714,8 +721,17 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
     {
         let nodes = m.nodes.iter().filter(|n| n.cluster == kind);
         let (packets, bytes) = nodes.fold((0, 0), |(p, b), n| (p + n.packets, b + n.bytes));
-        assert_eq!(packets, want_packets[i], "{kind} packets\n{m}");
-        assert_eq!(bytes, want_bytes[i], "{kind} bytes\n{m}");
+        // Each job run inline beside a stalled node is one AES packet that no node ran.
+        let (inline, longest) = match kind {
+            ClusterKind::Aes => (stalled, (packet + 16) as u64),
+            ClusterKind::Ed25519 => (0, 0),
+        };
+        assert_eq!(packets + inline, want_packets[i], "{kind} packets\n{m}");
+        assert!(
+            bytes <= want_bytes[i] && bytes + inline * longest >= want_bytes[i],
+            "{kind} bytes {bytes}, want {} less at most {inline} packets\n{m}",
+            want_bytes[i]
+        );
     }
     for n in &m.nodes {
         assert_eq!((n.queue_depth, n.queued_bytes), (0, 0), "node queue\n{m}");

@@ -112,9 +112,13 @@ impl Seen {
     }
 
     fn p99_us(&self) -> f64 {
+        self.percentile_us(0.99)
+    }
+
+    fn percentile_us(&self, p: f64) -> f64 {
         let mut l: Vec<Duration> = self.done.iter().map(|d| d.1).collect();
         l.sort_unstable();
-        percentile(&l, 0.99).as_secs_f64() * 1e6
+        percentile(&l, p).as_secs_f64() * 1e6
     }
 
     /// Jobs finished by `until`.
@@ -348,14 +352,19 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             d.0.saturating_sub(d.1).as_secs_f64() * 1e3,
         )
     });
+    // Jobs of either tenant run by their submitters while the node was stalled (§15.7).
+    let stalled = metrics.jobs_inline_stalled;
     println!(
         "isolation: quiet p99 {}x alone (target <= 1.5), {light} of its {admitted} jobs on the \
          light path, {granted} ahead in the core, its slowest beside {} ms (sent {} ms into \
-         the phase); shares: heavy (weight 3) {} overall, {} to {} per second (target 0.675 to \
-         0.825)",
+         the phase), its p99.9 beside {} us (alone {} us); shares: heavy (weight 3) {} overall, \
+         {} to {} per second (target 0.675 to 0.825); {stalled} jobs run inline beside a \
+         stalled node (all phases)",
         f(q.p99_us() / alone.p99_us(), 2),
         f(slowest, 2),
         f(sent, 1),
+        f(q.percentile_us(0.999), 0),
+        f(alone.percentile_us(0.999), 0),
         f(nh as f64 / (nl + nh).max(1) as f64, 3),
         f(lo, 3),
         f(hi, 3)

@@ -15,6 +15,9 @@
 //! - per cluster: `cryptodispatch_cluster_receive_queue`, `_cluster_queue`, `_wait_queue`
 //!   (packets), `_choose_list` (jobs bound to a node), `_policy_alarms_total`;
 //! - the service: `cryptodispatch_jobs_{submitted,completed,failed}_total`,
+//!   `cryptodispatch_jobs_inline_total` (run on the submitting thread), of them
+//!   `_jobs_inline_stalled_total` (one packet each, run there because every node of its
+//!   cluster was stalled with light packets waiting), `_jobs_light_total`,
 //!   `cryptodispatch_packets_{admitted,completed,failed}_total`,
 //!   `cryptodispatch_keys`, `cryptodispatch_stored_states`;
 //! - per tenant (the tokens file's, and `default`), labelled `tenant`:
@@ -491,6 +494,13 @@ impl Collector for ServiceCollector {
             "Jobs run on the submitting thread (too small to hand to a node)",
             counter,
             [(none(), ConstCounter::new(m.jobs_inline))],
+        )?;
+        family(
+            e,
+            "cryptodispatch_jobs_inline_stalled",
+            "Of the jobs run on the submitting thread, those of one packet run there because every node of their cluster was stalled with light packets waiting",
+            counter,
+            [(none(), ConstCounter::new(m.jobs_inline_stalled))],
         )?;
         family(
             e,
