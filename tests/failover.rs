@@ -14,6 +14,7 @@
 
 mod common;
 
+use std::thread;
 use std::time::Duration;
 
 use common::{Gen, ed_sign, ref_aes, ref_gcm_seal};
@@ -22,7 +23,7 @@ use cryptodispatch::packet::{Mode, NodeId};
 use cryptodispatch::runtime::NodeState;
 use cryptodispatch::{
     Admission, AesOp, Affinity, Direction, Fault, Job, JobError, JobOutput, Metrics, NodeSpec,
-    Padding, PolicySpec, Service, ServiceBuilder, Stream, SubmitError, TenantSpec,
+    Padding, PolicySpec, Service, ServiceBuilder, Stream, SubmitError, TenantId, TenantSpec,
 };
 use proptest::prelude::*;
 
@@ -863,4 +864,98 @@ fn a_poisonous_packet_fails_after_its_attempts() {
         assert_eq!(stalls, u64::from(attempts), "{m}");
         service.shutdown();
     }
+}
+
+const STALL_KEY: [u8; 16] = [7; 16];
+
+/// A node whose thread does not run (here a fault stalls it, as the operating system does
+/// when it keeps the thread off its core) leaves a light job waiting; a job of one packet
+/// submitted after that runs on its submitting thread instead (docs/ALGORITHM.md §15.7), exact
+/// to the byte, and the waiting one still runs once the node is back. Without tenants to share
+/// the node between, or with inline runs off, the second job waits for the node too.
+#[test]
+fn a_light_job_beside_a_stalled_node_runs_on_its_submitting_thread() {
+    let _calm = calm();
+    for (shared, inline) in [(true, true), (false, true), (true, false)] {
+        // The node must have taken the first job before the next comes (else it would run
+        // that one first, then stall): on a machine too busy for that in 100 ms, try again.
+        let ran = (0..5).find_map(|attempt| stalled_node_scenario(shared, inline, attempt));
+        assert!(
+            ran.is_some(),
+            "the node never stalled before the next job came"
+        );
+    }
+}
+
+/// [`a_light_job_beside_a_stalled_node_runs_on_its_submitting_thread`] once; `None` if the
+/// node ran the job meant to wait on it before it stalled.
+fn stalled_node_scenario(shared: bool, inline: bool, attempt: u64) -> Option<()> {
+    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let iv = [0x3C; 16];
+    let stall = Fault::Stall {
+        after: 0,
+        duration: Duration::from_millis(1500),
+    };
+    let service = Service::builder()
+        .aes_cluster([NodeSpec::new().fault(stall)])
+        .stall_timeout(Duration::from_secs(60))
+        .light_path(true)
+        .inline_limit(if inline {
+            ServiceBuilder::DEFAULT_INLINE_LIMIT
+        } else {
+            0
+        })
+        .build()
+        .unwrap();
+    let key = service.add_aes_key(&STALL_KEY).unwrap();
+    let tenants = shared.then(|| {
+        let t = |name| service.add_tenant(TenantSpec::new(name)).unwrap();
+        (t("noisy"), t("quiet"))
+    });
+    let mut g = Gen::new(attempt * 4 + u64::from(shared) * 2 + u64::from(inline));
+    let mut send = |tenant: Option<TenantId>, burst: bool| {
+        let data = g.bytes(4096);
+        let want = ref_aes(&STALL_KEY, op, &iv, &data).unwrap();
+        let mut job = Job::encrypt(key, Mode::Cbc, &iv, data);
+        if let Some(t) = tenant {
+            job = job.tenant(t);
+        }
+        // A burst goes through the core, never the light path.
+        let h = if burst {
+            service.submit_burst(vec![job]).unwrap().pop().unwrap()
+        } else {
+            service.submit(job).unwrap()
+        };
+        (h, want)
+    };
+    // The node takes the first job and stalls on it.
+    let first = send(tenants.map(|t| t.0), true);
+    thread::sleep(Duration::from_millis(100));
+    let quiet = tenants.map(|t| t.1);
+    let waiting = send(quiet, false);
+    thread::sleep(Duration::from_millis(20));
+    let second = send(quiet, false);
+    let m = service.metrics();
+    let premise = !waiting.0.is_finished();
+    let ran_inline = shared && inline;
+    if premise {
+        // Light jobs need tenants to share between; the second is one unless it ran inline.
+        let light = match (shared, ran_inline) {
+            (false, _) => 0,
+            (true, true) => 1,
+            (true, false) => 2,
+        };
+        assert_eq!(m.jobs_light, light, "{m}");
+        assert_eq!(second.0.is_finished(), ran_inline, "{m}");
+        assert_eq!(m.jobs_inline_stalled, u64::from(ran_inline), "{m}");
+        assert_eq!(m.jobs_inline, u64::from(ran_inline), "{m}");
+    }
+    for (h, want) in [second, waiting, first] {
+        assert_eq!(h.wait().unwrap().into_data().unwrap(), want);
+    }
+    service.shutdown();
+    let m = service.metrics();
+    assert_eq!(m.jobs_completed, 3, "{m}");
+    assert_eq!(m.packets_completed, m.packets_admitted, "{m}");
+    premise.then_some(())
 }
