@@ -989,8 +989,7 @@ impl Engine {
     /// does not sleep on it: it tries again, spinning for [`SPIN`] and then yielding its core
     /// between tries, and gives up as soon as light packets wait on its node (`None`): they
     /// run first, and the turn is taken after. A worker asleep on the lock waited as long as
-    /// the holder was descheduled, the light packets behind it: up to a millisecond or more
-    /// beside a busy tenant's submitters (docs/RESULTS.md, Tenants).
+    /// the holder was descheduled, the light packets behind it (docs/RESULTS.md, Tenants).
     fn lock_for_turn<'a>(
         &self,
         shard: &'a Shard,

@@ -99,8 +99,8 @@ pub(crate) struct NodeHand {
     pub(crate) light: AtomicUsize,
     /// When the light packets waiting last moved (the engine's clock, `Engine::now_ns`; 0
     /// while none wait): placed in an empty queue, or some taken and others left. A node whose
-    /// light packets have not moved for long is not running: its thread is descheduled
-    /// (`Engine::light_stalled`).
+    /// light packets have not moved for long is not running: asleep with no wake-up reaching
+    /// it, or off its core (`Engine::light_stalled`).
     light_since: AtomicU64,
     /// Until when (the engine's clock) the worker is expected to be busy with a set that takes
     /// no light packets before it ends (a light set, or a set that does not pause): light

@@ -110,7 +110,13 @@ pub(crate) fn allowed(engine: &Engine, cluster: ClusterId, bytes: usize, paralle
     } else {
         limit
     };
-    limit > 0 && bytes <= reach && !engine.is_closing() && engine.cluster_up(cluster)
+    bytes <= reach && open(engine, cluster)
+}
+
+/// Whether inline runs are allowed at all (a limit above 0), the service takes jobs and a
+/// node of `cluster` is up.
+fn open(engine: &Engine, cluster: ClusterId) -> bool {
+    engine.layout.inline_limit > 0 && !engine.is_closing() && engine.cluster_up(cluster)
 }
 
 /// Whether the service would run a job of one packet of `cluster`, of any length within a
@@ -124,7 +130,7 @@ pub(crate) fn allowed(engine: &Engine, cluster: ClusterId, bytes: usize, paralle
 pub(crate) fn stalled(engine: &Engine, cluster: ClusterId) -> bool {
     engine.layout.light_path
         && engine.tenants.is_shared()
-        && allowed(engine, cluster, 0, false)
+        && open(engine, cluster)
         && engine.light_stalled(cluster)
 }
 

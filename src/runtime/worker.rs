@@ -407,11 +407,12 @@ impl Node<'_> {
         loop {
             // Light packets waiting together run as a lane set, as any others do; one set at
             // a time, so that light jobs placed meanwhile take their turns.
+            let now = self.engine.now_ns();
             let set = self.hand.take_light_set(
                 self.spec.lanes,
                 &self.engine.layout.aes_impls,
                 self.light_run,
-                self.engine.now_ns(),
+                now,
             );
             if set.is_empty() {
                 break;
@@ -423,7 +424,6 @@ impl Node<'_> {
                 (base, self.publish_running(&set, &mut running, spare))
             };
             let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
-            let now = self.engine.now_ns();
             self.hand.busy_until(now.saturating_add(expected as u64));
             let extra = stall_limit(self.engine.layout.stall_timeout, expected);
             // Within a set the stall clock runs already and the light set adds to its limit;

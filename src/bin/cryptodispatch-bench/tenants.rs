@@ -352,7 +352,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             d.0.saturating_sub(d.1).as_secs_f64() * 1e3,
         )
     });
-    // Jobs of either tenant run by their submitters while the node was stalled (§15.7).
+    // Jobs run by their submitters while the node was stalled (§15.7), in every phase.
     let stalled = metrics.jobs_inline_stalled;
     println!(
         "isolation: quiet p99 {}x alone (target <= 1.5), {light} of its {admitted} jobs on the \
