@@ -479,7 +479,7 @@ impl Engine {
             None => packets,
         };
         let admitted = self.admit_core(cluster, packets, wait, force, grant);
-        if let (Some(tenant), Some(bytes)) = (light, grant) {
+        if let (Some(tenant), Some((bytes, _))) = (light, grant) {
             match admitted {
                 Ok(()) => tenant.took_grant(),
                 Err(_) => tenant.refund_light(bytes),
@@ -489,7 +489,8 @@ impl Engine {
     }
 
     /// [`admit`](Self::admit)'s way through the cluster's lock into the core, with `grant`
-    /// bytes added to the job's tenant's deficit there ([`core_grant`](Self::core_grant)).
+    /// bytes added to the job's tenant's deficit there, and the grant's rank
+    /// ([`core_grant`](Self::core_grant)).
     #[allow(clippy::result_large_err)]
     fn admit_core(
         &self,
@@ -497,7 +498,7 @@ impl Engine {
         packets: Packets,
         wait: Wait<'_>,
         force: bool,
-        grant: Option<u64>,
+        grant: Option<(u64, i64)>,
     ) -> Result<(), Refused<Packets>> {
         let shard = self.shard(cluster);
         let mut e = Self::lock(shard);
@@ -545,9 +546,9 @@ impl Engine {
             return Ok(());
         }
         let before = e.pending();
-        if let (Some(bytes), Some(first)) = (grant, packets.first()) {
+        if let (Some((bytes, rank)), Some(first)) = (grant, packets.first()) {
             let tenant = first.meta.tenant;
-            e.sched.grant_tenant(LOCAL, tenant, bytes);
+            e.sched.grant_tenant(LOCAL, tenant, bytes, rank);
         }
         e.take_in(packets);
         let after = self.offer(shard, &mut e, before);
@@ -560,13 +561,15 @@ impl Engine {
     /// whose light credit covers it, by the light path's tests (§15.7, long jobs): the bytes
     /// to grant its tenant's turns in the core, so that the job goes ahead of the tenants
     /// over their share there as a light job would, while the core still places its packets
-    /// and bounds what waits on each node. `None` otherwise.
+    /// and bounds what waits on each node; with them, its rank there, the credit the tenant
+    /// has left (the granted job of the tenant furthest below its share goes first). `None`
+    /// otherwise.
     fn core_grant(
         &self,
         cluster: ClusterId,
         packets: &Packets,
         tenant: &TenantState,
-    ) -> Option<u64> {
+    ) -> Option<(u64, i64)> {
         let shard = self.shard(cluster);
         let burst = self.layout.clusters[cluster.index()].1;
         let bytes = job_bytes(packets);
@@ -574,7 +577,8 @@ impl Engine {
             return None;
         }
         let rate = || self.light_speed(shard, packets, bytes) * self.tenants.share(tenant);
-        tenant.take_light(bytes, burst, rate).then_some(bytes)
+        let left = tenant.take_light_left(bytes, burst, rate)?;
+        Some((bytes, left as i64))
     }
 
     /// Whether every node up in `cluster` has had light packets (§15.7) waiting, none taken,

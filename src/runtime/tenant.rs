@@ -486,6 +486,18 @@ impl TenantState {
     /// there and made the tenant busy for a second: every long job of a quiet tenant then
     /// waited its turns in the core, behind the backlogged tenants' packets.
     pub(crate) fn take_light(&self, bytes: u64, burst: u64, rate: impl FnOnce() -> f64) -> bool {
+        self.take_light_left(bytes, burst, rate).is_some()
+    }
+
+    /// [`take_light`](Self::take_light), saying, if the job passes, the credit left after it
+    /// (in bytes; below zero a debt): how far below its share the tenant stays, which ranks a
+    /// long job's grant in the core (docs/ALGORITHM.md §15.7, long jobs).
+    pub(crate) fn take_light_left(
+        &self,
+        bytes: u64,
+        burst: u64,
+        rate: impl FnOnce() -> f64,
+    ) -> Option<f64> {
         let light = self.light_bytes.load(Relaxed);
         // A long job may have one more of its size in the core beside it.
         let limit = if bytes > burst {
@@ -495,10 +507,10 @@ impl TenantState {
         };
         if self.counters.in_flight().1.saturating_sub(light) > limit {
             self.busy_at.store(self.stamp(Instant::now()), Relaxed);
-            return false;
+            return None;
         }
         if self.recently_busy() {
-            return false;
+            return None;
         }
         let rate = rate();
         let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
@@ -515,10 +527,10 @@ impl TenantState {
         c.1 = Some(now);
         // A short job needs credit for all of itself, a long one for a node queue of itself.
         if c.0 < bytes.min(burst) as f64 {
-            return false;
+            return None;
         }
         c.0 -= bytes as f64;
-        true
+        Some(c.0)
     }
 
     /// Gives back credit [`take_light`](Self::take_light) spent on a job that was then not
@@ -960,7 +972,7 @@ mod tests {
         // try). The first passes on the starting credit of one node queue, leaving a debt.
         let t = state(TenantSpec::new("long"));
         let a = t.try_enter(3000).unwrap();
-        assert!(t.take_light(3000, 1000, || 0.0));
+        assert_eq!(t.take_light_left(3000, 1000, || 0.0), Some(-2000.0));
         // The debt keeps the next one off (no refill); one such job in flight besides it
         // does not make the tenant busy, two do.
         let b = t.try_enter(3000).unwrap();
@@ -976,7 +988,10 @@ mod tests {
         let quiet = state(TenantSpec::new("quiet"));
         assert!(quiet.take_light(3000, 1000, || 0.0));
         std::thread::sleep(Duration::from_millis(2));
-        assert!(quiet.take_light(3000, 1000, || 1e12));
+        // Full, the credit holds LIGHT_DEPTH jobs; the one that passes leaves the rest, by
+        // which the grant of a job too long for the path is ranked.
+        let left = (LIGHT_DEPTH - 1) as f64 * 3000.0;
+        assert_eq!(quiet.take_light_left(3000, 1000, || 1e12), Some(left));
         let more = (0..10)
             .take_while(|_| quiet.take_light(3000, 1000, || 0.0))
             .count();

@@ -68,6 +68,8 @@ struct Tenant {
     sent: bool,
     /// Job turns in a row, within this tenant's turn, that placed nothing.
     misses: usize,
+    /// The rank of the grant ([`Flows::grant`]) the current turn carries, if it does.
+    grant: Option<i64>,
 }
 
 /// The flows of one cluster.
@@ -83,8 +85,8 @@ pub(crate) struct Flows<D> {
     /// Tenants' weights other than 1.
     weights: FxHashMap<TenantId, u32>,
     /// Bytes granted to tenants with nothing waiting yet ([`grant`](Self::grant)): the
-    /// deficit each starts its next turn with.
-    granted: FxHashMap<TenantId, u64>,
+    /// deficit each starts its next turn with, and the grant's rank.
+    granted: FxHashMap<TenantId, (u64, i64)>,
     quantum: u64,
     waiting: usize,
 }
@@ -119,33 +121,56 @@ impl<D> Flows<D> {
     /// Adds `bytes` to a tenant's deficit, now or, with nothing of it waiting, when its next
     /// packet arrives: its turns place that much more before the ring moves on. The service
     /// grants a job's bytes this way to a tenant whose saved share covers a job too long for
-    /// the light path (docs/ALGORITHM.md §15.7); the deficit is forgotten, as any is, when the
-    /// tenant has nothing left waiting.
-    pub(crate) fn grant(&mut self, tenant: TenantId, bytes: u64) {
+    /// the light path (docs/ALGORITHM.md §15.7), with the credit the tenant has left as the
+    /// grant's `rank`. A tenant that comes in with a grant takes its place ahead of every
+    /// tenant but those whose turns carry a grant of a rank as high (a turn in progress
+    /// resumes, deficit and all, after it): the granted job of the tenant furthest below its
+    /// share goes first. A tenant already waiting keeps its place. The deficit is forgotten,
+    /// as any is, when the tenant has nothing left waiting.
+    pub(crate) fn grant(&mut self, tenant: TenantId, bytes: u64, rank: i64) {
         match self.tenants.get_mut(&tenant) {
-            Some(t) => t.deficit = t.deficit.saturating_add(bytes),
+            Some(t) => {
+                t.deficit = t.deficit.saturating_add(bytes);
+                t.grant = Some(t.grant.map_or(rank, |r| r.min(rank)));
+            }
             None => {
-                let g = self.granted.entry(tenant).or_default();
-                *g = g.saturating_add(bytes);
+                let g = self.granted.entry(tenant).or_insert((0, rank));
+                *g = (g.0.saturating_add(bytes), g.1.min(rank));
             }
         }
     }
 
-    /// A tenant's ring entry, made on its first packet waiting with what was granted to it.
+    /// A tenant's ring entry, made on its first packet waiting with what was granted to it
+    /// ([`grant`](Self::grant) says where it goes then), or else at the front or the back.
     fn tenant_entry(&mut self, tenant: TenantId, front: bool) -> &mut Tenant {
-        let granted = &mut self.granted;
-        let ring = &mut self.ring;
-        self.tenants.entry(tenant).or_insert_with(|| {
-            if front {
-                ring.push_front(tenant);
-            } else {
-                ring.push_back(tenant);
-            }
-            Tenant {
-                deficit: granted.remove(&tenant).unwrap_or(0),
-                ..Tenant::default()
-            }
-        })
+        if !self.tenants.contains_key(&tenant) {
+            let grant = self.granted.remove(&tenant);
+            let tenants = &self.tenants;
+            let at = match grant {
+                Some((_, rank)) => self
+                    .ring
+                    .iter()
+                    .take_while(|t| {
+                        tenants
+                            .get(t)
+                            .and_then(|t| t.grant)
+                            .is_some_and(|r| r >= rank)
+                    })
+                    .count(),
+                None if front => 0,
+                None => self.ring.len(),
+            };
+            self.ring.insert(at, tenant);
+            self.tenants.insert(
+                tenant,
+                Tenant {
+                    deficit: grant.map_or(0, |g| g.0),
+                    grant: grant.map(|g| g.1),
+                    ..Tenant::default()
+                },
+            );
+        }
+        self.tenants.entry(tenant).or_default()
     }
 
     /// Packets waiting, all flows together.
@@ -232,6 +257,7 @@ impl<D> Flows<D> {
                 t.jobs.rotate_left(1);
             }
             t.granted = false;
+            t.grant = None;
             t.misses = 0;
             self.ring.rotate_left(1);
         }
@@ -308,6 +334,7 @@ impl<D> Flows<D> {
                 self.skipped.push(tenant);
             } else {
                 t.granted = false;
+                t.grant = None;
                 self.ring.rotate_left(1);
             }
         }
@@ -424,15 +451,15 @@ mod tests {
         for seq in 0..20 {
             flows.push(of_tenant(1, 1, seq, 1024));
         }
-        flows.grant(TenantId(2), 4 * 1024);
+        flows.grant(TenantId(2), 4 * 1024, 0);
         for seq in 0..8 {
             flows.push(of_tenant(2, 2, seq, 1024));
         }
         let order = serve(&mut flows);
         let tasks: Vec<u64> = order.iter().map(|&(t, _)| t).collect();
-        // One turn of tenant 1, then tenant 2's quantum and its grant in one turn (five
-        // packets), then one packet each in turn.
-        assert_eq!(tasks[..9], [1, 2, 2, 2, 2, 2, 1, 2, 1]);
+        // Tenant 2 comes in with its grant at the front: its quantum and its grant in one
+        // turn (five packets), then one packet each in turn.
+        assert_eq!(tasks[..9], [2, 2, 2, 2, 2, 1, 2, 1, 2]);
         assert_eq!(order.len(), 28);
 
         let mut flows = Flows::new(1024);
@@ -442,12 +469,12 @@ mod tests {
         for seq in 0..8 {
             flows.push(of_tenant(3, 3, seq, 1024));
         }
-        flows.grant(TenantId(3), 2 * 1024);
+        flows.grant(TenantId(3), 2 * 1024, 0);
         let tasks: Vec<u64> = serve(&mut flows).iter().map(|&(t, _)| t).collect();
         assert_eq!(tasks[..7], [1, 3, 3, 3, 1, 3, 1]);
         // A grant is forgotten with the tenant's turn once it has nothing waiting, and one
         // made before is not carried past a drain.
-        flows.grant(TenantId(4), 1024);
+        flows.grant(TenantId(4), 1024, 0);
         assert!(flows.drain().is_empty());
         flows.push(of_tenant(5, 5, 0, 1024));
         flows.push(of_tenant(5, 5, 1, 1024));
@@ -455,6 +482,106 @@ mod tests {
         flows.push(of_tenant(4, 4, 1, 1024));
         let tasks: Vec<u64> = serve(&mut flows).iter().map(|&(t, _)| t).collect();
         assert_eq!(tasks, [5, 4, 5, 4]);
+    }
+
+    #[test]
+    fn granted_tenants_go_first_by_rank_and_a_turn_in_progress_resumes_after() {
+        // Tenant 1 is granted six packets' worth and has placed three of its turn's seven
+        // when tenant 2 comes in with a grant of a higher rank, and tenant 3 with one of a
+        // lower rank.
+        let mut flows = Flows::new(1024);
+        flows.grant(TenantId(1), 6 * 1024, 0);
+        for seq in 0..20 {
+            flows.push(of_tenant(1, 1, seq, 1024));
+        }
+        let mut tasks = Vec::new();
+        while tasks.len() < 3 {
+            let (_, meta) = flows.head().unwrap();
+            if flows.head_affordable(&meta) {
+                tasks.push(flows.take_head().unwrap().meta.task.0);
+            } else {
+                flows.end_turn(false);
+            }
+        }
+        for (tenant, rank) in [(2, 5), (3, -5)] {
+            flows.grant(TenantId(tenant), 2 * 1024, rank);
+            for seq in 0..6 {
+                flows.push(of_tenant(tenant, u64::from(tenant), seq, 1024));
+            }
+        }
+        tasks.extend(serve(&mut flows).iter().map(|&(t, _)| t));
+        // Tenant 2's turn (its quantum and its grant); tenant 1's turn resumes with the four
+        // packets left of it; tenant 3's turn; then one each in turn.
+        assert_eq!(
+            tasks[..22],
+            [
+                1, 1, 1, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 2, 1, 3, 2, 1, 3, 2, 1, 3
+            ]
+        );
+        assert_eq!(tasks.len(), 32);
+        // A grant to a tenant already waiting adds to its deficit where it stands.
+        let mut flows = Flows::new(1024);
+        for seq in 0..4 {
+            flows.push(of_tenant(1, 1, seq, 1024));
+            flows.push(of_tenant(2, 2, seq, 1024));
+        }
+        flows.grant(TenantId(2), 1024, 0);
+        let tasks: Vec<u64> = serve(&mut flows).iter().map(|&(t, _)| t).collect();
+        assert_eq!(tasks, [1, 2, 2, 1, 2, 1, 2, 1]);
+    }
+
+    /// Serves every flow with room for one packet per placement pass, as nodes that are full
+    /// and free a packet's room at a time: the order DRR and the set-asides give.
+    fn serve_one_per_pass(flows: &mut Flows<Len>) -> Vec<u64> {
+        let mut order = Vec::new();
+        while flows.len() > 0 {
+            let mut room = true;
+            while let Some((_, meta)) = flows.head() {
+                if !flows.head_affordable(&meta) {
+                    flows.end_turn(false);
+                } else if std::mem::take(&mut room) {
+                    order.push(flows.take_head().unwrap().meta.task.0);
+                } else {
+                    flows.end_turn(true);
+                }
+            }
+            flows.end_pass();
+        }
+        order
+    }
+
+    #[test]
+    fn granted_jobs_waiting_for_full_nodes_are_placed_by_rank() {
+        // Tenant 1 backlogged; tenants 2 and 3 each come in with a grant of their job, six
+        // packets, while the nodes free a packet's room at a time: the higher rank's job is
+        // placed first, whoever came first, and of equal ranks the first come.
+        for (ranks, first) in [([1, 5], 3), ([5, 1], 2), ([1, 1], 2)] {
+            let mut flows = Flows::new(1024);
+            for seq in 0..20 {
+                flows.push(of_tenant(1, 1, seq, 1024));
+            }
+            for (tenant, rank) in [2, 3].into_iter().zip(ranks) {
+                flows.grant(TenantId(tenant), 6 * 1024, rank);
+                for seq in 0..6 {
+                    flows.push(of_tenant(tenant, u64::from(tenant), seq, 1024));
+                }
+            }
+            let mut want = vec![first; 6];
+            want.extend([5 - first; 6]);
+            want.extend([1; 20]);
+            assert_eq!(serve_one_per_pass(&mut flows), want, "ranks {ranks:?}");
+        }
+
+        // Tenants whose turns are quanta of their weights keep the room while their turns
+        // last: 3 packets to 1 with weights 3 and 1.
+        let mut flows = Flows::new(1024);
+        flows.set_weight(TenantId(1), 3);
+        for seq in 0..12 {
+            flows.push(of_tenant(1, 1, seq, 1024));
+            flows.push(of_tenant(2, 2, seq, 1024));
+        }
+        let order = serve_one_per_pass(&mut flows);
+        assert_eq!(order[..8], [1, 1, 1, 2, 1, 1, 1, 2]);
     }
 
     #[test]

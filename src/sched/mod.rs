@@ -615,12 +615,13 @@ impl<D: Payload> Scheduler<D> {
 
     /// Under fair admission, adds `bytes` to `tenant`'s deficit in cluster `c`'s admission
     /// (now, or at its next packet if none waits): its turns place that much more before the
-    /// other tenants' come (docs/ALGORITHM.md §15.7, long jobs). Nothing under first come
+    /// other tenants' come (docs/ALGORITHM.md §15.7, long jobs), ahead of the tenants whose
+    /// grants have a lower `rank` (the credit the tenant has left). Nothing under first come
     /// first served, or for a cluster not here.
-    pub(crate) fn grant_tenant(&mut self, c: ClusterId, tenant: TenantId, bytes: u64) {
+    pub(crate) fn grant_tenant(&mut self, c: ClusterId, tenant: TenantId, bytes: u64, rank: i64) {
         if self.admission == Admission::Fair {
             if let Some(flows) = self.flows.get_mut(c.index()) {
-                flows.grant(tenant, bytes);
+                flows.grant(tenant, bytes, rank);
             }
         }
     }
