@@ -356,15 +356,23 @@ impl Client {
 /// client, not sent by a server).
 const NO_RESPONSE_MESSAGE: &str = "Missing response message.";
 
+/// tonic's status for a response whose body ended in the middle of a message (made by the
+/// client, not sent by a server).
+const CUT_RESPONSE_MESSAGE: &str = "Unexpected EOF decoding stream.";
+
 /// Whether a failed unary call is tried again: `UNAVAILABLE` (a daemon draining, dead or out of
-/// reach), or a response cut off before its message, which a proxy forwards when the daemon
-/// behind it dies after the response's headers (HAProxy ends the stream instead of resetting
-/// it). Every call of the API is deterministic, so running one again is harmless; a status a
-/// daemon sent, with its message, is not retried.
+/// reach), or a response cut off before or within its message, which a proxy forwards when
+/// the daemon behind it dies after the response's headers, or when the proxy drops its
+/// connection to the daemon (HAProxy ends the stream instead of resetting it; HAProxy 2.6
+/// before its December 2023 releases drops the connection on some responses larger than its
+/// buffer, deploy/haproxy.cfg). Every call of the API is deterministic, so running one again
+/// is harmless; a status a daemon sent, with its message, is not retried.
 pub fn retryable(status: &Status) -> bool {
     match status.code() {
         Code::Unavailable => true,
-        Code::Internal => status.message() == NO_RESPONSE_MESSAGE,
+        Code::Internal => {
+            status.message() == NO_RESPONSE_MESSAGE || status.message() == CUT_RESPONSE_MESSAGE
+        }
         _ => false,
     }
 }
@@ -505,6 +513,7 @@ mod tests {
     fn unavailable_and_a_cut_off_response_are_retried_a_daemons_own_error_is_not() {
         assert!(retryable(&Status::unavailable("draining")));
         assert!(retryable(&Status::internal(NO_RESPONSE_MESSAGE)));
+        assert!(retryable(&Status::internal(CUT_RESPONSE_MESSAGE)));
         assert!(!retryable(&Status::internal("the node failed")));
         assert!(!retryable(&Status::invalid_argument("bad key")));
         assert!(!retryable(&Status::resource_exhausted(
