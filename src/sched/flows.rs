@@ -19,6 +19,10 @@
 //! is no reason to hand its turn on. A flow or tenant that empties leaves its ring and
 //! forgets its deficit.
 //!
+//! The service may grant a tenant bytes for its turns (a long job of a tenant below its share,
+//! docs/ALGORITHM.md §15.7): a tenant that comes in with a grant goes ahead of the tenants
+//! whose turns carry none, and among those that carry one, by the grant's rank.
+//!
 //! A packet costs its length, and at least one byte, so empty packets (an Ed25519 job with an
 //! empty message) take their turn like any other.
 //!
