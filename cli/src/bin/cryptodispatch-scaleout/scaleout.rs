@@ -72,7 +72,7 @@ pub struct ScaleoutArgs {
     /// Jobs per daemon of full speed (a setup with 4 daemons runs 4 times as many)
     #[arg(long, default_value_t = 150)]
     jobs: usize,
-    /// Bytes per job (a multiple of 16)
+    /// Bytes per job (a multiple of 16, at most 16 MiB: the daemons' request limit)
     #[arg(long, default_value_t = 64 * 1024)]
     pub job_bytes: usize,
     /// Calls in flight per daemon
@@ -261,6 +261,10 @@ impl Drop for DaemonProcess {
     }
 }
 
+/// The largest job the daemons take (their `--max-request-bytes`): its bytes, with the call's
+/// other fields, within the limit tonic then enforces.
+const MAX_JOB_BYTES: usize = 16 << 20;
+
 /// Starts a daemon on the keys of `dir` and the tokens file `tokens`, its node slowed by
 /// `slowdown`, letting calls wait `queue_wait_ms` for admission, with the arguments `extra`
 /// besides (its metrics on a free loopback port, say).
@@ -291,6 +295,8 @@ pub fn start_daemon(
     .arg(slowdown.to_string())
     .arg("--queue-wait-ms")
     .arg(queue_wait_ms.to_string())
+    .arg("--max-request-bytes")
+    .arg(MAX_JOB_BYTES.to_string())
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::null());
@@ -376,6 +382,7 @@ pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
     }
     if args.job_bytes == 0
         || args.job_bytes % 16 != 0
+        || args.job_bytes > MAX_JOB_BYTES
         || args.concurrency == 0
         || args.jobs == 0
         || args.repeat == 0
@@ -386,7 +393,8 @@ pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
         || !(args.quiet_load > 0.0 && args.quiet_load <= 1.0)
     {
         return Err(
-            "--job-bytes must be a positive multiple of 16; --jobs, --concurrency, --repeat, \
+            "--job-bytes must be a positive multiple of 16, at most 16777216 (the daemons' \
+             request limit); --jobs, --concurrency, --repeat, \
              --tenant-backlog and --noisy-open positive; --quiet-burst from 1 to 1024; \
              --tenant-secs from 1 to 3600; --quiet-load above 0 and at most 1"
                 .into(),
