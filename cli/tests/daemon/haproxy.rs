@@ -84,7 +84,11 @@ async fn client(proxy: &Haproxy) -> Client {
 
 fn job(i: usize) -> (AesRequest, Vec<u8>) {
     // CBC without padding: whole blocks, 1 KiB to about 48 KiB.
-    let plain = bytes(16 * (64 + (i * 61) % 3000), i as u64);
+    cbc_job(bytes(16 * (64 + (i * 61) % 3000), i as u64))
+}
+
+/// A CBC encryption of `plain` (whole blocks, no padding), and the output it must give.
+fn cbc_job(plain: Vec<u8>) -> (AesRequest, Vec<u8>) {
     let expect = aes_reference(
         &K256,
         AesOp::new(Direction::Encrypt, Mode::Cbc),
@@ -173,16 +177,7 @@ async fn responses_larger_than_haproxys_buffer_lose_nothing() {
             let permit = Arc::clone(&permits).acquire_owned().await.unwrap();
             let c = c.clone();
             tasks.push(tokio::spawn(async move {
-                let plain = bytes((1 << 20) * (1 + i % 4), i as u64);
-                let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
-                let expect = aes_reference(&K256, op, &IV, &plain);
-                let request = AesRequest {
-                    key: "k256".into(),
-                    mode: proto::Mode::Cbc as i32,
-                    iv: IV.to_vec(),
-                    padding: proto::Padding::None as i32,
-                    data: plain,
-                };
+                let (request, expect) = cbc_job(bytes((1 << 20) * (1 + i % 4), i as u64));
                 let result = c.encrypt(request).await;
                 drop(permit);
                 match result {
