@@ -392,13 +392,12 @@ pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
         || !(args.tenant_secs >= 1.0 && args.tenant_secs <= 3600.0)
         || !(args.quiet_load > 0.0 && args.quiet_load <= 1.0)
     {
-        return Err(
-            "--job-bytes must be a positive multiple of 16, at most 16777216 (the daemons' \
-             request limit); --jobs, --concurrency, --repeat, \
-             --tenant-backlog and --noisy-open positive; --quiet-burst from 1 to 1024; \
-             --tenant-secs from 1 to 3600; --quiet-load above 0 and at most 1"
-                .into(),
-        );
+        return Err(format!(
+            "--job-bytes must be a positive multiple of 16, at most {MAX_JOB_BYTES} (the \
+             daemons' request limit); --jobs, --concurrency, --repeat, --tenant-backlog and \
+             --noisy-open positive; --quiet-burst from 1 to 1024; --tenant-secs from 1 to \
+             3600; --quiet-load above 0 and at most 1"
+        ));
     }
     let mut wanted: Vec<&'static str> = Vec::new();
     for name in args.setups.split(',').map(str::trim) {
