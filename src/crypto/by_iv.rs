@@ -39,9 +39,16 @@ pub(super) fn process_from_iv(
     pad_in_place(buf, len, run_len);
     let data = &mut buf[..run_len];
     let whole = run_len - run_len % BLOCK;
-    // The last whole input block, kept before a decryption or OFB overwrites it.
+    // The last whole input block, kept before a decryption or OFB overwrites it. Only those
+    // read it: the other modes leave the packet untouched until the call, whose first loads
+    // then start at the packet's front (a load of its end first costs a miss to memory per
+    // packet on data that streams in, about 3% of one CBC stream in 16 KiB packets).
     let mut last_in = [0u8; BLOCK];
-    if whole > 0 {
+    let keeps_input = matches!(
+        (op.mode, op.direction),
+        (Mode::Cbc | Mode::Cfb, Direction::Decrypt) | (Mode::Ofb, _)
+    );
+    if whole > 0 && keeps_input {
         last_in.copy_from_slice(&data[whole - BLOCK..whole]);
     }
     if !data.is_empty() {

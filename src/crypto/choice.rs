@@ -27,6 +27,11 @@ pub struct ImplChoice {
     /// Whether this is the choice for the packets of GCM jobs cut into several, which hand a
     /// GHASH state on ([`ImplTable::gcm_chain`]), rather than for `op`'s packets.
     pub chained: bool,
+    /// The implementation a packet of `op` runs on by itself: one packet, or a chain run of
+    /// one job's packets ([`ImplTable::alone`]). The same as `implementation` unless that is a
+    /// lane set, which one stream cannot fill: then the fastest of the other implementations
+    /// measured (RustCrypto's single-stream loop, AWS-LC, OpenSSL), or RustCrypto when pinned.
+    pub alone: AesImpl,
 }
 
 impl ImplChoice {
@@ -43,11 +48,15 @@ impl ImplChoice {
 }
 
 impl fmt::Display for ImplChoice {
-    /// `cbc-encrypt lanes-16 (0.28 ns/B)`, or without the figure when pinned.
+    /// `cbc-encrypt lanes-16 (0.28 ns/B)`, or without the figure when pinned, and `, alone
+    /// aws-lc` when a packet by itself runs on another implementation ([`ImplChoice::alone`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.label(), self.implementation)?;
         if let Some(ns) = self.ns_per_byte {
             write!(f, " ({ns:.3} ns/B)")?;
+        }
+        if self.alone != self.implementation {
+            write!(f, ", alone {}", self.alone)?;
         }
         Ok(())
     }
@@ -143,6 +152,10 @@ impl ImplTable {
             ns_per_byte: None,
             rustcrypto_ns_per_byte: None,
             chained,
+            alone: match implementation {
+                AesImpl::Lanes { .. } => AesImpl::RustCrypto,
+                other => other,
+            },
         };
         ImplTable {
             slots: std::array::from_fn(|i| OnceLock::from(pinned(ops[i], choose(ops[i]), false))),
@@ -257,6 +270,14 @@ impl ImplTable {
         self.choice(op).implementation
     }
 
+    /// The implementation a packet of `op` runs on by itself, one packet or a chain run of one
+    /// job's packets ([`ImplChoice::alone`]): `op`'s choice unless that is a lane set; measured
+    /// first as [`get`](Self::get) is.
+    #[inline]
+    pub fn alone(&self, op: AesOp) -> AesImpl {
+        self.choice(op).alone
+    }
+
     /// `op`'s choice, measured first if the table measures and `op` has not been.
     pub fn choice(&self, op: AesOp) -> ImplChoice {
         let i = slot(op);
@@ -274,6 +295,7 @@ impl ImplTable {
                 ns_per_byte: None,
                 rustcrypto_ns_per_byte: None,
                 chained: false,
+                alone: AesImpl::RustCrypto,
             })
         })
     }
@@ -299,6 +321,7 @@ impl ImplTable {
                 ns_per_byte: None,
                 rustcrypto_ns_per_byte: None,
                 chained: true,
+                alone: AesImpl::RustCrypto,
             };
             let Ok(key) = AesKey::new(&[0x6b; 16]) else {
                 return rustcrypto;
@@ -314,10 +337,12 @@ impl ImplTable {
             ) else {
                 return rustcrypto;
             };
+            let fastest = measured
+                .first()
+                .map_or(AesImpl::RustCrypto, |m| m.implementation);
             ImplChoice {
-                implementation: measured
-                    .first()
-                    .map_or(AesImpl::RustCrypto, |m| m.implementation),
+                implementation: fastest,
+                alone: fastest,
                 ns_per_byte: measured.first().map(|m| m.ns_per_byte),
                 rustcrypto_ns_per_byte: measured
                     .iter()
@@ -386,10 +411,12 @@ fn measure_op(op: AesOp, packet: usize) -> Result<ImplChoice, CryptoError> {
     }
     measured.sort_by(|a, b| a.ns_per_byte.total_cmp(&b.ns_per_byte));
     let best = pick(&measured);
+    let alone = pick_alone(&measured);
     Ok(ImplChoice {
         op,
         chained: false,
         implementation: best.map_or(AesImpl::RustCrypto, |b| b.implementation),
+        alone,
         ns_per_byte: best.map(|b| b.ns_per_byte),
         rustcrypto_ns_per_byte: measured
             .iter()
@@ -415,6 +442,15 @@ fn pick(measured: &[Measured]) -> Option<Measured> {
         .filter(|m| width(m).is_some())
         .min_by_key(|m| width(m))
         .copied()
+}
+
+/// The choice among `measured` (fastest first) for a packet by itself: the fastest that is not
+/// a lane set (a lane set of one is RustCrypto's single-stream loop, timed as RustCrypto).
+fn pick_alone(measured: &[Measured]) -> AesImpl {
+    measured
+        .iter()
+        .find(|m| !matches!(m.implementation, AesImpl::Lanes { .. }))
+        .map_or(AesImpl::RustCrypto, |m| m.implementation)
 }
 
 #[cfg(test)]
@@ -462,6 +498,13 @@ mod tests {
                 if c.op.is_serial() { 16 } else { 1 }
             );
         }
+        // A packet by itself cannot fill a lane set: it runs on RustCrypto's single-stream
+        // loop, and the choice says so.
+        let cbc = table.choice(AesOp::new(Direction::Encrypt, Mode::Cbc));
+        assert_eq!(cbc.alone, AesImpl::RustCrypto);
+        assert_eq!(cbc.to_string(), "cbc-encrypt lanes-16, alone rustcrypto");
+        let ctr = table.choice(AesOp::new(Direction::Encrypt, Mode::Ctr));
+        assert_eq!(ctr.to_string(), "ctr-encrypt rustcrypto");
         // The lanes cannot chain GCM: a GCM job cut into packets runs on RustCrypto.
         for direction in GCM_DIRECTIONS {
             assert_eq!(table.gcm_chain(direction), AesImpl::RustCrypto);
@@ -487,6 +530,15 @@ mod tests {
             m(AesImpl::RustCrypto, 1.01),
         ];
         assert_eq!(pick(&measured).unwrap().implementation, lanes(16));
+        // A packet by itself takes the fastest that is not a lane set.
+        assert_eq!(pick_alone(&measured), AesImpl::RustCrypto);
+        let measured = [
+            m(lanes(16), 0.3),
+            m(AesImpl::AwsLc, 0.69),
+            m(AesImpl::RustCrypto, 0.71),
+        ];
+        assert_eq!(pick_alone(&measured), AesImpl::AwsLc);
+        assert_eq!(pick_alone(&[m(lanes(8), 0.3)]), AesImpl::RustCrypto);
         let measured = [m(AesImpl::RustCrypto, 1.0), m(lanes(8), 1.01)];
         assert_eq!(pick(&measured).unwrap().implementation, AesImpl::RustCrypto);
         assert_eq!(pick(&[]), None);
@@ -505,6 +557,16 @@ mod tests {
             assert!(AesImpl::candidates(c.op).contains(&c.implementation), "{c}");
             assert!(c.ns_per_byte.is_some_and(|ns| ns > 0.0), "{c}");
             assert!(c.rustcrypto_ns_per_byte.is_some(), "{c}");
+            // A packet by itself runs on a candidate that is not a lane set: the choice itself
+            // unless that is one.
+            assert!(AesImpl::candidates(c.op).contains(&c.alone), "{c}");
+            assert!(!matches!(c.alone, AesImpl::Lanes { .. }), "{c}");
+            if !matches!(c.implementation, AesImpl::Lanes { .. }) {
+                assert_eq!(c.alone, c.implementation, "{c}");
+            }
+            if !c.chained {
+                assert_eq!(table.alone(c.op), c.alone);
+            }
         }
         assert_eq!(table.choices().len(), OPS + 2);
         for direction in GCM_DIRECTIONS {

@@ -230,7 +230,7 @@ fn run_chain(
             }
         };
         match key.process_with(
-            store.impls.get(*op),
+            store.impls.alone(*op),
             *op,
             &mut s,
             &mut data,
@@ -304,7 +304,7 @@ pub(crate) fn execute(
                 iv => chain_state(store.store, job, meta.seq, iv)?,
             };
             let n = key.process_with(
-                store.impls.get(*op),
+                store.impls.alone(*op),
                 *op,
                 &mut state,
                 data,

@@ -514,8 +514,14 @@ fn calibrate(kind: ClusterKind, unit_len: usize, slowdown: f64, impls: &ImplTabl
                 let op = AesOp::new(direction, Mode::Cbc);
                 fastest(5, || {
                     let mut state = ChainState::default();
-                    let _ =
-                        key.process_with(impls.get(op), op, &mut state, &mut buf, unit_len, false);
+                    let _ = key.process_with(
+                        impls.alone(op),
+                        op,
+                        &mut state,
+                        &mut buf,
+                        unit_len,
+                        false,
+                    );
                 })
             };
             (run(Direction::Encrypt), run(Direction::Decrypt))

@@ -863,6 +863,7 @@ async fn metrics_and_health() {
     assert!(!implementations.is_empty(), "{text}");
     for line in &implementations {
         assert!(line.contains("implementation=\""), "{line}");
+        assert!(line.contains("alone=\""), "{line}");
         let ns: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!(ns > 0.0, "{line}");
     }
@@ -956,6 +957,11 @@ async fn a_pinned_aes_implementation_shows_in_the_metrics() {
     };
     assert!(
         line("cbc-encrypt").contains("implementation=\"lanes-8\""),
+        "{text}"
+    );
+    // A lane set of one is RustCrypto's single-stream loop when the lanes are pinned.
+    assert!(
+        line("cbc-encrypt").contains("alone=\"rustcrypto\""),
         "{text}"
     );
     assert!(

@@ -467,7 +467,7 @@ fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<M
                 let mut state = ChainState::for_mode(op.mode, &iv).text()?;
                 let len = item.data.len();
                 let n = keys[key]
-                    .process_with(table.get(op), op, &mut state, &mut item.data, len, true)
+                    .process_with(table.alone(op), op, &mut state, &mut item.data, len, true)
                     .text()?;
                 item.data.truncate(n);
                 JobOutput::Data(std::mem::take(&mut item.data))

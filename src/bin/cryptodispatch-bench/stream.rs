@@ -4,16 +4,21 @@
 //!
 //! One job of `--size` bytes (default 64 MiB), cut into packets of 16 KiB (or `--packet`) that
 //! chain, on one AES node (a chained job runs on one node at a time: one stream is one core's
-//! work). The reference runs the whole job in one `AesKey::process` call (the same
-//! single-stream loop over the same expanded key, `crypto/serial.rs`) on a thread pinned like
-//! the node; openssl encrypts buffers of the packet size in one process. The job's buffer is
-//! made before the clock starts; the clock stops when its handle resolves. Each packet costs
-//! the service the same scheduling work whatever its length, so larger packets show what that
-//! work costs a 16 KiB one. The service's output is checked against the reference's.
+//! work). The node runs a packet by itself on the implementation its table chooses for a
+//! packet alone (`ImplTable::alone`: the fastest one-stream implementation measured, or the one
+//! pinned with `--implementation`); the reference runs the whole job in one call of the same
+//! implementation on a thread pinned like the node; openssl encrypts buffers of the packet size
+//! in one process. The job's buffer is made before the clock starts; the clock stops when its
+//! handle resolves. Two warm-up jobs run through the service first; their speed is printed
+//! beside the rounds, not ranked. Each packet costs the service the same scheduling work
+//! whatever its length, so larger packets show what that work costs a 16 KiB one. The
+//! service's output is checked against the reference's.
 
 use std::time::Instant;
 
-use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction};
+use std::sync::Arc;
+
+use cryptodispatch::crypto::{AesKey, AesOp, ChainState, Direction, ImplTable};
 use cryptodispatch::{Job, Mode, NodeSpec, Service};
 
 use crate::live::{LiveArgs, pattern, whole_blocks};
@@ -28,6 +33,9 @@ pub const CSV_HEADER: &str =
 /// The packet size unless `--packet` gives one: `openssl speed`'s largest default buffer.
 const PACKET: usize = 16 * 1024;
 
+/// Untimed jobs run through the service before the rounds (see `run`).
+const WARM_UP_JOBS: usize = 2;
+
 /// Runs the workload and prints a table (or CSV).
 pub fn run(args: &LiveArgs) -> Result<(), String> {
     let size = whole_blocks("--size", args.size.unwrap_or(64 << 20), "stream")?;
@@ -37,11 +45,20 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let (key_bytes, iv) = ([0x2b; 16], [0x0f; 16]);
     let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
     let key = AesKey::new(&key_bytes).text()?;
-    let service = Service::builder()
+    let mut builder = Service::builder()
         .aes_cluster([NodeSpec::pinned(0)])
-        .packet_size(packet)
-        .build()
-        .text()?;
+        .packet_size(packet);
+    // The table the node runs on: the process's measured one for this packet size, as the
+    // service takes it, or the pinned one.
+    let table = match args.implementation {
+        Some(implementation) => {
+            builder = builder.aes_implementation(implementation);
+            Arc::new(ImplTable::pinned(implementation).text()?)
+        }
+        None => ImplTable::shared(packet),
+    };
+    let alone = table.alone(op);
+    let service = builder.build().text()?;
     let id = service.add_aes_key(&key_bytes).text()?;
     let mut openssl = Baseline::new(Speed {
         cipher: "aes-128-cbc",
@@ -51,11 +68,24 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     });
     crate::support::pin(0);
     let mut rows = Vec::new();
+    // Warm-up jobs the size of the timed ones, timed but not ranked: a fresh process's first
+    // job pays for the first touch of memory (some 400 page faults on the submitting thread
+    // for a job of 4096 packets) and ran about 4% slower than the rounds on the
+    // development machine, the second about 0.5%, the later ones not. The rounds measure the
+    // service as it runs, warm; the warm-up figures are printed with the rounds.
+    let mut warm_up = Vec::new();
+    for _ in 0..WARM_UP_JOBS {
+        let job = Job::encrypt(id, Mode::Cbc, &iv, data.clone());
+        let start = Instant::now();
+        let out = service.submit(job).text()?.wait().text()?;
+        warm_up.push(size as f64 / start.elapsed().as_secs_f64() / 1e6);
+        drop(out);
+    }
     for run in 0..args.reps {
         let mut expected = data.clone();
         let start = Instant::now();
         let mut state = ChainState::from_iv(&iv).text()?;
-        key.process(op, &mut state, &mut expected, size, true)
+        key.process_with(alone, op, &mut state, &mut expected, size, true)
             .text()?;
         let reference = size as f64 / start.elapsed().as_secs_f64() / 1e6;
 
@@ -83,11 +113,21 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         })
         .collect();
     let title = format!(
-        "stream: one AES-128-CBC encryption job of {size} bytes in {packet}-byte packets, one AES node"
+        "stream: one AES-128-CBC encryption job of {size} bytes in {packet}-byte packets, one AES node, on {alone}"
     );
     let columns = "run,service MB/s,direct MB/s,openssl MB/s,vs direct,vs openssl";
     let picks = [1, 4, 5, 6, 7, 8]; // the cells the table shows
     print_rows(args.csv, CSV_HEADER, &rows, &title, columns, &picks);
+    let warm_up: Vec<String> = warm_up.iter().map(|w| f(*w, 1)).collect();
+    let note = format!(
+        "packets and the reference on {alone}; {WARM_UP_JOBS} warm-up jobs first, not counted: {} MB/s",
+        warm_up.join(", ")
+    );
+    if args.csv {
+        eprintln!("{note}");
+    } else {
+        println!("{note}");
+    }
     match openssl.describe() {
         Some(line) if args.csv => eprintln!("{line}"),
         Some(line) => println!("{line}"),

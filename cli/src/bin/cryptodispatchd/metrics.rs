@@ -10,7 +10,8 @@
 //!   not back yet), `_failures_total`, `_stalls_total` (of the failures) and `_restarts_total`,
 //!   labelled `node` and `cluster`;
 //! - per AES operation run so far: `cryptodispatch_aes_implementation_ns_per_byte{op,
-//!   implementation}`, the implementation it runs on and its measured time per byte (0 when
+//!   implementation, alone}`, the implementation it runs on, the one a packet by itself (one
+//!   packet, or a chain's packets in a row) runs on, and its measured time per byte (0 when
 //!   pinned);
 //! - per cluster: `cryptodispatch_cluster_receive_queue`, `_cluster_queue`, `_wait_queue`
 //!   (packets), `_choose_list` (jobs bound to a node), `_policy_alarms_total`;
@@ -414,13 +415,15 @@ impl Collector for ServiceCollector {
         family(
             e,
             "cryptodispatch_aes_implementation_ns_per_byte",
-            "The implementation each AES operation run so far runs on (label `implementation`), \
-             with the time per byte measured on its first job (0 when pinned)",
+            "The implementation each AES operation run so far runs on (label `implementation`; \
+             `alone`: the one a packet by itself runs on, one packet or a chain's packets in a \
+             row), with the time per byte measured on its first job (0 when pinned)",
             gauge,
             m.aes_implementations.iter().map(|c| {
                 let labels: Labels = vec![
                     ("op", c.label()),
                     ("implementation", c.implementation.to_string()),
+                    ("alone", c.alone.to_string()),
                 ];
                 (labels, ConstGauge::new(c.ns_per_byte.unwrap_or(0.0)))
             }),
