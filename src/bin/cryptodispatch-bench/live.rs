@@ -86,6 +86,12 @@ pub enum Workload {
     /// backlogged tenants of weights 1 and 3. Jobs of 16 KiB (or --size) on AES nodes on
     /// every core but one, which the clients use (or --nodes).
     Tenants,
+    /// Tenant isolation on configurations drawn at random (tenant_mix.rs; --reps of them, from
+    /// --seed), designed apart from `tenants`: a quiet tenant of weight 1-4 sending CBC jobs of
+    /// 2-128 KiB at 5-20% of its share at random times, beside one to three noisy tenants of
+    /// weight 1-4 sending CBC, CTR or CBC-decryption jobs of 4 KiB-2 MiB at 5-20 times theirs;
+    /// the quiet tenant's p99 beside them against alone.
+    TenantMix,
 }
 
 impl Workload {

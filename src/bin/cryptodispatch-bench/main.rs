@@ -40,6 +40,7 @@ mod sample;
 mod soak;
 mod stream;
 mod support;
+mod tenant_mix;
 mod tenants;
 mod tiny;
 mod verify;
@@ -128,6 +129,7 @@ fn runner(workload: live::Workload) -> live::Runner {
         W::Padded => Own(padded::run),
         W::Stream => Own(stream::run),
         W::Tenants => Own(tenants::run),
+        W::TenantMix => Own(tenant_mix::run),
     }
 }
 

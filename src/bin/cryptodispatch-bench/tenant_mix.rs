@@ -1,0 +1,458 @@
+//! `live --workload tenant-mix`: tenant isolation on configurations drawn at random, a check
+//! designed apart from `tenants` (tenants.rs), on which the light path and its rules were
+//! developed (docs/ALGORITHM.md §15.7), so that what it reports is held out from them.
+//!
+//! Each configuration (`--reps` of them, drawn from `--seed`) has one quiet tenant and one to
+//! three noisy ones, every tenant with a weight of 1 to 4:
+//! - the quiet tenant sends AES-128-CBC encryption jobs of 2 to 128 KiB (log-uniform, whole
+//!   blocks) at 5% to 20% of its weighted share of the capacity, at random times (a Poisson
+//!   process, where `tenants` sends at a fixed gap);
+//! - each noisy tenant sends jobs of 4 KiB to 2 MiB of CBC encryption, CTR or CBC decryption
+//!   at 5 to 20 times its weighted share (a Poisson process too, at most [`IN_FLIGHT_BYTES`]
+//!   in flight, so that above the capacity it is backlogged).
+//!
+//! The capacity is what the noisy tenants complete together in [`CALIBRATION`], backlogged.
+//! Then the quiet tenant runs alone for [`PHASE`], then beside the noisy ones for as long; its
+//! p99 latency beside ÷ alone is the figure (`tenants`' target: at most 1.5). Every output is
+//! checked against the cipher; `lost` counts jobs refused, failed, or with other bytes, of
+//! every tenant. Nodes and clients are placed as in `tenants`: AES nodes on every core but the
+//! last (or `--nodes`), the clients' threads on the last, the light path on.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{SyncSender, sync_channel};
+use std::thread::{scope, sleep};
+use std::time::{Duration, Instant};
+
+use cryptodispatch::crypto::{AesKey, AesOp, Direction};
+use cryptodispatch::{
+    Job, JobHandle, JobOutput, KeyId, Mode, NodeSpec, Service, TenantId, TenantSpec,
+};
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
+
+use crate::live::{JOB_PATIENCE, LiveArgs};
+use crate::report::{f, print_rows};
+use crate::support::{Text, cores, percentile, pin};
+
+/// CSV columns of the workload: one row per configuration.
+pub const CSV_HEADER: &str = "config,tenants,quiet_weight,quiet_size,quiet_offered_mb_s,noisy,\
+capacity_mb_s,quiet_jobs,quiet_light,p99_alone_us,p99_beside_us,ratio,lost";
+
+/// How long the capacity is measured, the noisy tenants backlogged.
+const CALIBRATION: Duration = Duration::from_secs(1);
+/// How long the quiet tenant runs alone, and then beside the noisy ones.
+const PHASE: Duration = Duration::from_secs(2);
+/// The most bytes a noisy tenant has in flight (at least 8 jobs, at most 4096).
+const IN_FLIGHT_BYTES: usize = 8 << 20;
+/// The most jobs the quiet tenant has unresolved (it sends far below its share).
+const QUIET_IN_FLIGHT: usize = 4096;
+const IV: [u8; 16] = [0x5a; 16];
+
+/// One tenant of a configuration, as drawn.
+#[derive(Clone, Copy, Debug)]
+struct Draw {
+    weight: u32,
+    size: usize,
+    op: AesOp,
+    /// Offered load as a multiple of the tenant's weighted share of the capacity.
+    load: f64,
+}
+
+/// A configuration: the quiet tenant, then the noisy ones.
+struct Config {
+    quiet: Draw,
+    noisy: Vec<Draw>,
+}
+
+/// Bytes log-uniform in `2^lo..=2^hi`, in whole blocks.
+fn log_size(rng: &mut ChaCha8Rng, lo: f64, hi: f64) -> usize {
+    let bytes = 2f64.powf(rng.random_range(lo..=hi));
+    ((bytes / 16.0).round() as usize).max(1) * 16
+}
+
+impl Config {
+    fn draw(rng: &mut ChaCha8Rng) -> Config {
+        let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let quiet = Draw {
+            weight: rng.random_range(1..=4),
+            size: log_size(rng, 11.0, 17.0),
+            op: cbc,
+            load: rng.random_range(0.05..=0.2),
+        };
+        let ops = [
+            cbc,
+            AesOp::new(Direction::Encrypt, Mode::Ctr),
+            AesOp::new(Direction::Decrypt, Mode::Cbc),
+        ];
+        let noisy = (0..rng.random_range(1..=3usize))
+            .map(|_| Draw {
+                weight: rng.random_range(1..=4),
+                size: log_size(rng, 12.0, 21.0),
+                op: ops[rng.random_range(0..ops.len())],
+                load: rng.random_range(5.0..=20.0),
+            })
+            .collect();
+        Config { quiet, noisy }
+    }
+
+    fn weights(&self) -> u32 {
+        self.quiet.weight + self.noisy.iter().map(|d| d.weight).sum::<u32>()
+    }
+}
+
+/// A tenant registered with the service: its job and the output the job must give.
+struct Tenant {
+    id: TenantId,
+    key: KeyId,
+    op: AesOp,
+    data: Vec<u8>,
+    expected: Vec<u8>,
+}
+
+impl Tenant {
+    fn new(service: &Service, name: &str, d: &Draw, salt: u8) -> Result<Tenant, String> {
+        let id = service
+            .add_tenant(TenantSpec::new(name).weight(d.weight))
+            .text()?;
+        let raw = [salt; 16];
+        let key = service.add_aes_key(&raw).text()?;
+        let data: Vec<u8> = (0..d.size)
+            .map(|i| (i * 13 + salt as usize) as u8)
+            .collect();
+        let expected = AesKey::new(&raw)
+            .and_then(|k| k.one_shot(d.op, &IV, &data))
+            .text()?;
+        Ok(Tenant {
+            id,
+            key,
+            op: d.op,
+            data,
+            expected,
+        })
+    }
+
+    /// A job of the tenant's data, in `spare` (a checked output given back) if there is one.
+    fn job(&self, spare: Option<Vec<u8>>) -> Job {
+        let mut data = spare.unwrap_or_default();
+        data.clear();
+        data.extend_from_slice(&self.data);
+        Job::aes(self.key, self.op, &IV, data).tenant(self.id)
+    }
+}
+
+/// What a sender saw: each job's latency, and the jobs lost.
+#[derive(Default)]
+struct Seen {
+    latencies: Vec<Duration>,
+    lost: u64,
+}
+
+impl Seen {
+    fn check(&mut self, t: &Tenant, mut h: JobHandle, back: &SyncSender<Vec<u8>>) {
+        let out = h.wait_timeout(JOB_PATIENCE);
+        match (out, h.latency()) {
+            (Some(Ok(JobOutput::Data(d))), Some(l)) if d == t.expected => {
+                self.latencies.push(l);
+                let _ = back.try_send(d);
+            }
+            _ => self.lost += 1,
+        }
+    }
+
+    fn p99_us(&mut self) -> f64 {
+        self.latencies.sort_unstable();
+        percentile(&self.latencies, 0.99).as_secs_f64() * 1e6
+    }
+
+    fn bytes(&self, t: &Tenant) -> f64 {
+        (self.latencies.len() * t.data.len()) as f64
+    }
+}
+
+/// Sends `t`'s jobs until `stop`, at `rate` bytes per second on average (`None`: as fast as
+/// the jobs in flight allow), at exponentially distributed gaps; at most `in_flight` jobs
+/// unresolved. A waiter thread checks each output and hands its buffer back for reuse.
+fn send(
+    service: &Service,
+    t: &Tenant,
+    rate: Option<f64>,
+    in_flight: usize,
+    seed: u64,
+    stop: &AtomicBool,
+) -> Seen {
+    let (tx, rx) = sync_channel::<JobHandle>(in_flight);
+    let (back, spares) = sync_channel::<Vec<u8>>(in_flight);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    client_core();
+    scope(|s| {
+        let waiter = s.spawn(move || {
+            client_core();
+            let mut seen = Seen::default();
+            rx.into_iter().for_each(|h| seen.check(t, h, &back));
+            seen
+        });
+        let mut next = Instant::now();
+        let mut refused = 0;
+        while !stop.load(Relaxed) {
+            if let Some(rate) = rate {
+                // Exponential gaps: a Poisson process of mean rate `rate / size` jobs a second.
+                let u: f64 = rng.random_range(f64::EPSILON..1.0);
+                next += Duration::from_secs_f64(-u.ln() * t.data.len() as f64 / rate);
+                sleep(next.saturating_duration_since(Instant::now()));
+            }
+            match service.submit(t.job(spares.try_recv().ok())) {
+                Ok(h) => tx.send(h).expect("waiter"),
+                Err(_) => refused += 1,
+            }
+        }
+        drop(tx);
+        let mut seen = waiter.join().expect("waiter");
+        seen.lost += refused;
+        seen
+    })
+}
+
+static NODES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Pins a client thread to the last core when the nodes leave it free.
+fn client_core() {
+    let (nodes, cores) = (NODES.load(Relaxed), cores());
+    if nodes < cores {
+        pin(cores - 1);
+    }
+}
+
+/// Runs `f` for `how_long`, telling it when to stop.
+fn timed<T: Send>(how_long: Duration, f: impl FnOnce(&AtomicBool) -> T + Send) -> T {
+    let stop = AtomicBool::new(false);
+    scope(|s| {
+        let h = s.spawn(|| f(&stop));
+        sleep(how_long);
+        stop.store(true, Relaxed);
+        h.join().expect("phase")
+    })
+}
+
+/// A configuration's figures.
+struct Outcome {
+    capacity: f64,
+    quiet_rate: f64,
+    quiet_jobs: usize,
+    /// Of the quiet tenant's jobs admitted beside the noisy ones, those on the light path.
+    quiet_light: u64,
+    quiet_admitted: u64,
+    alone_us: f64,
+    beside_us: f64,
+    lost: u64,
+}
+
+fn run_config(
+    config: &Config,
+    nodes: usize,
+    inline_limit: usize,
+    seed: u64,
+) -> Result<Outcome, String> {
+    let service = Service::builder()
+        .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
+        .light_path(true)
+        .inline_limit(inline_limit)
+        .build()
+        .text()?;
+    let quiet = Tenant::new(&service, "quiet", &config.quiet, 1)?;
+    let noisy = (config.noisy.iter().enumerate())
+        .map(|(i, d)| Tenant::new(&service, &format!("noisy-{i}"), d, 2 + i as u8))
+        .collect::<Result<Vec<_>, _>>()?;
+    let window = |t: &Tenant| (IN_FLIGHT_BYTES / t.data.len()).clamp(8, 4096);
+    let (service, noisy) = (&service, &noisy);
+    let all_noisy = |rates: &[Option<f64>], stop: &AtomicBool| -> Vec<Seen> {
+        scope(|s| {
+            let senders: Vec<_> = (noisy.iter().zip(rates).enumerate())
+                .map(|(i, (t, &rate))| {
+                    s.spawn(move || send(service, t, rate, window(t), seed + 1 + i as u64, stop))
+                })
+                .collect();
+            senders
+                .into_iter()
+                .map(|h| h.join().expect("sender"))
+                .collect()
+        })
+    };
+
+    let mut lost = 0;
+    let cal = timed(CALIBRATION, |stop| {
+        all_noisy(&vec![None; noisy.len()], stop)
+    });
+    let done: f64 = cal.iter().zip(noisy).map(|(s, t)| s.bytes(t)).sum();
+    lost += cal.iter().map(|s| s.lost).sum::<u64>();
+    if done == 0.0 {
+        return Err("tenant-mix: no noisy job completed while the capacity was measured".into());
+    }
+    let capacity = done / CALIBRATION.as_secs_f64();
+    let share = |d: &Draw| capacity * f64::from(d.weight) / f64::from(config.weights());
+    let quiet_rate = config.quiet.load * share(&config.quiet);
+
+    let mut alone = timed(PHASE, |stop| {
+        send(
+            service,
+            &quiet,
+            Some(quiet_rate),
+            QUIET_IN_FLIGHT,
+            seed,
+            stop,
+        )
+    });
+    let rates: Vec<Option<f64>> = config
+        .noisy
+        .iter()
+        .map(|d| Some(d.load * share(d)))
+        .collect();
+    let light = || {
+        let m = service.metrics();
+        m.tenants
+            .iter()
+            .find(|t| t.tenant == quiet.id)
+            .map_or((0, 0), |t| (t.jobs_admitted, t.jobs_light))
+    };
+    let before = light();
+    let (mut beside, others) = timed(PHASE, |stop| {
+        scope(|s| {
+            let q = s.spawn(|| {
+                send(
+                    service,
+                    &quiet,
+                    Some(quiet_rate),
+                    QUIET_IN_FLIGHT,
+                    seed,
+                    stop,
+                )
+            });
+            let n = all_noisy(&rates, stop);
+            (q.join().expect("quiet"), n)
+        })
+    });
+    let after = light();
+    lost += alone.lost + beside.lost + others.iter().map(|s| s.lost).sum::<u64>();
+    service.shutdown();
+    if alone.latencies.is_empty() || beside.latencies.is_empty() {
+        return Err("tenant-mix: the quiet tenant completed no job in a phase".into());
+    }
+    Ok(Outcome {
+        capacity,
+        quiet_rate,
+        quiet_jobs: beside.latencies.len(),
+        quiet_light: after.1 - before.1,
+        quiet_admitted: after.0 - before.0,
+        alone_us: alone.p99_us(),
+        beside_us: beside.p99_us(),
+        lost,
+    })
+}
+
+/// A tenant's op as the table shows it.
+fn op_name(op: AesOp) -> &'static str {
+    match (op.mode, op.direction) {
+        (Mode::Cbc, Direction::Encrypt) => "cbc",
+        (Mode::Cbc, Direction::Decrypt) => "cbc-dec",
+        (Mode::Ctr, _) => "ctr",
+        _ => "other",
+    }
+}
+
+/// Runs the workload and prints a row per configuration, and a summary.
+pub fn run(args: &LiveArgs) -> Result<(), String> {
+    let nodes = args.nodes.unwrap_or(cores().saturating_sub(1)).max(1);
+    NODES.store(nodes, Relaxed);
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let mut rows = Vec::new();
+    let (mut within, mut lost) = (0, 0);
+    for i in 0..args.reps {
+        let config = Config::draw(&mut rng);
+        let seed = args.seed.wrapping_mul(1000).wrapping_add(i as u64 * 10);
+        let o = run_config(&config, nodes, args.inline_limit, seed)?;
+        let ratio = o.beside_us / o.alone_us;
+        within += usize::from(ratio <= 1.5);
+        lost += o.lost;
+        let noisy: Vec<String> = (config.noisy.iter())
+            .map(|d| format!("w{} {} {}B x{:.0}", d.weight, op_name(d.op), d.size, d.load))
+            .collect();
+        rows.push(vec![
+            i.to_string(),
+            (config.noisy.len() + 1).to_string(),
+            config.quiet.weight.to_string(),
+            config.quiet.size.to_string(),
+            f(o.quiet_rate / 1e6, 1),
+            noisy.join(" / "),
+            f(o.capacity / 1e6, 0),
+            o.quiet_jobs.to_string(),
+            format!("{}/{}", o.quiet_light, o.quiet_admitted),
+            f(o.alone_us, 1),
+            f(o.beside_us, 1),
+            f(ratio, 2),
+            o.lost.to_string(),
+        ]);
+    }
+    let title = format!(
+        "tenant-mix: {} configurations drawn from seed {} on {nodes} AES nodes (light path on); \
+         calibration {} s, phases of {} s",
+        args.reps,
+        args.seed,
+        CALIBRATION.as_secs(),
+        PHASE.as_secs()
+    );
+    print_rows(args.csv, CSV_HEADER, &rows, &title, CSV_HEADER, &[]);
+    let line = format!(
+        "tenant-mix: quiet p99 beside <= 1.5x alone in {within} of {} configurations; {lost} jobs lost",
+        args.reps
+    );
+    if args.csv {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configurations_are_drawn_within_the_stated_ranges() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut counts = [0usize; 4];
+        let mut ops = std::collections::HashSet::new();
+        for _ in 0..500 {
+            let c = Config::draw(&mut rng);
+            counts[c.noisy.len()] += 1;
+            let q = c.quiet;
+            assert!((1..=4).contains(&q.weight));
+            assert!(
+                q.size % 16 == 0 && (2048..=131072).contains(&q.size),
+                "{q:?}"
+            );
+            assert!((0.05..=0.2).contains(&q.load));
+            assert_eq!(op_name(q.op), "cbc");
+            for d in &c.noisy {
+                assert!((1..=4).contains(&d.weight));
+                assert!(
+                    d.size % 16 == 0 && (4096..=2 << 20).contains(&d.size),
+                    "{d:?}"
+                );
+                assert!((5.0..=20.0).contains(&d.load));
+                ops.insert(op_name(d.op));
+            }
+            assert_eq!(
+                c.weights(),
+                q.weight + c.noisy.iter().map(|d| d.weight).sum::<u32>()
+            );
+        }
+        // One to three noisy tenants, each count drawn; every noisy operation drawn.
+        assert_eq!(counts[0], 0);
+        assert!(counts[1..].iter().all(|&n| n > 100), "{counts:?}");
+        assert_eq!(ops.len(), 3, "{ops:?}");
+        // The same seed draws the same configurations.
+        let a = Config::draw(&mut ChaCha8Rng::seed_from_u64(9));
+        let b = Config::draw(&mut ChaCha8Rng::seed_from_u64(9));
+        assert_eq!(format!("{:?}", a.quiet), format!("{:?}", b.quiet));
+    }
+}
