@@ -172,6 +172,13 @@ pub struct TenantMetrics {
     /// their share, their bytes granted to the tenant's turns from its saved share
     /// (docs/ALGORITHM.md §15.7, long jobs), of the jobs admitted.
     pub jobs_granted: u64,
+    /// Jobs that asked for the light path (or, too long for it, for a grant in the core) and
+    /// were kept off it as their tenant was busy: more than a node queue of its bytes on the
+    /// core's path, at this job or at one in the last second (docs/ALGORITHM.md §15.7, test 2).
+    pub jobs_kept_busy: u64,
+    /// Jobs that asked for the light path (or a grant) and were kept off it as the tenant's
+    /// light credit did not cover them (docs/ALGORITHM.md §15.7, test 3).
+    pub jobs_over_credit: u64,
     /// Jobs refused: handed back by `try_submit`, or whose `submit_async` future was dropped
     /// while it waited for room.
     pub jobs_refused: u64,
@@ -279,6 +286,8 @@ struct Shard {
     jobs_failed: AtomicU64,
     jobs_light: AtomicU64,
     jobs_granted: AtomicU64,
+    jobs_kept_busy: AtomicU64,
+    jobs_over_credit: AtomicU64,
 }
 
 /// A tenant's counts, sharded so that threads submitting and finishing its jobs (every job of
@@ -505,12 +514,16 @@ impl TenantState {
         } else {
             burst
         };
+        let kept = |counter: fn(&Shard) -> &AtomicU64| {
+            counter(self.counters.mine()).fetch_add(1, Relaxed);
+            None
+        };
         if self.counters.in_flight().1.saturating_sub(light) > limit {
             self.busy_at.store(self.stamp(Instant::now()), Relaxed);
-            return None;
+            return kept(|s| &s.jobs_kept_busy);
         }
         if self.recently_busy() {
-            return None;
+            return kept(|s| &s.jobs_kept_busy);
         }
         let rate = rate();
         let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
@@ -527,7 +540,8 @@ impl TenantState {
         c.1 = Some(now);
         // A short job needs credit for all of itself, a long one for a node queue of itself.
         if c.0 < bytes.min(burst) as f64 {
-            return None;
+            drop(c);
+            return kept(|s| &s.jobs_over_credit);
         }
         c.0 -= bytes as f64;
         Some(c.0)
@@ -716,6 +730,8 @@ impl TenantState {
             jobs_failed: c.sum(|s| &s.jobs_failed),
             jobs_light: c.sum(|s| &s.jobs_light),
             jobs_granted: c.sum(|s| &s.jobs_granted),
+            jobs_kept_busy: c.sum(|s| &s.jobs_kept_busy),
+            jobs_over_credit: c.sum(|s| &s.jobs_over_credit),
             jobs_refused: c.jobs_refused.load(Relaxed),
             bytes_refused: c.bytes_refused.load(Relaxed),
             jobs_in_flight: jobs,
@@ -788,7 +804,6 @@ impl Lease {
     /// its latency, and gives its room back. Returns the wakers to wake once no lock is held.
     #[must_use = "the wakers must be woken"]
     pub(crate) fn finish(mut self, ok: bool, latency: Duration) -> Vec<Waker> {
-        self.set_light(false);
         let shard = self.state.counters.mine();
         if ok {
             shard.jobs_completed.fetch_add(1, Relaxed);
@@ -802,18 +817,25 @@ impl Lease {
         }
         self.state.latency.record(latency);
         self.done = true;
-        self.state.leave(self.bytes, false)
+        // Out of the bytes in flight before out of the light bytes, so that a light job
+        // finishing never counts, even for an instant, as in flight on the core's path, where
+        // a job of its tenant submitted then would count it towards test 2
+        // (docs/ALGORITHM.md §15.7).
+        let wakers = self.state.leave(self.bytes, false);
+        self.set_light(false);
+        wakers
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.set_light(false);
         if !self.done {
             for w in self.state.leave(self.bytes, true) {
                 w.wake();
             }
         }
+        // After leaving, as in `finish`.
+        self.set_light(false);
     }
 }
 
@@ -964,6 +986,21 @@ mod tests {
         drop(a);
         assert!(!t.take_light(100, 1000, rate));
         assert!(t.recently_busy());
+        // The metrics say why: two jobs kept off as busy, none for want of credit.
+        let m = t.metrics();
+        assert_eq!((m.jobs_kept_busy, m.jobs_over_credit), (2, 0));
+    }
+
+    #[test]
+    fn a_job_the_credit_does_not_cover_is_counted_as_over_credit() {
+        let t = state(TenantSpec::new("a"));
+        // The credit starts at one node queue: ten jobs of 100 bytes, then none without a
+        // refill, and the tenant is not busy.
+        let passed = (0..12).filter(|_| t.take_light(100, 1000, || 0.0)).count();
+        assert_eq!(passed, 10);
+        assert!(!t.recently_busy());
+        let m = t.metrics();
+        assert_eq!((m.jobs_kept_busy, m.jobs_over_credit), (0, 2));
     }
 
     #[test]

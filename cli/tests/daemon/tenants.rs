@@ -250,6 +250,13 @@ async fn a_tenant_over_its_limit_is_refused_with_a_pushback_while_another_is_ser
         ),
         Some(0.0)
     );
+    // Why jobs were kept off the light path, per tenant: the default tenant sent none.
+    for series in ["jobs_kept_busy", "jobs_over_credit"] {
+        let roomy = format!("cryptodispatch_tenant_{series}_total{{tenant=\"roomy\"}}");
+        assert!(sample(&text, &roomy).is_some(), "{roomy}\n{text}");
+        let default = format!("cryptodispatch_tenant_{series}_total{{tenant=\"default\"}}");
+        assert_eq!(sample(&text, &default), Some(0.0), "{default}\n{text}");
+    }
     // No limit the tenant does not have.
     assert!(!text.contains("cryptodispatch_tenant_limit{tenant=\"roomy\""));
     for tenant in ["roomy", "tight", "metered"] {

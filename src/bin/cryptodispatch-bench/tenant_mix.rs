@@ -36,7 +36,7 @@ use crate::support::{Text, cores, percentile, pin};
 
 /// CSV columns of the workload: one row per configuration.
 pub const CSV_HEADER: &str = "config,tenants,quiet_weight,quiet_size,quiet_offered_mb_s,noisy,\
-capacity_mb_s,quiet_jobs,quiet_light,p99_alone_us,p99_beside_us,ratio,lost";
+capacity_mb_s,quiet_jobs,quiet_light,quiet_kept_busy,quiet_over_credit,p99_alone_us,p99_beside_us,ratio,lost";
 
 /// How long the capacity is measured, the noisy tenants backlogged.
 const CALIBRATION: Duration = Duration::from_secs(1);
@@ -241,6 +241,9 @@ struct Outcome {
     /// Of the quiet tenant's jobs admitted beside the noisy ones, those on the light path.
     quiet_light: u64,
     quiet_admitted: u64,
+    /// Of them, those kept off it as the tenant was busy, and for want of credit.
+    quiet_kept_busy: u64,
+    quiet_over_credit: u64,
     alone_us: f64,
     beside_us: f64,
     lost: u64,
@@ -311,7 +314,14 @@ fn run_config(
         m.tenants
             .iter()
             .find(|t| t.tenant == quiet.id)
-            .map_or((0, 0), |t| (t.jobs_admitted, t.jobs_light))
+            .map_or([0; 4], |t| {
+                [
+                    t.jobs_admitted,
+                    t.jobs_light,
+                    t.jobs_kept_busy,
+                    t.jobs_over_credit,
+                ]
+            })
     };
     let before = light();
     let (mut beside, others) = timed(PHASE, |stop| {
@@ -340,8 +350,10 @@ fn run_config(
         capacity,
         quiet_rate,
         quiet_jobs: beside.latencies.len(),
-        quiet_light: after.1 - before.1,
-        quiet_admitted: after.0 - before.0,
+        quiet_admitted: after[0] - before[0],
+        quiet_light: after[1] - before[1],
+        quiet_kept_busy: after[2] - before[2],
+        quiet_over_credit: after[3] - before[3],
         alone_us: alone.p99_us(),
         beside_us: beside.p99_us(),
         lost,
@@ -385,6 +397,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             f(o.capacity / 1e6, 0),
             o.quiet_jobs.to_string(),
             format!("{}/{}", o.quiet_light, o.quiet_admitted),
+            o.quiet_kept_busy.to_string(),
+            o.quiet_over_credit.to_string(),
             f(o.alone_us, 1),
             f(o.beside_us, 1),
             f(ratio, 2),

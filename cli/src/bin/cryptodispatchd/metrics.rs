@@ -27,7 +27,8 @@
 //!   each packet finishes, not at the job's end), `_jobs_failed_total`, `_jobs_light_total`
 //!   (of those admitted, the jobs that took the light path), `_jobs_granted_total` (of those
 //!   admitted, the jobs too long for it that went ahead in the core on the tenant's saved
-//!   share),
+//!   share), `_jobs_kept_busy_total` and `_jobs_over_credit_total` (jobs kept off the light
+//!   path, or a grant, as the tenant was busy, or as its light credit did not cover them),
 //!   `_jobs_refused_total` and `_bytes_refused_total` (calls that gave up waiting for
 //!   admission: `RESOURCE_EXHAUSTED`, or the client went away), `_jobs_in_flight`,
 //!   `_bytes_in_flight`, `_bytes_waiting` (held at the tenant's limits now), `_weight`,
@@ -585,7 +586,7 @@ impl Collector for ServiceCollector {
 fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Result<(), fmt::Error> {
     let tenant = |t: &TenantMetrics| -> Labels { vec![("tenant", t.name.clone())] };
     type Count = fn(&TenantMetrics) -> u64;
-    let counters: [(&str, &str, Count); 10] = [
+    let counters: [(&str, &str, Count); 12] = [
         (
             "cryptodispatch_tenant_jobs_admitted",
             "Jobs of the tenant admitted (past its limits and the queues' backpressure)",
@@ -626,6 +627,18 @@ fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Resu
             "Jobs of the tenant too long for the light path that went ahead in the core on its \
              saved share (of those admitted)",
             |t| t.jobs_granted,
+        ),
+        (
+            "cryptodispatch_tenant_jobs_kept_busy",
+            "Jobs of the tenant kept off the light path (or a grant) as the tenant was busy: over \
+             a node queue of its bytes waiting in the core, then or in the last second",
+            |t| t.jobs_kept_busy,
+        ),
+        (
+            "cryptodispatch_tenant_jobs_over_credit",
+            "Jobs of the tenant kept off the light path (or a grant) as its light credit did not \
+             cover them",
+            |t| t.jobs_over_credit,
         ),
         (
             "cryptodispatch_tenant_jobs_refused",
