@@ -294,7 +294,7 @@ fn run_config(
     let share = |d: &Draw| capacity * f64::from(d.weight) / f64::from(config.weights());
     let quiet_rate = config.quiet.load * share(&config.quiet);
 
-    let mut alone = timed(PHASE, |stop| {
+    let quiet_sends = |stop: &AtomicBool| {
         send(
             service,
             &quiet,
@@ -303,7 +303,8 @@ fn run_config(
             seed,
             stop,
         )
-    });
+    };
+    let mut alone = timed(PHASE, quiet_sends);
     let rates: Vec<Option<f64>> = config
         .noisy
         .iter()
@@ -326,16 +327,7 @@ fn run_config(
     let before = light();
     let (mut beside, others) = timed(PHASE, |stop| {
         scope(|s| {
-            let q = s.spawn(|| {
-                send(
-                    service,
-                    &quiet,
-                    Some(quiet_rate),
-                    QUIET_IN_FLIGHT,
-                    seed,
-                    stop,
-                )
-            });
+            let q = s.spawn(|| quiet_sends(stop));
             let n = all_noisy(&rates, stop);
             (q.join().expect("quiet"), n)
         })
