@@ -949,6 +949,11 @@ fn stalled_node_scenario(shared: bool, inline: bool, attempt: u64) -> Option<()>
         assert_eq!(second.0.is_finished(), ran_inline, "{m}");
         assert_eq!(m.jobs_inline_stalled, u64::from(ran_inline), "{m}");
         assert_eq!(m.jobs_inline, u64::from(ran_inline), "{m}");
+        // Counted for the quiet tenant, whose job it was.
+        if let Some((_, quiet)) = tenants {
+            let t = m.tenants.iter().find(|t| t.tenant == quiet).unwrap();
+            assert_eq!(t.jobs_inline_stalled, u64::from(ran_inline), "{m}");
+        }
     }
     for (h, want) in [second, waiting, first] {
         assert_eq!(h.wait().unwrap().into_data().unwrap(), want);

@@ -944,8 +944,10 @@ impl Service {
             return Ok(self.run_inline(p));
         }
         if self.runs_inline_stalled(&p) {
+            let tenant = Arc::clone(&p.tenant);
             let handle = self.run_inline(p);
             self.engine.counters.job_inline_stalled();
+            tenant.ran_inline_stalled();
             return Ok(handle);
         }
         let CutJob {

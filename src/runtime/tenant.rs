@@ -179,6 +179,10 @@ pub struct TenantMetrics {
     /// Jobs that asked for the light path (or a grant) and were kept off it as the tenant's
     /// light credit did not cover them (docs/ALGORITHM.md §15.7, test 3).
     pub jobs_over_credit: u64,
+    /// Jobs of one packet run on the submitting thread because every node of their cluster
+    /// had left its light packets waiting (docs/ALGORITHM.md §15.7, a node that does not
+    /// run; the tenant's share of `Metrics::jobs_inline_stalled`).
+    pub jobs_inline_stalled: u64,
     /// Jobs refused: handed back by `try_submit`, or whose `submit_async` future was dropped
     /// while it waited for room.
     pub jobs_refused: u64,
@@ -288,6 +292,7 @@ struct Shard {
     jobs_granted: AtomicU64,
     jobs_kept_busy: AtomicU64,
     jobs_over_credit: AtomicU64,
+    jobs_inline_stalled: AtomicU64,
 }
 
 /// A tenant's counts, sharded so that threads submitting and finishing its jobs (every job of
@@ -708,6 +713,14 @@ impl TenantState {
         self.counters.mine().jobs_granted.fetch_add(1, Relaxed);
     }
 
+    /// Counts a job run on its submitter beside a stalled cluster.
+    pub(crate) fn ran_inline_stalled(&self) {
+        self.counters
+            .mine()
+            .jobs_inline_stalled
+            .fetch_add(1, Relaxed);
+    }
+
     /// Counts a job refused.
     pub(crate) fn refused(&self, bytes: u64) {
         self.counters.jobs_refused.fetch_add(1, Relaxed);
@@ -733,6 +746,7 @@ impl TenantState {
             jobs_granted: c.sum(|s| &s.jobs_granted),
             jobs_kept_busy: c.sum(|s| &s.jobs_kept_busy),
             jobs_over_credit: c.sum(|s| &s.jobs_over_credit),
+            jobs_inline_stalled: c.sum(|s| &s.jobs_inline_stalled),
             jobs_refused: c.jobs_refused.load(Relaxed),
             bytes_refused: c.bytes_refused.load(Relaxed),
             jobs_in_flight: jobs,

@@ -687,6 +687,12 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
     if !(cfg.light_path && !cfg.tenant_weights.is_empty() && cfg.inline_limit > 0) {
         assert_eq!(stalled, 0, "jobs run inline beside a stalled node\n{m}");
     }
+    // Each such job is its tenant's.
+    let by_tenant: u64 = m.tenants.iter().map(|t| t.jobs_inline_stalled).sum();
+    assert_eq!(
+        by_tenant, stalled,
+        "jobs run inline beside a stalled node, by tenant\n{m}"
+    );
     assert_eq!(m.jobs_inline - stalled, want_inline, "jobs run inline\n{m}");
     assert_eq!(
         m.packets_completed + m.packets_failed,

@@ -36,7 +36,7 @@ use crate::support::{Text, cores, percentile, pin};
 
 /// CSV columns of the workload: one row per configuration.
 pub const CSV_HEADER: &str = "config,tenants,quiet_weight,quiet_size,quiet_offered_mb_s,noisy,\
-capacity_mb_s,quiet_jobs,quiet_light,quiet_kept_busy,quiet_over_credit,p99_alone_us,p99_beside_us,ratio,lost";
+capacity_mb_s,quiet_jobs,quiet_light,quiet_kept_busy,quiet_over_credit,quiet_inline_stalled,p99_alone_us,p99_beside_us,ratio,lost";
 
 /// How long the capacity is measured, the noisy tenants backlogged.
 const CALIBRATION: Duration = Duration::from_secs(1);
@@ -244,6 +244,8 @@ struct Outcome {
     /// Of them, those kept off it as the tenant was busy, and for want of credit.
     quiet_kept_busy: u64,
     quiet_over_credit: u64,
+    /// Of them, those run on the submitter beside a stalled node.
+    quiet_inline_stalled: u64,
     alone_us: f64,
     beside_us: f64,
     lost: u64,
@@ -315,12 +317,13 @@ fn run_config(
         m.tenants
             .iter()
             .find(|t| t.tenant == quiet.id)
-            .map_or([0; 4], |t| {
+            .map_or([0; 5], |t| {
                 [
                     t.jobs_admitted,
                     t.jobs_light,
                     t.jobs_kept_busy,
                     t.jobs_over_credit,
+                    t.jobs_inline_stalled,
                 ]
             })
     };
@@ -346,6 +349,7 @@ fn run_config(
         quiet_light: after[1] - before[1],
         quiet_kept_busy: after[2] - before[2],
         quiet_over_credit: after[3] - before[3],
+        quiet_inline_stalled: after[4] - before[4],
         alone_us: alone.p99_us(),
         beside_us: beside.p99_us(),
         lost,
@@ -391,6 +395,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             format!("{}/{}", o.quiet_light, o.quiet_admitted),
             o.quiet_kept_busy.to_string(),
             o.quiet_over_credit.to_string(),
+            o.quiet_inline_stalled.to_string(),
             f(o.alone_us, 1),
             f(o.beside_us, 1),
             f(ratio, 2),

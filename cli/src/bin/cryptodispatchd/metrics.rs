@@ -29,6 +29,7 @@
 //!   admitted, the jobs too long for it that went ahead in the core on the tenant's saved
 //!   share), `_jobs_kept_busy_total` and `_jobs_over_credit_total` (jobs kept off the light
 //!   path, or a grant, as the tenant was busy, or as its light credit did not cover them),
+//!   `_jobs_inline_stalled_total` (its share of `cryptodispatch_jobs_inline_stalled_total`),
 //!   `_jobs_refused_total` and `_bytes_refused_total` (calls that gave up waiting for
 //!   admission: `RESOURCE_EXHAUSTED`, or the client went away), `_jobs_in_flight`,
 //!   `_bytes_in_flight`, `_bytes_waiting` (held at the tenant's limits now), `_weight`,
@@ -586,7 +587,7 @@ impl Collector for ServiceCollector {
 fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Result<(), fmt::Error> {
     let tenant = |t: &TenantMetrics| -> Labels { vec![("tenant", t.name.clone())] };
     type Count = fn(&TenantMetrics) -> u64;
-    let counters: [(&str, &str, Count); 12] = [
+    let counters: [(&str, &str, Count); 13] = [
         (
             "cryptodispatch_tenant_jobs_admitted",
             "Jobs of the tenant admitted (past its limits and the queues' backpressure)",
@@ -639,6 +640,12 @@ fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Resu
             "Jobs of the tenant kept off the light path (or a grant) as its light credit did not \
              cover them",
             |t| t.jobs_over_credit,
+        ),
+        (
+            "cryptodispatch_tenant_jobs_inline_stalled",
+            "Jobs of the tenant of one packet run on the daemon's calling thread as every node \
+             of their cluster was stalled with light packets waiting",
+            |t| t.jobs_inline_stalled,
         ),
         (
             "cryptodispatch_tenant_jobs_refused",
