@@ -944,10 +944,9 @@ impl Service {
             return Ok(self.run_inline(p));
         }
         if self.runs_inline_stalled(&p) {
-            let tenant = Arc::clone(&p.tenant);
+            p.tenant.ran_inline_stalled();
             let handle = self.run_inline(p);
             self.engine.counters.job_inline_stalled();
-            tenant.ran_inline_stalled();
             return Ok(handle);
         }
         let CutJob {

@@ -33,7 +33,7 @@ pub const CSV_HEADER: &str =
 /// The packet size unless `--packet` gives one: `openssl speed`'s largest default buffer.
 const PACKET: usize = 16 * 1024;
 
-/// Untimed jobs run through the service before the rounds (see `run`).
+/// Warm-up jobs run through the service before the rounds, timed but not ranked (see `run`).
 const WARM_UP_JOBS: usize = 2;
 
 /// Runs the workload and prints a table (or CSV).

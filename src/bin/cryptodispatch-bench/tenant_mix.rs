@@ -23,7 +23,7 @@ use std::sync::mpsc::{SyncSender, sync_channel};
 use std::thread::{scope, sleep};
 use std::time::{Duration, Instant};
 
-use cryptodispatch::crypto::{AesKey, AesOp, Direction};
+use cryptodispatch::crypto::{AesKey, AesOp, Direction, op_name};
 use cryptodispatch::{
     Job, JobHandle, JobOutput, KeyId, Mode, NodeSpec, Service, TenantId, TenantSpec,
 };
@@ -32,7 +32,8 @@ use rand::{RngExt, SeedableRng};
 
 use crate::live::{JOB_PATIENCE, LiveArgs};
 use crate::report::{f, print_rows};
-use crate::support::{Text, cores, percentile, pin};
+use crate::support::{Text, cores, percentile};
+use crate::tenants::{NODES, client_core};
 
 /// CSV columns of the workload: one row per configuration.
 pub const CSV_HEADER: &str = "config,tenants,quiet_weight,quiet_size,quiet_offered_mb_s,noisy,\
@@ -212,16 +213,6 @@ fn send(
     })
 }
 
-static NODES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// Pins a client thread to the last core when the nodes leave it free.
-fn client_core() {
-    let (nodes, cores) = (NODES.load(Relaxed), cores());
-    if nodes < cores {
-        pin(cores - 1);
-    }
-}
-
 /// Runs `f` for `how_long`, telling it when to stop.
 fn timed<T: Send>(how_long: Duration, f: impl FnOnce(&AtomicBool) -> T + Send) -> T {
     let stop = AtomicBool::new(false);
@@ -273,7 +264,16 @@ fn run_config(
         scope(|s| {
             let senders: Vec<_> = (noisy.iter().zip(rates).enumerate())
                 .map(|(i, (t, &rate))| {
-                    s.spawn(move || send(service, t, rate, window(t), seed + 1 + i as u64, stop))
+                    s.spawn(move || {
+                        send(
+                            service,
+                            t,
+                            rate,
+                            window(t),
+                            seed.wrapping_add(1 + i as u64),
+                            stop,
+                        )
+                    })
                 })
                 .collect();
             senders
@@ -312,7 +312,7 @@ fn run_config(
         .iter()
         .map(|d| Some(d.load * share(d)))
         .collect();
-    let light = || {
+    let quiet_counts = || {
         let m = service.metrics();
         m.tenants
             .iter()
@@ -327,7 +327,7 @@ fn run_config(
                 ]
             })
     };
-    let before = light();
+    let before = quiet_counts();
     let (mut beside, others) = timed(PHASE, |stop| {
         scope(|s| {
             let q = s.spawn(|| quiet_sends(stop));
@@ -335,7 +335,7 @@ fn run_config(
             (q.join().expect("quiet"), n)
         })
     });
-    let after = light();
+    let after = quiet_counts();
     lost += alone.lost + beside.lost + others.iter().map(|s| s.lost).sum::<u64>();
     service.shutdown();
     if alone.latencies.is_empty() || beside.latencies.is_empty() {
@@ -354,16 +354,6 @@ fn run_config(
         beside_us: beside.p99_us(),
         lost,
     })
-}
-
-/// A tenant's op as the table shows it.
-fn op_name(op: AesOp) -> &'static str {
-    match (op.mode, op.direction) {
-        (Mode::Cbc, Direction::Encrypt) => "cbc",
-        (Mode::Cbc, Direction::Decrypt) => "cbc-dec",
-        (Mode::Ctr, _) => "ctr",
-        _ => "other",
-    }
 }
 
 /// Runs the workload and prints a row per configuration, and a summary.
@@ -442,7 +432,7 @@ mod tests {
                 "{q:?}"
             );
             assert!((0.05..=0.2).contains(&q.load));
-            assert_eq!(op_name(q.op), "cbc");
+            assert_eq!(op_name(q.op), "cbc-encrypt");
             for d in &c.noisy {
                 assert!((1..=4).contains(&d.weight));
                 assert!(

@@ -194,15 +194,17 @@ fn send(
 }
 
 /// Pins a client thread to the cores the nodes leave free, if any (the nodes are pinned to
-/// the first ones), so that the clients' threads do not take the nodes' cores.
-fn client_core() {
+/// the first ones), so that the clients' threads do not take the nodes' cores (`tenant-mix`
+/// places its clients the same way).
+pub(crate) fn client_core() {
     let (nodes, cores) = (NODES.load(Relaxed), cores());
     if nodes < cores {
         pin(cores - 1);
     }
 }
 
-static NODES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// The AES nodes of the running workload's service, which [`client_core`] keeps clear of.
+pub(crate) static NODES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Runs `f` for a phase, telling it when to stop.
 fn phase<T: Send>(f: impl FnOnce(Instant, &AtomicBool) -> T + Send) -> T {

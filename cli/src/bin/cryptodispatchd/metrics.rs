@@ -632,7 +632,7 @@ fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Resu
         (
             "cryptodispatch_tenant_jobs_kept_busy",
             "Jobs of the tenant kept off the light path (or a grant) as the tenant was busy: over \
-             a node queue of its bytes waiting in the core, then or in the last second",
+             a node queue of its bytes in flight on the core's path, the job's included",
             |t| t.jobs_kept_busy,
         ),
         (
