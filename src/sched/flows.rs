@@ -204,13 +204,28 @@ impl<D> Flows<D> {
     /// Puts packets taken back from a node in front of their flows, in their order (a failed
     /// node's queue, re-offered). A flow that was empty rejoins its tenant's ring at the
     /// front, and a tenant with nothing waiting the tenants' ring at the front.
+    ///
+    /// A packet was charged to its flow and tenant when it was taken; one that comes back to
+    /// a flow, or a tenant, whose turn is open is refunded to that turn. Otherwise a turn
+    /// opened for a shorter packet would find the longer one put in front of it unaffordable
+    /// at its start, and the placement pass would end there with nothing placed.
     pub(crate) fn push_front_all(&mut self, packets: Vec<Packet<D>>) {
         self.end_pass();
         for packet in packets.into_iter().rev() {
             self.waiting += 1;
             let (task, tenant) = (packet.meta.task, packet.meta.tenant);
+            let cost = cost(&packet.meta);
+            if let Some(t) = self.tenants.get_mut(&tenant).filter(|t| t.granted) {
+                t.deficit = t.deficit.saturating_add(cost);
+            }
             match self.flows.entry(task) {
-                Entry::Occupied(mut e) => e.get_mut().packets.push_front(packet),
+                Entry::Occupied(mut e) => {
+                    let flow = e.get_mut();
+                    if flow.granted {
+                        flow.deficit = flow.deficit.saturating_add(cost);
+                    }
+                    flow.packets.push_front(packet);
+                }
                 Entry::Vacant(e) => {
                     e.insert(Flow::of(packet));
                     self.tenant_entry(tenant, true).jobs.push_front(task);
@@ -730,5 +745,30 @@ mod tests {
         let ones: Vec<u32> = order.iter().filter(|(t, _)| *t == 1).map(|p| p.1).collect();
         assert_eq!(ones, [0, 1, 2]);
         assert_eq!(flows.drain().len(), 0);
+    }
+
+    #[test]
+    fn a_longer_packet_taken_back_in_front_of_an_open_turn_is_affordable() {
+        let mut flows = Flows::new(64);
+        for seq in 1..6 {
+            flows.push(packet(1, seq, 16));
+        }
+        // The turn opens with 64 bytes; three packets of 16 leave 16.
+        for _ in 0..3 {
+            let (_, meta) = flows.head().unwrap();
+            assert!(flows.head_affordable(&meta));
+            flows.take_head().unwrap();
+        }
+        // A packet of 32 comes back from a failed node in front of the open turn.
+        flows.push_front_all(vec![packet(1, 0, 32)]);
+        let (task, meta) = flows.head().unwrap();
+        assert_eq!((task, meta.seq, meta.len), (TaskId(1), 0, 32));
+        assert!(
+            flows.head_affordable(&meta),
+            "the turn found spent at its start"
+        );
+        let order = serve(&mut flows);
+        assert_eq!(order, [(1, 0), (1, 4), (1, 5)]);
+        assert_eq!((flows.len(), flows.active()), (0, 0));
     }
 }

@@ -1,9 +1,9 @@
 //! Property tests of the scheduler core under random jobs, arrivals and completions: nothing
 //! lost or duplicated, per-job order kept, dependent packets never overtake their predecessor,
 //! no node over capacity, no deadlock, and an empty choose list at the end, with jobs of up to
-//! three tenants of random weights.
+//! three tenants of random weights, and nodes failing and coming back, their packets put back.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use cryptodispatch::error::ArriveError;
 use cryptodispatch::packet::{
@@ -39,6 +39,16 @@ struct Case {
     picks: Vec<usize>,
     /// The driver's moves: `true` = offer a packet, `false` = complete on some node.
     moves: Vec<(bool, usize)>,
+    /// Node failures: before move `at`, node `pick` (modulo the nodes) goes down, unless it
+    /// is the last one up in its cluster, and comes back `for` moves later.
+    faults: Vec<Fault>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Fault {
+    at: usize,
+    pick: usize,
+    down_for: usize,
 }
 
 fn policy() -> impl Strategy<Value = PolicySpec> {
@@ -69,7 +79,7 @@ fn case() -> impl Strategy<Value = Case> {
             let job = (
                 0..n_clusters,
                 any::<bool>(),
-                prop::collection::vec(1..=MAX_LEN, 1..=5),
+                prop::collection::vec(1..=MAX_LEN, 1..=12),
                 0u32..3,
             )
                 .prop_map(|(cluster, dependent, lens, tenant)| JobSpec {
@@ -88,19 +98,27 @@ fn case() -> impl Strategy<Value = Case> {
                 prop::collection::vec(job, 1..=12),
                 prop::collection::vec(any::<usize>(), 60),
                 prop::collection::vec((any::<bool>(), any::<usize>()), 0..120),
+                prop::collection::vec(
+                    (0usize..120, any::<usize>(), 0usize..20)
+                        .prop_map(|(at, pick, down_for)| Fault { at, pick, down_for }),
+                    0..=3,
+                ),
             )
         })
         .prop_map(
-            |(clusters, wait, policy, affinity, admission, weights, jobs, picks, moves)| Case {
-                clusters,
-                wait,
-                policy,
-                affinity,
-                admission,
-                weights,
-                jobs,
-                picks,
-                moves,
+            |(clusters, wait, policy, affinity, admission, weights, jobs, picks, moves, faults)| {
+                Case {
+                    clusters,
+                    wait,
+                    policy,
+                    affinity,
+                    admission,
+                    weights,
+                    jobs,
+                    picks,
+                    moves,
+                    faults,
+                }
             },
         )
 }
@@ -119,7 +137,15 @@ struct Driver {
     dispatched: HashSet<(u64, u32)>,
     completed: HashSet<(u64, u32)>,
     next_seq: HashMap<u64, u32>,
+    /// Per job, the packets taken off a failed node and not dispatched again: they go first.
+    taken_back: HashMap<u64, BTreeSet<u32>>,
+    /// Jobs that were bound to a node that failed: their next packet may go anywhere.
+    unbound: HashSet<u64>,
     node_of: HashMap<(u64, u32), usize>,
+    /// The node of each job's latest dispatch.
+    last_node: HashMap<u64, usize>,
+    /// Down nodes, and the move at which each comes back.
+    down: HashMap<usize, usize>,
     total: usize,
 }
 
@@ -192,7 +218,11 @@ impl Driver {
             dispatched: HashSet::new(),
             completed: HashSet::new(),
             next_seq: HashMap::new(),
+            taken_back: HashMap::new(),
+            unbound: HashSet::new(),
             node_of: HashMap::new(),
+            last_node: HashMap::new(),
+            down: HashMap::new(),
             total,
         }
     }
@@ -249,31 +279,108 @@ impl Driver {
                 self.dispatched.insert((m.task.0, m.seq)),
                 "dispatched twice: {m:?}"
             );
-            let next = self.next_seq.entry(m.task.0).or_insert(0);
-            assert_eq!(m.seq, *next, "packets of a job are dispatched in order");
-            *next += 1;
+            // A chained job's packets taken back from a failed node go before its later ones,
+            // in order; an independent job's go in any order.
+            let back = self.taken_back.entry(m.task.0).or_default();
+            if back.remove(&m.seq) {
+                assert!(
+                    !m.is_dependent() || back.first().is_none_or(|&s| s > m.seq),
+                    "packets taken back are dispatched in order: {m:?}"
+                );
+            } else {
+                assert!(
+                    !m.is_dependent() || back.is_empty(),
+                    "a chained job's packet overtook its packets taken back: {m:?}"
+                );
+                let next = self.next_seq.entry(m.task.0).or_insert(0);
+                assert_eq!(m.seq, *next, "packets of a job are dispatched in order");
+                *next += 1;
+            }
+            let moved = self.unbound.remove(&m.task.0);
             assert!(
                 self.s.cluster_nodes(m.cluster).contains(&n),
                 "a packet goes to a node of its cluster"
             );
-            if m.seq > 0 {
+            if m.seq > 0 && m.is_dependent() {
                 let prev = (m.task.0, m.seq - 1);
-                let prev_node = self.node_of[&prev];
-                if m.is_dependent() && !self.completed.contains(&prev) {
+                let prev_node = self.node_of.get(&prev);
+                assert!(
+                    prev_node.is_some(),
+                    "a chained packet before its predecessor"
+                );
+                if !self.completed.contains(&prev) {
                     assert_eq!(
-                        n, prev_node,
+                        Some(&n),
+                        prev_node,
                         "strategy 2: a dependent packet follows its in-flight predecessor"
                     );
                 }
-                let pinned = self.pins || (m.is_dependent() && self.affinity == Affinity::Strict);
-                if pinned {
-                    assert_eq!(n, prev_node, "a bound job stays on its node: {m:?}");
-                }
             }
+            let pinned = self.pins || (m.is_dependent() && self.affinity == Affinity::Strict);
+            if let Some(&last) = self.last_node.get(&m.task.0).filter(|_| pinned && !moved) {
+                assert_eq!(n, last, "a bound job stays on its node: {m:?}");
+            }
+            self.last_node.insert(m.task.0, n);
             self.node_of.insert((m.task.0, m.seq), n);
             self.nodes[n].push_back(m);
         }
         self.check_status();
+    }
+
+    /// Node `pick` (modulo the nodes) fails, unless it is down or the last one up in its
+    /// cluster; its packets are put back, and it comes back at move `until`.
+    fn fail(&mut self, pick: usize, until: usize) {
+        let n = pick % self.nodes.len();
+        let cluster = self.s.cluster_of(NodeId(n as u32));
+        let up = self
+            .s
+            .cluster_nodes(cluster)
+            .filter(|m| !self.down.contains_key(m))
+            .count();
+        if self.down.contains_key(&n) || up < 2 {
+            return;
+        }
+        let taken = self.s.node_down(NodeId(n as u32)).unwrap();
+        let held: Vec<PacketMeta> = self.nodes[n].drain(..).collect();
+        assert_eq!(
+            taken, held,
+            "the packets taken off a failed node, oldest first"
+        );
+        // Every job whose last packet went to the failed node was bound there.
+        for (&task, &node) in &self.last_node {
+            if node == n {
+                self.unbound.insert(task);
+            }
+        }
+        for meta in &taken {
+            let key = (meta.task.0, meta.seq);
+            self.dispatched.remove(&key);
+            self.node_of.remove(&key);
+            self.taken_back.entry(key.0).or_default().insert(key.1);
+        }
+        self.down.insert(n, until);
+        self.s.requeue(
+            taken
+                .into_iter()
+                .map(|meta| Packet::new(meta, Len(meta.len)))
+                .collect(),
+        );
+        self.collect();
+    }
+
+    /// Brings back the down nodes due back by move `now` (every one, with `None`).
+    fn recover(&mut self, now: Option<usize>) {
+        let back: Vec<usize> = self
+            .down
+            .iter()
+            .filter(|&(_, &until)| now.is_none_or(|now| until <= now))
+            .map(|(&n, _)| n)
+            .collect();
+        for n in back {
+            self.down.remove(&n);
+            self.s.node_up(NodeId(n as u32)).unwrap();
+            self.offer_pending();
+        }
     }
 
     fn check_status(&self) {
@@ -289,6 +396,7 @@ impl Driver {
     }
 
     fn finish(&mut self) {
+        self.recover(None);
         // Offer everything, completing work whenever the core pushes back.
         let mut steps = 0;
         while self.completed.len() < self.total {
@@ -336,7 +444,11 @@ proptest! {
     #[test]
     fn nothing_lost_order_kept_capacity_respected(case in case()) {
         let mut d = Driver::new(&case);
-        for &(offer, pick) in &case.moves {
+        for (i, &(offer, pick)) in case.moves.iter().enumerate() {
+            d.recover(Some(i));
+            for f in case.faults.iter().filter(|f| f.at == i) {
+                d.fail(f.pick, i + f.down_for);
+            }
             if offer {
                 d.offer_next();
             } else {
