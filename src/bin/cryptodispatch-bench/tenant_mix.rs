@@ -37,7 +37,7 @@ use crate::tenants::{NODES, client_core};
 
 /// CSV columns of the workload: one row per configuration.
 pub const CSV_HEADER: &str = "config,tenants,quiet_weight,quiet_size,quiet_offered_mb_s,noisy,\
-capacity_mb_s,quiet_jobs,quiet_light,quiet_kept_busy,quiet_over_credit,quiet_inline_stalled,p99_alone_us,p99_beside_us,ratio,lost";
+capacity_mb_s,quiet_jobs,quiet_light,quiet_kept_busy,quiet_over_credit,quiet_inline_stalled,noisy_light,p99_alone_us,p99_beside_us,ratio,lost";
 
 /// How long the capacity is measured, the noisy tenants backlogged.
 const CALIBRATION: Duration = Duration::from_secs(1);
@@ -237,6 +237,9 @@ struct Outcome {
     quiet_over_credit: u64,
     /// Of them, those run on the submitter beside a stalled node.
     quiet_inline_stalled: u64,
+    /// Of the noisy tenants' jobs admitted beside the quiet one, those on the light path,
+    /// and all of them.
+    noisy_light: (u64, u64),
     alone_us: f64,
     beside_us: f64,
     lost: u64,
@@ -327,7 +330,15 @@ fn run_config(
                 ]
             })
     };
+    // The noisy tenants' jobs admitted, and those of them on the light path.
+    let noisy_counts = || {
+        let m = service.metrics();
+        (m.tenants.iter())
+            .filter(|t| noisy.iter().any(|n| n.id == t.tenant))
+            .fold((0, 0), |(l, a), t| (l + t.jobs_light, a + t.jobs_admitted))
+    };
     let before = quiet_counts();
+    let noisy_before = noisy_counts();
     let (mut beside, others) = timed(PHASE, |stop| {
         scope(|s| {
             let q = s.spawn(|| quiet_sends(stop));
@@ -336,6 +347,7 @@ fn run_config(
         })
     });
     let after = quiet_counts();
+    let noisy_after = noisy_counts();
     lost += alone.lost + beside.lost + others.iter().map(|s| s.lost).sum::<u64>();
     service.shutdown();
     if alone.latencies.is_empty() || beside.latencies.is_empty() {
@@ -350,6 +362,10 @@ fn run_config(
         quiet_kept_busy: after[2] - before[2],
         quiet_over_credit: after[3] - before[3],
         quiet_inline_stalled: after[4] - before[4],
+        noisy_light: (
+            noisy_after.0 - noisy_before.0,
+            noisy_after.1 - noisy_before.1,
+        ),
         alone_us: alone.p99_us(),
         beside_us: beside.p99_us(),
         lost,
@@ -386,6 +402,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             o.quiet_kept_busy.to_string(),
             o.quiet_over_credit.to_string(),
             o.quiet_inline_stalled.to_string(),
+            format!("{}/{}", o.noisy_light.0, o.noisy_light.1),
             f(o.alone_us, 1),
             f(o.beside_us, 1),
             f(ratio, 2),
