@@ -40,7 +40,7 @@ struct Case {
     /// The driver's moves: `true` = offer a packet, `false` = complete on some node.
     moves: Vec<(bool, usize)>,
     /// Node failures: before move `at`, node `pick` (modulo the nodes) goes down, unless it
-    /// is the last one up in its cluster, and comes back `for` moves later.
+    /// is the last one up in its cluster, and comes back `down_for` moves later.
     faults: Vec<Fault>,
 }
 
