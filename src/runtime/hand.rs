@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use smallvec::SmallVec;
 
 use crate::crypto::ImplTable;
-use crate::packet::{Packet, TaskId};
+use crate::packet::{Packet, TaskId, TenantId};
 use crate::runtime::exec::{PacketSet, lane_width, take_set};
 use crate::runtime::work::{JobRecord, PacketData, Packets};
 
@@ -178,16 +178,24 @@ impl NodeHand {
         if q.packets.is_empty() {
             self.light_since.store(now.max(1), Ordering::Relaxed);
         }
+        // The tenant's turn after its last packet waiting: found by a scan for a job's first
+        // packet, and after that the turn after the one just given (the lock is held for one
+        // scan of the queue per job, not one per packet).
+        let mut last: Option<(TenantId, u32)> = None;
         for p in packets {
             let tenant = p.meta.tenant;
-            let turn = q
-                .packets
-                .iter()
-                .zip(&q.turns)
-                .filter(|(x, _)| x.meta.tenant == tenant)
-                .map(|(_, &t)| t + 1)
-                .max()
-                .unwrap_or(0);
+            let turn = match last {
+                Some((t, turn)) if t == tenant => turn + 1,
+                _ => q
+                    .packets
+                    .iter()
+                    .zip(&q.turns)
+                    .filter(|(x, _)| x.meta.tenant == tenant)
+                    .map(|(_, &t)| t + 1)
+                    .max()
+                    .unwrap_or(0),
+            };
+            last = Some((tenant, turn));
             let at = q.turns.partition_point(|&t| t <= turn);
             q.packets.insert(at, p);
             q.turns.insert(at, turn);
@@ -319,6 +327,40 @@ mod tests {
         assert_eq!(
             light_sets(jobs(), &one_by_one),
             [vec![1, 1, 1], vec![3], vec![2, 2]]
+        );
+    }
+
+    #[test]
+    fn light_packets_wait_in_turns_over_the_tenants() {
+        let key = Arc::new(crate::crypto::AesKey::new(&[7; 16]).unwrap());
+        let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let impls = ImplTable::rustcrypto();
+        let hand = NodeHand::default();
+        let job = |task: u64, tenant: u32, len: usize| {
+            let mut job = packets(task, &key, cbc, &[1; 16], &vec![0; len]);
+            for p in &mut job {
+                p.meta.tenant = TenantId(tenant);
+            }
+            job
+        };
+        // Tenant 1's job of three packets, tenant 7's of two, tenant 1's of two.
+        for (task, tenant, len) in [(1, 1, 96), (2, 7, 64), (3, 1, 64)] {
+            let packets = job(task, tenant, len).into_iter().collect();
+            assert!(hand.push_light(packets, 1).is_ok());
+        }
+        // A packet a set: turn by turn, one packet of each tenant with packets in that turn,
+        // and a tenant's later job in the turns after its earlier one's.
+        let order: Vec<(u64, u32)> = std::iter::from_fn(|| {
+            let set = hand.take_light_set(64, &impls, 1, 2);
+            (!set.is_empty()).then(|| {
+                assert_eq!(set.len(), 1);
+                (set[0].meta.task.0, set[0].meta.seq)
+            })
+        })
+        .collect();
+        assert_eq!(
+            order,
+            [(1, 0), (2, 0), (1, 1), (2, 1), (1, 2), (3, 0), (3, 1)]
         );
     }
 
