@@ -19,7 +19,7 @@
 //! last (or `--nodes`), the clients' threads on the last, the light path on.
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::{scope, sleep};
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ use rand::{RngExt, SeedableRng};
 use crate::live::{JOB_PATIENCE, LiveArgs};
 use crate::report::{f, print_rows};
 use crate::support::{Text, cores, percentile};
-use crate::tenants::{NODES, client_core};
+use crate::tenants::{NODES, timed, with_waiter};
 
 /// CSV columns of the workload: one row per configuration.
 pub const CSV_HEADER: &str = "config,tenants,quiet_weight,quiet_size,quiet_offered_mb_s,noisy,\
@@ -181,17 +181,14 @@ fn send(
     seed: u64,
     stop: &AtomicBool,
 ) -> Seen {
-    let (tx, rx) = sync_channel::<JobHandle>(in_flight);
     let (back, spares) = sync_channel::<Vec<u8>>(in_flight);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    client_core();
-    scope(|s| {
-        let waiter = s.spawn(move || {
-            client_core();
-            let mut seen = Seen::default();
-            rx.into_iter().for_each(|h| seen.check(t, h, &back));
-            seen
-        });
+    let waiter = move |rx: Receiver<JobHandle>| {
+        let mut seen = Seen::default();
+        rx.into_iter().for_each(|h| seen.check(t, h, &back));
+        seen
+    };
+    let (mut seen, refused) = with_waiter(in_flight, waiter, |tx| {
         let mut next = Instant::now();
         let mut refused = 0;
         while !stop.load(Relaxed) {
@@ -206,22 +203,10 @@ fn send(
                 Err(_) => refused += 1,
             }
         }
-        drop(tx);
-        let mut seen = waiter.join().expect("waiter");
-        seen.lost += refused;
-        seen
-    })
-}
-
-/// Runs `f` for `how_long`, telling it when to stop.
-fn timed<T: Send>(how_long: Duration, f: impl FnOnce(&AtomicBool) -> T + Send) -> T {
-    let stop = AtomicBool::new(false);
-    scope(|s| {
-        let h = s.spawn(|| f(&stop));
-        sleep(how_long);
-        stop.store(true, Relaxed);
-        h.join().expect("phase")
-    })
+        refused
+    });
+    seen.lost += refused;
+    seen
 }
 
 /// A configuration's figures.

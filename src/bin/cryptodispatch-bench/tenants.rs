@@ -9,7 +9,7 @@
 //! against the cipher, and `lost` counts jobs that failed or gave other bytes.
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::{scope, sleep};
 use std::time::{Duration, Instant};
 
@@ -138,7 +138,6 @@ fn send(
     stop: &AtomicBool,
 ) -> Seen {
     let in_flight = (WINDOW / t.data.len().max(1)).max(256);
-    let (tx, rx) = sync_channel(in_flight);
     // Outputs given back, to reuse, for jobs above [`REUSE_ABOVE`]: at 1 MiB a fresh buffer
     // per job (its allocation and page faults) made the clients' core the bottleneck, and the
     // tenant sending more could not keep its backlog. (A channel of no room hands nothing
@@ -148,14 +147,12 @@ fn send(
     } else {
         0
     });
-    client_core();
-    scope(|s| {
-        let waiter = s.spawn(move || {
-            client_core();
-            let mut seen = Seen::default();
-            rx.into_iter().for_each(|h| seen.check(t, h, &back));
-            seen
-        });
+    let waiter = move |rx: Receiver<(Duration, JobHandle)>| {
+        let mut seen = Seen::default();
+        rx.into_iter().for_each(|h| seen.check(t, h, &back));
+        seen
+    };
+    let (mut seen, refused) = with_waiter(in_flight, waiter, |tx| {
         let mut next = Instant::now();
         let mut refused = 0;
         let burst = if bursts {
@@ -186,10 +183,29 @@ fn send(
                 Err(_) => refused += burst as u64,
             }
         }
-        drop(tx);
-        let mut seen = waiter.join().expect("waiter");
-        seen.lost += refused;
-        seen
+        refused
+    });
+    seen.lost += refused;
+    seen
+}
+
+/// Runs `send` on the calling thread, beside a waiter thread that `check`s the handles it
+/// sends (at most `bound` unresolved); both on the clients' core ([`client_core`]). The
+/// channel closes when `send` returns, which ends the waiter. Returns what each returned.
+pub(crate) fn with_waiter<H: Send, W: Send, R>(
+    bound: usize,
+    check: impl FnOnce(Receiver<H>) -> W + Send,
+    send: impl FnOnce(SyncSender<H>) -> R,
+) -> (W, R) {
+    let (tx, rx) = sync_channel(bound);
+    client_core();
+    scope(|s| {
+        let waiter = s.spawn(move || {
+            client_core();
+            check(rx)
+        });
+        let sent = send(tx);
+        (waiter.join().expect("waiter"), sent)
     })
 }
 
@@ -206,12 +222,18 @@ pub(crate) fn client_core() {
 /// The AES nodes of the running workload's service, which [`client_core`] keeps clear of.
 pub(crate) static NODES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// Runs `f` for a phase, telling it when to stop.
+/// Runs `f` for a phase, telling it when the phase started and when to stop.
 fn phase<T: Send>(f: impl FnOnce(Instant, &AtomicBool) -> T + Send) -> T {
-    let (stop, start) = (AtomicBool::new(false), Instant::now());
+    let start = Instant::now();
+    timed(PHASE, |stop| f(start, stop))
+}
+
+/// Runs `f` on a thread of its own for `how_long`, telling it when to stop.
+pub(crate) fn timed<T: Send>(how_long: Duration, f: impl FnOnce(&AtomicBool) -> T + Send) -> T {
+    let stop = AtomicBool::new(false);
     scope(|s| {
-        let h = s.spawn(|| f(start, &stop));
-        sleep(PHASE);
+        let h = s.spawn(|| f(&stop));
+        sleep(how_long);
         stop.store(true, Relaxed);
         h.join().expect("phase")
     })
