@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use smallvec::SmallVec;
 
@@ -26,7 +26,11 @@ pub(crate) struct Running {
     pub(crate) light: bool,
 }
 
-/// A node's light packets, and whether it takes more.
+/// How many light queues a node has. A tenant's light packets go to one of them, by its id:
+/// with tenants numbered from 0 up, up to this many tenants each have a queue of their own.
+const LIGHT_QUEUES: usize = 16;
+
+/// Some of a node's light packets, and whether it takes more.
 #[derive(Default)]
 struct LightQueue {
     /// In turns over the tenants (see [`NodeHand::push_light`]).
@@ -90,12 +94,18 @@ pub(crate) struct NodeHand {
     running: Mutex<Vec<Running>>,
     /// Packets the worker took from its node queue and has not started.
     waiting: Mutex<VecDeque<Packet<PacketData>>>,
-    /// Light packets placed on the node and not taken (docs/ALGORITHM.md §15.7), in turns
-    /// over the tenants. A light job's submitter puts them here without the cluster's lock,
-    /// so that it never waits behind the busy tenants' admissions for it; the worker takes
-    /// them a set at a time, between two sets, the slices of one or its deliveries.
-    light_queue: Mutex<LightQueue>,
-    /// How many packets `light_queue` holds, for the worker to read without its lock.
+    /// Light packets placed on the node and not taken (docs/ALGORITHM.md §15.7), a queue per
+    /// tenant (by its id, modulo [`LIGHT_QUEUES`]), each in turns over its tenants. A light
+    /// job's submitter puts them in its tenant's queue without the cluster's lock, so that it
+    /// never waits behind the busy tenants' admissions for it, nor behind their light jobs'
+    /// submitters; the worker takes them a set at a time, between two sets, the slices of one
+    /// or its deliveries, from the queues in turn.
+    light_queues: [Mutex<LightQueue>; LIGHT_QUEUES],
+    /// The light queue the worker looks at first for its next light set: the one after the
+    /// queue of its last.
+    light_next: AtomicUsize,
+    /// How many packets the light queues hold, for the worker to read without their locks
+    /// (changed under the lock of the queue that changed, so never fewer than they hold).
     pub(crate) light: AtomicUsize,
     /// When the light packets waiting last moved (the engine's clock, `Engine::now_ns`; 0
     /// while none wait): placed in an empty queue, or some taken and others left. A node whose
@@ -158,24 +168,31 @@ impl NodeHand {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn light_queue(&self) -> MutexGuard<'_, LightQueue> {
-        self.light_queue.lock().unwrap_or_else(|e| e.into_inner())
+    /// The light queue of `tenant`'s packets.
+    fn light_queue(&self, tenant: TenantId) -> MutexGuard<'_, LightQueue> {
+        lock(&self.light_queues[tenant.0 as usize % LIGHT_QUEUES])
     }
 
-    /// Puts a light job's packets among the node's light packets, in turns over the tenants:
-    /// a tenant with nothing waiting goes in the first turn, behind the packets of that turn
-    /// already there and ahead of the later turns, and each further packet of a tenant in
-    /// the turn after its last. So a light job waits for at most one packet of each other
-    /// tenant with light packets waiting (and the set running), however many that tenant
-    /// sends, and a tenant's packets keep their order. Hands them back if the node is down.
+    /// Puts a light job's packets in its tenant's light queue, in turns over the tenants of
+    /// that queue: a tenant with nothing waiting goes in the first turn, behind the packets
+    /// of that turn already there and ahead of the later turns, and each further packet of a
+    /// tenant in the turn after its last. A tenant's packets keep their order. With the
+    /// queues taken in turn (`take_light_set`), a light job waits for at most one set of each
+    /// other queue with light packets waiting (and the set running), however many its
+    /// tenants send, and one packet of each other tenant of its own queue. Hands them back if
+    /// the node is down.
     // The packets come back as they went, inline, as `Engine::admit` hands them back.
     #[allow(clippy::result_large_err)]
     pub(crate) fn push_light(&self, packets: Packets, now: u64) -> Result<(), Packets> {
-        let mut q = self.light_queue();
+        let Some(first) = packets.first() else {
+            return Ok(());
+        };
+        let mut q = self.light_queue(first.meta.tenant);
         if q.down {
             return Err(packets);
         }
-        if q.packets.is_empty() {
+        // Counted under the queue's lock, before the worker can take them.
+        if self.light.fetch_add(packets.len(), Ordering::SeqCst) == 0 {
             self.light_since.store(now.max(1), Ordering::Relaxed);
         }
         // The tenant's turn after its last packet waiting: found by a scan for a job's first
@@ -200,12 +217,16 @@ impl NodeHand {
             q.packets.insert(at, p);
             q.turns.insert(at, turn);
         }
-        self.light.store(q.packets.len(), Ordering::SeqCst);
         Ok(())
     }
 
     /// Takes the next set of light packets to run (as [`take_set`] takes one from a queue),
-    /// so that packets placed meanwhile take their turns before the light packets after it.
+    /// from the first light queue with packets after the one the last set came from, so that
+    /// the queues take turns, and packets placed meanwhile take their turns before the light
+    /// packets after it. A queue whose lock a submitter holds is passed over, and taken with
+    /// a wait only if no other queue has packets: a submitter the operating system
+    /// deschedules while it holds its queue's lock holds up only that queue's packets.
+    ///
     /// A chain run ends at `run_bytes` (a node queue's, as the core's runs end where the node
     /// queue does) or its first packet: a long light job runs a node queue at a time, and a
     /// light job of another tenant placed meanwhile waits for that much of it, not for all
@@ -217,7 +238,47 @@ impl NodeHand {
         run_bytes: u64,
         now: u64,
     ) -> PacketSet {
-        let mut q = self.light_queue();
+        let start = self.light_next.load(Ordering::Relaxed);
+        let mut held = None;
+        for i in (0..LIGHT_QUEUES).map(|k| (start + k) % LIGHT_QUEUES) {
+            let mut q = match self.light_queues[i].try_lock() {
+                Ok(q) => q,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    held.get_or_insert(i);
+                    continue;
+                }
+            };
+            if !q.packets.is_empty() {
+                return self.take_from(i, &mut q, lanes, impls, run_bytes, now);
+            }
+        }
+        match held {
+            Some(i) => self.take_from(
+                i,
+                &mut lock(&self.light_queues[i]),
+                lanes,
+                impls,
+                run_bytes,
+                now,
+            ),
+            None => PacketSet::new(),
+        }
+    }
+
+    /// `take_light_set` from light queue `i`, locked as `q` (nothing if it is empty).
+    fn take_from(
+        &self,
+        i: usize,
+        q: &mut LightQueue,
+        lanes: usize,
+        impls: &ImplTable,
+        run_bytes: u64,
+        now: u64,
+    ) -> PacketSet {
+        if q.packets.is_empty() {
+            return PacketSet::new();
+        }
         let set = match q.heads_as_lanes(lanes, impls) {
             Some(set) => set,
             None => {
@@ -238,8 +299,10 @@ impl NodeHand {
                 set
             }
         };
-        self.light.store(q.packets.len(), Ordering::SeqCst);
-        let since = if q.packets.is_empty() { 0 } else { now.max(1) };
+        self.light_next
+            .store((i + 1) % LIGHT_QUEUES, Ordering::Relaxed);
+        let left = self.light.fetch_sub(set.len(), Ordering::SeqCst) - set.len();
+        let since = if left == 0 { 0 } else { now.max(1) };
         self.light_since.store(since, Ordering::Relaxed);
         set
     }
@@ -247,6 +310,9 @@ impl NodeHand {
     /// Since when (the engine's clock) the light packets waiting have not moved, and the
     /// worker was not expected to be busy with a set that takes none; `None` if none wait.
     pub(crate) fn light_still_since(&self) -> Option<u64> {
+        if self.light.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
         match self.light_since.load(Ordering::Relaxed) {
             0 => None,
             since => Some(since.max(self.busy_until.load(Ordering::Relaxed))),
@@ -262,18 +328,30 @@ impl NodeHand {
     /// The node went down: takes every light packet waiting, and refuses new ones until
     /// [`open_light`](Self::open_light).
     pub(crate) fn close_light(&self) -> VecDeque<Packet<PacketData>> {
-        let mut q = self.light_queue();
-        q.down = true;
-        q.turns.clear();
-        self.light.store(0, Ordering::SeqCst);
+        let mut all = VecDeque::new();
+        for queue in &self.light_queues {
+            let mut q = lock(queue);
+            q.down = true;
+            q.turns.clear();
+            self.light.fetch_sub(q.packets.len(), Ordering::SeqCst);
+            all.append(&mut q.packets);
+        }
         self.light_since.store(0, Ordering::Relaxed);
-        std::mem::take(&mut q.packets)
+        all
     }
 
     /// The node is back: it takes light packets again.
     pub(crate) fn open_light(&self) {
-        self.light_queue().down = false;
+        for queue in &self.light_queues {
+            lock(queue).down = false;
+        }
     }
+}
+
+/// A lock, whether or not a thread panicked while it held it (what it guards stays whole:
+/// each change to it is made under one lock and cannot panic halfway).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl std::fmt::Debug for NodeHand {
@@ -362,6 +440,58 @@ mod tests {
             order,
             [(1, 0), (2, 0), (1, 1), (2, 1), (1, 2), (3, 0), (3, 1)]
         );
+    }
+
+    #[test]
+    fn a_light_queue_whose_lock_a_submitter_holds_does_not_hold_up_the_others() {
+        let key = Arc::new(crate::crypto::AesKey::new(&[7; 16]).unwrap());
+        let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let impls = ImplTable::rustcrypto();
+        let hand = NodeHand::default();
+        let job = |task: u64, tenant: u32| {
+            let mut job = packets(task, &key, cbc, &[1; 16], &[0; 32]);
+            for p in &mut job {
+                p.meta.tenant = TenantId(tenant);
+            }
+            job.into_iter().collect::<Packets>()
+        };
+        assert!(hand.push_light(job(1, 1), 1).is_ok());
+        assert!(hand.push_light(job(2, 2), 1).is_ok());
+        let task = |set: PacketSet| set.iter().map(|p| p.meta.task.0).collect::<Vec<_>>();
+        {
+            // Tenant 1's submitter holds its queue's lock (descheduled, say): the worker takes
+            // tenant 2's packet without waiting for it.
+            let _held = hand.light_queue(TenantId(1));
+            assert_eq!(task(hand.take_light_set(64, &impls, 64, 2)), [2]);
+        }
+        assert_eq!(task(hand.take_light_set(64, &impls, 64, 2)), [1]);
+        assert!(hand.take_light_set(64, &impls, 64, 2).is_empty());
+        assert_eq!(hand.light.load(Ordering::SeqCst), 0);
+        // Tenants 3 and 3 + LIGHT_QUEUES share a queue, and take turns in it.
+        let far = 3 + LIGHT_QUEUES as u32;
+        for (task, tenant) in [(3, 3), (4, 3), (5, far), (6, 2)] {
+            assert!(hand.push_light(job(task, tenant), 1).is_ok());
+        }
+        let order: Vec<u64> = std::iter::from_fn(|| {
+            let set = hand.take_light_set(1, &impls, 64, 2);
+            (!set.is_empty()).then(|| task(set)[0])
+        })
+        .collect();
+        // From the queue after tenant 1's: tenant 2's, then tenant 3's queue, whose first
+        // turn has a job of each of its tenants, then its second turn.
+        assert_eq!(order, [6, 3, 5, 4]);
+        // A node that goes down takes back the packets of every queue, and refuses more
+        // until it is back.
+        assert!(hand.push_light(job(7, 1), 1).is_ok());
+        assert!(hand.push_light(job(8, 9), 1).is_ok());
+        let mut back: Vec<u64> = hand.close_light().iter().map(|p| p.meta.task.0).collect();
+        back.sort_unstable();
+        assert_eq!(back, [7, 8]);
+        assert_eq!(hand.light.load(Ordering::SeqCst), 0);
+        assert!(hand.push_light(job(9, 5), 1).is_err());
+        hand.open_light();
+        assert!(hand.push_light(job(9, 5), 1).is_ok());
+        assert_eq!(task(hand.take_light_set(64, &impls, 64, 2)), [9]);
     }
 
     #[test]
