@@ -408,23 +408,24 @@ mod tests {
         );
     }
 
-    #[test]
-    fn light_packets_wait_in_turns_over_the_tenants() {
+    /// A CBC encryption job `task` of `tenant`, `len` bytes in packets of 32.
+    fn tenant_job(task: u64, tenant: u32, len: usize) -> Packets {
         let key = Arc::new(crate::crypto::AesKey::new(&[7; 16]).unwrap());
         let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
+        let mut job = packets(task, &key, cbc, &[1; 16], &vec![0; len]);
+        for p in &mut job {
+            p.meta.tenant = TenantId(tenant);
+        }
+        job.into_iter().collect()
+    }
+
+    #[test]
+    fn light_packets_wait_in_turns_over_the_tenants() {
         let impls = ImplTable::rustcrypto();
         let hand = NodeHand::default();
-        let job = |task: u64, tenant: u32, len: usize| {
-            let mut job = packets(task, &key, cbc, &[1; 16], &vec![0; len]);
-            for p in &mut job {
-                p.meta.tenant = TenantId(tenant);
-            }
-            job
-        };
         // Tenant 1's job of three packets, tenant 7's of two, tenant 1's of two.
         for (task, tenant, len) in [(1, 1, 96), (2, 7, 64), (3, 1, 64)] {
-            let packets = job(task, tenant, len).into_iter().collect();
-            assert!(hand.push_light(packets, 1).is_ok());
+            assert!(hand.push_light(tenant_job(task, tenant, len), 1).is_ok());
         }
         // A packet a set: turn by turn, one packet of each tenant with packets in that turn,
         // and a tenant's later job in the turns after its earlier one's.
@@ -444,17 +445,9 @@ mod tests {
 
     #[test]
     fn a_light_queue_whose_lock_a_submitter_holds_does_not_hold_up_the_others() {
-        let key = Arc::new(crate::crypto::AesKey::new(&[7; 16]).unwrap());
-        let cbc = AesOp::new(Direction::Encrypt, Mode::Cbc);
         let impls = ImplTable::rustcrypto();
         let hand = NodeHand::default();
-        let job = |task: u64, tenant: u32| {
-            let mut job = packets(task, &key, cbc, &[1; 16], &[0; 32]);
-            for p in &mut job {
-                p.meta.tenant = TenantId(tenant);
-            }
-            job.into_iter().collect::<Packets>()
-        };
+        let job = |task: u64, tenant: u32| tenant_job(task, tenant, 32);
         assert!(hand.push_light(job(1, 1), 1).is_ok());
         assert!(hand.push_light(job(2, 2), 1).is_ok());
         let task = |set: PacketSet| set.iter().map(|p| p.meta.task.0).collect::<Vec<_>>();
