@@ -133,13 +133,13 @@ pub(crate) struct NodeHand {
 impl NodeHand {
     /// The running set.
     pub(crate) fn running(&self) -> MutexGuard<'_, Vec<Running>> {
-        self.running.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.running)
     }
 
     /// Records the calling thread as the node's worker (a worker started again after a
     /// failure records itself anew).
     pub(crate) fn set_worker(&self) {
-        *self.worker.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::thread::current());
+        *lock(&self.worker) = Some(std::thread::current());
     }
 
     /// Marks the worker as parked in an emulated wait (`true`), or back from it.
@@ -153,11 +153,7 @@ impl NodeHand {
     /// so one of the two sees the other.
     pub(crate) fn wake_emulating(&self) {
         if self.emulating.load(Ordering::SeqCst)
-            && let Some(t) = self
-                .worker
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .as_ref()
+            && let Some(t) = lock(&self.worker).as_ref()
         {
             t.unpark();
         }
@@ -165,7 +161,7 @@ impl NodeHand {
 
     /// The packets taken and not started.
     pub(crate) fn waiting(&self) -> MutexGuard<'_, VecDeque<Packet<PacketData>>> {
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.waiting)
     }
 
     /// The light queue of `tenant`'s packets.
