@@ -43,7 +43,7 @@ use crossbeam_utils::CachePadded;
 use crate::packet::{ClusterId, Cmd, NodeId, Packet, TaskId, TenantId, UnitTimes};
 use crate::runtime::backlog::Backlog;
 use crate::runtime::error::{JobError, TenantError};
-use crate::runtime::hand::NodeHand;
+use crate::runtime::hand::{NodeHand, SPIN, back_off};
 use crate::runtime::health::NodeHealth;
 use crate::runtime::ids::{ClusterKind, TaskIds};
 use crate::runtime::keys::KeyStore;
@@ -70,11 +70,6 @@ const LIGHT_RECENT_NS: u64 = 10_000_000;
 /// run (asleep with no wake-up reaching it, or off its core for another thread) leaves them
 /// for milliseconds.
 const LIGHT_STALL_NS: u64 = 100_000;
-
-/// How long a worker with an empty queue spins (yielding the core between checks) before it
-/// sleeps. A sleep and wake-up costs about 10 µs on a virtual machine, more than most packets;
-/// yielding keeps the spin from starving other threads on the core.
-pub(crate) const SPIN: Duration = Duration::from_micros(50);
 
 /// The engine: everything the service's threads share.
 #[derive(Debug)]
@@ -1012,13 +1007,7 @@ impl Engine {
             if hand.light.load(Ordering::Acquire) > 0 {
                 return None;
             }
-            if start.elapsed() > SPIN {
-                // The holder may be waiting for this core (a node sharing its core with
-                // clients): it gets it.
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+            back_off(&start);
         }
     }
 

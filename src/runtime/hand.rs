@@ -7,6 +7,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
@@ -219,9 +220,13 @@ impl NodeHand {
     /// Takes the next set of light packets to run (as [`take_set`] takes one from a queue),
     /// from the first light queue with packets after the one the last set came from, so that
     /// the queues take turns, and packets placed meanwhile take their turns before the light
-    /// packets after it. A queue whose lock a submitter holds is passed over, and taken with
-    /// a wait only if no other queue has packets: a submitter the operating system
-    /// deschedules while it holds its queue's lock holds up only that queue's packets.
+    /// packets after it. A queue whose lock a submitter holds is passed over. When no other
+    /// queue has packets and some are counted (so they are in a queue held now), the worker
+    /// does not sleep on that lock: it looks at every queue again, spinning and then yielding
+    /// its core between looks ([`back_off`]), until it can take a set from any of them. A
+    /// submitter the operating system deschedules while it holds its queue's lock therefore
+    /// holds up only that queue's packets, also those of a job placed in another queue
+    /// meanwhile, which a worker asleep on the lock left waiting as long.
     ///
     /// A chain run ends at `run_bytes` (a node queue's, as the core's runs end where the node
     /// queue does) or its first packet: a long light job runs a node queue at a time, and a
@@ -234,31 +239,29 @@ impl NodeHand {
         run_bytes: u64,
         now: u64,
     ) -> PacketSet {
-        let start = self.light_next.load(Ordering::Relaxed);
-        let mut held = None;
-        for i in (0..LIGHT_QUEUES).map(|k| (start + k) % LIGHT_QUEUES) {
-            let mut q = match self.light_queues[i].try_lock() {
-                Ok(q) => q,
-                Err(TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(TryLockError::WouldBlock) => {
-                    held.get_or_insert(i);
-                    continue;
+        let mut began = None;
+        loop {
+            let start = self.light_next.load(Ordering::Relaxed);
+            let mut held = false;
+            for i in (0..LIGHT_QUEUES).map(|k| (start + k) % LIGHT_QUEUES) {
+                let mut q = match self.light_queues[i].try_lock() {
+                    Ok(q) => q,
+                    Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                    Err(TryLockError::WouldBlock) => {
+                        held = true;
+                        continue;
+                    }
+                };
+                if !q.packets.is_empty() {
+                    return self.take_from(i, &mut q, lanes, impls, run_bytes, now);
                 }
-            };
-            if !q.packets.is_empty() {
-                return self.take_from(i, &mut q, lanes, impls, run_bytes, now);
             }
-        }
-        match held {
-            Some(i) => self.take_from(
-                i,
-                &mut lock(&self.light_queues[i]),
-                lanes,
-                impls,
-                run_bytes,
-                now,
-            ),
-            None => PacketSet::new(),
+            // Packets are counted under their queue's lock, before they are placed: with
+            // every queue the worker could look at empty, counted ones are in a held one.
+            if !held || self.light.load(Ordering::SeqCst) == 0 {
+                return PacketSet::new();
+            }
+            back_off(began.get_or_insert_with(Instant::now));
         }
     }
 
@@ -341,6 +344,23 @@ impl NodeHand {
         for queue in &self.light_queues {
             lock(queue).down = false;
         }
+    }
+}
+
+/// How long a worker that finds a lock held, or its queues empty, spins before it yields its
+/// core between tries (with empty queues, before it sleeps). A sleep and wake-up costs about
+/// 10 µs on a virtual machine, more than most packets; yielding keeps the spin from starving
+/// other threads on the core.
+pub(crate) const SPIN: Duration = Duration::from_micros(50);
+
+/// One pause of a worker that tries a lock again rather than sleep on it, having begun at
+/// `began`: a spin while [`SPIN`] has not passed, a yield of its core after (the holder may be
+/// waiting for that core: a node that shares its core with clients gives it up).
+pub(crate) fn back_off(began: &Instant) {
+    if began.elapsed() > SPIN {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
     }
 }
 
@@ -481,6 +501,38 @@ mod tests {
         hand.open_light();
         assert!(hand.push_light(job(9, 5), 1).is_ok());
         assert_eq!(task(hand.take_light_set(64, &impls, 64, 2)), [9]);
+    }
+
+    #[test]
+    fn a_worker_does_not_sleep_on_a_held_light_queue_while_another_gets_packets() {
+        let impls = ImplTable::rustcrypto();
+        let hand = NodeHand::default();
+        let task = |set: PacketSet| set.iter().map(|p| p.meta.task.0).collect::<Vec<_>>();
+        {
+            // A held queue with nothing counted holds nothing up: the worker finds no work.
+            let _held = hand.light_queue(TenantId(1));
+            assert!(hand.take_light_set(64, &impls, 64, 2).is_empty());
+        }
+        assert!(hand.push_light(tenant_job(1, 1, 32), 1).is_ok());
+        std::thread::scope(|s| {
+            // Tenant 1's packet is counted, and its queue's lock held (its submitter
+            // descheduled, say); no other queue has packets when the worker looks.
+            let held = hand.light_queue(TenantId(1));
+            let worker = s.spawn(|| task(hand.take_light_set(64, &impls, 64, 2)));
+            std::thread::sleep(Duration::from_millis(20));
+            // A job placed in another queue meanwhile is taken while the lock is still held.
+            assert!(hand.push_light(tenant_job(2, 2, 32), 1).is_ok());
+            let patience = Instant::now() + Duration::from_secs(10);
+            while !worker.is_finished() && Instant::now() < patience {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let taken_while_held = worker.is_finished();
+            drop(held);
+            assert_eq!(worker.join().expect("worker"), [2]);
+            assert!(taken_while_held, "the worker waited for the held queue");
+        });
+        assert_eq!(task(hand.take_light_set(64, &impls, 64, 2)), [1]);
+        assert_eq!(hand.light.load(Ordering::SeqCst), 0);
     }
 
     #[test]
