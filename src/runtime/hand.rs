@@ -225,7 +225,7 @@ impl NodeHand {
     /// does not sleep on that lock: it looks at every queue again, spinning and then yielding
     /// its core between looks ([`back_off`]), until it can take a set from any of them. A
     /// submitter the operating system deschedules while it holds its queue's lock therefore
-    /// holds up only that queue's packets, also those of a job placed in another queue
+    /// holds up only that queue's packets, not those of a job placed in another queue
     /// meanwhile, which a worker asleep on the lock left waiting as long.
     ///
     /// A chain run ends at `run_bytes` (a node queue's, as the core's runs end where the node
