@@ -167,6 +167,15 @@ pub struct LiveArgs {
     /// The service's packet size (default: the job, up to 256 KiB; stream: 16384, openssl's too).
     #[arg(long)]
     pub packet: Option<usize>,
+    /// tenant-mix: run only configuration N of the --reps drawn (the others are drawn and
+    /// skipped, so N is the configuration, with the seed, that a whole run gives it).
+    #[arg(long)]
+    pub only_config: Option<usize>,
+    /// tenant-mix, a diagnostic: the noisy tenants' client threads run at this nice value
+    /// (1 to 19; Linux), so that on the clients' shared core the quiet tenant's sender runs
+    /// whenever it has work, and what is left of its tail is the service's.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=19))]
+    pub noisy_nice: Option<i32>,
     /// One CSV header line and a row per run instead of tables.
     #[arg(long)]
     pub csv: bool,

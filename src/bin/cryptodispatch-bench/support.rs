@@ -60,6 +60,21 @@ pub fn pin(core: usize) {
     }
 }
 
+/// Lowers the calling thread's scheduling priority to nice value `nice` (1 to 19). On Linux
+/// each thread has its own nice value, and the threads it starts afterwards inherit it.
+#[cfg(target_os = "linux")]
+pub fn lower_priority(nice: i32) -> Result<(), String> {
+    rustix::process::setpriority_process(None, nice)
+        .map_err(|e| format!("could not set this thread's nice value to {nice}: {e}"))
+}
+
+/// Lowers the calling thread's scheduling priority: only on Linux, where a nice value is a
+/// thread's own.
+#[cfg(not(target_os = "linux"))]
+pub fn lower_priority(_nice: i32) -> Result<(), String> {
+    Err("--noisy-nice needs Linux, where each thread has a nice value of its own".into())
+}
+
 /// `f(t, input)` for each input t, every one on a thread of its own at once (pinned to core
 /// t, as the nodes are, when `pinned`); the results in order, or an error if a thread
 /// panicked.

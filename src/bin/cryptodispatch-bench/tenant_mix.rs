@@ -32,7 +32,7 @@ use rand::{RngExt, SeedableRng};
 
 use crate::live::{JOB_PATIENCE, LiveArgs};
 use crate::report::{f, print_rows};
-use crate::support::{Text, cores, percentile};
+use crate::support::{Text, cores, lower_priority, percentile};
 use crate::tenants::{NODES, timed, with_waiter};
 
 /// CSV columns of the workload: one row per configuration.
@@ -235,6 +235,7 @@ fn run_config(
     nodes: usize,
     inline_limit: usize,
     seed: u64,
+    noisy_nice: Option<i32>,
 ) -> Result<Outcome, String> {
     let service = Service::builder()
         .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
@@ -248,19 +249,23 @@ fn run_config(
         .collect::<Result<Vec<_>, _>>()?;
     let window = |t: &Tenant| (IN_FLIGHT_BYTES / t.data.len()).clamp(8, 4096);
     let (service, noisy) = (&service, &noisy);
-    let all_noisy = |rates: &[Option<f64>], stop: &AtomicBool| -> Vec<Seen> {
+    let all_noisy = |rates: &[Option<f64>], stop: &AtomicBool| -> Result<Vec<Seen>, String> {
         scope(|s| {
             let senders: Vec<_> = (noisy.iter().zip(rates).enumerate())
                 .map(|(i, (t, &rate))| {
                     s.spawn(move || {
-                        send(
+                        // Before the sender starts its waiter, which inherits the priority.
+                        if let Some(nice) = noisy_nice {
+                            lower_priority(nice)?;
+                        }
+                        Ok(send(
                             service,
                             t,
                             rate,
                             window(t),
                             seed.wrapping_add(1 + i as u64),
                             stop,
-                        )
+                        ))
                     })
                 })
                 .collect();
@@ -274,7 +279,7 @@ fn run_config(
     let mut lost = 0;
     let cal = timed(CALIBRATION, |stop| {
         all_noisy(&vec![None; noisy.len()], stop)
-    });
+    })?;
     let done: f64 = cal.iter().zip(noisy).map(|(s, t)| s.bytes(t)).sum();
     lost += cal.iter().map(|s| s.lost).sum::<u64>();
     if done == 0.0 {
@@ -331,6 +336,7 @@ fn run_config(
             (q.join().expect("quiet"), n)
         })
     });
+    let others = others?;
     let after = quiet_counts();
     let noisy_after = noisy_counts();
     lost += alone.lost + beside.lost + others.iter().map(|s| s.lost).sum::<u64>();
@@ -361,13 +367,24 @@ fn run_config(
 pub fn run(args: &LiveArgs) -> Result<(), String> {
     let nodes = args.nodes.unwrap_or(cores().saturating_sub(1)).max(1);
     NODES.store(nodes, Relaxed);
+    if let Some(n) = args.only_config.filter(|&n| n >= args.reps) {
+        return Err(format!(
+            "--only-config {n}: with --reps {} the configurations are 0 to {}",
+            args.reps,
+            args.reps - 1
+        ));
+    }
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let mut rows = Vec::new();
     let (mut within, mut lost) = (0, 0);
     for i in 0..args.reps {
+        // Every configuration is drawn, so that configuration i is the same with --only-config.
         let config = Config::draw(&mut rng);
+        if args.only_config.is_some_and(|n| n != i) {
+            continue;
+        }
         let seed = args.seed.wrapping_mul(1000).wrapping_add(i as u64 * 10);
-        let o = run_config(&config, nodes, args.inline_limit, seed)?;
+        let o = run_config(&config, nodes, args.inline_limit, seed, args.noisy_nice)?;
         let ratio = o.beside_us / o.alone_us;
         within += usize::from(ratio <= 1.5);
         lost += o.lost;
@@ -394,10 +411,16 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             o.lost.to_string(),
         ]);
     }
+    let which = match args.only_config {
+        Some(n) => format!("configuration {n} of {}", args.reps),
+        None => format!("{} configurations", args.reps),
+    };
+    let nice = args.noisy_nice.map_or(String::new(), |n| {
+        format!("; the noisy tenants' client threads at nice {n}")
+    });
     let title = format!(
-        "tenant-mix: {} configurations drawn from seed {} on {nodes} AES nodes (light path on); \
-         calibration {} s, phases of {} s",
-        args.reps,
+        "tenant-mix: {which} drawn from seed {} on {nodes} AES nodes (light path on); \
+         calibration {} s, phases of {} s{nice}",
         args.seed,
         CALIBRATION.as_secs(),
         PHASE.as_secs()
@@ -405,7 +428,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     print_rows(args.csv, CSV_HEADER, &rows, &title, CSV_HEADER, &[]);
     let line = format!(
         "tenant-mix: quiet p99 beside <= 1.5x alone in {within} of {} configurations; {lost} jobs lost",
-        args.reps
+        rows.len()
     );
     if args.csv {
         eprintln!("{line}");
@@ -457,5 +480,52 @@ mod tests {
         let a = Config::draw(&mut ChaCha8Rng::seed_from_u64(9));
         let b = Config::draw(&mut ChaCha8Rng::seed_from_u64(9));
         assert_eq!(format!("{:?}", a.quiet), format!("{:?}", b.quiet));
+    }
+
+    fn live_args(extra: &[&str]) -> Result<LiveArgs, clap::Error> {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: LiveArgs,
+        }
+        let base = ["live", "--workload", "tenant-mix"];
+        Cli::try_parse_from(base.iter().chain(extra)).map(|c| c.args)
+    }
+
+    #[test]
+    fn a_configuration_past_those_drawn_is_refused_before_anything_runs() {
+        let args = live_args(&["--reps", "3", "--only-config", "3"]).expect("parses");
+        let e = run(&args).expect_err("configuration 3 of 0 to 2");
+        assert!(e.contains("--only-config 3") && e.contains("0 to 2"), "{e}");
+    }
+
+    #[test]
+    fn the_noisy_clients_nice_value_is_checked_and_lowers_a_thread_alone() {
+        for bad in ["0", "20", "-5"] {
+            assert!(
+                live_args(&["--noisy-nice", bad]).is_err(),
+                "--noisy-nice {bad}"
+            );
+        }
+        let args = live_args(&["--noisy-nice", "19"]).expect("parses");
+        assert_eq!(args.noisy_nice, Some(19));
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::process::getpriority_process;
+            let before = getpriority_process(None).expect("this thread's nice value");
+            let (inner, child) = std::thread::spawn(|| {
+                lower_priority(19).expect("lowering a thread's own priority needs no privilege");
+                let inner = getpriority_process(None).expect("nice value");
+                // A thread started now inherits it.
+                let child = std::thread::spawn(|| getpriority_process(None).expect("nice value"));
+                (inner, child.join().expect("child"))
+            })
+            .join()
+            .expect("thread");
+            assert_eq!((inner, child), (19, 19));
+            // The thread that started the lowered one keeps its own.
+            assert_eq!(getpriority_process(None).expect("nice value"), before);
+        }
     }
 }
