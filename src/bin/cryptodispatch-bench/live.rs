@@ -185,13 +185,23 @@ impl LiveArgs {
     /// The settings of the default summary: the workload's defaults, both policies, three
     /// rounds.
     pub fn quick(workload: Workload) -> Self {
+        let name = workload.name();
+        Self::try_parse_from(["live", "--workload", &name, "--compare", "--reps", "3"])
+            .unwrap_or_else(|e| e.exit())
+    }
+
+    /// The options of `live` from a command line (its first word the command's name).
+    pub fn try_parse_from<I, T>(words: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
         #[derive(Parser)]
-        struct Quick {
+        struct Live {
             #[command(flatten)]
             args: LiveArgs,
         }
-        let name = workload.name();
-        Quick::parse_from(["live", "--workload", &name, "--compare", "--reps", "3"]).args
+        Live::try_parse_from(words).map(|l| l.args)
     }
 
     /// The policies to run: `--policies` with `--compare`, else `--policy`.

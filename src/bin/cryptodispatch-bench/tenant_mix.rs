@@ -365,8 +365,6 @@ fn run_config(
 
 /// Runs the workload and prints a row per configuration, and a summary.
 pub fn run(args: &LiveArgs) -> Result<(), String> {
-    let nodes = args.nodes.unwrap_or(cores().saturating_sub(1)).max(1);
-    NODES.store(nodes, Relaxed);
     if let Some(n) = args.only_config.filter(|&n| n >= args.reps) {
         return Err(format!(
             "--only-config {n}: with --reps {} the configurations are 0 to {}",
@@ -374,6 +372,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             args.reps - 1
         ));
     }
+    let nodes = args.nodes.unwrap_or(cores().saturating_sub(1)).max(1);
+    NODES.store(nodes, Relaxed);
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let mut rows = Vec::new();
     let (mut within, mut lost) = (0, 0);
@@ -483,14 +483,7 @@ mod tests {
     }
 
     fn live_args(extra: &[&str]) -> Result<LiveArgs, clap::Error> {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            args: LiveArgs,
-        }
-        let base = ["live", "--workload", "tenant-mix"];
-        Cli::try_parse_from(base.iter().chain(extra)).map(|c| c.args)
+        LiveArgs::try_parse_from(["live", "--workload", "tenant-mix"].iter().chain(extra))
     }
 
     #[test]
