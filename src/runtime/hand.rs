@@ -29,7 +29,7 @@ pub(crate) struct Running {
 
 /// How many light queues a node has. A tenant's light packets go to one of them, by its id:
 /// with tenants numbered from 0 up, up to this many tenants each have a queue of their own.
-const LIGHT_QUEUES: usize = 16;
+pub(crate) const LIGHT_QUEUES: usize = 16;
 
 /// Some of a node's light packets, and whether it takes more.
 #[derive(Default)]
@@ -167,7 +167,7 @@ impl NodeHand {
 
     /// The light queue of `tenant`'s packets.
     fn light_queue(&self, tenant: TenantId) -> MutexGuard<'_, LightQueue> {
-        lock(&self.light_queues[tenant.0 as usize % LIGHT_QUEUES])
+        lock(&self.light_queues[Self::light_queue_of(tenant)])
     }
 
     /// Puts a light job's packets in its tenant's light queue, in turns over the tenants of
@@ -253,7 +253,7 @@ impl NodeHand {
                     }
                 };
                 if !q.packets.is_empty() {
-                    return self.take_from(i, &mut q, lanes, impls, run_bytes, now);
+                    return self.take_from(i, &mut q, lanes, impls, run_bytes, now, true);
                 }
             }
             // Packets are counted under their queue's lock, before they are placed: with
@@ -265,7 +265,49 @@ impl NodeHand {
         }
     }
 
-    /// `take_light_set` from light queue `i`, locked as `q` (nothing if it is empty).
+    /// At a pause of a light set of several packets (see `worker::Node::run_short_light`):
+    /// from light queue `i`, the next set if its front packet is a job of one packet, that
+    /// packet alone or a lane set with it (a packet of each lane), as `take_light_set` would
+    /// take it; nothing if its front job is longer, or its lock is held. The turns over the
+    /// queues do not move: a queue keeps its turn for the next light set. A light job of one
+    /// packet then waits for one packet (or slice) of a light chain run or lane set of another
+    /// tenant, not all of it (docs/ALGORITHM.md §15.7).
+    pub(crate) fn take_short_light_set(
+        &self,
+        i: usize,
+        lanes: usize,
+        impls: &ImplTable,
+        now: u64,
+    ) -> PacketSet {
+        let mut q = match self.light_queues[i % LIGHT_QUEUES].try_lock() {
+            Ok(q) => q,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return PacketSet::new(),
+        };
+        let short = q
+            .packets
+            .front()
+            .is_some_and(|p| p.meta.seq == 0 && p.meta.last);
+        if !short {
+            return PacketSet::new();
+        }
+        // A chain run of at most one byte is its first packet.
+        self.take_from(i % LIGHT_QUEUES, &mut q, lanes, impls, 1, now, false)
+    }
+
+    /// The light queue whose turn is next.
+    pub(crate) fn light_turn(&self) -> usize {
+        self.light_next.load(Ordering::Relaxed)
+    }
+
+    /// The light queue a set of `tenant`'s light packets came from.
+    pub(crate) fn light_queue_of(tenant: TenantId) -> usize {
+        tenant.0 as usize % LIGHT_QUEUES
+    }
+
+    /// `take_light_set` from light queue `i`, locked as `q` (nothing if it is empty); with
+    /// `turn`, the queues' next turn is the one after `i`.
+    #[allow(clippy::too_many_arguments)]
     fn take_from(
         &self,
         i: usize,
@@ -274,6 +316,7 @@ impl NodeHand {
         impls: &ImplTable,
         run_bytes: u64,
         now: u64,
+        turn: bool,
     ) -> PacketSet {
         if q.packets.is_empty() {
             return PacketSet::new();
@@ -298,8 +341,10 @@ impl NodeHand {
                 set
             }
         };
-        self.light_next
-            .store((i + 1) % LIGHT_QUEUES, Ordering::Relaxed);
+        if turn {
+            self.light_next
+                .store((i + 1) % LIGHT_QUEUES, Ordering::Relaxed);
+        }
         let left = self.light.fetch_sub(set.len(), Ordering::SeqCst) - set.len();
         let since = if left == 0 { 0 } else { now.max(1) };
         self.light_since.store(since, Ordering::Relaxed);
@@ -433,6 +478,46 @@ mod tests {
             p.meta.tenant = TenantId(tenant);
         }
         job.into_iter().collect()
+    }
+
+    #[test]
+    fn a_pause_takes_a_job_of_one_packet_from_the_front_of_a_queue_and_keeps_the_turns() {
+        let impls = ImplTable::rustcrypto();
+        let hand = NodeHand::default();
+        // Tenant 1's job of three packets at its queue's front; tenant 2's job of one.
+        assert!(hand.push_light(tenant_job(1, 1, 96), 1).is_ok());
+        assert!(hand.push_light(tenant_job(2, 2, 32), 1).is_ok());
+        let queue = |t| NodeHand::light_queue_of(TenantId(t));
+        let turn = hand.light_turn();
+        // Tenant 1's front job is longer than a packet: nothing from its queue.
+        assert!(
+            hand.take_short_light_set(queue(1), 64, &impls, 2)
+                .is_empty()
+        );
+        let set = hand.take_short_light_set(queue(2), 64, &impls, 2);
+        assert_eq!(
+            set.iter()
+                .map(|p| (p.meta.task.0, p.meta.seq))
+                .collect::<Vec<_>>(),
+            [(2, 0)]
+        );
+        assert!(
+            hand.take_short_light_set(queue(2), 64, &impls, 2)
+                .is_empty()
+        );
+        // The turns did not move, and the count follows what was taken.
+        assert_eq!(hand.light_turn(), turn);
+        assert_eq!(hand.light.load(Ordering::SeqCst), 3);
+        {
+            // A queue whose lock a submitter holds is passed over.
+            assert!(hand.push_light(tenant_job(3, 2, 32), 1).is_ok());
+            let _held = hand.light_queue(TenantId(2));
+            assert!(
+                hand.take_short_light_set(queue(2), 64, &impls, 2)
+                    .is_empty()
+            );
+        }
+        assert_eq!(hand.take_short_light_set(queue(2), 64, &impls, 2).len(), 1);
     }
 
     #[test]

@@ -30,8 +30,10 @@ use crate::packet::{Cmd, Mode, NodeId, PacketMeta, TaskId, UnitTimes};
 use crate::runtime::context;
 use crate::runtime::engine::Engine;
 use crate::runtime::error::JobError;
-use crate::runtime::exec::{Pause, States, is_chain_run, reads_stored_chain, run_set, take_set};
-use crate::runtime::hand::{NodeHand, Running};
+use crate::runtime::exec::{
+    PacketSet, Pause, States, is_chain_run, reads_stored_chain, run_set, take_set,
+};
+use crate::runtime::hand::{LIGHT_QUEUES, NodeHand, Running};
 use crate::runtime::health::{NodeHealth, own_thread_id, stall_limit};
 use crate::runtime::ids::ClusterKind;
 use crate::runtime::metrics::LocalCounters;
@@ -417,67 +419,140 @@ impl Node<'_> {
             if set.is_empty() {
                 break;
             }
-            let metas: SmallVec<[PacketMeta; 1]> = set.iter().map(|p| p.meta).collect();
-            let (base, started) = {
-                let mut running = self.hand.running();
-                let base = running.len();
-                (base, self.publish_running(&set, &mut running, spare))
-            };
-            let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
-            self.hand.busy_until(now.saturating_add(expected as u64));
-            let extra = stall_limit(self.engine.layout.stall_timeout, expected);
-            // Within a set the stall clock runs already and the light set adds to its limit;
-            // between sets it starts one of its own.
-            let outside = self.health.busy_since.load(Ordering::Acquire) == 0;
-            if outside {
-                self.health.busy_limit.store(extra, Ordering::Release);
-                self.health.busy_since.store(now + 1, Ordering::Release);
-            } else {
-                self.health.busy_limit.fetch_add(extra, Ordering::AcqRel);
-            }
-            let began = Instant::now();
-            let clock = self.core.clock();
-            let mut states = States::new(&self.engine.store, &self.engine.layout.aes_impls);
-            let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set, None)))
-                .unwrap_or_else(|_| {
-                    local.panics += 1;
-                    metas
-                        .iter()
-                        .map(|_| Err(JobError::WorkerPanicked(self.spec.node)))
-                        .collect()
-                });
-            if outside {
-                self.health.busy_since.store(0, Ordering::Release);
-            }
-            let extra = clock.map_or(Duration::ZERO, |c| {
-                (self.core).extra(c.work(), Some(usual(expected, self.spec.slowdown)))
-            });
-            if !extra.is_zero() {
-                emulate_slowdown(extra);
-            }
-            let busy = began.elapsed();
-            let mine: Vec<Running> = {
-                let mut running = self.hand.running();
-                if running.len() != base + metas.len() {
-                    // The node failed while they ran: they run again elsewhere.
-                    continue;
-                }
-                running.drain(base..).collect()
-            };
-            self.deliver(
-                states,
-                started,
-                &metas,
-                mine.into_iter(),
-                results,
-                (busy, true),
-                local,
-                spare,
-                |_, _| {},
-            );
-            ran += metas.len();
+            ran += self.run_light_set(set, now, true, estimate, spare, local);
         }
         (start.elapsed(), ran)
+    }
+
+    /// At a pause of a light set from light queue `running`: runs the light jobs of one
+    /// packet at the front of the other light queues, a set from each at most, in the
+    /// queues' turn order ([`NodeHand::take_short_light_set`]). Returns how many packets it
+    /// ran.
+    fn run_short_light(
+        &self,
+        running: usize,
+        estimate: &Estimator,
+        spare: &mut Vec<bytes::BytesMut>,
+        local: &mut LocalCounters,
+    ) -> usize {
+        let mut ran = 0;
+        let first = self.hand.light_turn();
+        for i in (0..LIGHT_QUEUES).map(|k| (first + k) % LIGHT_QUEUES) {
+            if self.hand.light.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            if i == running {
+                continue;
+            }
+            let now = self.engine.now_ns();
+            let set = self.hand.take_short_light_set(
+                i,
+                self.spec.lanes,
+                &self.engine.layout.aes_impls,
+                now,
+            );
+            if !set.is_empty() {
+                ran += self.run_light_set(set, now, false, estimate, spare, local);
+            }
+        }
+        ran
+    }
+
+    /// Runs a light set taken at `now` and delivers it. With `pausing`, a chain run pauses
+    /// between its packets for the light jobs of one packet waiting in other light queues
+    /// ([`Self::run_short_light`]), which would otherwise wait for all of it. Returns how
+    /// many packets it ran, those at its pauses included.
+    fn run_light_set(
+        &self,
+        set: PacketSet,
+        now: u64,
+        pausing: bool,
+        estimate: &Estimator,
+        spare: &mut Vec<bytes::BytesMut>,
+        local: &mut LocalCounters,
+    ) -> usize {
+        let metas: SmallVec<[PacketMeta; 1]> = set.iter().map(|p| p.meta).collect();
+        let running_queue = NodeHand::light_queue_of(metas[0].tenant);
+        let chain_run = is_chain_run(&set);
+        let (base, started) = {
+            let mut running = self.hand.running();
+            let base = running.len();
+            (base, self.publish_running(&set, &mut running, spare))
+        };
+        let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
+        // A set run at a light set's pause ends before it: the longer one's end stands.
+        if pausing {
+            self.hand.busy_until(now.saturating_add(expected as u64));
+        }
+        let extra = stall_limit(self.engine.layout.stall_timeout, expected);
+        // Within a set the stall clock runs already and the light set adds to its limit;
+        // between sets it starts one of its own.
+        let outside = self.health.busy_since.load(Ordering::Acquire) == 0;
+        if outside {
+            self.health.busy_limit.store(extra, Ordering::Release);
+            self.health.busy_since.store(now + 1, Ordering::Release);
+        } else {
+            self.health.busy_limit.fetch_add(extra, Ordering::AcqRel);
+        }
+        let began = Instant::now();
+        let clock = self.core.clock();
+        let mut states = States::new(&self.engine.store, &self.engine.layout.aes_impls);
+        // Time spent at the pauses on other light sets (wall time, and the thread's work in
+        // it), which is not this set's.
+        let (mut aside, mut aside_work, mut ran) = (Duration::ZERO, Duration::ZERO, 0);
+        let mut hook = || {
+            let t = Instant::now();
+            let light = self.core.clock();
+            ran += self.run_short_light(running_queue, estimate, spare, local);
+            aside += t.elapsed();
+            aside_work += light.map_or(Duration::ZERO, |c| c.work());
+        };
+        let mut pause = Pause {
+            slice: PAUSE_SLICE,
+            hook: &mut hook,
+        };
+        // A lane set's lanes run side by side, one packet each, so it takes about one
+        // packet's time: only a chain run, packets one after another, pauses.
+        let pause = (pausing && chain_run).then_some(&mut pause);
+        let results = catch_unwind(AssertUnwindSafe(|| run_set(&mut states, set, pause)))
+            .unwrap_or_else(|_| {
+                local.panics += 1;
+                metas
+                    .iter()
+                    .map(|_| Err(JobError::WorkerPanicked(self.spec.node)))
+                    .collect()
+            });
+        if outside {
+            self.health.busy_since.store(0, Ordering::Release);
+        }
+        let extra = clock.map_or(Duration::ZERO, |c| {
+            let work = c.work().saturating_sub(aside_work);
+            (self.core).extra(work, Some(usual(expected, self.spec.slowdown)))
+        });
+        if !extra.is_zero() {
+            emulate_slowdown(extra);
+        }
+        let busy = began.elapsed().saturating_sub(aside);
+        let mine: Vec<Running> = {
+            let mut running = self.hand.running();
+            if running.len() != base + metas.len() {
+                // The node failed while they ran: they run again elsewhere.
+                return ran;
+            }
+            running.drain(base..).collect()
+        };
+        self.deliver(
+            states,
+            started,
+            &metas,
+            mine.into_iter(),
+            results,
+            (busy, true),
+            local,
+            spare,
+            |_, _| {},
+        );
+        ran + metas.len()
     }
 }
 

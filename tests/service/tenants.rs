@@ -687,6 +687,76 @@ fn light_jobs_take_turns_over_the_tenants() {
     assert_eq!((light(first), light(second)), (8, 1), "{m}");
 }
 
+/// A light chain run (a tenant's light job of several packets, up to a node queue) pauses
+/// between its packets for another tenant's light job of one packet (docs/ALGORITHM.md
+/// §15.7): the short job waits for a packet of the run, not for all of it.
+#[test]
+fn a_light_job_of_one_packet_runs_at_a_pause_of_another_tenants_light_chain_run() {
+    const PACKET: usize = 64 << 10;
+    const PACKETS: usize = 64;
+    // A node queue that holds the whole long job, so that it is one light chain run.
+    let service = Service::builder()
+        .aes_cluster([NodeSpec::new().capacity((PACKET * PACKETS) as u64 + 16)])
+        .aes_implementation(cryptodispatch::crypto::AesImpl::RustCrypto)
+        .packet_size(PACKET)
+        .inline_limit(0)
+        .light_path(true)
+        .build()
+        .unwrap();
+    let noisy = service.add_tenant(TenantSpec::new("noisy")).unwrap();
+    let quiet = service.add_tenant(TenantSpec::new("quiet")).unwrap();
+    let key = service.add_aes_key(&KEY).unwrap();
+    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let iv = [0x61; 16];
+    let (long, short) = (Gen::new(8).bytes(PACKET * PACKETS), Gen::new(9).bytes(1024));
+    let (long_out, short_out) = (
+        ref_aes(&KEY, op, &iv, &long).unwrap(),
+        ref_aes(&KEY, op, &iv, &short).unwrap(),
+    );
+    let submit = |tenant, data: &Vec<u8>| {
+        service
+            .submit(Job::aes(key, op, &iv, data.clone()).tenant(tenant))
+            .unwrap()
+    };
+    // The long job takes milliseconds; the short one is submitted a moment after it, while
+    // it runs. Where the run finished first anyway (the test's thread descheduled meanwhile),
+    // the round shows nothing and runs again.
+    let mut rounds = Vec::new();
+    for _ in 0..5 {
+        let mut l = submit(noisy, &long);
+        thread::sleep(Duration::from_micros(200));
+        let mut s = submit(quiet, &short);
+        let placed_while_running = !l.is_finished();
+        let out = s
+            .wait_timeout(Duration::from_secs(60))
+            .expect("short job finished");
+        let long_finished_first = l.is_finished();
+        assert_eq!(out.unwrap().into_data().unwrap(), short_out);
+        let out = l
+            .wait_timeout(Duration::from_secs(60))
+            .expect("long job finished");
+        assert_eq!(out.unwrap().into_data().unwrap(), long_out);
+        if placed_while_running {
+            assert!(
+                !long_finished_first,
+                "the short job waited for the whole light chain run ({rounds:?})"
+            );
+            // Both went by the light path, the short one to the node (not run on its
+            // submitter beside a node that looked stalled).
+            let m = service.metrics();
+            let of = |t: TenantId| m.tenants.iter().find(|x| x.tenant == t).unwrap();
+            assert!(
+                of(noisy).jobs_light >= 1 && of(quiet).jobs_light >= 1,
+                "{m}"
+            );
+            assert_eq!(of(quiet).jobs_inline_stalled, 0, "{m}");
+            return;
+        }
+        rounds.push("the long job finished before the short one was placed");
+    }
+    panic!("no round placed the short job while the long one ran: {rounds:?}");
+}
+
 /// On a slowed node a light job does not wait out the emulated rest of the packet running
 /// (docs/ALGORITHM.md §15.7): a slower core would run it at its next pause, so it runs while
 /// the node waits, and the packet's own wait goes on after it.
