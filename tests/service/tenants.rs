@@ -644,19 +644,26 @@ fn light_jobs_from_many_threads_and_a_shutdown_lose_nothing() {
     assert!(m.jobs_light > 0, "{m}");
 }
 
+/// A service with the light path on and no inline path, built from `builder`, with two
+/// tenants named `names` and the test key.
+fn light_tenants(
+    builder: cryptodispatch::ServiceBuilder,
+    names: [&str; 2],
+) -> (Service, [TenantId; 2], cryptodispatch::KeyId) {
+    let service = builder.inline_limit(0).light_path(true).build().unwrap();
+    let tenants = names.map(|n| service.add_tenant(TenantSpec::new(n)).unwrap());
+    let key = service.add_aes_key(&KEY).unwrap();
+    (service, tenants, key)
+}
+
 /// Light packets wait in turns over the tenants (docs/ALGORITHM.md §15.7): a tenant's light job
 /// placed behind eight of another tenant's waits for about one of them, not for all eight.
 #[test]
 fn light_jobs_take_turns_over_the_tenants() {
-    let service = Service::builder()
-        .aes_cluster([NodeSpec::new().slowdown(20.0)])
-        .inline_limit(0)
-        .light_path(true)
-        .build()
-        .unwrap();
-    let first = service.add_tenant(TenantSpec::new("first")).unwrap();
-    let second = service.add_tenant(TenantSpec::new("second")).unwrap();
-    let key = service.add_aes_key(&KEY).unwrap();
+    let (service, [first, second], key) = light_tenants(
+        Service::builder().aes_cluster([NodeSpec::new().slowdown(20.0)]),
+        ["first", "second"],
+    );
     // CTR runs one packet per set (no lanes), so the turns decide the order.
     let op = AesOp::new(Direction::Encrypt, Mode::Ctr);
     let iv = [0x44; 16];
@@ -695,17 +702,13 @@ fn a_light_job_of_one_packet_runs_at_a_pause_of_another_tenants_light_chain_run(
     const PACKET: usize = 64 << 10;
     const PACKETS: usize = 64;
     // A node queue that holds the whole long job, so that it is one light chain run.
-    let service = Service::builder()
-        .aes_cluster([NodeSpec::new().capacity((PACKET * PACKETS) as u64 + 16)])
-        .aes_implementation(cryptodispatch::crypto::AesImpl::RustCrypto)
-        .packet_size(PACKET)
-        .inline_limit(0)
-        .light_path(true)
-        .build()
-        .unwrap();
-    let noisy = service.add_tenant(TenantSpec::new("noisy")).unwrap();
-    let quiet = service.add_tenant(TenantSpec::new("quiet")).unwrap();
-    let key = service.add_aes_key(&KEY).unwrap();
+    let (service, [noisy, quiet], key) = light_tenants(
+        Service::builder()
+            .aes_cluster([NodeSpec::new().capacity((PACKET * PACKETS) as u64 + 16)])
+            .aes_implementation(cryptodispatch::crypto::AesImpl::RustCrypto)
+            .packet_size(PACKET),
+        ["noisy", "quiet"],
+    );
     let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
     let iv = [0x61; 16];
     let (long, short) = (Gen::new(8).bytes(PACKET * PACKETS), Gen::new(9).bytes(1024));
