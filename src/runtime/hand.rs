@@ -265,13 +265,13 @@ impl NodeHand {
         }
     }
 
-    /// At a pause of a light set of several packets (see `worker::Node::run_short_light`):
-    /// from light queue `i`, the next set if its front packet is a job of one packet, that
-    /// packet alone or a lane set with it (a packet of each lane), as `take_light_set` would
-    /// take it; nothing if its front job is longer, or its lock is held. The turns over the
-    /// queues do not move: a queue keeps its turn for the next light set. A light job of one
-    /// packet then waits for one packet (or slice) of a light chain run or lane set of another
-    /// tenant, not all of it (docs/ALGORITHM.md §15.7).
+    /// At a pause of a light chain run (see `worker::Node::run_short_light`): from light
+    /// queue `i`, the next set if its front packet is a job of one packet, that packet alone
+    /// or a lane set with it (a packet of each lane), as `take_light_set` would take it;
+    /// nothing if its front job is longer, or its lock is held. The turns over the queues do
+    /// not move: a queue keeps its turn for the next light set. A light job of one packet then
+    /// waits for one packet of another tenant's light chain run, not all of it
+    /// (docs/ALGORITHM.md §15.7).
     pub(crate) fn take_short_light_set(
         &self,
         i: usize,

@@ -424,7 +424,7 @@ impl Node<'_> {
         (start.elapsed(), ran)
     }
 
-    /// At a pause of a light set from light queue `running`: runs the light jobs of one
+    /// At a pause of a light chain run from light queue `running`: runs the light jobs of one
     /// packet at the front of the other light queues, a set from each at most, in the
     /// queues' turn order ([`NodeHand::take_short_light_set`]). Returns how many packets it
     /// ran.
