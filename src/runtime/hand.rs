@@ -108,6 +108,9 @@ pub(crate) struct NodeHand {
     /// How many packets the light queues hold, for the worker to read without their locks
     /// (changed under the lock of the queue that changed, so never fewer than they hold).
     pub(crate) light: AtomicUsize,
+    /// How many of them are jobs of one packet, counted as `light` is: a light chain run's
+    /// pause looks in the queues only when some wait (`take_short_light_set`).
+    light_whole: AtomicUsize,
     /// When the light packets waiting last moved (the engine's clock, `Engine::now_ns`; 0
     /// while none wait): placed in an empty queue, or some taken and others left. A node whose
     /// light packets have not moved for long is not running: asleep with no wake-up reaching
@@ -191,6 +194,10 @@ impl NodeHand {
         // Counted under the queue's lock, before the worker can take them.
         if self.light.fetch_add(packets.len(), Ordering::SeqCst) == 0 {
             self.light_since.store(now.max(1), Ordering::Relaxed);
+        }
+        let whole_jobs = packets.iter().filter(|p| whole(p)).count();
+        if whole_jobs > 0 {
+            self.light_whole.fetch_add(whole_jobs, Ordering::SeqCst);
         }
         // The tenant's turn after its last packet waiting: found by a scan for a job's first
         // packet, and after that the turn after the one just given (the lock is held for one
@@ -279,20 +286,21 @@ impl NodeHand {
         impls: &ImplTable,
         now: u64,
     ) -> PacketSet {
-        let mut q = match self.light_queues[i % LIGHT_QUEUES].try_lock() {
+        let mut q = match self.light_queues[i].try_lock() {
             Ok(q) => q,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => return PacketSet::new(),
         };
-        let short = q
-            .packets
-            .front()
-            .is_some_and(|p| p.meta.seq == 0 && p.meta.last);
-        if !short {
+        if !q.packets.front().is_some_and(whole) {
             return PacketSet::new();
         }
         // A chain run of at most one byte is its first packet.
-        self.take_from(i % LIGHT_QUEUES, &mut q, lanes, impls, 1, now, false)
+        self.take_from(i, &mut q, lanes, impls, 1, now, false)
+    }
+
+    /// Whether light jobs of one packet wait (in some queue, perhaps behind others).
+    pub(crate) fn whole_light_waiting(&self) -> bool {
+        self.light_whole.load(Ordering::SeqCst) > 0
     }
 
     /// The light queue whose turn is next.
@@ -345,6 +353,10 @@ impl NodeHand {
             self.light_next
                 .store((i + 1) % LIGHT_QUEUES, Ordering::Relaxed);
         }
+        let whole_jobs = set.iter().filter(|p| whole(p)).count();
+        if whole_jobs > 0 {
+            self.light_whole.fetch_sub(whole_jobs, Ordering::SeqCst);
+        }
         let left = self.light.fetch_sub(set.len(), Ordering::SeqCst) - set.len();
         let since = if left == 0 { 0 } else { now.max(1) };
         self.light_since.store(since, Ordering::Relaxed);
@@ -378,6 +390,8 @@ impl NodeHand {
             q.down = true;
             q.turns.clear();
             self.light.fetch_sub(q.packets.len(), Ordering::SeqCst);
+            let whole_jobs = q.packets.iter().filter(|p| whole(p)).count();
+            self.light_whole.fetch_sub(whole_jobs, Ordering::SeqCst);
             all.append(&mut q.packets);
         }
         self.light_since.store(0, Ordering::Relaxed);
@@ -390,6 +404,11 @@ impl NodeHand {
             lock(queue).down = false;
         }
     }
+}
+
+/// Whether a packet is a whole job: the first and the last of its job.
+fn whole(p: &Packet<PacketData>) -> bool {
+    p.meta.seq == 0 && p.meta.last
 }
 
 /// How long a worker that finds a lock held, or its queues empty, spins before it yields its
@@ -489,6 +508,7 @@ mod tests {
         assert!(hand.push_light(tenant_job(2, 2, 32), 1).is_ok());
         let queue = |t| NodeHand::light_queue_of(TenantId(t));
         let turn = hand.light_turn();
+        assert!(hand.whole_light_waiting());
         // Tenant 1's front job is longer than a packet: nothing from its queue.
         assert!(
             hand.take_short_light_set(queue(1), 64, &impls, 2)
@@ -505,9 +525,11 @@ mod tests {
             hand.take_short_light_set(queue(2), 64, &impls, 2)
                 .is_empty()
         );
-        // The turns did not move, and the count follows what was taken.
+        // The turns did not move, and the counts follow what was taken: no job of one
+        // packet waits now, so a pause looks at no queue.
         assert_eq!(hand.light_turn(), turn);
         assert_eq!(hand.light.load(Ordering::SeqCst), 3);
+        assert!(!hand.whole_light_waiting());
         {
             // A queue whose lock a submitter holds is passed over.
             assert!(hand.push_light(tenant_job(3, 2, 32), 1).is_ok());
@@ -518,6 +540,20 @@ mod tests {
             );
         }
         assert_eq!(hand.take_short_light_set(queue(2), 64, &impls, 2).len(), 1);
+        assert!(!hand.whole_light_waiting());
+        // Taken by a turn, or back from a node gone down, a job of one packet is counted out.
+        assert!(hand.push_light(tenant_job(4, 2, 32), 1).is_ok());
+        assert!(hand.push_light(tenant_job(5, 3, 32), 1).is_ok());
+        assert!(hand.whole_light_waiting());
+        let mut taken = 0;
+        while !hand.take_light_set(64, &impls, 64, 2).is_empty() {
+            taken += 1;
+        }
+        assert!(taken >= 2);
+        assert!(!hand.whole_light_waiting());
+        assert!(hand.push_light(tenant_job(6, 2, 32), 1).is_ok());
+        assert_eq!(hand.close_light().len(), 1);
+        assert!(!hand.whole_light_waiting());
     }
 
     #[test]

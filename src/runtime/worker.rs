@@ -438,7 +438,7 @@ impl Node<'_> {
         let mut ran = 0;
         let first = self.hand.light_turn();
         for i in (0..LIGHT_QUEUES).map(|k| (first + k) % LIGHT_QUEUES) {
-            if self.hand.light.load(Ordering::Acquire) == 0 {
+            if !self.hand.whole_light_waiting() {
                 break;
             }
             if i == running {
@@ -501,6 +501,10 @@ impl Node<'_> {
         // it), which is not this set's.
         let (mut aside, mut aside_work, mut ran) = (Duration::ZERO, Duration::ZERO, 0);
         let mut hook = || {
+            // Most pauses find none: no lock and no clock then.
+            if !self.hand.whole_light_waiting() {
+                return;
+            }
             let t = Instant::now();
             let light = self.core.clock();
             ran += self.run_short_light(running_queue, estimate, spare, local);
