@@ -171,9 +171,9 @@ pub struct LiveArgs {
     /// skipped, so N is the configuration, with the seed, that a whole run gives it).
     #[arg(long)]
     pub only_config: Option<usize>,
-    /// tenant-mix, a diagnostic: the noisy tenants' client threads run at this nice value
-    /// (1 to 19; Linux), so that on the clients' shared core the quiet tenant's sender runs
-    /// whenever it has work (a lock a noisy thread holds then stays held longer).
+    /// tenants and tenant-mix, a diagnostic: the noisy tenants' client threads run at this
+    /// nice value (1 to 19; Linux), so that on the clients' shared core the quiet tenant's
+    /// sender runs whenever it has work (a lock a noisy thread holds then stays held longer).
     #[arg(long, value_parser = clap::value_parser!(i32).range(1..=19))]
     pub noisy_nice: Option<i32>,
     /// One CSV header line and a row per run instead of tables.

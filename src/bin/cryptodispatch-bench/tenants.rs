@@ -20,7 +20,7 @@ use cryptodispatch::{
 
 use crate::live::{JOB_PATIENCE, LiveArgs, whole_blocks};
 use crate::report::{f, print_rows};
-use crate::support::{Text, cores, fits_in_memory, percentile, pin};
+use crate::support::{Text, cores, fits_in_memory, lower_priority, percentile, pin};
 
 /// CSV columns of the tenants workload.
 pub const CSV_HEADER: &str =
@@ -44,6 +44,9 @@ const BURST_BYTES: usize = 256 << 10;
 /// as well raised the quiet tenant's p99 beside the noisy one from 50–80 µs to 86–106 µs in
 /// five paired runs, docs/RESULTS.md, Tenants; why was not found.)
 const REUSE_ABOVE: usize = 128 << 10;
+
+/// How far back [`Seen::bursts`] counts a slow job's own tenant's submissions.
+const BURST_LOOKBACK: Duration = Duration::from_micros(100);
 
 /// One tenant's traffic: a job to send again and again, and the output it must give.
 struct Traffic {
@@ -89,6 +92,8 @@ impl Traffic {
 #[derive(Default)]
 struct Seen {
     done: Vec<(Duration, Duration)>,
+    /// How long each `submit` call took, for a sender of one job per call.
+    calls: Vec<Duration>,
     lost: u64,
 }
 
@@ -119,6 +124,43 @@ impl Seen {
         let mut l: Vec<Duration> = self.done.iter().map(|d| d.1).collect();
         l.sort_unstable();
         percentile(&l, p).as_secs_f64() * 1e6
+    }
+
+    /// How the tenant's sender kept its schedule, and what its slowest jobs had in front of
+    /// them: the median gap between two of its submissions, and, over its jobs at or above
+    /// its p99, the median count of its own jobs submitted in the [`BURST_LOOKBACK`] before
+    /// each (microseconds, jobs). A sender that fell behind on a busy clients' core and then
+    /// caught up shows short gaps and dozens of its own jobs ahead of its slowest.
+    fn bursts(&self) -> (f64, usize) {
+        let mut sent: Vec<Duration> = self.done.iter().map(|d| d.0.saturating_sub(d.1)).collect();
+        sent.sort_unstable();
+        let mut gaps: Vec<Duration> = sent.windows(2).map(|w| w[1] - w[0]).collect();
+        gaps.sort_unstable();
+        let p99 = {
+            let mut l: Vec<Duration> = self.done.iter().map(|d| d.1).collect();
+            l.sort_unstable();
+            percentile(&l, 0.99)
+        };
+        let mut ahead: Vec<usize> = (self.done.iter())
+            .filter(|d| d.1 >= p99)
+            .map(|d| {
+                let at = d.0.saturating_sub(d.1);
+                let from = sent.partition_point(|&t| t < at.saturating_sub(BURST_LOOKBACK));
+                sent.partition_point(|&t| t < at) - from
+            })
+            .collect();
+        ahead.sort_unstable();
+        (
+            percentile(&gaps, 0.5).as_secs_f64() * 1e6,
+            percentile(&ahead, 0.5),
+        )
+    }
+
+    /// The `p`th percentile of its `submit` calls' durations, in microseconds.
+    fn call_us(&self, p: f64) -> f64 {
+        let mut c = self.calls.clone();
+        c.sort_unstable();
+        percentile(&c, p).as_secs_f64() * 1e6
     }
 
     /// Jobs finished by `until`.
@@ -155,6 +197,7 @@ fn send(
     let (mut seen, refused) = with_waiter(in_flight, waiter, |tx| {
         let mut next = Instant::now();
         let mut refused = 0;
+        let mut calls = Vec::new();
         let burst = if bursts {
             (BURST_BYTES / t.data.len().max(1)).clamp(1, in_flight / 8)
         } else {
@@ -169,7 +212,11 @@ fn send(
             if burst == 1 {
                 // One by one through `submit`, the path a small job of a quiet tenant takes
                 // to the light queue (`submit_burst` sends its jobs through the core).
-                match service.submit(t.job(spares.try_recv().ok())) {
+                let job = t.job(spares.try_recv().ok());
+                let called = Instant::now();
+                let r = service.submit(job);
+                calls.push(called.elapsed());
+                match r {
                     Ok(h) => tx.send((at, h)).expect("waiter"),
                     Err(_) => refused += 1,
                 }
@@ -183,8 +230,10 @@ fn send(
                 Err(_) => refused += burst as u64,
             }
         }
-        refused
+        (refused, calls)
     });
+    let (refused, calls) = refused;
+    seen.calls = calls;
     seen.lost += refused;
     seen
 }
@@ -248,21 +297,28 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     // every core but one.
     let nodes = args.nodes.unwrap_or(cores().saturating_sub(1)).max(1);
     NODES.store(nodes, Relaxed);
-    let service = Service::builder()
+    let mut builder = Service::builder()
         .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
         .light_path(true)
-        .inline_limit(args.inline_limit)
-        .build()
-        .text()?;
+        .inline_limit(args.inline_limit);
+    if let Some(implementation) = args.implementation {
+        builder = builder.aes_implementation(implementation);
+    }
+    let service = builder.build().text()?;
     let [quiet, noisy, light, heavy] = [("quiet", 1), ("noisy", 1), ("light", 1), ("heavy", 3)]
         .map(|(name, weight)| Traffic::new(&service, name, weight, size));
     let (quiet, noisy, light, heavy) = (quiet?, noisy?, light?, heavy?);
     let mb_s = |jobs: usize, secs: f64| jobs as f64 * size as f64 / secs / 1e6;
-    let pair = |a: &Traffic, b: &Traffic, gap, bursts| {
+    // `b`'s sender, with `nice`, at that nice value (and the waiter it starts after).
+    let pair = |a: &Traffic, b: &Traffic, gap, bursts, nice: Option<i32>| {
         phase(|start, stop| {
             scope(|s| {
                 let x = s.spawn(|| send(&service, a, gap, bursts, start, stop));
-                let y = send(&service, b, None, bursts, start, stop);
+                let y = s.spawn(|| {
+                    nice.map_or(Ok(()), lower_priority)?;
+                    Ok::<_, String>(send(&service, b, None, bursts, start, stop))
+                });
+                let y = y.join().expect("sender");
                 (x.join().expect("sender"), y)
             })
         })
@@ -282,10 +338,12 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let quiet_rate = capacity / 20.0;
     let gap = Some(Duration::from_secs_f64(size as f64 / (quiet_rate * 1e6)));
     let alone = phase(|start, stop| send(&service, &quiet, gap, false, start, stop));
-    let (q, n) = pair(&quiet, &noisy, gap, false);
+    let (q, n) = pair(&quiet, &noisy, gap, false, args.noisy_nice);
+    let n = n?;
     // Shares: while both were backlogged, until the first stopped completing. Their clients
     // submit in bursts, so that with small jobs the client's core does not decide the shares.
-    let (l, h) = pair(&light, &heavy, None, true);
+    let (l, h) = pair(&light, &heavy, None, true, None);
+    let h = h?;
     let last = |s: &Seen| s.done.iter().map(|d| d.0).max().unwrap_or_default();
     let until = last(&l).min(last(&h));
     let (nl, nh) = (l.by(until), h.by(until));
@@ -378,6 +436,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     });
     // Jobs run by their submitters while the node was stalled (§15.7), in every phase.
     let stalled = metrics.jobs_inline_stalled;
+    let ((gap_beside, ahead_beside), (gap_alone, ahead_alone)) = (q.bursts(), alone.bursts());
+    let scheduled = gap.map_or(0.0, |g| g.as_secs_f64() * 1e6);
     println!(
         "isolation: quiet p99 {}x alone (target <= 1.5), {light} of its {admitted} jobs on the \
          light path, {granted} ahead in the core, its slowest beside {} ms (sent {} ms into \
@@ -391,7 +451,57 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         f(alone.percentile_us(0.999), 0),
         f(nh as f64 / (nl + nh).max(1) as f64, 3),
         f(lo, 3),
-        f(hi, 3)
+        f(hi, 3),
+    );
+    let cbc = (metrics.aes_implementations.iter())
+        .find(|c| c.label() == "cbc-encrypt")
+        .map_or_else(|| "not measured".to_owned(), |c| c.to_string());
+    println!("implementation: {cbc}");
+    // How the quiet tenant's sender kept to its schedule, on the clients' shared core: a
+    // sender that fell behind sends its jobs back to back, and its slowest wait for its own.
+    println!(
+        "quiet sender: {} us between jobs scheduled; median gap {} us beside ({} us alone); \
+         its p99 jobs had a median of {ahead_beside} of its own jobs sent in the {} us before \
+         each ({ahead_alone} alone); its submit calls' p99.9 {} us beside ({} us alone)",
+        f(scheduled, 1),
+        f(gap_beside, 1),
+        f(gap_alone, 1),
+        BURST_LOOKBACK.as_micros(),
+        f(q.call_us(0.999), 1),
+        f(alone.call_us(0.999), 1),
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job sent `at_us` into the phase that took `lat_us`, as [`Seen::check`] records it.
+    fn job(at_us: u64, lat_us: u64) -> (Duration, Duration) {
+        let (at, l) = (Duration::from_micros(at_us), Duration::from_micros(lat_us));
+        (at + l, l)
+    }
+
+    #[test]
+    fn bursts_show_a_sender_that_fell_behind_and_what_its_slowest_jobs_had_before_them() {
+        // 200 jobs on schedule, one every 50 µs, each taking 10 µs; then the sender, held
+        // off, sends 20 at once, 1 µs apart, the last of which wait longest.
+        let mut seen = Seen::default();
+        seen.done.extend((0..200).map(|i| job(i * 50, 10)));
+        seen.done
+            .extend((0..20).map(|i| job(20_000 + i, 10 + 5 * i)));
+        let (gap, ahead) = seen.bursts();
+        assert_eq!(gap, 50.0, "most gaps are the schedule's");
+        // The p99 of 220 jobs is the third slowest: the burst's last three, with 17, 18 and
+        // 19 of its jobs sent in the 100 µs before them.
+        assert_eq!(ahead, 18);
+
+        let steady = Seen {
+            done: (0..100).map(|i| job(i * 60, 10 + i % 7)).collect(),
+            ..Seen::default()
+        };
+        assert_eq!(steady.bursts(), (60.0, 1));
+        assert_eq!(Seen::default().bursts(), (0.0, 0));
+    }
 }
