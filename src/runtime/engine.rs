@@ -599,6 +599,39 @@ impl Engine {
             })
     }
 
+    /// Whether a light job of `tenant` made of `packets` (one) runs on its submitting thread
+    /// because the tenant is behind on its own light jobs (§15.7): every node up in `cluster`
+    /// already holds a set of them in the tenant's light queue, `width` packets (at least
+    /// two), so that the job would wait for at least that set before its own; and the job
+    /// passes the light path's tests ([`TenantState::take_light`], whose credit it spends),
+    /// so that what a tenant runs this way and by the light path together stays within its
+    /// light credit. No node with an emulated slowdown (its light sets take f times their
+    /// time by design).
+    pub(crate) fn take_light_behind(
+        &self,
+        cluster: ClusterId,
+        packets: &Packets,
+        tenant: &TenantState,
+        width: usize,
+    ) -> bool {
+        let shard = self.shard(cluster);
+        let burst = self.layout.clusters[cluster.index()].1;
+        let bytes = job_bytes(packets);
+        let nodes = shard.first..shard.first + shard.nodes;
+        if !shard.fair
+            || bytes > burst.saturating_mul(LONGEST_LIGHT)
+            || self.is_closing()
+            || nodes.clone().any(|n| self.layout.nodes[n].slowdown != 1.0)
+        {
+            return false;
+        }
+        let mut up = nodes.filter(|&n| !self.health[n].is_down()).peekable();
+        let behind = up.peek().is_some()
+            && up.all(|n| self.hands[n].light_queued(tenant.id) >= width.max(2));
+        let rate = || self.light_speed(shard, packets, bytes) * self.tenants.share(tenant);
+        behind && tenant.take_light(bytes, burst, rate)
+    }
+
     /// The cluster's speed on a job of `packets` (`bytes` long), as the light credit refills
     /// by it: per node up, the faster of its pace and its speed on the job run alone.
     fn light_speed(&self, shard: &Shard, packets: &Packets, bytes: u64) -> f64 {
@@ -1315,6 +1348,7 @@ impl Engine {
             jobs_inline: self.counters.inline(),
             jobs_light: self.counters.light(),
             jobs_inline_stalled: self.counters.inline_stalled(),
+            jobs_inline_behind: self.counters.inline_behind(),
             packets_retried: self.counters.retries().0,
             packets_out_of_attempts: self.counters.retries().1,
             keys: self.keys.len(),

@@ -111,6 +111,9 @@ pub(crate) struct NodeHand {
     /// How many of them are jobs of one packet, counted as `light` is: a light chain run's
     /// pause looks in the queues only when some wait (`take_short_light_set`).
     light_whole: AtomicUsize,
+    /// How many packets each light queue holds, counted as `light` is: a tenant's own
+    /// backlog on the node, read without the queue's lock (`light_queued`).
+    light_queued: [AtomicUsize; LIGHT_QUEUES],
     /// When the light packets waiting last moved (the engine's clock, `Engine::now_ns`; 0
     /// while none wait): placed in an empty queue, or some taken and others left. A node whose
     /// light packets have not moved for long is not running: asleep with no wake-up reaching
@@ -199,6 +202,8 @@ impl NodeHand {
         if whole_jobs > 0 {
             self.light_whole.fetch_add(whole_jobs, Ordering::SeqCst);
         }
+        self.light_queued[Self::light_queue_of(first.meta.tenant)]
+            .fetch_add(packets.len(), Ordering::Relaxed);
         // The tenant's turn after its last packet waiting: found by a scan for a job's first
         // packet, and after that the turn after the one just given (the lock is held for one
         // scan of the queue per job, not one per packet).
@@ -298,6 +303,12 @@ impl NodeHand {
         self.take_from(i, &mut q, lanes, impls, 1, now, false)
     }
 
+    /// How many light packets wait in `tenant`'s light queue (its own, and those of the
+    /// tenants that share the queue with it).
+    pub(crate) fn light_queued(&self, tenant: TenantId) -> usize {
+        self.light_queued[Self::light_queue_of(tenant)].load(Ordering::Relaxed)
+    }
+
     /// Whether light jobs of one packet wait (in some queue, perhaps behind others).
     pub(crate) fn whole_light_waiting(&self) -> bool {
         self.light_whole.load(Ordering::SeqCst) > 0
@@ -357,6 +368,7 @@ impl NodeHand {
         if whole_jobs > 0 {
             self.light_whole.fetch_sub(whole_jobs, Ordering::SeqCst);
         }
+        self.light_queued[i].fetch_sub(set.len(), Ordering::Relaxed);
         let left = self.light.fetch_sub(set.len(), Ordering::SeqCst) - set.len();
         let since = if left == 0 { 0 } else { now.max(1) };
         self.light_since.store(since, Ordering::Relaxed);
@@ -385,8 +397,9 @@ impl NodeHand {
     /// [`open_light`](Self::open_light).
     pub(crate) fn close_light(&self) -> VecDeque<Packet<PacketData>> {
         let mut all = VecDeque::new();
-        for queue in &self.light_queues {
+        for (queue, queued) in self.light_queues.iter().zip(&self.light_queued) {
             let mut q = lock(queue);
+            queued.store(0, Ordering::Relaxed);
             q.down = true;
             q.turns.clear();
             self.light.fetch_sub(q.packets.len(), Ordering::SeqCst);
@@ -497,6 +510,35 @@ mod tests {
             p.meta.tenant = TenantId(tenant);
         }
         job.into_iter().collect()
+    }
+
+    #[test]
+    fn each_light_queue_counts_its_packets_as_they_come_and_go() {
+        let impls = ImplTable::rustcrypto();
+        let hand = NodeHand::default();
+        let queued = |t| hand.light_queued(TenantId(t));
+        // Tenant 1's job of three packets and one of one; tenant 2's of one; tenant 17 shares
+        // tenant 1's queue.
+        assert!(hand.push_light(tenant_job(1, 1, 96), 1).is_ok());
+        assert!(hand.push_light(tenant_job(2, 1, 32), 1).is_ok());
+        assert!(hand.push_light(tenant_job(3, 2, 32), 1).is_ok());
+        assert_eq!((queued(1), queued(2), queued(3)), (4, 1, 0));
+        assert!(hand.push_light(tenant_job(4, 17, 32), 1).is_ok());
+        assert_eq!((queued(1), queued(17)), (5, 5));
+        // Taken at a pause, by a turn, a packet at a time: each queue counts what it gave.
+        assert_eq!(
+            hand.take_short_light_set(NodeHand::light_queue_of(TenantId(2)), 64, &impls, 2)
+                .len(),
+            1
+        );
+        assert_eq!((queued(1), queued(2)), (5, 0));
+        let set = hand.take_light_set(64, &impls, 1, 2);
+        assert_eq!(set.len(), 1);
+        assert_eq!(queued(1), 4);
+        // Back from a node gone down, none is counted.
+        assert_eq!(hand.close_light().len(), 4);
+        assert_eq!((queued(1), queued(17)), (0, 0));
+        assert_eq!(hand.light.load(Ordering::SeqCst), 0);
     }
 
     #[test]

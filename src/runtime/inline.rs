@@ -24,13 +24,14 @@ use crate::packet::{ClusterId, PacketMeta, TaskId};
 use crate::runtime::cut::{aes_buffer_len, aes_packet_count, make_padding_room};
 use crate::runtime::engine::Engine;
 use crate::runtime::error::{JobError, SubmitError};
-use crate::runtime::exec;
+use crate::runtime::exec::{self, lane_width};
 use crate::runtime::handle::JobHandle;
 use crate::runtime::ids::{ClusterKind, KeyId};
 use crate::runtime::job::{Job, JobKind, JobOutput};
 use crate::runtime::keys::KeysRead;
 use crate::runtime::layout::PARALLEL_INLINE_FACTOR;
-use crate::runtime::work::{JobRecord, PacketData, assemble_one};
+use crate::runtime::tenant::TenantState;
+use crate::runtime::work::{JobRecord, PacketData, Packets, assemble_one};
 
 /// The AES keys a submission has looked up, so that a burst of jobs under one key looks it up
 /// once. It lives only as long as the submission, so a removed key is never kept.
@@ -132,6 +133,29 @@ pub(crate) fn stalled(engine: &Engine, cluster: ClusterId) -> bool {
         && engine.tenants.is_shared()
         && open(engine, cluster)
         && engine.light_stalled(cluster)
+}
+
+/// Whether a job of one packet, `packets`, of `tenant` runs on the submitting thread because
+/// the tenant is behind on its own light jobs (docs/ALGORITHM.md §15.7): as for [`stalled`],
+/// and by [`Engine::take_light_behind`], which spends the tenant's light credit on it.
+pub(crate) fn behind(
+    engine: &Engine,
+    cluster: ClusterId,
+    tenant: &TenantState,
+    packets: &Packets,
+) -> bool {
+    let Some(first) = packets.first() else {
+        return false;
+    };
+    engine.layout.light_path
+        && engine.tenants.is_shared()
+        && open(engine, cluster)
+        && engine.take_light_behind(
+            cluster,
+            packets,
+            tenant,
+            lane_width(first, &engine.layout.aes_impls),
+        )
 }
 
 /// Checks a job for the inline path: `Ok(Ok(_))` a plain AES job that runs there, `Ok(Err(job))`

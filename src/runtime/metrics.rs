@@ -110,6 +110,9 @@ pub(crate) struct ServiceCounters {
     light: AtomicU64,
     /// Jobs run on submitting threads because their nodes were stalled (§15.7).
     inline_stalled: AtomicU64,
+    /// Jobs run on submitting threads because their tenants were behind on their own light
+    /// jobs (§15.7).
+    inline_behind: AtomicU64,
     /// Jobs run on submitting threads: one shard per thread slot, so that submitting threads
     /// running small jobs do not write one cache line by turns.
     inline: [CachePadded<InlineShard>; SHARDS],
@@ -191,6 +194,17 @@ impl ServiceCounters {
         self.inline_stalled.load(Relaxed)
     }
 
+    /// A job ran on its submitting thread because its tenant was behind on its own light
+    /// jobs (counted after [`jobs_inline`](Self::jobs_inline) counted it).
+    pub(crate) fn job_inline_behind(&self) {
+        self.inline_behind.fetch_add(1, Relaxed);
+    }
+
+    /// Jobs run on their submitting threads because their tenants were behind, so far.
+    pub(crate) fn inline_behind(&self) -> u64 {
+        self.inline_behind.load(Relaxed)
+    }
+
     /// A job took the light path.
     pub(crate) fn job_light(&self) {
         self.light.fetch_add(1, Relaxed);
@@ -264,6 +278,11 @@ pub struct Metrics {
     /// taken, for longer than a running node does: its thread was not running
     /// ([`ServiceBuilder::light_path`](crate::runtime::ServiceBuilder::light_path)).
     pub jobs_inline_stalled: u64,
+    /// Of `jobs_inline`, the jobs of one packet run on the submitting thread, whatever their
+    /// length, because every node of their cluster already held a set of their tenant's light
+    /// packets: the tenant was behind on its own light jobs, and this one would have waited
+    /// for that set ([`ServiceBuilder::light_path`](crate::runtime::ServiceBuilder::light_path)).
+    pub jobs_inline_behind: u64,
     /// Jobs that took the light path: put in their node's light queue and run at its next
     /// pause ([`ServiceBuilder::light_path`](crate::runtime::ServiceBuilder::light_path));
     /// counted in `jobs_submitted` too.
@@ -455,6 +474,13 @@ impl fmt::Display for Metrics {
                 f,
                 "jobs: {} run inline while their nodes were stalled",
                 self.jobs_inline_stalled
+            )?;
+        }
+        if self.jobs_inline_behind > 0 {
+            writeln!(
+                f,
+                "jobs: {} run inline while their tenants were behind",
+                self.jobs_inline_behind
             )?;
         }
         if self.packets_retried + self.packets_out_of_attempts > 0 {

@@ -925,17 +925,27 @@ impl Service {
     }
 
     /// Whether a prepared AES or GCM job of one packet, of any length, runs on the submitting
-    /// thread because the nodes of its cluster are stalled ([`inline::stalled`]): a job of a
+    /// thread because the nodes of its cluster are stalled ([`inline::stalled`]) or its
+    /// tenant is behind on its own light jobs ([`inline::behind`]), and which: a job of a
     /// tenant that is not busy, as one taking the light path (a backlogged tenant's jobs wait
     /// for the node, and its submitters spend no more of their cores than before).
-    fn runs_inline_stalled(&self, p: &CutJob) -> bool {
-        p.packets.len() == 1
-            && matches!(
+    fn runs_inline_beside(&self, p: &CutJob) -> Option<Beside> {
+        if p.packets.len() != 1
+            || !matches!(
                 p.job.operation,
                 Operation::Aes { .. } | Operation::Gcm { .. }
             )
-            && !p.tenant.recently_busy()
-            && inline::stalled(&self.engine, p.cluster)
+            || p.tenant.recently_busy()
+        {
+            return None;
+        }
+        if inline::stalled(&self.engine, p.cluster) {
+            Some(Beside::Stalled)
+        } else if inline::behind(&self.engine, p.cluster, &p.tenant, &p.packets) {
+            Some(Beside::Behind)
+        } else {
+            None
+        }
     }
 
     /// Admits a prepared job; if the queue is full (and `wait` does not block), hands it back.
@@ -943,10 +953,16 @@ impl Service {
         if self.runs_inline(&p) {
             return Ok(self.run_inline(p));
         }
-        if self.runs_inline_stalled(&p) {
-            p.tenant.ran_inline_stalled();
+        if let Some(beside) = self.runs_inline_beside(&p) {
+            match beside {
+                Beside::Stalled => p.tenant.ran_inline_stalled(),
+                Beside::Behind => p.tenant.ran_inline_behind(),
+            }
             let handle = self.run_inline(p);
-            self.engine.counters.job_inline_stalled();
+            match beside {
+                Beside::Stalled => self.engine.counters.job_inline_stalled(),
+                Beside::Behind => self.engine.counters.job_inline_behind(),
+            }
             return Ok(handle);
         }
         let CutJob {
@@ -983,6 +999,16 @@ impl Service {
             }
         }
     }
+}
+
+/// Why a job of one packet that would go to a node runs on its submitting thread instead.
+#[derive(Clone, Copy)]
+enum Beside {
+    /// Every node of its cluster has left its light packets waiting ([`inline::stalled`]).
+    Stalled,
+    /// Every node of its cluster holds a set of its tenant's light packets
+    /// ([`inline::behind`]).
+    Behind,
 }
 
 impl Drop for Service {

@@ -183,6 +183,10 @@ pub struct TenantMetrics {
     /// had left its light packets waiting (docs/ALGORITHM.md §15.7, a node that does not
     /// run; the tenant's share of `Metrics::jobs_inline_stalled`).
     pub jobs_inline_stalled: u64,
+    /// Jobs of one packet run on the submitting thread because every node of their cluster
+    /// already held a set of the tenant's light packets (docs/ALGORITHM.md §15.7, a tenant
+    /// behind on its own light jobs; the tenant's share of `Metrics::jobs_inline_behind`).
+    pub jobs_inline_behind: u64,
     /// Jobs refused: handed back by `try_submit`, or whose `submit_async` future was dropped
     /// while it waited for room.
     pub jobs_refused: u64,
@@ -293,6 +297,7 @@ struct Shard {
     jobs_kept_busy: AtomicU64,
     jobs_over_credit: AtomicU64,
     jobs_inline_stalled: AtomicU64,
+    jobs_inline_behind: AtomicU64,
 }
 
 /// A tenant's counts, sharded so that threads submitting and finishing its jobs (every job of
@@ -721,6 +726,14 @@ impl TenantState {
             .fetch_add(1, Relaxed);
     }
 
+    /// Counts a job run on its submitter as the tenant was behind on its own light jobs.
+    pub(crate) fn ran_inline_behind(&self) {
+        self.counters
+            .mine()
+            .jobs_inline_behind
+            .fetch_add(1, Relaxed);
+    }
+
     /// Counts a job refused.
     pub(crate) fn refused(&self, bytes: u64) {
         self.counters.jobs_refused.fetch_add(1, Relaxed);
@@ -747,6 +760,7 @@ impl TenantState {
             jobs_kept_busy: c.sum(|s| &s.jobs_kept_busy),
             jobs_over_credit: c.sum(|s| &s.jobs_over_credit),
             jobs_inline_stalled: c.sum(|s| &s.jobs_inline_stalled),
+            jobs_inline_behind: c.sum(|s| &s.jobs_inline_behind),
             jobs_refused: c.jobs_refused.load(Relaxed),
             bytes_refused: c.bytes_refused.load(Relaxed),
             jobs_in_flight: jobs,

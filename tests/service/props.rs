@@ -681,11 +681,13 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
     );
     assert_eq!(m.jobs_failed, want_failed, "failed jobs\n{m}");
     // A job of one AES packet also runs inline, whatever its length, while its node is
-    // stalled with light packets waiting (docs/ALGORITHM.md §15.7): the light path on, tenants
-    // to share between, inline runs allowed. Which jobs, the timing decides.
-    let stalled = m.jobs_inline_stalled;
+    // stalled with light packets waiting, or holds a set of its tenant's light packets
+    // (docs/ALGORITHM.md §15.7): the light path on, tenants to share between, inline runs
+    // allowed. Which jobs, the timing decides.
+    let (stalled, behind) = (m.jobs_inline_stalled, m.jobs_inline_behind);
     if !(cfg.light_path && !cfg.tenant_weights.is_empty() && cfg.inline_limit > 0) {
         assert_eq!(stalled, 0, "jobs run inline beside a stalled node\n{m}");
+        assert_eq!(behind, 0, "jobs run inline as their tenant was behind\n{m}");
     }
     // Each such job is its tenant's.
     let by_tenant: u64 = m.tenants.iter().map(|t| t.jobs_inline_stalled).sum();
@@ -693,7 +695,16 @@ fn run_case(cfg: &Config, jobs: &[JobSpec], streams: &[StreamSpec], key_seed: u6
         by_tenant, stalled,
         "jobs run inline beside a stalled node, by tenant\n{m}"
     );
-    assert_eq!(m.jobs_inline - stalled, want_inline, "jobs run inline\n{m}");
+    let by_tenant: u64 = m.tenants.iter().map(|t| t.jobs_inline_behind).sum();
+    assert_eq!(
+        by_tenant, behind,
+        "jobs run inline as their tenant was behind, by tenant\n{m}"
+    );
+    assert_eq!(
+        m.jobs_inline - stalled - behind,
+        want_inline,
+        "jobs run inline\n{m}"
+    );
     assert_eq!(
         m.packets_completed + m.packets_failed,
         m.packets_admitted,

@@ -9,10 +9,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Gen, block_on, ref_aes};
+use cryptodispatch::crypto::AesImpl;
 use cryptodispatch::packet::Mode;
 use cryptodispatch::{
-    AesOp, Direction, Job, NodeSpec, Padding, Service, SubmitError, TenantError, TenantId,
-    TenantSpec, TrySubmitError,
+    AesOp, Direction, Job, NodeSpec, Padding, Service, ServiceBuilder, SubmitError, TenantError,
+    TenantId, TenantSpec, TrySubmitError,
 };
 
 const KEY: [u8; 16] = [7; 16];
@@ -694,6 +695,99 @@ fn light_jobs_take_turns_over_the_tenants() {
     assert_eq!((light(first), light(second)), (8, 1), "{m}");
 }
 
+/// A tenant behind on its own light jobs (docs/ALGORITHM.md §15.7): while the node runs a
+/// long set of another tenant's, a tenant's light jobs of one packet wait in its light queue;
+/// once a whole lane set of them waits, its next job runs on its submitting thread rather
+/// than wait for that set, exact to the byte. With inline runs off, it waits too.
+#[test]
+fn a_tenant_behind_on_its_own_light_jobs_runs_its_next_on_its_submitter() {
+    for inline in [true, false] {
+        // The light jobs must all come while the node runs the long set: on a machine too
+        // busy for that, try again.
+        let ran = (0..5).find_map(|attempt| behind_scenario(inline, attempt));
+        assert!(
+            ran.is_some(),
+            "the node never ran the long set while the light jobs came (inline {inline})"
+        );
+    }
+}
+
+/// [`a_tenant_behind_on_its_own_light_jobs_runs_its_next_on_its_submitter`] once; `None` if
+/// the node took one of the light jobs before the last came.
+fn behind_scenario(inline: bool, attempt: u64) -> Option<()> {
+    const WIDTH: usize = 4;
+    const PACKET: usize = 256 << 10;
+    let service = Service::builder()
+        .aes_cluster([NodeSpec::new().capacity((16 * PACKET) as u64 + 16)])
+        .packet_size(PACKET)
+        .aes_implementation(AesImpl::Lanes { width: WIDTH })
+        .light_path(true)
+        .inline_limit(if inline {
+            ServiceBuilder::DEFAULT_INLINE_LIMIT
+        } else {
+            0
+        })
+        .build()
+        .unwrap();
+    let [noisy, quiet] =
+        ["noisy", "quiet"].map(|n| service.add_tenant(TenantSpec::new(n)).unwrap());
+    let key = service.add_aes_key(&KEY).unwrap();
+    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let iv = [0x2B; 16];
+    let mut g = Gen::new(40 + attempt);
+    let (long, short) = (g.bytes(64 * PACKET), g.bytes(4096));
+    let (long_out, short_out) = (
+        ref_aes(&KEY, op, &iv, &long).unwrap(),
+        ref_aes(&KEY, op, &iv, &short).unwrap(),
+    );
+    // The noisy tenant's job goes through the core (a burst never takes the light path) and
+    // runs a node queue (4 MiB, milliseconds) at a time, without a pause: no light job came
+    // before its first set.
+    let job = |tenant, data: &Vec<u8>| Job::aes(key, op, &iv, data.clone()).tenant(tenant);
+    let long_handle = service
+        .submit_burst(vec![job(noisy, &long)])
+        .unwrap()
+        .pop()
+        .unwrap();
+    thread::sleep(Duration::from_millis(1));
+    // A lane set of the quiet tenant's light jobs, then one more.
+    let handles: Vec<_> = (0..=WIDTH)
+        .map(|_| service.submit(job(quiet, &short)).unwrap())
+        .collect();
+    let m = service.metrics();
+    let of = |t: TenantId| m.tenants.iter().find(|x| x.tenant == t).unwrap().clone();
+    let q = of(quiet);
+    // The node still in the long set, which took none of them; and not so long off its core
+    // that it looked stalled, which runs a job on its submitter first (another rule).
+    let premise = handles[..WIDTH].iter().all(|h| !h.is_finished())
+        && !long_handle.is_finished()
+        && q.jobs_inline_stalled == 0;
+    if premise {
+        if inline {
+            assert_eq!(
+                (q.jobs_light, q.jobs_inline_behind),
+                (WIDTH as u64, 1),
+                "{m}"
+            );
+            assert!(handles[WIDTH].is_finished(), "{m}");
+        } else {
+            assert_eq!(
+                (q.jobs_light, q.jobs_inline_behind),
+                (WIDTH as u64 + 1, 0),
+                "{m}"
+            );
+        }
+        assert_eq!(m.jobs_inline_behind, q.jobs_inline_behind, "{m}");
+        assert_eq!(of(noisy).jobs_inline_behind, 0, "{m}");
+    }
+    for h in handles {
+        assert_eq!(h.wait().unwrap().into_data().unwrap(), short_out);
+    }
+    assert_eq!(long_handle.wait().unwrap().into_data().unwrap(), long_out);
+    service.shutdown();
+    premise.then_some(())
+}
+
 /// A light chain run (a tenant's light job of several packets, up to a node queue) pauses
 /// between its packets for another tenant's light job of one packet (docs/ALGORITHM.md
 /// §15.7): the short job waits for a packet of the run, not for all of it.
@@ -753,6 +847,7 @@ fn a_light_job_of_one_packet_runs_at_a_pause_of_another_tenants_light_chain_run(
                 "{m}"
             );
             assert_eq!(of(quiet).jobs_inline_stalled, 0, "{m}");
+            assert_eq!(of(quiet).jobs_inline_behind, 0, "{m}");
             return;
         }
         rounds.push("the long job finished before the short one was placed");

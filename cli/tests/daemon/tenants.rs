@@ -250,9 +250,14 @@ async fn a_tenant_over_its_limit_is_refused_with_a_pushback_while_another_is_ser
         ),
         Some(0.0)
     );
-    // Why jobs were kept off the light path, and those run beside a stalled node, per
-    // tenant: the default tenant sent none.
-    for series in ["jobs_kept_busy", "jobs_over_credit", "jobs_inline_stalled"] {
+    // Why jobs were kept off the light path, and those run beside a stalled node or as
+    // their tenant was behind, per tenant: the default tenant sent none.
+    for series in [
+        "jobs_kept_busy",
+        "jobs_over_credit",
+        "jobs_inline_stalled",
+        "jobs_inline_behind",
+    ] {
         let roomy = format!("cryptodispatch_tenant_{series}_total{{tenant=\"roomy\"}}");
         assert!(sample(&text, &roomy).is_some(), "{roomy}\n{text}");
         let default = format!("cryptodispatch_tenant_{series}_total{{tenant=\"default\"}}");

@@ -37,7 +37,7 @@ use crate::tenants::{NODES, timed, with_waiter};
 
 /// CSV columns of the workload: one row per configuration.
 pub const CSV_HEADER: &str = "config,tenants,quiet_weight,quiet_size,quiet_offered_mb_s,noisy,\
-capacity_mb_s,quiet_jobs,quiet_light,quiet_kept_busy,quiet_over_credit,quiet_inline_stalled,noisy_light,p99_alone_us,p99_beside_us,ratio,lost";
+capacity_mb_s,quiet_jobs,quiet_light,quiet_kept_busy,quiet_over_credit,quiet_inline_stalled,quiet_inline_behind,noisy_light,p99_alone_us,p99_beside_us,ratio,lost";
 
 /// How long the capacity is measured, the noisy tenants backlogged.
 const CALIBRATION: Duration = Duration::from_secs(1);
@@ -220,8 +220,10 @@ struct Outcome {
     /// Of them, those kept off it as the tenant was busy, and for want of credit.
     quiet_kept_busy: u64,
     quiet_over_credit: u64,
-    /// Of them, those run on the submitter beside a stalled node.
+    /// Of them, those run on the submitter beside a stalled node, and as the tenant was behind
+    /// on its own light jobs.
     quiet_inline_stalled: u64,
+    quiet_inline_behind: u64,
     /// Of the noisy tenants' jobs admitted beside the quiet one, those on the light path,
     /// and all of them.
     noisy_light: (u64, u64),
@@ -310,13 +312,14 @@ fn run_config(
         m.tenants
             .iter()
             .find(|t| t.tenant == quiet.id)
-            .map_or([0; 5], |t| {
+            .map_or([0; 6], |t| {
                 [
                     t.jobs_admitted,
                     t.jobs_light,
                     t.jobs_kept_busy,
                     t.jobs_over_credit,
                     t.jobs_inline_stalled,
+                    t.jobs_inline_behind,
                 ]
             })
     };
@@ -353,6 +356,7 @@ fn run_config(
         quiet_kept_busy: after[2] - before[2],
         quiet_over_credit: after[3] - before[3],
         quiet_inline_stalled: after[4] - before[4],
+        quiet_inline_behind: after[5] - before[5],
         noisy_light: (
             noisy_after.0 - noisy_before.0,
             noisy_after.1 - noisy_before.1,
@@ -404,6 +408,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             o.quiet_kept_busy.to_string(),
             o.quiet_over_credit.to_string(),
             o.quiet_inline_stalled.to_string(),
+            o.quiet_inline_behind.to_string(),
             format!("{}/{}", o.noisy_light.0, o.noisy_light.1),
             f(o.alone_us, 1),
             f(o.beside_us, 1),

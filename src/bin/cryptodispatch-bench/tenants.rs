@@ -434,8 +434,9 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             d.0.saturating_sub(d.1).as_secs_f64() * 1e3,
         )
     });
-    // Jobs run by their submitters while the node was stalled (§15.7), in every phase.
-    let stalled = metrics.jobs_inline_stalled;
+    // Jobs run by their submitters while the node was stalled, or as their tenant was behind
+    // on its own light jobs (§15.7), in every phase.
+    let (stalled, behind) = (metrics.jobs_inline_stalled, metrics.jobs_inline_behind);
     let ((gap_beside, ahead_beside), (gap_alone, ahead_alone)) = (q.bursts(), alone.bursts());
     let scheduled = gap.map_or(0.0, |g| g.as_secs_f64() * 1e6);
     println!(
@@ -443,7 +444,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
          light path, {granted} ahead in the core, its slowest beside {} ms (sent {} ms into \
          the phase), its p99.9 beside {} us (alone {} us); shares: heavy (weight 3) {} overall, \
          {} to {} per second (target 0.675 to 0.825); {stalled} jobs run inline beside a \
-         stalled node (all phases)",
+         stalled node and {behind} as their tenant was behind (all phases)",
         f(q.p99_us() / alone.p99_us(), 2),
         f(slowest, 2),
         f(sent, 1),

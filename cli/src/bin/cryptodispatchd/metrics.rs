@@ -18,7 +18,9 @@
 //! - the service: `cryptodispatch_jobs_{submitted,completed,failed}_total`,
 //!   `cryptodispatch_jobs_inline_total` (run on the submitting thread), of them
 //!   `_jobs_inline_stalled_total` (one packet each, run there because every node of its
-//!   cluster was stalled with light packets waiting), `_jobs_light_total`,
+//!   cluster was stalled with light packets waiting), `_jobs_inline_behind_total` (one packet
+//!   each, run there because every node of its cluster already held a set of its tenant's
+//!   light packets), `_jobs_light_total`,
 //!   `cryptodispatch_packets_{admitted,completed,failed}_total`,
 //!   `cryptodispatch_keys`, `cryptodispatch_stored_states`;
 //! - per tenant (the tokens file's, and `default`), labelled `tenant`:
@@ -29,7 +31,8 @@
 //!   admitted, the jobs too long for it that went ahead in the core on the tenant's saved
 //!   share), `_jobs_kept_busy_total` and `_jobs_over_credit_total` (jobs kept off the light
 //!   path, or a grant, as the tenant was busy, or as its light credit did not cover them),
-//!   `_jobs_inline_stalled_total` (its share of `cryptodispatch_jobs_inline_stalled_total`),
+//!   `_jobs_inline_stalled_total` and `_jobs_inline_behind_total` (its shares of the
+//!   service's),
 //!   `_jobs_refused_total` and `_bytes_refused_total` (calls that gave up waiting for
 //!   admission: `RESOURCE_EXHAUSTED`, or the client went away), `_jobs_in_flight`,
 //!   `_bytes_in_flight`, `_bytes_waiting` (held at the tenant's limits now), `_weight`,
@@ -509,6 +512,13 @@ impl Collector for ServiceCollector {
         )?;
         family(
             e,
+            "cryptodispatch_jobs_inline_behind",
+            "Of the jobs run on the submitting thread, those of one packet run there because every node of their cluster already held a set of their tenant's light packets",
+            counter,
+            [(none(), ConstCounter::new(m.jobs_inline_behind))],
+        )?;
+        family(
+            e,
             "cryptodispatch_jobs_light",
             "Jobs that took the light path (off with --no-light-path): run at a node's next pause",
             counter,
@@ -587,7 +597,7 @@ impl Collector for ServiceCollector {
 fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Result<(), fmt::Error> {
     let tenant = |t: &TenantMetrics| -> Labels { vec![("tenant", t.name.clone())] };
     type Count = fn(&TenantMetrics) -> u64;
-    let counters: [(&str, &str, Count); 13] = [
+    let counters: [(&str, &str, Count); 14] = [
         (
             "cryptodispatch_tenant_jobs_admitted",
             "Jobs of the tenant admitted (past its limits and the queues' backpressure)",
@@ -646,6 +656,12 @@ fn tenant_families(e: &mut DescriptorEncoder, tenants: &[TenantMetrics]) -> Resu
             "Jobs of the tenant of one packet run on the daemon's calling thread as every node \
              of their cluster was stalled with light packets waiting",
             |t| t.jobs_inline_stalled,
+        ),
+        (
+            "cryptodispatch_tenant_jobs_inline_behind",
+            "Jobs of the tenant of one packet run on the daemon's calling thread as every node \
+             of their cluster already held a set of the tenant's light packets",
+            |t| t.jobs_inline_behind,
         ),
         (
             "cryptodispatch_tenant_jobs_refused",
