@@ -132,6 +132,9 @@ pub struct Outcome {
     /// Per daemon, of the quiet tenant's jobs beside the noisy one: (by the light path,
     /// admitted); empty when a daemon did not answer.
     quiet_light: Vec<(u64, u64)>,
+    /// Per tenant, summed over the daemons that answered: its jobs run on a daemon's calling
+    /// thread beside a stalled node, and as the tenant was behind on its own light jobs.
+    inline_beside: Vec<(&'static str, u64, u64)>,
 }
 
 /// A daemon's metrics page.
@@ -621,6 +624,7 @@ pub fn measure(
             noisy_rate,
             daemon_p99: (None, None),
             quiet_light: Vec::new(),
+            inline_beside: Vec::new(),
         })
     });
     let mut outcome = outcome?;
@@ -645,6 +649,25 @@ pub fn measure(
         })
         .collect::<Option<Vec<_>>>()
         .unwrap_or_default();
+    let pages: Vec<String> = daemons.iter().filter_map(|d| scrape(d.metrics?)).collect();
+    outcome.inline_beside = TENANTS
+        .iter()
+        .map(|&(tenant, ..)| {
+            let sum = |series: &str| -> u64 {
+                let name = format!("cryptodispatch_tenant_{series}_total{{tenant=\"{tenant}\"}}");
+                pages
+                    .iter()
+                    .filter_map(|p| sample(p, &name))
+                    .map(|v| v as u64)
+                    .sum()
+            };
+            (
+                tenant,
+                sum("jobs_inline_stalled"),
+                sum("jobs_inline_behind"),
+            )
+        })
+        .collect();
     drop(proxy);
     drop(daemons);
     Ok(outcome)
@@ -812,6 +835,21 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
             csv_only,
             "  the quiet tenant's jobs by the light path: {l} of {a} admitted (per daemon: {})",
             per.join(", ")
+        );
+    }
+    if !o.inline_beside.is_empty() {
+        let each = |f: fn(&(&str, u64, u64)) -> u64| {
+            (o.inline_beside.iter())
+                .map(|t| format!("{} {}", t.0, f(t)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        say!(
+            csv_only,
+            "  jobs run on the daemons' calling threads (all phases): beside a stalled node {}; \
+             as their tenant was behind {}",
+            each(|t| t.1),
+            each(|t| t.2)
         );
     }
     let all = o
