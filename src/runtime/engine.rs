@@ -582,31 +582,36 @@ impl Engine {
     /// submitting thread rather than wait for them ([`Service`](crate::runtime::Service)'s
     /// inline path).
     pub(crate) fn light_stalled(&self, cluster: ClusterId) -> bool {
-        let shard = self.shard(cluster);
         let now = self.now_ns();
-        // A node with an emulated slowdown takes its light sets f times their time: the jobs
-        // run on their submitters would escape the emulation.
+        self.every_node_up_unslowed(self.shard(cluster), |n| {
+            self.hands[n]
+                .light_still_since()
+                .is_some_and(|since| now.saturating_sub(since) > LIGHT_STALL_NS)
+        })
+    }
+
+    /// Whether `shard` has a node up, none of its nodes has an emulated slowdown, and `f`
+    /// holds for every node up: the test of a job run on its submitter beside its nodes
+    /// ([`light_stalled`](Self::light_stalled), [`take_light_behind`](Self::take_light_behind)).
+    /// A node with an emulated slowdown takes its light sets f times their time: the jobs run
+    /// on their submitters would escape the emulation.
+    fn every_node_up_unslowed(&self, shard: &Shard, f: impl Fn(usize) -> bool) -> bool {
         let nodes = shard.first..shard.first + shard.nodes;
         if nodes.clone().any(|n| self.layout.nodes[n].slowdown != 1.0) {
             return false;
         }
         let mut up = nodes.filter(|&n| !self.health[n].is_down()).peekable();
-        up.peek().is_some()
-            && up.all(|n| {
-                self.hands[n]
-                    .light_still_since()
-                    .is_some_and(|since| now.saturating_sub(since) > LIGHT_STALL_NS)
-            })
+        up.peek().is_some() && up.all(f)
     }
 
     /// Whether a light job of `tenant` made of `packets` (one) runs on its submitting thread
     /// because the tenant is behind on its own light jobs (§15.7): every node up in `cluster`
     /// already holds a set of them in the tenant's light queue, `width` packets (at least
     /// two), so that the job would wait for at least that set before its own; and the job
-    /// passes the light path's tests ([`TenantState::take_light`], whose credit it spends),
+    /// passes the light path's tests ([`TenantState::take_light_uncounted`], whose credit it
+    /// spends),
     /// so that what a tenant runs this way and by the light path together stays within its
-    /// light credit. No node with an emulated slowdown (its light sets take f times their
-    /// time by design).
+    /// light credit.
     pub(crate) fn take_light_behind(
         &self,
         cluster: ClusterId,
@@ -617,19 +622,15 @@ impl Engine {
         let shard = self.shard(cluster);
         let burst = self.layout.clusters[cluster.index()].1;
         let bytes = job_bytes(packets);
-        let nodes = shard.first..shard.first + shard.nodes;
-        if !shard.fair
-            || bytes > burst.saturating_mul(LONGEST_LIGHT)
-            || self.is_closing()
-            || nodes.clone().any(|n| self.layout.nodes[n].slowdown != 1.0)
-        {
+        if !shard.fair || bytes > burst.saturating_mul(LONGEST_LIGHT) || self.is_closing() {
             return false;
         }
-        let mut up = nodes.filter(|&n| !self.health[n].is_down()).peekable();
-        let behind = up.peek().is_some()
-            && up.all(|n| self.hands[n].light_queued(tenant.id) >= width.max(2));
+        let behind = self.every_node_up_unslowed(shard, |n| {
+            self.hands[n].light_queued(tenant.id) >= width.max(2)
+        });
         let rate = || self.light_speed(shard, packets, bytes) * self.tenants.share(tenant);
-        behind && tenant.take_light(bytes, burst, rate)
+        // Kept off here, the job asks the light path next, which counts why.
+        behind && tenant.take_light_uncounted(bytes, burst, rate)
     }
 
     /// The cluster's speed on a job of `packets` (`bytes` long), as the light credit refills

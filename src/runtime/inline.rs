@@ -129,10 +129,7 @@ fn open(engine: &Engine, cluster: ClusterId) -> bool {
 /// reaching it, or off its core): milliseconds, against microseconds for the cipher. The
 /// callers check that the job is one packet, and whose.
 pub(crate) fn stalled(engine: &Engine, cluster: ClusterId) -> bool {
-    engine.layout.light_path
-        && engine.tenants.is_shared()
-        && open(engine, cluster)
-        && engine.light_stalled(cluster)
+    beside_open(engine, cluster) && engine.light_stalled(cluster)
 }
 
 /// Whether a job of one packet, `packets`, of `tenant` runs on the submitting thread because
@@ -147,15 +144,20 @@ pub(crate) fn behind(
     let Some(first) = packets.first() else {
         return false;
     };
-    engine.layout.light_path
-        && engine.tenants.is_shared()
-        && open(engine, cluster)
+    beside_open(engine, cluster)
         && engine.take_light_behind(
             cluster,
             packets,
             tenant,
             lane_width(first, &engine.layout.aes_impls),
         )
+}
+
+/// Whether a job of one packet may run on its submitting thread beside the nodes of
+/// `cluster` ([`stalled`], [`behind`]): the light path on, in a service shared between
+/// tenants, with inline runs allowed.
+fn beside_open(engine: &Engine, cluster: ClusterId) -> bool {
+    engine.layout.light_path && engine.tenants.is_shared() && open(engine, cluster)
 }
 
 /// Checks a job for the inline path: `Ok(Ok(_))` a plain AES job that runs there, `Ok(Err(job))`

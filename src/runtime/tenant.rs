@@ -300,6 +300,14 @@ struct Shard {
     jobs_inline_behind: AtomicU64,
 }
 
+/// Why a job was kept off the light path.
+enum Kept {
+    /// Its tenant was busy: over a node queue in flight on the core's path.
+    Busy,
+    /// Its tenant's light credit did not cover it.
+    OverCredit,
+}
+
 /// A tenant's counts, sharded so that threads submitting and finishing its jobs (every job of
 /// a service without tenants is the default tenant's) do not write one cache line by turns.
 struct Counters {
@@ -511,6 +519,18 @@ impl TenantState {
         self.take_light_left(bytes, burst, rate).is_some()
     }
 
+    /// [`take_light`](Self::take_light) for a job that, kept off, then asks the light path
+    /// itself (a job of a tenant behind on its own light jobs, §15.7): a job kept off is not
+    /// counted here, so that it is counted once, there.
+    pub(crate) fn take_light_uncounted(
+        &self,
+        bytes: u64,
+        burst: u64,
+        rate: impl FnOnce() -> f64,
+    ) -> bool {
+        self.light_credit(bytes, burst, rate).is_ok()
+    }
+
     /// [`take_light`](Self::take_light), saying, if the job passes, the credit left after it
     /// (in bytes; below zero a debt): how far below its share the tenant stays, which ranks a
     /// long job's grant in the core (docs/ALGORITHM.md §15.7, long jobs).
@@ -520,6 +540,25 @@ impl TenantState {
         burst: u64,
         rate: impl FnOnce() -> f64,
     ) -> Option<f64> {
+        let kept = self.light_credit(bytes, burst, rate).map_err(|why| {
+            let counts = self.counters.mine();
+            match why {
+                Kept::Busy => &counts.jobs_kept_busy,
+                Kept::OverCredit => &counts.jobs_over_credit,
+            }
+            .fetch_add(1, Relaxed);
+        });
+        kept.ok()
+    }
+
+    /// The light path's tests and credit for a job of `bytes` (see
+    /// [`take_light`](Self::take_light)): the credit left after it, or why it is kept off.
+    fn light_credit(
+        &self,
+        bytes: u64,
+        burst: u64,
+        rate: impl FnOnce() -> f64,
+    ) -> Result<f64, Kept> {
         let light = self.light_bytes.load(Relaxed);
         // A long job may have one more of its size in the core beside it.
         let limit = if bytes > burst {
@@ -527,13 +566,9 @@ impl TenantState {
         } else {
             burst
         };
-        let kept = |counter: fn(&Shard) -> &AtomicU64| {
-            counter(self.counters.mine()).fetch_add(1, Relaxed);
-            None
-        };
         if self.counters.in_flight().1.saturating_sub(light) > limit {
             self.busy_at.store(self.stamp(Instant::now()), Relaxed);
-            return kept(|s| &s.jobs_kept_busy);
+            return Err(Kept::Busy);
         }
         let rate = rate();
         let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
@@ -550,11 +585,10 @@ impl TenantState {
         c.1 = Some(now);
         // A short job needs credit for all of itself, a long one for a node queue of itself.
         if c.0 < bytes.min(burst) as f64 {
-            drop(c);
-            return kept(|s| &s.jobs_over_credit);
+            return Err(Kept::OverCredit);
         }
         c.0 -= bytes as f64;
-        Some(c.0)
+        Ok(c.0)
     }
 
     /// Gives back credit [`take_light`](Self::take_light) spent on a job that was then not
@@ -1037,6 +1071,15 @@ mod tests {
         assert!(!t.recently_busy());
         let m = t.metrics();
         assert_eq!((m.jobs_kept_busy, m.jobs_over_credit), (0, 2));
+        // Asked without counting (the job then asks the light path, which counts it), the
+        // tests and the credit are the same, and the counts do not move.
+        assert!(!t.take_light_uncounted(100, 1000, || 0.0));
+        let m = t.metrics();
+        assert_eq!((m.jobs_kept_busy, m.jobs_over_credit), (0, 2));
+        let quiet = state(TenantSpec::new("quiet"));
+        assert!(quiet.take_light_uncounted(600, 1000, || 0.0));
+        assert!(!quiet.take_light(600, 1000, || 0.0), "the credit was spent");
+        assert_eq!(quiet.metrics().jobs_over_credit, 1);
     }
 
     #[test]

@@ -121,9 +121,14 @@ impl Seen {
     }
 
     fn percentile_us(&self, p: f64) -> f64 {
+        self.latency(p).as_secs_f64() * 1e6
+    }
+
+    /// The `p`th percentile of its jobs' latencies.
+    fn latency(&self, p: f64) -> Duration {
         let mut l: Vec<Duration> = self.done.iter().map(|d| d.1).collect();
         l.sort_unstable();
-        percentile(&l, p).as_secs_f64() * 1e6
+        percentile(&l, p)
     }
 
     /// How the tenant's sender kept its schedule, and what its slowest jobs had in front of
@@ -136,11 +141,7 @@ impl Seen {
         sent.sort_unstable();
         let mut gaps: Vec<Duration> = sent.windows(2).map(|w| w[1] - w[0]).collect();
         gaps.sort_unstable();
-        let p99 = {
-            let mut l: Vec<Duration> = self.done.iter().map(|d| d.1).collect();
-            l.sort_unstable();
-            percentile(&l, 0.99)
-        };
+        let p99 = self.latency(0.99);
         let mut ahead: Vec<usize> = (self.done.iter())
             .filter(|d| d.1 >= p99)
             .map(|d| {
