@@ -634,10 +634,10 @@ impl Engine {
     }
 
     /// The cluster's speed on a job of `packets` (`bytes` long), as the light credit refills
-    /// by it: per node up, the faster of its pace and its speed on the job run alone.
+    /// by it: per node up, [`credit_speed`] of its pace and its speed on the job run alone.
     fn light_speed(&self, shard: &Shard, packets: &Packets, bytes: u64) -> f64 {
         self.light_times(shard, packets)
-            .map(|(n, t)| (bytes as f64 / t.max(1.0) * 1e9).max(self.node_gauges[n].pace()))
+            .map(|(n, t)| credit_speed(self.node_gauges[n].pace(), bytes as f64 / t.max(1.0) * 1e9))
             .sum()
     }
 
@@ -646,8 +646,9 @@ impl Engine {
     /// queues long and the tenant's light credit covers it
     /// ([`TenantState::take_light`]); otherwise hands the packets back for the core. The
     /// credit refills at the tenant's weighted share of the bytes the nodes serve: per node,
-    /// the larger of its pace (bytes per second of its recent busy time, lane sets and light
-    /// packets alike) and its speed on such a job run alone, by its unit times. Takes no
+    /// its pace (bytes per second of its recent busy time, lane sets and light packets alike),
+    /// or its speed on such a job run alone, by its unit times, before it has one
+    /// ([`credit_speed`]). Takes no
     /// cluster lock, unless the node sleeps: the
     /// light tenant does not wait behind the busy tenants' admissions, or a worker's turn.
     // The packets come back as they went, inline, as `admit` hands them back.
@@ -1367,4 +1368,32 @@ impl Engine {
 /// The bytes of a job made of `packets`.
 fn job_bytes(packets: &Packets) -> u64 {
     packets.iter().map(|p| p.meta.len).sum()
+}
+
+/// A node's speed, in bytes per second, as a tenant's light credit refills by it
+/// (docs/ALGORITHM.md §15.7): its `pace`, the bytes it served per second of its recent busy
+/// time, once it has one; before, its speed on the job run `alone` by its unit times.
+///
+/// The pace is what the node serves; the unit times scale one packet size's time by length,
+/// so on packets much shorter than the service's packet size, whose fixed costs they leave
+/// out, they overstate it. Taken as a floor under the pace, as they were, they let the light
+/// credit of backlogged tenants of short jobs refill faster than the node served: with 1 KiB
+/// calls behind the daemons, the tenant of weight 3 filled the node from the light path, and
+/// the tenant of weight 1, waiting in the core, was served nothing (docs/RESULTS.md, Tenants).
+pub(crate) fn credit_speed(pace: f64, alone: f64) -> f64 {
+    if pace > 0.0 { pace } else { alone }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::credit_speed;
+
+    #[test]
+    fn the_light_credit_refills_at_what_a_node_served_once_it_has_served() {
+        // Before the node has served anything, its speed alone by its unit times.
+        assert_eq!(credit_speed(0.0, 8e6), 8e6);
+        // After, its pace, below that speed (short packets) as above it (lane sets).
+        assert_eq!(credit_speed(5e6, 8e6), 5e6);
+        assert_eq!(credit_speed(3e9, 1.4e9), 3e9);
+    }
 }
