@@ -382,8 +382,11 @@ impl ServiceBuilder {
     /// spends on such a job; within the limit the job is done by the time `submit` returns
     /// (docs/ALGORITHM.md §15.6). Such a job never queues, so it takes no part in admission,
     /// backpressure or placement, and no node's slowdown applies to it. Streams' chunks always
-    /// go to a node. Jobs run inline are counted in
-    /// [`Metrics::jobs_inline`](crate::runtime::Metrics::jobs_inline). With the
+    /// go to a node. In a service shared between tenants (once
+    /// [`Service::add_tenant`](crate::runtime::Service::add_tenant) has registered one) no job
+    /// runs inline by this limit: small jobs go to the nodes, where the tenants' weights share
+    /// them, which they could not do on the submitters' threads. Jobs run inline are counted
+    /// in [`Metrics::jobs_inline`](crate::runtime::Metrics::jobs_inline). With the
     /// [light path](Self::light_path) on, a job of one packet past the limit also runs inline
     /// while its cluster's nodes are stalled; 0 turns that off as well.
     pub fn inline_limit(mut self, bytes: usize) -> Self {

@@ -101,9 +101,15 @@ pub(crate) struct SmallJob {
 
 /// Whether the service would run a job of one packet of `bytes` (padding included) of
 /// `cluster` on the submitting thread: within the inline limit (for a `parallel` AES operation,
-/// [`PARALLEL_INLINE_FACTOR`] times it), while the service takes jobs and a node
-/// of the cluster is up (otherwise admission refuses the job as it would any). The callers
-/// check that the job is one packet.
+/// [`PARALLEL_INLINE_FACTOR`] times it), in a service not shared between tenants, while the
+/// service takes jobs and a node of the cluster is up (otherwise admission refuses the job as
+/// it would any). The callers check that the job is one packet.
+///
+/// In a shared service the job goes to a node, where the tenants' weights share the nodes
+/// (docs/ALGORITHM.md §15.6): run here, it would take no turn, and two backlogged tenants of
+/// small jobs would share their submitters' threads, whatever their weights (1:1 where the
+/// weights were 1:3, in the library and behind the daemons, whose submitting threads are the
+/// daemon's own; docs/RESULTS.md, Tenants).
 pub(crate) fn allowed(engine: &Engine, cluster: ClusterId, bytes: usize, parallel: bool) -> bool {
     let limit = engine.layout.inline_limit;
     let reach = if parallel {
@@ -111,7 +117,7 @@ pub(crate) fn allowed(engine: &Engine, cluster: ClusterId, bytes: usize, paralle
     } else {
         limit
     };
-    bytes <= reach && open(engine, cluster)
+    bytes <= reach && !engine.tenants.is_shared() && open(engine, cluster)
 }
 
 /// Whether inline runs are allowed at all (a limit above 0), the service takes jobs and a

@@ -267,7 +267,9 @@ impl Service {
 
     /// Registers a tenant: a client whose jobs ([`Job::tenant`]) share the nodes with other
     /// tenants' by weight and pass its limits (docs/ALGORITHM.md §15.7). Jobs submitted without
-    /// a tenant belong to [`TenantId::DEFAULT`], of weight 1 and without limits.
+    /// a tenant belong to [`TenantId::DEFAULT`], of weight 1 and without limits. From then on
+    /// the service is shared: small jobs go to the nodes rather than run on their submitters
+    /// ([`ServiceBuilder::inline_limit`](crate::runtime::ServiceBuilder::inline_limit)).
     ///
     /// # Errors
     /// [`TenantError`] for a bad name, a name registered already, a weight or limit of 0.

@@ -18,7 +18,7 @@ use cryptodispatch::crypto::AesImpl;
 use cryptodispatch::error::CryptoError;
 use cryptodispatch::{
     AesOp, Direction, Job, JobError, JobOutput, KeyId, Mode, NodeSpec, Padding, Service,
-    ServiceBuilder, SubmitError,
+    ServiceBuilder, SubmitError, TenantSpec,
 };
 
 fn service(limit: usize) -> Service {
@@ -55,6 +55,50 @@ fn ran_inline(s: &Service, run: impl FnOnce()) -> bool {
         (0, 1) => false,
         other => panic!("one job counted as {other:?} (inline, node packets)"),
     }
+}
+
+#[test]
+fn in_a_service_shared_between_tenants_small_jobs_go_to_the_nodes() {
+    // Run inline, a small job would take no turn: two backlogged tenants of small jobs would
+    // share their submitters' threads rather than the nodes by weight (docs/ALGORITHM.md
+    // §15.6). Once a tenant is registered, every call sends it to a node, byte-exact.
+    let s = service(ServiceBuilder::DEFAULT_INLINE_LIMIT);
+    let mut g = Gen::new(78);
+    let raw = g.bytes(16);
+    let key = s.add_aes_key(&raw).unwrap();
+    let op = AesOp::new(Direction::Encrypt, Mode::Cbc);
+    let (iv, input, expected) = case(&mut g, &raw, op, 512);
+    let job = || Job::aes(key, op, &iv, input.clone());
+    let want = Ok(JobOutput::Data(expected.clone()));
+    // Not shared yet: inline.
+    assert!(ran_inline(&s, || assert_eq!(
+        s.submit(job()).unwrap().wait(),
+        want
+    )));
+    let team = s.add_tenant(TenantSpec::new("team").weight(3)).unwrap();
+    for tenant in [None, Some(team)] {
+        let job = || match tenant {
+            Some(t) => job().tenant(t),
+            None => job(),
+        };
+        let what = format!("tenant {tenant:?}");
+        let submit = || assert_eq!(s.submit(job()).unwrap().wait(), want, "{what}: submit");
+        assert!(!ran_inline(&s, submit), "{what}: submit");
+        let try_submit = || assert_eq!(s.try_submit(job()).unwrap().wait(), want, "{what}: try");
+        assert!(!ran_inline(&s, try_submit), "{what}: try");
+        let run_async = || {
+            let (h, _) = block_on(s.submit_async(job()));
+            assert_eq!(block_on(h.unwrap()).0, want, "{what}: async");
+        };
+        assert!(!ran_inline(&s, run_async), "{what}: async");
+        let burst = || {
+            let mut h = s.submit_burst([job()]).unwrap();
+            assert_eq!(h.pop().unwrap().wait(), want, "{what}: burst");
+        };
+        assert!(!ran_inline(&s, burst), "{what}: burst");
+    }
+    let m = s.metrics();
+    assert_eq!((m.jobs_inline, m.jobs_completed, m.jobs_failed), (1, 9, 0));
 }
 
 /// A job's input for `op` of about `len` bytes, and the reference output.
