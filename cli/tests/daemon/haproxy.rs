@@ -305,6 +305,13 @@ fn the_deploy_configuration_has_the_same_health_check() {
         "deploy/haproxy.cfg sends another health check"
     );
     assert!(deploy.contains(haproxy::HEALTH_CHECK_SERVING));
+    assert!(
+        deploy.contains(&format!(
+            "tune.h2.max-concurrent-streams {}",
+            haproxy::MAX_STREAMS
+        )),
+        "deploy/haproxy.cfg lets a client connection open another number of calls"
+    );
     for word in [
         "proto h2",
         "agent-check",

@@ -106,8 +106,8 @@ pub struct ScaleoutArgs {
     /// `tenants`: seconds of each run (shares, the quiet tenant alone, beside the noisy one)
     #[arg(long, default_value_t = 5.0)]
     pub tenant_secs: f64,
-    /// `tenants`: calls each backlogged tenant keeps in flight per daemon in `shares`
-    /// [default: 1 MiB of calls, at least 16: 16 of the default 64 KiB, 256 of 4 KiB]
+    /// `tenants`: calls each backlogged tenant keeps in flight per daemon in `shares`, at most
+    /// 1024 [default: 1 MiB of calls, at least 16: 16 of the default 64 KiB, 256 of 4 KiB]
     #[arg(long)]
     pub tenant_backlog: Option<usize>,
     /// `tenants`: the quiet tenant's offered load, as a fraction of its fair share
@@ -386,7 +386,7 @@ pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
         || args.concurrency == 0
         || args.jobs == 0
         || args.repeat == 0
-        || args.tenant_backlog == Some(0)
+        || !(1..=1024).contains(&args.tenant_backlog.unwrap_or(1))
         || args.noisy_open == 0
         || !(1..=1024).contains(&args.quiet_burst)
         || !(args.tenant_secs >= 1.0 && args.tenant_secs <= 3600.0)
@@ -394,8 +394,8 @@ pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
     {
         return Err(format!(
             "--job-bytes must be a positive multiple of 16, at most {MAX_JOB_BYTES} (the \
-             daemons' request limit); --jobs, --concurrency, --repeat, --tenant-backlog and \
-             --noisy-open positive; --quiet-burst from 1 to 1024; --tenant-secs from 1 to \
+             daemons' request limit); --jobs, --concurrency, --repeat and --noisy-open \
+             positive; --tenant-backlog and --quiet-burst from 1 to 1024; --tenant-secs from 1 to \
              3600; --quiet-load above 0 and at most 1"
         ));
     }

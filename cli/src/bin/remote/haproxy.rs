@@ -19,12 +19,27 @@
 //! response. `tune.bufsize 262144` keeps responses of up to 256 KiB whole in the buffer, which
 //! avoids it for them. Larger responses can still meet it on those releases: the client's
 //! retries keep the results right, a newer HAProxy removes the cause.
+//!
+//! # Calls open per client connection
+//! HAProxy lets a client connection have 100 calls open at once by default
+//! (`tune.h2.max-concurrent-streams`); the client's further calls wait in the client. A
+//! benchmark client that keeps more calls open, each tenant of `scaleout --setups tenants` on
+//! one connection with up to 1024 per daemon, then had at most 100 in all: with calls of 1 and
+//! 4 KiB each daemon held about 100 calls, nearly all of one tenant (least connections kept
+//! each tenant's calls where its last one ended), and each daemon shared its node between the
+//! tenants it had rather than by weight (docs/RESULTS.md, Tenants). [`MAX_STREAMS`] raises it.
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Calls a client connection may have open through HAProxy at once (its
+/// `tune.h2.max-concurrent-streams`; HAProxy's default is 100): at least what one client of
+/// the benchmarks keeps open on its connection, `tenants`' backlog of up to 1024 calls per
+/// daemon on two daemons.
+pub const MAX_STREAMS: usize = 2048;
 
 /// What the health check expects in the response: a gRPC message of 2 bytes, `status = 1`
 /// (SERVING).
@@ -135,6 +150,8 @@ impl Setup {
             "  log stderr format raw local0".into(),
             // Room for a whole response with its trailers (see the module documentation).
             "  tune.bufsize 262144".into(),
+            // Calls open per client connection (see the module documentation).
+            format!("  tune.h2.max-concurrent-streams {MAX_STREAMS}"),
             "defaults".into(),
             "  mode http".into(),
             "  log global".into(),
