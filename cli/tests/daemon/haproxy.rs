@@ -66,6 +66,9 @@ fn cluster(f: &Fixture, extra: &[&str]) -> (Vec<Daemon>, Haproxy) {
         agent_inter_ms: 200,
         check_inter_ms: 200,
         balance: Balance::Leastconn,
+        // As `cryptodispatch-scaleout --setups tenants`: the token's calls go to a group of
+        // their own, whose servers track the first backend's health and ask the agents.
+        tenant_groups: 4,
     };
     let proxy = Haproxy::start(&bin, &setup, &f.dir.0).unwrap();
     (daemons, proxy)
@@ -318,6 +321,9 @@ fn the_deploy_configuration_has_the_same_health_check() {
         "agent-port",
         "option tcp-check",
         "balance leastconn",
+        // The tenant groups, as `Setup::tenant_groups` writes them.
+        "use_backend tenants_%[req.hdr(authorization),crc32,mod(",
+        "track cryptodispatchd/",
     ] {
         assert!(deploy.contains(word), "deploy/haproxy.cfg lacks {word:?}");
     }

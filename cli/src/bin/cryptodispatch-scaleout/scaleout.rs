@@ -251,6 +251,7 @@ pub fn behind_haproxy(
         agent_inter_ms: 100,
         check_inter_ms: 500,
         balance,
+        tenant_groups: 1,
     })
 }
 

@@ -6,8 +6,11 @@
 //! in turn whatever their tenant, a backlogged tenant's calls drift between the daemons (at
 //! times all of them at one), and a daemon with none of a tenant's calls waiting gives its
 //! share to the others: weight 1's share of a second was then up to 21% off. Least
-//! connections sends a call where one just ended, so each tenant's calls stay spread as
-//! they were dealt.
+//! connections sends a call where one just ended, mostly where the tenant's own last call
+//! ended; counted over all tenants' calls together, each tenant's share of a daemon's calls
+//! still wanders, and with small calls one daemon came to hold almost none of a tenant's
+//! within a few seconds. So each token's calls go to a backend of their own (HAProxy's tenant
+//! groups, `TENANT_GROUPS`), where least connections counts that tenant's calls alone.
 //!
 //! Three runs on the same daemons, each `--tenant-secs` long:
 //! - `shares`: tenants `w1` (weight 1) and `w3` (weight 3) both backlogged, each keeping
@@ -71,6 +74,10 @@ const TENANTS: [(&str, u32, &str); 5] = [
 ];
 /// The quiet tenant's calls: one packet.
 const QUIET_BYTES: usize = 16 * 1024;
+/// HAProxy's tenant groups (`remote::haproxy`, "Tenant groups"): each token's calls balanced
+/// over the daemons apart from the others'. The five tokens above fall in five groups of
+/// eight (by the CRC-32 of `Bearer <token>`: w1 4, w3 7, quiet 3, noisy 1, solo 0).
+const TENANT_GROUPS: u32 = 8;
 /// How long the daemons let a call wait for admission.
 const QUEUE_WAIT_MS: u64 = 1000;
 /// The daemons.
@@ -441,7 +448,8 @@ pub fn measure(
             )
         })
         .collect::<Result<_, _>>()?;
-    let setup = behind_haproxy(&daemons, false, args.balance(true))?;
+    let mut setup = behind_haproxy(&daemons, false, args.balance(true))?;
+    setup.tenant_groups = TENANT_GROUPS;
     let proxy = Haproxy::start(haproxy_bin, &setup, dir)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -28,6 +28,19 @@
 //! 4 KiB each daemon held about 100 calls, nearly all of one tenant (least connections kept
 //! each tenant's calls where its last one ended), and each daemon shared its node between the
 //! tenants it had rather than by weight (docs/RESULTS.md, Tenants). [`MAX_STREAMS`] raises it.
+//!
+//! # Tenant groups
+//! Least connections counts every caller's calls together. A tenant's next call goes where a
+//! call just ended, which is mostly where its own last call ended, so each tenant's share of
+//! a daemon's calls wanders; once one daemon holds nearly none of a backlogged tenant's calls,
+//! that daemon serves the others beyond their weights, and the fleet's shares drift off
+//! (calls of 4 and 8 KiB: weight 1's share of a second up to 38% over its 0.25 after a few
+//! seconds, docs/RESULTS.md, Tenants). With [`Setup::tenant_groups`] above 1, each call goes
+//! by a hash of its `authorization` header (its token) to one of that many backends of the
+//! same daemons, each with least connections over its own calls: a tenant alone in its group
+//! has its calls spread over the daemons evenly, whatever the others do. Tenants whose tokens
+//! share a group are counted together, as all were before. The groups' servers track the
+//! first backend's health checks; each asks a daemon's agent for its weight itself.
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -116,6 +129,10 @@ pub struct Setup {
     pub check_inter_ms: u32,
     /// How HAProxy picks a daemon for each call.
     pub balance: Balance,
+    /// Tenant groups: above 1, each call goes to one of this many backends of the same
+    /// daemons, by a hash of its `authorization` header, each balancing its own calls (see
+    /// the module documentation); 1, one backend for all.
+    pub tenant_groups: u32,
 }
 
 /// HAProxy's `balance` algorithm for the daemons.
@@ -164,7 +181,19 @@ impl Setup {
             "  option redispatch".into(),
             "frontend grpc".into(),
             format!("  bind {} proto h2", self.frontend),
-            "  default_backend daemons".into(),
+        ];
+        let mut text = lines.join("\n");
+        text.push('\n');
+        if self.tenant_groups > 1 {
+            // Each caller's calls to the group of its token (see the module documentation).
+            let _ = writeln!(
+                text,
+                "  use_backend daemons_%[req.hdr(authorization),crc32,mod({})]",
+                self.tenant_groups
+            );
+        }
+        let lines = [
+            "  default_backend daemons".to_string(),
             "backend daemons".into(),
             format!("  balance {}", self.balance.keyword()),
             "  option tcp-check".into(),
@@ -172,13 +201,29 @@ impl Setup {
             format!("  tcp-check send-binary {}", health_check_hex()),
             format!("  tcp-check expect binary {HEALTH_CHECK_SERVING}"),
         ];
-        let mut text = lines.join("\n");
+        text.push_str(&lines.join("\n"));
         text.push('\n');
+        let health = format!("check inter {}ms rise 1 fall 2", self.check_inter_ms);
+        self.servers(&mut text, |_| health.clone());
+        // The tenant groups: the same daemons, counted apart, their health as checked above.
+        for group in (0..self.tenant_groups).filter(|_| self.tenant_groups > 1) {
+            let _ = writeln!(text, "backend daemons_{group}");
+            let _ = writeln!(text, "  balance {}", self.balance.keyword());
+            self.servers(&mut text, |b| format!("track daemons/{}", b.name));
+        }
+        text
+    }
+
+    /// The daemons' `server` lines, each with `health` (its check, or the check it tracks) and
+    /// its agent check, if it has one.
+    fn servers(&self, text: &mut String, health: impl Fn(&Backend) -> String) {
         for b in &self.backends {
             let _ = write!(
                 text,
-                "  server {} {} proto h2 weight 100 check inter {}ms rise 1 fall 2",
-                b.name, b.grpc, self.check_inter_ms
+                "  server {} {} proto h2 weight 100 {}",
+                b.name,
+                b.grpc,
+                health(b)
             );
             if let Some(port) = b.agent_port {
                 let _ = write!(
@@ -189,7 +234,6 @@ impl Setup {
             }
             text.push('\n');
         }
-        text
     }
 }
 
