@@ -140,8 +140,9 @@ pub struct Outcome {
     /// admitted); empty when a daemon did not answer.
     quiet_light: Vec<(u64, u64)>,
     /// Per tenant, summed over the daemons that answered: its jobs run on a daemon's calling
-    /// thread beside a stalled node, and as the tenant was behind on its own light jobs.
-    inline_beside: Vec<(&'static str, u64, u64)>,
+    /// thread beside a stalled node, and as the tenant was behind on its own light jobs; its
+    /// jobs by the light path, and admitted.
+    inline_beside: Vec<(&'static str, u64, u64, u64, u64)>,
 }
 
 /// A daemon's metrics page.
@@ -673,6 +674,8 @@ pub fn measure(
                 tenant,
                 sum("jobs_inline_stalled"),
                 sum("jobs_inline_behind"),
+                sum("jobs_light"),
+                sum("jobs_admitted"),
             )
         })
         .collect();
@@ -846,7 +849,7 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
         );
     }
     if !o.inline_beside.is_empty() {
-        let each = |f: fn(&(&str, u64, u64)) -> u64| {
+        let each = |f: fn(&(&str, u64, u64, u64, u64)) -> String| {
             (o.inline_beside.iter())
                 .map(|t| format!("{} {}", t.0, f(t)))
                 .collect::<Vec<_>>()
@@ -856,8 +859,13 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
             csv_only,
             "  jobs run on the daemons' calling threads (all phases): beside a stalled node {}; \
              as their tenant was behind {}",
-            each(|t| t.1),
-            each(|t| t.2)
+            each(|t| t.1.to_string()),
+            each(|t| t.2.to_string())
+        );
+        say!(
+            csv_only,
+            "  jobs by the light path, of those admitted (all phases): {}",
+            each(|t| format!("{}/{}", t.3, t.4))
         );
     }
     let all = o
