@@ -176,6 +176,11 @@ pub struct LiveArgs {
     /// sender runs whenever it has work (a lock a noisy thread holds then stays held longer).
     #[arg(long, value_parser = clap::value_parser!(i32).range(1..=19))]
     pub noisy_nice: Option<i32>,
+    /// tenants: each AES node's slowdown (`NodeSpec::slowdown`, 1 or more): with small jobs
+    /// the clients' shared core, not the node, limits what the tenants are served, and a
+    /// slower node makes the node what they share.
+    #[arg(long, default_value_t = 1.0)]
+    pub slowdown: f64,
     /// One CSV header line and a row per run instead of tables.
     #[arg(long)]
     pub csv: bool,

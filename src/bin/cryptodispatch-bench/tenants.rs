@@ -6,7 +6,10 @@
 //! service's own, from submission to its last packet's completion. Jobs are 16 KiB
 //! AES-128-CBC encryptions (or `--size`) on AES nodes pinned to every core but the last, where
 //! the clients' threads run (or `--nodes`), with the light path on; every output is checked
-//! against the cipher, and `lost` counts jobs that failed or gave other bytes.
+//! against the cipher, and `lost` counts jobs that failed or gave other bytes. `--slowdown`
+//! slows the nodes (`NodeSpec::slowdown`): with jobs of a few hundred bytes the clients'
+//! shared core, not the node, limits what the two backlogged tenants of `shares` are served,
+//! and their shares then follow their clients (docs/RESULTS.md, Tenants, "Small calls").
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -299,7 +302,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let nodes = args.nodes.unwrap_or(cores().saturating_sub(1)).max(1);
     NODES.store(nodes, Relaxed);
     let mut builder = Service::builder()
-        .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores())))
+        .aes_cluster((0..nodes).map(|i| NodeSpec::pinned(i % cores()).slowdown(args.slowdown)))
         .light_path(true)
         .inline_limit(args.inline_limit);
     if let Some(implementation) = args.implementation {
@@ -398,8 +401,13 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         ),
     ];
     let title = format!(
-        "tenants: {size}-byte AES-128-CBC jobs on {nodes} AES nodes (light path on), {} MB/s \
+        "tenants: {size}-byte AES-128-CBC jobs on {nodes} AES nodes (light path on{}), {} MB/s \
          with one tenant backlogged; phases of {} s",
+        if args.slowdown == 1.0 {
+            String::new()
+        } else {
+            format!(", slowed {}x", args.slowdown)
+        },
         f(capacity, 0),
         PHASE.as_secs()
     );
@@ -478,6 +486,18 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slowdown_below_one_is_refused_before_anything_runs() {
+        let args = |extra: &[&str]| {
+            LiveArgs::try_parse_from(["live", "--workload", "tenants"].iter().chain(extra))
+                .expect("parses")
+        };
+        assert_eq!(args(&[]).slowdown, 1.0);
+        assert_eq!(args(&["--slowdown", "4"]).slowdown, 4.0);
+        let e = run(&args(&["--slowdown", "0.5"])).expect_err("a node cannot be faster");
+        assert!(e.contains("slowdown 0.5"), "{e}");
+    }
 
     /// A job sent `at_us` into the phase that took `lat_us`, as [`Seen::check`] records it.
     fn job(at_us: u64, lat_us: u64) -> (Duration, Duration) {
