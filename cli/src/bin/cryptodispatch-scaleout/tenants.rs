@@ -139,10 +139,22 @@ pub struct Outcome {
     /// Per daemon, of the quiet tenant's jobs beside the noisy one: (by the light path,
     /// admitted); empty when a daemon did not answer.
     quiet_light: Vec<(u64, u64)>,
-    /// Per tenant, summed over the daemons that answered: its jobs run on a daemon's calling
-    /// thread beside a stalled node, and as the tenant was behind on its own light jobs; its
-    /// jobs by the light path, and admitted.
-    inline_beside: Vec<(&'static str, u64, u64, u64, u64)>,
+    /// Per tenant, summed over the daemons that answered, where its jobs ran.
+    paths: Vec<Paths>,
+}
+
+/// Where one tenant's jobs ran, summed over the daemons that answered (all phases).
+#[derive(Debug)]
+struct Paths {
+    tenant: &'static str,
+    /// Run on a daemon's calling thread beside a stalled node.
+    stalled: u64,
+    /// Run on a daemon's calling thread as the tenant was behind on its own light jobs.
+    behind: u64,
+    /// By the light path.
+    light: u64,
+    /// Admitted.
+    admitted: u64,
 }
 
 /// A daemon's metrics page.
@@ -633,7 +645,7 @@ pub fn measure(
             noisy_rate,
             daemon_p99: (None, None),
             quiet_light: Vec::new(),
-            inline_beside: Vec::new(),
+            paths: Vec::new(),
         })
     });
     let mut outcome = outcome?;
@@ -659,7 +671,7 @@ pub fn measure(
         .collect::<Option<Vec<_>>>()
         .unwrap_or_default();
     let pages: Vec<String> = daemons.iter().filter_map(|d| scrape(d.metrics?)).collect();
-    outcome.inline_beside = TENANTS
+    outcome.paths = TENANTS
         .iter()
         .map(|&(tenant, ..)| {
             let sum = |series: &str| -> u64 {
@@ -670,13 +682,13 @@ pub fn measure(
                     .map(|v| v as u64)
                     .sum()
             };
-            (
+            Paths {
                 tenant,
-                sum("jobs_inline_stalled"),
-                sum("jobs_inline_behind"),
-                sum("jobs_light"),
-                sum("jobs_admitted"),
-            )
+                stalled: sum("jobs_inline_stalled"),
+                behind: sum("jobs_inline_behind"),
+                light: sum("jobs_light"),
+                admitted: sum("jobs_admitted"),
+            }
         })
         .collect();
     drop(proxy);
@@ -848,10 +860,10 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
             per.join(", ")
         );
     }
-    if !o.inline_beside.is_empty() {
-        let each = |f: fn(&(&str, u64, u64, u64, u64)) -> String| {
-            (o.inline_beside.iter())
-                .map(|t| format!("{} {}", t.0, f(t)))
+    if !o.paths.is_empty() {
+        let each = |f: fn(&Paths) -> String| {
+            (o.paths.iter())
+                .map(|t| format!("{} {}", t.tenant, f(t)))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -859,13 +871,13 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
             csv_only,
             "  jobs run on the daemons' calling threads (all phases): beside a stalled node {}; \
              as their tenant was behind {}",
-            each(|t| t.1.to_string()),
-            each(|t| t.2.to_string())
+            each(|t| t.stalled.to_string()),
+            each(|t| t.behind.to_string())
         );
         say!(
             csv_only,
             "  jobs by the light path, of those admitted (all phases): {}",
-            each(|t| format!("{}/{}", t.3, t.4))
+            each(|t| format!("{}/{}", t.light, t.admitted))
         );
     }
     let all = o

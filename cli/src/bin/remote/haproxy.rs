@@ -184,12 +184,17 @@ impl Setup {
         ];
         let mut text = lines.join("\n");
         text.push('\n');
-        if self.tenant_groups > 1 {
-            // Each caller's calls to the group of its token (see the module documentation).
+        // The tenant groups: none for one (see the module documentation).
+        let groups = if self.tenant_groups > 1 {
+            self.tenant_groups
+        } else {
+            0
+        };
+        if groups > 0 {
+            // Each caller's calls to the group of its token.
             let _ = writeln!(
                 text,
-                "  use_backend daemons_%[req.hdr(authorization),crc32,mod({})]",
-                self.tenant_groups
+                "  use_backend daemons_%[req.hdr(authorization),crc32,mod({groups})]"
             );
         }
         let lines = [
@@ -206,7 +211,7 @@ impl Setup {
         let health = format!("check inter {}ms rise 1 fall 2", self.check_inter_ms);
         self.servers(&mut text, |_| health.clone());
         // The tenant groups: the same daemons, counted apart, their health as checked above.
-        for group in (0..self.tenant_groups).filter(|_| self.tenant_groups > 1) {
+        for group in 0..groups {
             let _ = writeln!(text, "backend daemons_{group}");
             let _ = writeln!(text, "  balance {}", self.balance.keyword());
             self.servers(&mut text, |b| format!("track daemons/{}", b.name));
