@@ -167,7 +167,7 @@ pub struct ServiceBuilder {
     packet_size: usize,
     cluster_queue_len: usize,
     wait_queue_len: usize,
-    receive_queue_len: usize,
+    receive_queue_len: Option<usize>,
     receive_queue_bytes: Option<u64>,
     affinity: Affinity,
     admission: Admission,
@@ -187,7 +187,7 @@ impl Default for ServiceBuilder {
             packet_size: 16 * 1024,
             cluster_queue_len: 64,
             wait_queue_len: 64,
-            receive_queue_len: 1024,
+            receive_queue_len: None,
             receive_queue_bytes: None,
             affinity: Affinity::InFlight,
             admission: Admission::Fair,
@@ -208,6 +208,23 @@ impl ServiceBuilder {
 
     /// The default [`inline_limit`](Self::inline_limit), in bytes.
     pub const DEFAULT_INLINE_LIMIT: usize = 1024;
+
+    /// The default [`receive_queue_len`](Self::receive_queue_len) under first come first
+    /// served, in packets; the default byte bound under fair admission is this many packets of
+    /// the packet size (16 MiB by default).
+    pub const DEFAULT_RECEIVE_QUEUE_LEN: usize = 1024;
+
+    /// The default [`receive_queue_len`](Self::receive_queue_len) under fair admission, in
+    /// packets: the packets a cluster holds admitted and not yet on a node, beside the byte
+    /// bound. What a cluster holds is what keeps its nodes busy while a submitter it blocked
+    /// comes back, and on a core shared with other threads a submitter woken waits up to the
+    /// kernel's time slice (1.4 ms on the machine of docs/RESULTS.md, Tenants). Of jobs of a few
+    /// hundred bytes the nodes serve about a million a second, so 1024 of them held about a
+    /// millisecond: a backlogged tenant's jobs ran out before its submitter came back, and two
+    /// backlogged tenants weighted 1:3 were served by their submitters' turns on the core
+    /// rather than by their weights. Each packet waiting costs its header beside its bytes,
+    /// which the byte bound keeps at 16 MiB whatever this is.
+    pub const DEFAULT_FAIR_RECEIVE_PACKETS: usize = 8192;
 
     /// The default of [`max_attempts`](Self::max_attempts): a packet whose node fails runs
     /// once more, on another node.
@@ -290,20 +307,24 @@ impl ServiceBuilder {
         self
     }
 
-    /// The bound of each cluster's job receive queue, in packets (default 1024): `submit`
-    /// blocks and `try_submit` hands the job back while a job would not fit. A job larger than
-    /// the bound is admitted when the queue is empty. Under fair admission the bound covers
-    /// every packet admitted and not yet on a node, each job counting for at most half of it,
-    /// so one giant job never holds a small one at the door; jobs larger than half (large
-    /// jobs) are admitted one per node of the cluster at most, sharing the other half
-    /// (docs/ALGORITHM.md §15.1).
+    /// The bound of each cluster's job receive queue, in packets (default
+    /// [`DEFAULT_FAIR_RECEIVE_PACKETS`](Self::DEFAULT_FAIR_RECEIVE_PACKETS), 8192, under fair
+    /// admission and [`DEFAULT_RECEIVE_QUEUE_LEN`](Self::DEFAULT_RECEIVE_QUEUE_LEN), 1024,
+    /// under first come first served): `submit` blocks and `try_submit` hands the job back
+    /// while a job would not fit. A job larger than the bound is admitted when the queue is
+    /// empty. Under fair admission the bound covers every packet admitted and not yet on a
+    /// node, each job counting for at most half of it, so one giant job never holds a small one
+    /// at the door; jobs larger than half (large jobs) are admitted one per node of the cluster
+    /// at most, sharing the other half (docs/ALGORITHM.md §15.1).
     pub fn receive_queue_len(mut self, packets: usize) -> Self {
-        self.receive_queue_len = packets;
+        self.receive_queue_len = Some(packets);
         self
     }
 
     /// Under fair admission, the bytes each cluster holds admitted and not yet on a node
-    /// (default: the receive queue's length in packets of the packet size), each job counting
+    /// (default: [`receive_queue_len`](Self::receive_queue_len) packets of the packet size
+    /// when that is set, otherwise [`DEFAULT_RECEIVE_QUEUE_LEN`](Self::DEFAULT_RECEIVE_QUEUE_LEN)
+    /// packets of it: 16 MiB with the default packet size), each job counting
     /// for at most half; jobs larger than half are admitted one per node at most, as with
     /// [`receive_queue_len`](Self::receive_queue_len).
     pub fn receive_queue_bytes(mut self, bytes: u64) -> Self {
@@ -415,6 +436,25 @@ impl ServiceBuilder {
         self
     }
 
+    /// Each cluster's admission bounds, packets and bytes: as set, or by default
+    /// [`DEFAULT_FAIR_RECEIVE_PACKETS`](Self::DEFAULT_FAIR_RECEIVE_PACKETS) packets under fair
+    /// admission ([`DEFAULT_RECEIVE_QUEUE_LEN`](Self::DEFAULT_RECEIVE_QUEUE_LEN) under first
+    /// come first served), and the bytes of the packets set, or of the default length, of the
+    /// packet size.
+    fn receive_bounds(&self) -> (usize, u64) {
+        let packets = self.receive_queue_len.unwrap_or(match self.admission {
+            Admission::Fair => Self::DEFAULT_FAIR_RECEIVE_PACKETS,
+            Admission::Fifo => Self::DEFAULT_RECEIVE_QUEUE_LEN,
+        });
+        let of_packets = self
+            .receive_queue_len
+            .unwrap_or(Self::DEFAULT_RECEIVE_QUEUE_LEN);
+        let bytes = self
+            .receive_queue_bytes
+            .unwrap_or(of_packets as u64 * self.packet_size as u64);
+        (packets, bytes)
+    }
+
     /// Starts the service: spawns and pins the workers and waits until each has calibrated.
     ///
     /// # Errors
@@ -433,12 +473,13 @@ impl ServiceBuilder {
         if self.cluster_queue_len == 0 {
             return Err(BuildError::ZeroBound("cluster_queue_len"));
         }
-        if self.receive_queue_len == 0 {
+        if self.receive_queue_len == Some(0) {
             return Err(BuildError::ZeroBound("receive_queue_len"));
         }
         if self.stream_outputs == 0 {
             return Err(BuildError::ZeroBound("stream_outputs"));
         }
+        let (receive_queue_len, receive_queue_bytes) = self.receive_bounds();
         if self.max_attempts == 0 {
             return Err(BuildError::ZeroBound("max_attempts"));
         }
@@ -476,10 +517,8 @@ impl ServiceBuilder {
             nodes: Vec::new(),
             clusters: Vec::new(),
             packet_size: self.packet_size,
-            receive_queue_len: self.receive_queue_len,
-            receive_queue_bytes: self
-                .receive_queue_bytes
-                .unwrap_or(self.receive_queue_len as u64 * self.packet_size as u64),
+            receive_queue_len,
+            receive_queue_bytes,
             stall_timeout: self.stall_timeout,
             max_attempts: self.max_attempts,
             stream_outputs: self.stream_outputs,
@@ -668,5 +707,25 @@ fn node_lanes(kind: ClusterKind, lanes: Option<usize>, unset: usize) -> usize {
     match kind {
         ClusterKind::Aes => lanes.unwrap_or(unset).max(1),
         ClusterKind::Ed25519 => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fair_admission_holds_more_small_packets_by_default_and_the_same_bytes() {
+        let b = ServiceBuilder::default();
+        assert_eq!(b.receive_bounds(), (8192, 16 << 20));
+        let fifo = ServiceBuilder::default().admission(Admission::Fifo);
+        assert_eq!(fifo.receive_bounds(), (1024, 16 << 20));
+        // A length set is the bound under either admission, and the bytes follow it.
+        let set = ServiceBuilder::default().receive_queue_len(16);
+        assert_eq!(set.receive_bounds(), (16, 16 * 16 * 1024));
+        let both = set.receive_queue_bytes(1000).packet_size(4096);
+        assert_eq!(both.receive_bounds(), (16, 1000));
+        let packet = ServiceBuilder::default().packet_size(4096);
+        assert_eq!(packet.receive_bounds(), (8192, 1024 * 4096));
     }
 }
