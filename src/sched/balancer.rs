@@ -159,6 +159,9 @@ pub(crate) struct Balancer {
     blocked: FxHashSet<TaskId>,
     /// What the cluster has seen of the lengths of bound jobs, for the committed work.
     lengths: ChainLengths,
+    /// The node the last packet [`target`](Self::target) made wait waits for, if the policy
+    /// named one ([`Policy::waits_for`]).
+    waited: Option<usize>,
 }
 
 /// The most room any node of the cluster has now.
@@ -188,6 +191,7 @@ impl Balancer {
             choose: FxHashMap::default(),
             blocked: FxHashSet::default(),
             lengths: ChainLengths::default(),
+            waited: None,
         }
     }
 
@@ -225,6 +229,10 @@ impl Balancer {
             });
         }
         let choice = self.policy.select(&view, meta);
+        self.waited = None;
+        if choice.is_none() {
+            self.waited = self.policy.waits_for(&view, meta);
+        }
         let n = choice.filter(|&n| {
             n < status.len()
                 && if pins {
@@ -276,6 +284,13 @@ impl Balancer {
 
     /// First come first served: places what it can from `queue`, scanning from the front;
     /// returns how many packets it placed.
+    ///
+    /// An unbound packet the policy makes wait holds the unbound packets behind it, unless the
+    /// policy names the node it waits for ([`Policy::waits_for`]): then, for the rest of the
+    /// scan, its work counts in that node's queued work, as an unbounded queue would hold it
+    /// there, and the packets behind it are placed by the policy as they come, seeing it
+    /// (docs/ALGORITHM.md §11.15). With queues of one packet, every packet waited for the busy
+    /// fast node while the idle slow ones never worked.
     pub(crate) fn pump<D: Payload>(
         &mut self,
         queue: &mut VecDeque<Packet<D>>,
@@ -288,6 +303,8 @@ impl Balancer {
         let mut unbound_stuck = false;
         let mut placed = 0;
         let mut i = 0;
+        // Work of waiting packets counted on the nodes they wait for, during this scan only.
+        let mut counted: Vec<(usize, Cmd, u64)> = Vec::new();
         while i < queue.len() {
             // Every node full: nothing more can be placed now (jobs still get their pinned node
             // in queue order, only later).
@@ -299,11 +316,20 @@ impl Balancer {
                 i += 1;
                 continue;
             }
-            let target = if !self.choose.contains_key(&meta.task) && unbound_stuck {
+            let unbound = !self.choose.contains_key(&meta.task);
+            let target = if unbound && unbound_stuck {
                 None
             } else {
                 let t = self.target(&meta, status, queue.len());
-                unbound_stuck |= t.is_none();
+                if t.is_none() && unbound {
+                    match self.waited.take() {
+                        Some(w) if w < status.len() => {
+                            status[w].queued_bytes_by_cmd[meta.cmd.index()] += meta.len;
+                            counted.push((w, meta.cmd, meta.len));
+                        }
+                        _ => unbound_stuck = true,
+                    }
+                }
                 t
             };
             match target {
@@ -320,6 +346,10 @@ impl Balancer {
                     i += 1;
                 }
             }
+        }
+        for (w, cmd, len) in counted {
+            let slot = &mut status[w].queued_bytes_by_cmd[cmd.index()];
+            *slot = slot.saturating_sub(len);
         }
         placed
     }

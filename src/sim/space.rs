@@ -25,8 +25,10 @@
 //! The bench keeps a *tuning* sample (seed [`TUNING_SEED`]), on which rules may be shaped, apart
 //! from a *held-out* sample (seed [`HELD_OUT_SEED`]), drawn only after the default's rule was
 //! fixed, from which every reported claim comes. The first held-out sample
-//! ([`EARLIER_HELD_OUT_SEED`]) was reported on and then studied; a held-out sample that has
-//! been looked into is not held out any more, so a fresh one replaced it.
+//! ([`EARLIER_HELD_OUT_SEED`]) was reported on and then studied, and the second
+//! ([`SECOND_HELD_OUT_SEED`]) was reported on for the rule before its last change; a held-out
+//! sample that has been looked into, or that a rule changed after, is not held out any more,
+//! so a fresh one replaced each.
 
 use rand::rngs::ChaCha8Rng;
 use rand::{Rng, RngExt, SeedableRng};
@@ -41,7 +43,11 @@ use crate::sim::trace::{Trace, TraceRecord};
 pub const TUNING_SEED: u64 = 1;
 /// The seed of the held-out sample, drawn after the default's rule was last fixed; the
 /// reported figures come from it.
-pub const HELD_OUT_SEED: u64 = 972_726;
+pub const HELD_OUT_SEED: u64 = 138_603;
+/// The seed of the second held-out sample: the reported figures of the default's rule before
+/// it counted a waiting packet on the node it waits for (docs/ALGORITHM.md §11.15); the rule
+/// changed after it, so it is not held out for the rule as it is.
+pub const SECOND_HELD_OUT_SEED: u64 = 972_726;
 /// The seed of the first held-out sample: reported once, then its misses were studied, so it
 /// is one more tuning view now, not held out.
 pub const EARLIER_HELD_OUT_SEED: u64 = 52_441;

@@ -140,25 +140,26 @@ fn singles(n: u64) -> Trace {
 }
 
 #[test]
-fn with_one_packet_queues_the_wait_hides_the_fast_nodes_backlog() {
-    // Where the default still loses (docs/ALGORITHM.md §11.16): speeds 1:3, each node holding
-    // one packet, 60 unit packets at once. The fast node, busy, would complete the next packet
-    // at 32; the idle slow node at 48. So every packet waits for the fast node, and the slow
-    // node never works: the queue that should build on the fast node builds in the cluster
-    // queue instead, where F and G do not see it. `mct` (which waits only at the end) splits
-    // 3:1, as list scheduling with unbounded queues would.
+fn with_one_packet_queues_the_waiting_packets_count_on_the_node_they_wait_for() {
+    // Speeds 1:3, each node holding one packet, 60 unit packets at once. The fast node, busy,
+    // would complete the next packet at 32; the idle slow node at 48. So the first packet
+    // waits for the fast node. Counted on the node it waits for (docs/ALGORITHM.md §11.15),
+    // it puts the packet behind it at 48 there too, and that one, a tie, goes to the idle slow
+    // node: the queue that would build on the fast node builds in sight of the rule, and the
+    // nodes split 3:1, as list scheduling with unbounded queues and `mct` do. Without the
+    // count every packet waited for the fast node and the slow one never worked (60:0,
+    // makespan 960).
     let nodes = [node(16.0, 1), node(48.0, 1)];
     let trace = singles(60);
     let wait = run(&trace, &nodes, true, "mct-wait");
     let mct = run(&trace, &nodes, true, "mct");
-    assert_eq!(wait.node_packets, vec![60, 0]);
-    assert_eq!(wait.makespan, 960.0);
+    assert_eq!(wait.node_packets, vec![45, 15]);
     assert!(mct.node_packets[1] >= 10, "{:?}", mct.node_packets);
     assert!(
-        mct.makespan < 0.8 * wait.makespan,
-        "mct {} against mct-wait {}",
-        mct.makespan,
-        wait.makespan
+        wait.makespan <= 1.05 * mct.makespan,
+        "mct-wait {} against mct {}",
+        wait.makespan,
+        mct.makespan
     );
     // With room for four packets the fast node's queue is in sight: from its fourth packet
     // on, it completes the next one at 80 or later, the slow node takes its share, and the

@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use cryptodispatch::packet::Cmd;
 use cryptodispatch::sched::Affinity;
 use cryptodispatch::sim::space::{
-    EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, PacketLengths, SpaceConfig, Speeds, TUNING_SEED, sample,
+    EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, PacketLengths, SECOND_HELD_OUT_SEED, SpaceConfig, Speeds,
+    TUNING_SEED, sample,
 };
 use cryptodispatch::sim::{Trace, simulate};
 
@@ -19,15 +20,15 @@ fn a_sample_is_determined_by_its_seed_and_extends_a_smaller_one() {
     assert_ne!(a, sample(60, 10));
     assert_ne!(TUNING_SEED, HELD_OUT_SEED);
     assert_ne!(EARLIER_HELD_OUT_SEED, HELD_OUT_SEED);
-    // The held-out sample shares no configuration with the tuning sample, nor with the first
-    // held-out sample (studied since, so tuning data too).
+    assert_ne!(SECOND_HELD_OUT_SEED, HELD_OUT_SEED);
+    // The held-out sample shares no configuration with the tuning sample, nor with the
+    // earlier held-out samples (studied since, or of the rule before, so tuning data too).
     let mut seen: HashSet<u64> = sample(1000, TUNING_SEED).iter().map(|c| c.seed).collect();
-    let earlier: Vec<u64> = sample(1000, EARLIER_HELD_OUT_SEED)
-        .iter()
-        .map(|c| c.seed)
-        .collect();
-    assert!(earlier.iter().all(|s| !seen.contains(s)));
-    seen.extend(earlier);
+    for earlier in [EARLIER_HELD_OUT_SEED, SECOND_HELD_OUT_SEED] {
+        let earlier: Vec<u64> = sample(1000, earlier).iter().map(|c| c.seed).collect();
+        assert!(earlier.iter().all(|s| !seen.contains(s)));
+        seen.extend(earlier);
+    }
     assert!(
         sample(1000, HELD_OUT_SEED)
             .iter()

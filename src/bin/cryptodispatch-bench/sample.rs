@@ -5,7 +5,8 @@
 //! # Samples
 //! The space's `TUNING_SEED` names the sample rules may be shaped on; `HELD_OUT_SEED` the
 //! sample drawn after the default's rule was fixed, from which the reported figures come;
-//! `EARLIER_HELD_OUT_SEED` the first held-out sample, studied since. A run says which one it
+//! `EARLIER_HELD_OUT_SEED` the first held-out sample, studied since, and
+//! `SECOND_HELD_OUT_SEED` the second, of the rule before its last change. A run says which one it
 //! is (`sim::research::matrix::sample_name`). The small instances are the matrix's generator
 //! (`sim::research::classes::small`) on seeds `S × 100000 + k`, apart from the matrix's seeds.
 //! The library's `sim::research::matrix` computes every figure.

@@ -117,6 +117,21 @@ impl Policy for MctWait {
             ) == Versus::Better;
         (!wait).then_some(chosen)
     }
+
+    fn waits_for(&self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
+        if (0..view.len()).any(|i| view.node(i).lanes() > 1) {
+            return None;
+        }
+        let rule = Best::Smallest(Tolerance::OfBest);
+        rule.pick(
+            (0..view.len())
+                .filter(|&i| {
+                    let n = view.node(i);
+                    !n.is_down() && n.can_ever_hold(packet.len)
+                })
+                .map(|i| (i, Self::score(view, i, packet, packet.dependent))),
+        )
+    }
 }
 
 #[cfg(test)]

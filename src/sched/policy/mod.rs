@@ -125,6 +125,15 @@ pub trait Policy: Send + fmt::Debug {
         false
     }
 
+    /// After [`select`](Self::select) made `packet` wait, the node it waits for, if the policy
+    /// waits for one node (`None` otherwise). Under first come first served the balancer
+    /// counts the packet's work on that node's queue while it looks at the packets behind it
+    /// in the same pass, as an unbounded queue would hold it there, rather than holding them
+    /// all behind it.
+    fn waits_for(&self, _view: &ClusterView<'_>, _packet: &PacketMeta) -> Option<usize> {
+        None
+    }
+
     /// Told after the balancer places `packet` on node `node`.
     fn on_dispatch(&mut self, _view: &ClusterView<'_>, _node: usize, _packet: &PacketMeta) {}
 

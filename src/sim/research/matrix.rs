@@ -18,7 +18,9 @@ use crate::sim::model::NodeModel;
 use crate::sim::research::classes::{self, Class};
 use crate::sim::research::experiments::PointRunner;
 pub use crate::sim::research::experiments::geo_mean;
-use crate::sim::space::{EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, SpaceConfig, TUNING_SEED};
+use crate::sim::space::{
+    EARLIER_HELD_OUT_SEED, HELD_OUT_SEED, SECOND_HELD_OUT_SEED, SpaceConfig, TUNING_SEED,
+};
 use crate::sim::trace::Trace;
 
 /// The seeds kept for tuning (first, last): `mct` was shaped on some of them and variants of
@@ -280,12 +282,15 @@ pub fn worst_first(outcomes: &[Outcome], policy: usize) -> Vec<usize> {
 }
 
 /// Which sample of the workload space `seed` draws: the tuning sample, the held-out one, the
-/// first held-out one (studied since), or another.
+/// first held-out one (studied since), the second (the rule changed since), or another.
 pub fn sample_name(seed: u64) -> &'static str {
     match seed {
         TUNING_SEED => "the tuning sample",
         HELD_OUT_SEED => "the held-out sample",
         EARLIER_HELD_OUT_SEED => "the first held-out sample, studied since: no longer held out",
+        SECOND_HELD_OUT_SEED => {
+            "the second held-out sample, of the rule before its last change: no longer held out"
+        }
         _ => "a sample that is neither the tuning nor the held-out one",
     }
 }
