@@ -72,6 +72,20 @@ impl MctWait {
         MctWait
     }
 
+    /// The packet's own best node, room or not: the up node that could ever hold it with the
+    /// least [`score`](Self::score) (the balancer asks about a dependent packet only when it
+    /// binds its job).
+    fn soonest(view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
+        Best::Smallest(Tolerance::OfBest).pick(
+            (0..view.len())
+                .filter(|&i| {
+                    let n = view.node(i);
+                    !n.is_down() && n.can_ever_hold(packet.len)
+                })
+                .map(|i| (i, Self::score(view, i, packet, packet.dependent))),
+        )
+    }
+
     /// What node `i` is scored by for `packet`: its completion of the whole job the packet
     /// binds (F), or of the packet alone when it binds nothing (G).
     fn score(view: &ClusterView<'_>, i: usize, packet: &PacketMeta, binds: bool) -> f64 {
@@ -102,14 +116,7 @@ impl Policy for MctWait {
         )?;
         // The balancer asks about a dependent packet only when it binds its job.
         let binds = packet.dependent;
-        let soonest = rule.pick(
-            (0..view.len())
-                .filter(|&i| {
-                    let n = view.node(i);
-                    !n.is_down() && n.can_ever_hold(packet.len)
-                })
-                .map(|i| (i, Self::score(view, i, packet, binds))),
-        )?;
+        let soonest = Self::soonest(view, packet)?;
         let wait = !view.node(soonest).has_room(packet.len)
             && rule.versus(
                 Self::score(view, soonest, packet, binds),
@@ -122,15 +129,7 @@ impl Policy for MctWait {
         if (0..view.len()).any(|i| view.node(i).lanes() > 1) {
             return None;
         }
-        let rule = Best::Smallest(Tolerance::OfBest);
-        rule.pick(
-            (0..view.len())
-                .filter(|&i| {
-                    let n = view.node(i);
-                    !n.is_down() && n.can_ever_hold(packet.len)
-                })
-                .map(|i| (i, Self::score(view, i, packet, packet.dependent))),
-        )
+        Self::soonest(view, packet)
     }
 }
 
