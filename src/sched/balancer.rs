@@ -159,9 +159,6 @@ pub(crate) struct Balancer {
     blocked: FxHashSet<TaskId>,
     /// What the cluster has seen of the lengths of bound jobs, for the committed work.
     lengths: ChainLengths,
-    /// The node the last packet [`target`](Self::target) made wait waits for, if the policy
-    /// named one ([`Policy::waits_for`]).
-    waited: Option<usize>,
 }
 
 /// The most room any node of the cluster has now.
@@ -191,7 +188,6 @@ impl Balancer {
             choose: FxHashMap::default(),
             blocked: FxHashSet::default(),
             lengths: ChainLengths::default(),
-            waited: None,
         }
     }
 
@@ -209,15 +205,16 @@ impl Balancer {
 
     /// The node for `meta`: its job's bound node (strategy 2), or the policy's choice among
     /// the nodes with room (strategy 1), binding a dependent job (or, under a pinning policy,
-    /// every job) to it. `None` when the policy finds no node.
+    /// every job) to it. `Err` when the policy finds no node: the packet waits, for the node
+    /// the policy names ([`Policy::waits_for`]), if it names one.
     fn target(
         &mut self,
         meta: &PacketMeta,
         status: &[NodeStatus],
         backlog: usize,
-    ) -> Option<usize> {
+    ) -> Result<usize, Option<usize>> {
         if let Some(b) = self.choose.get(&meta.task) {
-            return Some(b.node);
+            return Ok(b.node);
         }
         let pins = self.policy.pins_jobs();
         let binds = pins || meta.is_dependent();
@@ -228,19 +225,17 @@ impl Balancer {
                 None => self.lengths.ahead_of(meta),
             });
         }
-        let choice = self.policy.select(&view, meta);
-        self.waited = None;
-        if choice.is_none() {
-            self.waited = self.policy.waits_for(&view, meta);
-        }
-        let n = choice.filter(|&n| {
-            n < status.len()
-                && if pins {
-                    status[n].can_ever_hold(meta.len)
-                } else {
-                    status[n].has_room(meta.len)
-                }
-        })?;
+        let Some(choice) = self.policy.select(&view, meta) else {
+            return Err(self.policy.waits_for(&view, meta));
+        };
+        let fits = if pins {
+            NodeStatus::can_ever_hold
+        } else {
+            NodeStatus::has_room
+        };
+        let n = Some(choice)
+            .filter(|&n| n < status.len() && fits(&status[n], meta.len))
+            .ok_or(None)?;
         if binds {
             let binding = Binding::new(n, meta);
             if binding.samples_length() {
@@ -248,7 +243,7 @@ impl Balancer {
             }
             self.choose.insert(meta.task, binding);
         }
-        Some(n)
+        Ok(n)
     }
 
     /// Places `packet` on node `n`, which has room for it.
@@ -303,8 +298,8 @@ impl Balancer {
         let mut unbound_stuck = false;
         let mut placed = 0;
         let mut i = 0;
-        // Work of waiting packets counted on the nodes they wait for, during this scan only.
-        let mut counted: Vec<(usize, Cmd, u64)> = Vec::new();
+        // Waiting packets counted on the nodes they wait for, during this scan only.
+        let mut counted: Vec<(usize, PacketMeta)> = Vec::new();
         while i < queue.len() {
             // Every node full: nothing more can be placed now (jobs still get their pinned node
             // in queue order, only later).
@@ -318,38 +313,33 @@ impl Balancer {
             }
             let unbound = !self.choose.contains_key(&meta.task);
             let target = if unbound && unbound_stuck {
-                None
+                Err(None)
             } else {
-                let t = self.target(&meta, status, queue.len());
-                if t.is_none() && unbound {
-                    match self.waited.take() {
-                        Some(w) if w < status.len() => {
-                            status[w].queued_bytes_by_cmd[meta.cmd.index()] += meta.len;
-                            counted.push((w, meta.cmd, meta.len));
-                        }
-                        _ => unbound_stuck = true,
-                    }
-                }
-                t
+                self.target(&meta, status, queue.len())
             };
             match target {
-                Some(n) if status[n].has_room(meta.len) => {
+                Ok(n) if status[n].has_room(meta.len) => {
                     let Some(packet) = queue.remove(i) else {
                         break;
                     };
                     self.place(n, packet, status, queues, out);
                     placed += 1;
                     room = max_room(status);
+                    continue;
                 }
-                _ => {
-                    self.blocked.insert(meta.task);
-                    i += 1;
+                Err(Some(w)) if unbound && w < status.len() => {
+                    status[w].count_waiting(&meta);
+                    counted.push((w, meta));
                 }
+                // No node: an unbound packet holds the unbound ones behind it.
+                Err(_) => unbound_stuck |= unbound,
+                Ok(_) => {}
             }
+            self.blocked.insert(meta.task);
+            i += 1;
         }
-        for (w, cmd, len) in counted {
-            let slot = &mut status[w].queued_bytes_by_cmd[cmd.index()];
-            *slot = slot.saturating_sub(len);
+        for (w, meta) in counted {
+            status[w].uncount_waiting(&meta);
         }
         placed
     }
@@ -399,7 +389,7 @@ impl Balancer {
                     break;
                 }
                 match self.target(&meta, status, flows.len()) {
-                    Some(n) if status[n].has_room(meta.len) => {
+                    Ok(n) if status[n].has_room(meta.len) => {
                         let Some(packet) = flows.take_head() else {
                             break;
                         };

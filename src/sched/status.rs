@@ -171,6 +171,18 @@ impl NodeStatus {
         self.dispatched_packets += 1;
     }
 
+    /// Counts a packet that waits for this node in its queued work (not its room), for a
+    /// scan of the balancer (docs/ALGORITHM.md §11.15, step 4).
+    pub(crate) fn count_waiting(&mut self, meta: &PacketMeta) {
+        self.queued_bytes_by_cmd[meta.cmd.index()] += meta.len;
+    }
+
+    /// Takes off what [`count_waiting`](Self::count_waiting) counted.
+    pub(crate) fn uncount_waiting(&mut self, meta: &PacketMeta) {
+        let slot = &mut self.queued_bytes_by_cmd[meta.cmd.index()];
+        *slot = slot.saturating_sub(meta.len);
+    }
+
     /// Takes a packet off the node without counting it complete (the node failed; the packet
     /// goes back to wait for another node).
     pub(crate) fn forget(&mut self, meta: &PacketMeta) {

@@ -17,17 +17,17 @@ use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
 /// The unit length: a packet of `P` bytes takes one unit time.
-const P: u64 = 16;
+pub(crate) const P: u64 = 16;
 /// The largest packet any test sends.
 const MAX_LEN: u64 = 64;
 
 /// A node with unit time `unit` for every command and room for `packets` packets of `P` bytes.
-fn node(unit: f64, packets: u64) -> NodeConfig {
+pub(crate) fn node(unit: f64, packets: u64) -> NodeConfig {
     NodeConfig::new(UnitTimes::uniform(unit), packets * P)
 }
 
 /// A core with one cluster of `nodes` under `policy`.
-fn sched(policy: &str, nodes: Vec<NodeConfig>) -> Scheduler<Len> {
+pub(crate) fn sched(policy: &str, nodes: Vec<NodeConfig>) -> Scheduler<Len> {
     let cfg = SchedConfig {
         clusters: vec![ClusterConfig {
             nodes,
@@ -43,7 +43,7 @@ fn sched(policy: &str, nodes: Vec<NodeConfig>) -> Scheduler<Len> {
 }
 
 /// An independent (ECB) encryption packet of `len` bytes, the only one of job `task`.
-fn ecb(task: u64, len: u64) -> Packet<Len> {
+pub(crate) fn ecb(task: u64, len: u64) -> Packet<Len> {
     Packet::new(
         PacketMeta::new(TaskId(task), Cmd::Encrypt, ClusterId(0)),
         Len(len),

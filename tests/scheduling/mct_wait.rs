@@ -178,32 +178,16 @@ fn with_one_packet_queues_the_waiting_packets_count_on_the_node_they_wait_for() 
 
 #[test]
 fn a_waiting_packets_count_is_the_scans_only() {
-    use cryptodispatch::packet::{ClusterId, Len, NodeId, Packet, PacketMeta, TaskId};
-    use cryptodispatch::sched::{Admission, ClusterConfig, NodeConfig, SchedConfig, Scheduler};
+    use crate::classic::{P, ecb, node, sched};
+    use cryptodispatch::packet::{Len, NodeId};
+    use cryptodispatch::sched::Scheduler;
     // The scenario above on the scheduler itself: unit times 16 and 48, a packet of room each,
     // 8 independent unit packets. The first two fill the nodes; of the six waiting, the scans
     // place none until a node completes. However many scans ran, a node's queued work is
     // what it holds: the waiting packets' counts are gone when each scan ends.
-    const P: u64 = 16;
-    let config = SchedConfig {
-        clusters: vec![ClusterConfig {
-            nodes: [16.0, 48.0]
-                .iter()
-                .map(|&t| NodeConfig::new(UnitTimes::uniform(t), P))
-                .collect(),
-            queue_len: 64,
-            max_packet: P,
-        }],
-        wait_queue_len: 0,
-        affinity: Affinity::Strict,
-        unit_len: P,
-        admission: Admission::Fifo,
-    };
-    let policy: PolicySpec = "mct-wait".parse().unwrap();
-    let mut s: Scheduler<Len> = Scheduler::new(config, &policy).unwrap();
+    let mut s = sched("mct-wait", vec![node(16.0, 1), node(48.0, 1)]);
     for task in 1..=8 {
-        let meta = PacketMeta::new(TaskId(task), Cmd::Encrypt, ClusterId(0));
-        s.arrive(Packet::new(meta, Len(P))).unwrap();
+        s.arrive(ecb(task, P)).unwrap();
     }
     let held = |s: &Scheduler<Len>| {
         [0, 1].map(|n| {

@@ -72,6 +72,12 @@ impl MctWait {
         MctWait
     }
 
+    /// Whether a node of the cluster has several lanes: there the rule is `mct`'s, which waits
+    /// only at the end of a run (docs/ALGORITHM.md §11.15).
+    fn on_lanes(view: &ClusterView<'_>) -> bool {
+        (0..view.len()).any(|i| view.node(i).lanes() > 1)
+    }
+
     /// The packet's own best node, room or not: the up node that could ever hold it with the
     /// least [`score`](Self::score) (the balancer asks about a dependent packet only when it
     /// binds its job).
@@ -106,7 +112,7 @@ impl Policy for MctWait {
         // Nodes of several lanes serve chains side by side, not one after another as F and G
         // assume; there the wait cost more than it saved (live, docs/RESULTS.md §6), and the
         // rule is `mct`'s.
-        if (0..view.len()).any(|i| view.node(i).lanes() > 1) {
+        if Self::on_lanes(view) {
             return MinCompletionTime::new().select(view, packet);
         }
         let rule = Best::Smallest(Tolerance::OfBest);
@@ -126,7 +132,7 @@ impl Policy for MctWait {
     }
 
     fn waits_for(&self, view: &ClusterView<'_>, packet: &PacketMeta) -> Option<usize> {
-        if (0..view.len()).any(|i| view.node(i).lanes() > 1) {
+        if Self::on_lanes(view) {
             return None;
         }
         Self::soonest(view, packet)
