@@ -380,6 +380,13 @@ pub(crate) const BUSY_MEMORY: Duration = Duration::from_secs(1);
 /// tenant's credit saves.
 pub(crate) const LIGHT_DEPTH: u64 = 4;
 
+/// The longest a tenant's light credit saves for ([`TenantState::take_light`]): at most its
+/// refill over this long, though always one job. Node queues are counted in bytes; on nodes
+/// slow per byte (small jobs on nodes slowed a thousand times) the LIGHT_DEPTH node queues
+/// of credit that a tenant saved while it was served below its share took its nodes for most
+/// of a second by the light path, ahead of the other tenants' jobs waiting in the core.
+pub(crate) const LIGHT_SAVING: Duration = Duration::from_millis(10);
+
 /// The longest job that may take the light path, in node queues (docs/ALGORITHM.md §15.7).
 pub(crate) const LONGEST_LIGHT: u64 = 16;
 
@@ -571,6 +578,12 @@ impl TenantState {
             return Err(Kept::Busy);
         }
         let rate = rate();
+        // What the refill saves up to: LIGHT_DEPTH node queues (or long jobs of this one's
+        // size), and no more than the tenant's refill over LIGHT_SAVING, though always
+        // enough for this job to pass.
+        let need = bytes.min(burst) as f64;
+        let most = (burst.max(bytes).saturating_mul(LIGHT_DEPTH) as f64)
+            .min((rate * LIGHT_SAVING.as_secs_f64()).max(need));
         let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         // From one node queue at first, and again if the tenant was busy since the last
@@ -578,7 +591,8 @@ impl TenantState {
         c.0 = match c.1 {
             Some(at) if self.stamp(at) >= self.busy_at.load(Relaxed) => {
                 let refill = now.duration_since(at).as_secs_f64() * rate;
-                (c.0 + refill).min(burst.max(bytes).saturating_mul(LIGHT_DEPTH) as f64)
+                // A credit above that (the starting node queue) is spent, not cut.
+                (c.0 + refill).min(c.0.max(most))
             }
             _ => burst as f64,
         };
@@ -1177,6 +1191,38 @@ mod tests {
         drop(lease);
         assert!(busy.take_light(100, 1000, || 0.0));
         assert_eq!(saved(&busy), 10 - 1);
+    }
+
+    #[test]
+    fn a_tenant_saves_light_credit_for_a_short_while_only_though_always_one_job() {
+        fn saved(t: &TenantState, bytes: u64) -> usize {
+            (0..100)
+                .take_while(|_| t.take_light(bytes, 1000, || 0.0))
+                .count()
+        }
+        // Nodes slow per byte: the tenant's refill is 10,000 bytes a second, so over
+        // LIGHT_SAVING (10 ms) it saves 100 bytes, not LIGHT_DEPTH node queues.
+        let slow = || 10_000.0;
+        let t = state(TenantSpec::new("slow"));
+        // The starting node queue is spent as before.
+        assert_eq!(saved(&t, 100), 10);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(t.take_light(100, 1000, slow));
+        assert_eq!(
+            saved(&t, 100),
+            0,
+            "it saved one job of 100 bytes, not 500 bytes"
+        );
+        // Always enough for the job that asks: one of 800 bytes passes after a wait.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(t.take_light(800, 1000, slow));
+        assert_eq!(saved(&t, 100), 0);
+        // On fast nodes the refill over 10 ms is past LIGHT_DEPTH node queues: they are saved.
+        let fast = state(TenantSpec::new("fast"));
+        assert_eq!(saved(&fast, 100), 10);
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(fast.take_light(100, 1000, || 1e9));
+        assert_eq!(saved(&fast, 100), LIGHT_DEPTH as usize * 10 - 1);
     }
 
     #[test]
