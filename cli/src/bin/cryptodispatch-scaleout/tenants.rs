@@ -129,6 +129,9 @@ pub struct Outcome {
     seconds: Vec<(f64, f64)>,
     /// The same, of the bytes served in it (counted by the daemons as each packet finishes).
     served: Vec<(f64, f64)>,
+    /// Of the daemons' readings in the counted seconds, the fraction in which `w1`, and `w3`,
+    /// had jobs in flight at every daemon.
+    held: Option<(f64, f64)>,
     alone: TenantResult,
     isolation: Vec<TenantResult>,
     quiet_rate: f64,
@@ -185,21 +188,38 @@ fn daemon_p99(metrics: std::net::SocketAddr, tenant: &str) -> Option<Duration> {
     sample(&scrape(metrics)?, &series).map(Duration::from_secs_f64)
 }
 
+/// Below this fraction of readings with jobs at every daemon, the report says that the calls'
+/// path held a tenant back.
+const HELD_ENOUGH: f64 = 0.9;
+
 /// How often the daemons' served bytes are read during `shares`.
 const SERVED_EVERY: Duration = Duration::from_millis(100);
 
-/// Reads the bytes served to `w1` and `w3`, summed over the daemons, every [`SERVED_EVERY`]
-/// from `start` until `stop`: (time since `start`, w1's bytes, w3's bytes), a reading taken
-/// only when every daemon answered.
+/// One reading of the daemons' pages during `shares`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Reading {
+    /// Since the run's start.
+    at: Duration,
+    /// Bytes served to `w1` and to `w3`, summed over the daemons.
+    served: (f64, f64),
+    /// Whether `w1`, and `w3`, had jobs in flight at every daemon.
+    held: (bool, bool),
+}
+
+/// Reads the bytes served to `w1` and `w3`, summed over the daemons, and whether each had jobs
+/// in flight at every daemon, every [`SERVED_EVERY`] from `start` until `stop` (a reading
+/// only when every daemon answered).
 fn served_readings(
     metrics: Vec<std::net::SocketAddr>,
     start: Instant,
     stop: Arc<std::sync::atomic::AtomicBool>,
-) -> std::thread::JoinHandle<Vec<(Duration, f64, f64)>> {
+) -> std::thread::JoinHandle<Vec<Reading>> {
     std::thread::spawn(move || {
         let series =
             |t: &str| format!("cryptodispatch_tenant_bytes_served_total{{tenant=\"{t}\"}}");
+        let jobs = |t: &str| format!("cryptodispatch_tenant_jobs_in_flight{{tenant=\"{t}\"}}");
         let (s1, s3) = (series("w1"), series("w3"));
+        let (j1, j3) = (jobs("w1"), jobs("w3"));
         let mut readings = Vec::new();
         let mut next = start;
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -207,7 +227,16 @@ fn served_readings(
             let pages: Option<Vec<String>> = metrics.iter().map(|m| scrape(*m)).collect();
             if let Some(pages) = pages {
                 let sum = |series: &str| pages.iter().filter_map(|p| sample(p, series)).sum();
-                readings.push((at, sum(&s1), sum(&s3)));
+                let held = |series: &str| {
+                    pages
+                        .iter()
+                        .all(|p| sample(p, series).is_some_and(|n| n > 0.0))
+                };
+                readings.push(Reading {
+                    at,
+                    served: (sum(&s1), sum(&s3)),
+                    held: (held(&j1), held(&j3)),
+                });
             }
             next += SERVED_EVERY;
             std::thread::sleep(next.saturating_duration_since(Instant::now()));
@@ -218,21 +247,41 @@ fn served_readings(
 
 /// Per whole second `s` of `1..secs` (the first is the ramp-up), w1's and w3's shares of the
 /// bytes served between the readings nearest to `s` and `s + 1` seconds.
-fn served_seconds(readings: &[(Duration, f64, f64)], secs: u64) -> Vec<(f64, f64)> {
+fn served_seconds(readings: &[Reading], secs: u64) -> Vec<(f64, f64)> {
     let nearest = |s: u64| {
         let at = Duration::from_secs(s);
         readings
             .iter()
-            .min_by_key(|r| r.0.abs_diff(at))
-            .filter(|r| r.0.abs_diff(at) <= SERVED_EVERY)
+            .min_by_key(|r| r.at.abs_diff(at))
+            .filter(|r| r.at.abs_diff(at) <= SERVED_EVERY)
     };
     (1..secs)
         .filter_map(|s| {
             let (from, to) = (nearest(s)?, nearest(s + 1)?);
-            let (a, b) = (to.1 - from.1, to.2 - from.2);
+            let (a, b) = (to.served.0 - from.served.0, to.served.1 - from.served.1);
             (a + b > 0.0).then(|| (a / (a + b), b / (a + b)))
         })
         .collect()
+}
+
+/// Of the readings within the counted seconds (from 1 s to `secs`), the fraction in which
+/// `w1`, and `w3`, had jobs in flight at every daemon; `None` without readings there.
+///
+/// A tenant with no job at a daemon leaves that daemon's nodes to the other: its share there
+/// is what reaches the daemon, not its weight's. With small calls on a machine whose cores
+/// also run HAProxy and the client, the calls' path rather than the nodes can be what holds
+/// a tenant back, and this says so.
+fn held_fraction(readings: &[Reading], secs: u64) -> Option<(f64, f64)> {
+    let counted: Vec<&Reading> = readings
+        .iter()
+        .filter(|r| r.at >= Duration::from_secs(1) && r.at <= Duration::from_secs(secs))
+        .collect();
+    if counted.is_empty() {
+        return None;
+    }
+    let n = counted.len() as f64;
+    let share = |f: fn(&Reading) -> bool| counted.iter().filter(|r| f(r)).count() as f64 / n;
+    Some((share(|r| r.held.0), share(|r| r.held.1)))
 }
 
 fn weight(tenant: &str) -> u32 {
@@ -546,6 +595,7 @@ pub fn measure(
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let readings = readings.join().unwrap_or_default();
         let served = served_seconds(&readings, secs.floor() as u64);
+        let held = held_fraction(&readings, secs.floor() as u64);
         let (t1, t3) = (take(&t1), take(&t3));
         // The first half second is the ramp-up; calls that end after the end are not counted.
         let window = (Duration::from_millis(500), run);
@@ -639,6 +689,7 @@ pub fn measure(
             shares,
             seconds,
             served,
+            held,
             alone,
             isolation,
             quiet_rate,
@@ -804,6 +855,20 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
             "  (no seconds of bytes served: the daemons' metrics were not read)"
         );
     }
+    if let Some((h1, h3)) = o.held {
+        say!(
+            csv_only,
+            "  readings with jobs of the tenant in flight at every daemon: w1 {:.0}%, w3 {:.0}%{}",
+            h1 * 100.0,
+            h3 * 100.0,
+            if h1.min(h3) < HELD_ENOUGH {
+                " (a tenant often had no job at a daemon: the calls' path, not the daemons' \
+                 nodes, held it back; docs/RESULTS.md, Tenants)"
+            } else {
+                ""
+            }
+        );
+    }
     let within = |share: f64, target: f64| (share - target).abs() <= 0.1 * target;
     let worst = |seconds: &[(f64, f64)]| {
         seconds
@@ -906,8 +971,32 @@ pub fn report(o: &Outcome, out: &Path, csv_only: bool) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn at(ms: u64, w1: f64, w3: f64) -> (Duration, f64, f64) {
-        (Duration::from_millis(ms), w1, w3)
+    fn at(ms: u64, w1: f64, w3: f64) -> Reading {
+        Reading {
+            at: Duration::from_millis(ms),
+            served: (w1, w3),
+            held: (true, true),
+        }
+    }
+
+    #[test]
+    fn the_held_fraction_counts_the_readings_of_the_counted_seconds() {
+        let held = |ms, w1, w3| Reading {
+            held: (w1, w3),
+            ..at(ms, 0.0, 0.0)
+        };
+        let readings = [
+            // The ramp-up second does not count.
+            held(500, false, false),
+            held(1_000, true, true),
+            held(1_500, true, false),
+            held(2_000, true, false),
+            held(2_500, false, true),
+            // After the run.
+            held(3_500, false, false),
+        ];
+        assert_eq!(held_fraction(&readings, 3), Some((0.75, 0.5)));
+        assert_eq!(held_fraction(&readings[..1], 3), None);
     }
 
     #[test]
