@@ -380,13 +380,6 @@ pub(crate) const BUSY_MEMORY: Duration = Duration::from_secs(1);
 /// tenant's credit saves.
 pub(crate) const LIGHT_DEPTH: u64 = 4;
 
-/// The longest a tenant's light credit saves for ([`TenantState::take_light`]): at most its
-/// refill over this long, though always one job. Node queues are counted in bytes; on nodes
-/// slow per byte (small jobs on nodes slowed a thousand times) the LIGHT_DEPTH node queues
-/// of credit that a tenant saved while it was served below its share took its nodes for most
-/// of a second by the light path, ahead of the other tenants' jobs waiting in the core.
-pub(crate) const LIGHT_SAVING: Duration = Duration::from_millis(10);
-
 /// The longest job that may take the light path, in node queues (docs/ALGORITHM.md §15.7).
 pub(crate) const LONGEST_LIGHT: u64 = 16;
 
@@ -579,11 +572,13 @@ impl TenantState {
         }
         let rate = rate();
         // What the refill saves up to: LIGHT_DEPTH node queues (or long jobs of this one's
-        // size), and no more than the tenant's refill over LIGHT_SAVING, though always
-        // enough for this job to pass.
-        let need = bytes.min(burst) as f64;
-        let most = (burst.max(bytes).saturating_mul(LIGHT_DEPTH) as f64)
-            .min((rate * LIGHT_SAVING.as_secs_f64()).max(need));
+        // size); while more than a node queue of the tenant's light jobs is in flight (it
+        // queues on the light path), only enough for this job to pass.
+        let most = if light > burst {
+            bytes.min(burst)
+        } else {
+            burst.max(bytes).saturating_mul(LIGHT_DEPTH)
+        } as f64;
         let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         // From one node queue at first, and again if the tenant was busy since the last
@@ -1194,35 +1189,31 @@ mod tests {
     }
 
     #[test]
-    fn a_tenant_saves_light_credit_for_a_short_while_only_though_always_one_job() {
-        fn saved(t: &TenantState, bytes: u64) -> usize {
+    fn a_tenant_queuing_on_the_light_path_saves_no_light_credit() {
+        fn saved(t: &TenantState) -> usize {
             (0..100)
-                .take_while(|_| t.take_light(bytes, 1000, || 0.0))
+                .take_while(|_| t.take_light(100, 1000, || 0.0))
                 .count()
         }
-        // Nodes slow per byte: the tenant's refill is 10,000 bytes a second, so over
-        // LIGHT_SAVING (10 ms) it saves 100 bytes, not LIGHT_DEPTH node queues.
-        let slow = || 10_000.0;
-        let t = state(TenantSpec::new("slow"));
-        // The starting node queue is spent as before.
-        assert_eq!(saved(&t, 100), 10);
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(t.take_light(100, 1000, slow));
+        let t = state(TenantSpec::new("queuing"));
+        // More than a node queue of its light jobs in flight (1200 bytes of 1000): its
+        // credit refills, and it passes a job as the refill covers one, but it saves up none.
+        let mut lease = t.try_enter(1200).unwrap();
+        lease.set_light(true);
+        assert_eq!(saved(&t), 10, "the starting node queue is spent as before");
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(t.take_light(100, 1000, || 1e9));
         assert_eq!(
-            saved(&t, 100),
+            saved(&t),
             0,
-            "it saved one job of 100 bytes, not 500 bytes"
+            "it saved one job, not LIGHT_DEPTH node queues"
         );
-        // Always enough for the job that asks: one of 800 bytes passes after a wait.
-        std::thread::sleep(Duration::from_millis(100));
-        assert!(t.take_light(800, 1000, slow));
-        assert_eq!(saved(&t, 100), 0);
-        // On fast nodes the refill over 10 ms is past LIGHT_DEPTH node queues: they are saved.
-        let fast = state(TenantSpec::new("fast"));
-        assert_eq!(saved(&fast, 100), 10);
-        std::thread::sleep(Duration::from_millis(2));
-        assert!(fast.take_light(100, 1000, || 1e9));
-        assert_eq!(saved(&fast, 100), LIGHT_DEPTH as usize * 10 - 1);
+        // Back at a node queue or less, it saves up again.
+        lease.set_light(false);
+        drop(lease);
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(t.take_light(100, 1000, || 1e9));
+        assert_eq!(saved(&t), LIGHT_DEPTH as usize * 10 - 1);
     }
 
     #[test]
