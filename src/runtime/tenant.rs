@@ -504,7 +504,11 @@ impl TenantState {
     /// the tenant sends at most that depth more than its share this way, however it sends
     /// them. Its light jobs in flight do not count against the first test: a burst of jobs
     /// beyond the credit sends the rest to the core, and those alone keep the next ones off
-    /// the light path while they wait there.
+    /// the light path while they wait there. But while more than `burst` of them are in
+    /// flight the tenant queues on the light path, and its credit saves no more than the job
+    /// that asks: served below its share by the light path, a backlogged tenant saved up the
+    /// whole depth and then spent it ahead of the jobs waiting in the core, on nodes slow per
+    /// byte for most of a second (docs/ALGORITHM.md §15.7).
     ///
     /// A *long* job, larger than `burst` (the engine lets jobs of up to [`LIGHT_DEPTH`] node
     /// queues try), counts in units of itself rather than of a node queue: the tenant is busy

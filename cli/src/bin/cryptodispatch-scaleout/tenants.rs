@@ -23,7 +23,11 @@
 //!   in the second the call ended, is printed beside it: with calls that take about a second
 //!   (256 KiB of weight 1), a few calls more or fewer ending in a second move its share by
 //!   10% while the bytes served stay even. The calls' total over the run (after its first
-//!   half second) is the daemons' capacity C for the next runs.
+//!   half second) is the daemons' capacity C for the next runs. With the bytes served, each
+//!   tenant's jobs in flight are read at every daemon; the report gives the fraction of the
+//!   counted seconds' readings in which each had jobs at every daemon, and says, below 90%,
+//!   that the calls' path rather than the daemons' nodes held a tenant back (small calls on
+//!   a machine whose cores also run HAProxy and this client; `--min-call-ms`).
 //! - `alone`: the quiet tenant's load alone: calls of one packet (16 KiB) sent open loop at
 //!   `--quiet-load` of its fair share (C/2), evenly spaced (or `--quiet-burst` calls together
 //!   at evenly spaced moments, the same mean rate); their p99 latency. They run under a
