@@ -1164,14 +1164,16 @@ mod tests {
         assert!(!quiet.take_light(100, 1000, || 0.0));
     }
 
+    /// The light jobs of 100 bytes (node queues of 1000) that the credit covers once it stops
+    /// refilling.
+    fn saved(t: &TenantState) -> usize {
+        (0..100)
+            .take_while(|_| t.take_light(100, 1000, || 0.0))
+            .count()
+    }
+
     #[test]
     fn a_tenant_not_busy_saves_up_a_few_node_queues_of_light_credit() {
-        // The light jobs of 100 bytes that the credit covers once it stops refilling.
-        fn saved(t: &TenantState) -> usize {
-            (0..100)
-                .take_while(|_| t.take_light(100, 1000, || 0.0))
-                .count()
-        }
         let quiet = state(TenantSpec::new("quiet"));
         // It starts at one node queue, then saves up to LIGHT_DEPTH of them.
         assert_eq!(saved(&quiet), 10);
@@ -1194,11 +1196,6 @@ mod tests {
 
     #[test]
     fn a_tenant_queuing_on_the_light_path_saves_no_light_credit() {
-        fn saved(t: &TenantState) -> usize {
-            (0..100)
-                .take_while(|_| t.take_light(100, 1000, || 0.0))
-                .count()
-        }
         let t = state(TenantSpec::new("queuing"));
         // More than a node queue of its light jobs in flight (1200 bytes of 1000): its
         // credit refills, and it passes a job as the refill covers one, but it saves up none.
