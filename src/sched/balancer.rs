@@ -157,6 +157,9 @@ pub(crate) struct Balancer {
     choose: FxHashMap<TaskId, Binding>,
     /// Jobs with a packet that could not be placed in this scan (their later packets wait).
     blocked: FxHashSet<TaskId>,
+    /// Waiting packets counted on the nodes they wait for during a scan (`pump`), kept to
+    /// take the counts off at its end; empty between scans.
+    counted: Vec<(usize, PacketMeta)>,
     /// What the cluster has seen of the lengths of bound jobs, for the committed work.
     lengths: ChainLengths,
 }
@@ -187,6 +190,7 @@ impl Balancer {
             affinity,
             choose: FxHashMap::default(),
             blocked: FxHashSet::default(),
+            counted: Vec::new(),
             lengths: ChainLengths::default(),
         }
     }
@@ -225,7 +229,7 @@ impl Balancer {
                 None => self.lengths.ahead_of(meta),
             });
         }
-        let Some(choice) = self.policy.select(&view, meta) else {
+        let Some(n) = self.policy.select(&view, meta) else {
             return Err(self.policy.waits_for(&view, meta));
         };
         let fits = if pins {
@@ -233,9 +237,9 @@ impl Balancer {
         } else {
             NodeStatus::has_room
         };
-        let n = Some(choice)
-            .filter(|&n| n < status.len() && fits(&status[n], meta.len))
-            .ok_or(None)?;
+        if n >= status.len() || !fits(&status[n], meta.len) {
+            return Err(None);
+        }
         if binds {
             let binding = Binding::new(n, meta);
             if binding.samples_length() {
@@ -298,8 +302,6 @@ impl Balancer {
         let mut unbound_stuck = false;
         let mut placed = 0;
         let mut i = 0;
-        // Waiting packets counted on the nodes they wait for, during this scan only.
-        let mut counted: Vec<(usize, PacketMeta)> = Vec::new();
         while i < queue.len() {
             // Every node full: nothing more can be placed now (jobs still get their pinned node
             // in queue order, only later).
@@ -329,7 +331,7 @@ impl Balancer {
                 }
                 Err(Some(w)) if unbound && w < status.len() => {
                     status[w].count_waiting(&meta);
-                    counted.push((w, meta));
+                    self.counted.push((w, meta));
                 }
                 // No node: an unbound packet holds the unbound ones behind it.
                 Err(_) => unbound_stuck |= unbound,
@@ -338,7 +340,7 @@ impl Balancer {
             self.blocked.insert(meta.task);
             i += 1;
         }
-        for (w, meta) in counted {
+        for (w, meta) in self.counted.drain(..) {
             status[w].uncount_waiting(&meta);
         }
         placed
