@@ -516,6 +516,7 @@ impl ServiceBuilder {
             ed25519: None,
             nodes: Vec::new(),
             clusters: Vec::new(),
+            cluster_slots: Vec::new(),
             packet_size: self.packet_size,
             receive_queue_len,
             receive_queue_bytes,
@@ -592,6 +593,8 @@ impl ServiceBuilder {
             }
             let max_capacity = configs.iter().map(|n| n.capacity).max().unwrap_or(0);
             layout.clusters.push((*kind, max_capacity));
+            let max_slots = nodes.iter().map(|n| u64::from(n.slots)).max().unwrap_or(0);
+            layout.cluster_slots.push(max_slots);
             // An encryption's padding block rides in its last packet when every AES node can
             // hold a packet and a block; otherwise it makes a packet of its own.
             let fold = *kind == ClusterKind::Aes

@@ -566,13 +566,14 @@ impl Engine {
         tenant: &TenantState,
     ) -> Option<(u64, i64)> {
         let shard = self.shard(cluster);
-        let burst = self.layout.clusters[cluster.index()].1;
+        let queue = self.layout.node_queue(cluster);
+        let burst = queue.bytes;
         let bytes = job_bytes(packets);
         if !shard.fair || bytes <= burst.saturating_mul(LONGEST_LIGHT) || self.is_closing() {
             return None;
         }
         let rate = || self.light_speed(shard, packets, bytes) * self.tenants.share(tenant);
-        let left = tenant.take_light_left(bytes, burst, rate)?;
+        let left = tenant.take_light_left(bytes, queue, rate)?;
         Some((bytes, left as i64))
     }
 
@@ -620,7 +621,8 @@ impl Engine {
         width: usize,
     ) -> bool {
         let shard = self.shard(cluster);
-        let burst = self.layout.clusters[cluster.index()].1;
+        let queue = self.layout.node_queue(cluster);
+        let burst = queue.bytes;
         let bytes = job_bytes(packets);
         if !shard.fair || bytes > burst.saturating_mul(LONGEST_LIGHT) || self.is_closing() {
             return false;
@@ -630,7 +632,7 @@ impl Engine {
         });
         let rate = || self.light_speed(shard, packets, bytes) * self.tenants.share(tenant);
         // Kept off here, the job asks the light path next, which counts why.
-        behind && tenant.take_light_uncounted(bytes, burst, rate)
+        behind && tenant.take_light_uncounted(bytes, queue, rate)
     }
 
     /// The cluster's speed on a job of `packets` (`bytes` long), as the light credit refills
@@ -660,7 +662,8 @@ impl Engine {
         tenant: &TenantState,
     ) -> Result<(), Packets> {
         let shard = self.shard(cluster);
-        let burst = self.layout.clusters[cluster.index()].1;
+        let queue = self.layout.node_queue(cluster);
+        let burst = queue.bytes;
         let bytes = job_bytes(&packets);
         if !shard.fair
             || packets.is_empty()
@@ -671,7 +674,7 @@ impl Engine {
             return Err(packets);
         }
         let rate = || self.light_speed(shard, &packets, bytes) * self.tenants.share(tenant);
-        if !tenant.take_light(bytes, burst, rate) {
+        if !tenant.take_light(bytes, queue, rate) {
             return Err(packets);
         }
         // Of the nodes up, the one with the fewest light packets waiting, then the one that

@@ -8,6 +8,7 @@ use crate::crypto::{AesOp, Direction, ImplTable};
 use crate::packet::{ClusterId, Mode};
 use crate::runtime::cut::Cutting;
 use crate::runtime::ids::ClusterKind;
+use crate::runtime::tenant::NodeQueue;
 
 /// How many times the inline limit a job of a parallel AES operation (ECB, CBC and CFB
 /// decryption, CTR) may be and still run on the submitting thread: the cipher's parallel path
@@ -24,6 +25,8 @@ pub(crate) struct Layout {
     pub(crate) nodes: Vec<NodeInfo>,
     /// Per cluster: its kind and largest node capacity.
     pub(crate) clusters: Vec<(ClusterKind, u64)>,
+    /// Per cluster: the most packets one of its nodes queues at once.
+    pub(crate) cluster_slots: Vec<u64>,
     pub(crate) packet_size: usize,
     pub(crate) receive_queue_len: usize,
     /// Under fair admission: the bytes a cluster holds waiting for a node (see `backlog`).
@@ -68,6 +71,16 @@ pub(crate) struct NodeInfo {
 }
 
 impl Layout {
+    /// A node queue of `cluster`, as the light path's tests count it (§15.7): its largest
+    /// node capacity in bytes and most packets.
+    pub(crate) fn node_queue(&self, cluster: ClusterId) -> NodeQueue {
+        NodeQueue {
+            bytes: self.clusters[cluster.index()].1,
+            slots: self.cluster_slots[cluster.index()],
+            packet: self.packet_size as u64,
+        }
+    }
+
     pub(crate) fn cluster(&self, kind: ClusterKind) -> Option<ClusterId> {
         match kind {
             ClusterKind::Aes => self.aes,

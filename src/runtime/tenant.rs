@@ -370,6 +370,25 @@ pub(crate) enum Closed {
     Rate(Duration),
 }
 
+/// A node queue as the light path counts a tenant's light credit in it (docs/ALGORITHM.md
+/// §15.7): the largest capacity of a cluster's nodes in bytes, the most packets one of them
+/// queues at once, and the packet size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeQueue {
+    pub(crate) bytes: u64,
+    pub(crate) slots: u64,
+    pub(crate) packet: u64,
+}
+
+impl NodeQueue {
+    /// The bytes a node queue holds of jobs of `bytes` each: its capacity, or fewer when its
+    /// packet bound fills first (jobs of a few hundred bytes).
+    pub(crate) fn held(&self, bytes: u64) -> u64 {
+        self.bytes
+            .min(self.slots.saturating_mul(bytes.min(self.packet).max(1)))
+    }
+}
+
 /// How long a tenant that found more than a node queue of its bytes in flight on the core's
 /// path counts as busy ([`TenantState::recently_busy`]).
 pub(crate) const BUSY_MEMORY: Duration = Duration::from_secs(1);
@@ -491,36 +510,44 @@ impl TenantState {
         shard.bytes_out.fetch_add(bytes, Relaxed);
     }
 
-    /// Whether a job of `bytes` may take the light path (docs/ALGORITHM.md §15.7), and if so
-    /// spends its allowance: the tenant's bytes in flight on the core's path, this job's
-    /// included, fit in `burst` (one node queue; over it, the tenant is marked
-    /// [busy](Self::recently_busy) for [`BUSY_MEMORY`]), and its light credit covers the job.
-    /// The credit refills at `rate()` bytes per second (the tenant's weighted share of the
-    /// cluster's speed, asked for only past the first test) up to [`LIGHT_DEPTH`] times
-    /// `burst`; it starts at `burst`, and again after the tenant was busy. Being busy within
-    /// the last second does not itself close the path (it did: a quiet tenant with a job or
-    /// two waiting in the core found them there at its next jobs, was marked busy again each
-    /// time, and stayed off the path for whole runs; docs/ALGORITHM.md §15.7). Over any interval
-    /// the tenant sends at most that depth more than its share this way, however it sends
-    /// them. Its light jobs in flight do not count against the first test: a burst of jobs
-    /// beyond the credit sends the rest to the core, and those alone keep the next ones off
-    /// the light path while they wait there. But while more than `burst` of them are in
-    /// flight the tenant queues on the light path, and its credit saves no more than the job
-    /// that asks: served below its share by the light path, a backlogged tenant saved up the
-    /// whole depth and then spent it ahead of the jobs waiting in the core, on nodes slow per
-    /// byte for most of a second (docs/ALGORITHM.md §15.7).
+    /// Whether a job of `bytes` may take the light path (docs/ALGORITHM.md §15.7), and if so spends
+    /// its allowance: the tenant's bytes in flight on the core's path, this job's included, fit in
+    /// a node queue of jobs of its size ([`NodeQueue::held`]: `queue.bytes`, the node's capacity,
+    /// or less where the node's packet bound fills first; over it, the tenant is marked
+    /// [busy](Self::recently_busy) for [`BUSY_MEMORY`]), and its light credit covers the job. The
+    /// credit refills at `rate()` bytes per second (the tenant's weighted share of the cluster's
+    /// speed, asked for only past the first test) up to [`LIGHT_DEPTH`] such node queues; it starts
+    /// at `queue.bytes`, and again after the tenant was busy. Counted in `queue.bytes` alone, 1,024
+    /// jobs of 128 bytes fit in a node queue that holds 64 packets: a tenant with most of its jobs
+    /// waiting in the core was never busy, and a tenant served by the light path saved up half a
+    /// megabyte of credit. Being busy within the last second does not itself close the path (it
+    /// did: a quiet tenant with a job or two waiting in the core found them there at its next jobs,
+    /// was marked busy again each time, and stayed off the path for whole runs; docs/ALGORITHM.md
+    /// §15.7). Over any interval the tenant sends at most that depth more than its share this way,
+    /// however it sends them. Its light jobs in flight do not count against the first test: a burst
+    /// of jobs beyond the credit sends the rest to the core, and those alone keep the next ones off
+    /// the light path while they wait there. But while more than `queue.bytes` of them are in
+    /// flight the tenant queues on the light path, and its credit saves no more than the job that
+    /// asks: served below its share by the light path, a backlogged tenant saved up the whole depth
+    /// and then spent it ahead of the jobs waiting in the core, on nodes slow per byte for most of
+    /// a second (docs/ALGORITHM.md §15.7).
     ///
-    /// A *long* job, larger than `burst` (the engine lets jobs of up to [`LIGHT_DEPTH`] node
-    /// queues try), counts in units of itself rather than of a node queue: the tenant is busy
-    /// once more than one other such job is in flight on the core's path; the credit saves up
-    /// to [`LIGHT_DEPTH`] such jobs; and the job passes once the credit holds a node queue,
-    /// leaving the rest as a debt (at most `bytes - burst`) that the refill pays first. With a
-    /// node queue's units, the first long job of a tenant never passed (the credit starts at
-    /// `burst`), and once one of them waited in the core the next found more than a node queue
-    /// there and made the tenant busy for a second: every long job of a quiet tenant then
+    /// A *long* job, larger than `queue.bytes` (the engine lets jobs of up to [`LIGHT_DEPTH`] node
+    /// queues try), counts in units of itself rather than of a node queue: the tenant is busy once
+    /// more than one other such job is in flight on the core's path; the credit saves up to
+    /// [`LIGHT_DEPTH`] such jobs; and the job passes once the credit holds a node queue, leaving
+    /// the rest as a debt (at most `bytes - queue.bytes`) that the refill pays first. With a node
+    /// queue's units, the first long job of a tenant never passed (the credit starts at
+    /// `queue.bytes`), and once one of them waited in the core the next found more than a node
+    /// queue there and made the tenant busy for a second: every long job of a quiet tenant then
     /// waited its turns in the core, behind the backlogged tenants' packets.
-    pub(crate) fn take_light(&self, bytes: u64, burst: u64, rate: impl FnOnce() -> f64) -> bool {
-        self.take_light_left(bytes, burst, rate).is_some()
+    pub(crate) fn take_light(
+        &self,
+        bytes: u64,
+        queue: NodeQueue,
+        rate: impl FnOnce() -> f64,
+    ) -> bool {
+        self.take_light_left(bytes, queue, rate).is_some()
     }
 
     /// [`take_light`](Self::take_light) for a job that, kept off, then asks the light path
@@ -529,10 +556,10 @@ impl TenantState {
     pub(crate) fn take_light_uncounted(
         &self,
         bytes: u64,
-        burst: u64,
+        queue: NodeQueue,
         rate: impl FnOnce() -> f64,
     ) -> bool {
-        self.light_credit(bytes, burst, rate).is_ok()
+        self.light_credit(bytes, queue, rate).is_ok()
     }
 
     /// [`take_light`](Self::take_light), saying, if the job passes, the credit left after it
@@ -541,10 +568,10 @@ impl TenantState {
     pub(crate) fn take_light_left(
         &self,
         bytes: u64,
-        burst: u64,
+        queue: NodeQueue,
         rate: impl FnOnce() -> f64,
     ) -> Option<f64> {
-        let kept = self.light_credit(bytes, burst, rate).map_err(|why| {
+        let kept = self.light_credit(bytes, queue, rate).map_err(|why| {
             let counts = self.counters.mine();
             match why {
                 Kept::Busy => &counts.jobs_kept_busy,
@@ -560,15 +587,16 @@ impl TenantState {
     fn light_credit(
         &self,
         bytes: u64,
-        burst: u64,
+        queue: NodeQueue,
         rate: impl FnOnce() -> f64,
     ) -> Result<f64, Kept> {
+        let burst = queue.bytes;
         let light = self.light_bytes.load(Relaxed);
         // A long job may have one more of its size in the core beside it.
         let limit = if bytes > burst {
             bytes.saturating_mul(2)
         } else {
-            burst
+            queue.held(bytes)
         };
         if self.counters.in_flight().1.saturating_sub(light) > limit {
             self.busy_at.store(self.stamp(Instant::now()), Relaxed);
@@ -581,7 +609,7 @@ impl TenantState {
         let most = if light > burst {
             bytes.min(burst)
         } else {
-            burst.max(bytes).saturating_mul(LIGHT_DEPTH)
+            queue.held(bytes).max(bytes).saturating_mul(LIGHT_DEPTH)
         } as f64;
         let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
@@ -1082,17 +1110,26 @@ mod tests {
         Arc::new(TenantState::new(TenantId(1), &spec))
     }
 
+    /// A node queue of `bytes` that holds up to 64 packets of up to 1000 bytes.
+    fn q(bytes: u64) -> NodeQueue {
+        NodeQueue {
+            bytes,
+            slots: 64,
+            packet: 1000,
+        }
+    }
+
     #[test]
     fn a_tenant_over_a_node_queue_is_busy_and_off_the_light_path_while_over() {
         let t = state(TenantSpec::new("a"));
         let rate = || 1e9;
         // Nothing in flight: light, and not busy.
-        assert!(t.take_light(100, 1000, rate));
+        assert!(t.take_light(100, q(1000), rate));
         assert!(!t.recently_busy());
         // More than a node queue in flight on the core's path: not light, and busy from now.
         let a = t.try_enter(1200).unwrap();
-        assert!(!t.take_light(100, 1000, rate));
-        assert!(!t.take_light(100, 1000, rate));
+        assert!(!t.take_light(100, q(1000), rate));
+        assert!(!t.take_light(100, q(1000), rate));
         assert!(t.recently_busy());
         // Back under: light again, the credit started afresh from one node queue (time spent
         // busy saves nothing), and busy for a while yet for what else asks (the charge of its
@@ -1100,9 +1137,11 @@ mod tests {
         // light path closed for that while too, a quiet tenant with a job or two waiting in
         // the core would find them there at its next jobs and stay off it for good.
         drop(a);
-        assert!(t.take_light(100, 1000, || 0.0));
+        assert!(t.take_light(100, q(1000), || 0.0));
         assert!(t.recently_busy());
-        let more = (0..20).filter(|_| t.take_light(100, 1000, || 0.0)).count();
+        let more = (0..20)
+            .filter(|_| t.take_light(100, q(1000), || 0.0))
+            .count();
         assert_eq!(more, 9);
         // The metrics say why: two jobs kept off as busy, eleven for want of credit.
         let m = t.metrics();
@@ -1114,19 +1153,24 @@ mod tests {
         let t = state(TenantSpec::new("a"));
         // The credit starts at one node queue: ten jobs of 100 bytes, then none without a
         // refill, and the tenant is not busy.
-        let passed = (0..12).filter(|_| t.take_light(100, 1000, || 0.0)).count();
+        let passed = (0..12)
+            .filter(|_| t.take_light(100, q(1000), || 0.0))
+            .count();
         assert_eq!(passed, 10);
         assert!(!t.recently_busy());
         let m = t.metrics();
         assert_eq!((m.jobs_kept_busy, m.jobs_over_credit), (0, 2));
         // Asked without counting (the job then asks the light path, which counts it), the
         // tests and the credit are the same, and the counts do not move.
-        assert!(!t.take_light_uncounted(100, 1000, || 0.0));
+        assert!(!t.take_light_uncounted(100, q(1000), || 0.0));
         let m = t.metrics();
         assert_eq!((m.jobs_kept_busy, m.jobs_over_credit), (0, 2));
         let quiet = state(TenantSpec::new("quiet"));
-        assert!(quiet.take_light_uncounted(600, 1000, || 0.0));
-        assert!(!quiet.take_light(600, 1000, || 0.0), "the credit was spent");
+        assert!(quiet.take_light_uncounted(600, q(1000), || 0.0));
+        assert!(
+            !quiet.take_light(600, q(1000), || 0.0),
+            "the credit was spent"
+        );
         assert_eq!(quiet.metrics().jobs_over_credit, 1);
     }
 
@@ -1136,39 +1180,39 @@ mod tests {
         // try). The first passes on the starting credit of one node queue, leaving a debt.
         let t = state(TenantSpec::new("long"));
         let a = t.try_enter(3000).unwrap();
-        assert_eq!(t.take_light_left(3000, 1000, || 0.0), Some(-2000.0));
+        assert_eq!(t.take_light_left(3000, q(1000), || 0.0), Some(-2000.0));
         // The debt keeps the next one off (no refill); one such job in flight besides it
         // does not make the tenant busy, two do.
         let b = t.try_enter(3000).unwrap();
-        assert!(!t.take_light(3000, 1000, || 0.0));
+        assert!(!t.take_light(3000, q(1000), || 0.0));
         assert!(!t.recently_busy());
         let c = t.try_enter(3000).unwrap();
-        assert!(!t.take_light(3000, 1000, || 0.0));
+        assert!(!t.take_light(3000, q(1000), || 0.0));
         assert!(t.recently_busy());
         drop((a, b, c));
 
         // A tenant not busy saves up LIGHT_DEPTH such jobs, and a job passes once the credit
         // holds a node queue.
         let quiet = state(TenantSpec::new("quiet"));
-        assert!(quiet.take_light(3000, 1000, || 0.0));
+        assert!(quiet.take_light(3000, q(1000), || 0.0));
         std::thread::sleep(Duration::from_millis(2));
         // Full, the credit holds LIGHT_DEPTH jobs; the one that passes leaves the rest, by
         // which the grant of a job too long for the path is ranked.
         let left = (LIGHT_DEPTH - 1) as f64 * 3000.0;
-        assert_eq!(quiet.take_light_left(3000, 1000, || 1e12), Some(left));
+        assert_eq!(quiet.take_light_left(3000, q(1000), || 1e12), Some(left));
         let more = (0..10)
-            .take_while(|_| quiet.take_light(3000, 1000, || 0.0))
+            .take_while(|_| quiet.take_light(3000, q(1000), || 0.0))
             .count();
         assert_eq!(more + 1, LIGHT_DEPTH as usize);
         // Short jobs still need credit for all of themselves, and save node queues.
-        assert!(!quiet.take_light(100, 1000, || 0.0));
+        assert!(!quiet.take_light(100, q(1000), || 0.0));
     }
 
     /// The light jobs of 100 bytes (node queues of 1000) that the credit covers once it stops
     /// refilling.
     fn saved(t: &TenantState) -> usize {
         (0..100)
-            .take_while(|_| t.take_light(100, 1000, || 0.0))
+            .take_while(|_| t.take_light(100, q(1000), || 0.0))
             .count()
     }
 
@@ -1178,20 +1222,47 @@ mod tests {
         // It starts at one node queue, then saves up to LIGHT_DEPTH of them.
         assert_eq!(saved(&quiet), 10);
         std::thread::sleep(Duration::from_millis(2));
-        assert!(quiet.take_light(100, 1000, || 1e12));
+        assert!(quiet.take_light(100, q(1000), || 1e12));
         assert_eq!(saved(&quiet), LIGHT_DEPTH as usize * 10 - 1);
         // A busy tenant takes none while over a node queue on the core's path, and saves
         // nothing: back under, however long it was over, its credit starts again from one
         // node queue.
         let busy = state(TenantSpec::new("busy"));
-        assert!(busy.take_light(100, 1000, || 1e12));
+        assert!(busy.take_light(100, q(1000), || 1e12));
         let lease = busy.try_enter(1200).unwrap();
-        assert!(!busy.take_light(100, 1000, || 1e12));
+        assert!(!busy.take_light(100, q(1000), || 1e12));
         std::thread::sleep(Duration::from_millis(2));
-        assert!(!busy.take_light(100, 1000, || 1e12));
+        assert!(!busy.take_light(100, q(1000), || 1e12));
         drop(lease);
-        assert!(busy.take_light(100, 1000, || 0.0));
+        assert!(busy.take_light(100, q(1000), || 0.0));
         assert_eq!(saved(&busy), 10 - 1);
+    }
+
+    #[test]
+    fn for_short_jobs_a_node_queue_is_as_many_as_its_packet_bound() {
+        // A node queue of 1000 bytes holds 64 packets: 640 bytes of jobs of 10.
+        let t = state(TenantSpec::new("short jobs"));
+        assert_eq!(q(1000).held(10), 640);
+        // 64 such jobs on the core's path: not busy; 65, busy, though within 1000 bytes.
+        let mut core: Vec<Lease> = (0..64).map(|_| t.try_enter(10).unwrap()).collect();
+        assert!(t.take_light(10, q(1000), || 0.0));
+        assert!(!t.recently_busy());
+        core.push(t.try_enter(10).unwrap());
+        assert!(!t.take_light(10, q(1000), || 0.0));
+        assert!(t.recently_busy());
+        drop(core);
+        // Not busy, the credit saves up LIGHT_DEPTH node queues of such jobs (4 × 640 bytes),
+        // not of the node's capacity in bytes (4 × 1000).
+        let t = state(TenantSpec::new("short jobs, saving"));
+        let spend = |t: &TenantState| {
+            (0..1000)
+                .take_while(|_| t.take_light(10, q(1000), || 0.0))
+                .count()
+        };
+        assert_eq!(spend(&t), 100, "it starts at one node queue of bytes");
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(t.take_light(10, q(1000), || 1e12));
+        assert_eq!(spend(&t), LIGHT_DEPTH as usize * 64 - 1);
     }
 
     #[test]
@@ -1203,7 +1274,7 @@ mod tests {
         lease.set_light(true);
         assert_eq!(saved(&t), 10, "the starting node queue is spent as before");
         std::thread::sleep(Duration::from_millis(5));
-        assert!(t.take_light(100, 1000, || 1e9));
+        assert!(t.take_light(100, q(1000), || 1e9));
         assert_eq!(
             saved(&t),
             0,
@@ -1213,7 +1284,7 @@ mod tests {
         lease.set_light(false);
         drop(lease);
         std::thread::sleep(Duration::from_millis(5));
-        assert!(t.take_light(100, 1000, || 1e9));
+        assert!(t.take_light(100, q(1000), || 1e9));
         assert_eq!(saved(&t), LIGHT_DEPTH as usize * 10 - 1);
     }
 
