@@ -14,6 +14,7 @@ use crate::runtime::ids::ClusterKind;
 use crate::runtime::layout::{Layout, NodeInfo};
 use crate::runtime::service::Service;
 use crate::runtime::supervisor::{self, NodeThread};
+use crate::runtime::tenant::NodeQueue;
 use crate::runtime::work::PacketData;
 use crate::runtime::worker::WorkerSpec;
 use crate::sched::{
@@ -516,7 +517,6 @@ impl ServiceBuilder {
             ed25519: None,
             nodes: Vec::new(),
             clusters: Vec::new(),
-            cluster_slots: Vec::new(),
             packet_size: self.packet_size,
             receive_queue_len,
             receive_queue_bytes,
@@ -592,9 +592,12 @@ impl ServiceBuilder {
                 });
             }
             let max_capacity = configs.iter().map(|n| n.capacity).max().unwrap_or(0);
-            layout.clusters.push((*kind, max_capacity));
-            let max_slots = nodes.iter().map(|n| u64::from(n.slots)).max().unwrap_or(0);
-            layout.cluster_slots.push(max_slots);
+            let queue = NodeQueue {
+                bytes: max_capacity,
+                slots: nodes.iter().map(|n| u64::from(n.slots)).max().unwrap_or(0),
+                packet,
+            };
+            layout.clusters.push((*kind, queue));
             // An encryption's padding block rides in its last packet when every AES node can
             // hold a packet and a block; otherwise it makes a packet of its own.
             let fold = *kind == ClusterKind::Aes

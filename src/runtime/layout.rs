@@ -23,10 +23,9 @@ pub(crate) struct Layout {
     pub(crate) ed25519: Option<ClusterId>,
     /// Per node: its cluster kind, pinned core and slowdown.
     pub(crate) nodes: Vec<NodeInfo>,
-    /// Per cluster: its kind and largest node capacity.
-    pub(crate) clusters: Vec<(ClusterKind, u64)>,
-    /// Per cluster: the most packets one of its nodes queues at once.
-    pub(crate) cluster_slots: Vec<u64>,
+    /// Per cluster: its kind and its node queue (largest node capacity, most packets a node
+    /// queues).
+    pub(crate) clusters: Vec<(ClusterKind, NodeQueue)>,
     pub(crate) packet_size: usize,
     pub(crate) receive_queue_len: usize,
     /// Under fair admission: the bytes a cluster holds waiting for a node (see `backlog`).
@@ -74,11 +73,7 @@ impl Layout {
     /// A node queue of `cluster`, as the light path's tests count it (§15.7): its largest
     /// node capacity in bytes and most packets.
     pub(crate) fn node_queue(&self, cluster: ClusterId) -> NodeQueue {
-        NodeQueue {
-            bytes: self.clusters[cluster.index()].1,
-            slots: self.cluster_slots[cluster.index()],
-            packet: self.packet_size as u64,
-        }
+        self.clusters[cluster.index()].1
     }
 
     pub(crate) fn cluster(&self, kind: ClusterKind) -> Option<ClusterId> {

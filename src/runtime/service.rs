@@ -757,7 +757,7 @@ impl Service {
         items: Vec<(KeyId, Vec<u8>, Vec<u8>)>,
     ) -> Result<Cut, SubmitError> {
         let cluster = self.cluster(ClusterKind::Ed25519)?;
-        let max = self.engine.layout.clusters[cluster.index()].1;
+        let max = self.engine.layout.node_queue(cluster).bytes;
         let mut checked = Vec::with_capacity(items.len());
         for (key, msg, sig) in &items {
             let public = self.engine.keys.public(*key)?;
@@ -858,7 +858,7 @@ impl Service {
         origin: Origin,
     ) -> Result<Cut, SubmitError> {
         let cluster = self.cluster(ClusterKind::Ed25519)?;
-        let max = self.engine.layout.clusters[cluster.index()].1;
+        let max = self.engine.layout.node_queue(cluster).bytes;
         if msg.len() as u64 > max {
             return Err(SubmitError::TooLarge {
                 len: msg.len(),

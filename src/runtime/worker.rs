@@ -128,7 +128,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
     let cluster = engine.layout.nodes[spec.node.index()].cluster;
     let siblings = engine.layout.nodes.iter().filter(|n| n.cluster == cluster);
     let alone = siblings.count() == 1;
-    let light_run = engine.layout.clusters[cluster.index()].1;
+    let light_run = engine.layout.node_queue(cluster).bytes;
     let node = Node {
         engine: &engine,
         spec: &spec,
