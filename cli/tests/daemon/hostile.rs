@@ -469,19 +469,42 @@ async fn idle_connections_and_streams_are_closed() {
             assert!(started.elapsed() < Duration::from_secs(5));
             drop(tx);
         }
-        // The runner lets go of its slot just after the status is sent.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let one = StreamRequest {
-            start: Some(stream_start(proto::Direction::Encrypt, proto::Mode::Ctr, 0)),
-            chunk: vec![1; 10],
-            last: false,
-        };
-        let mut responses = c.stream(tokio_stream::iter(vec![one])).await.unwrap();
-        let mut n = 0;
-        while let Some(r) = responses.message().await.unwrap() {
-            n += r.chunk.len();
+        // A stream's slot is free by the time its status arrives, whether it ended in an error
+        // or not: streams opened back to back on the one slot are never refused.
+        for round in 0..40 {
+            let one = StreamRequest {
+                start: Some(stream_start(proto::Direction::Encrypt, proto::Mode::Ctr, 0)),
+                chunk: vec![1; 10],
+                last: false,
+            };
+            let mut responses = c.stream(tokio_stream::iter(vec![one])).await.unwrap();
+            let mut n = 0;
+            while let Some(r) = responses.message().await.unwrap() {
+                n += r.chunk.len();
+            }
+            assert_eq!(n, 10, "round {round}");
+            // A stream that fails (a second `start`) frees its slot as quickly.
+            let twice = vec![
+                StreamRequest {
+                    start: Some(stream_start(proto::Direction::Encrypt, proto::Mode::Ctr, 0)),
+                    chunk: vec![1; 16],
+                    last: false,
+                };
+                2
+            ];
+            let failed = async {
+                let mut responses = c.stream(tokio_stream::iter(twice)).await?;
+                while responses.message().await?.is_some() {}
+                Ok::<_, tonic::Status>(())
+            }
+            .await
+            .unwrap_err();
+            assert_eq!(
+                failed.code(),
+                Code::InvalidArgument,
+                "round {round}: {failed:?}"
+            );
         }
-        assert_eq!(n, 10);
 
         // A call in progress keeps its connection open past the idle timeout: a stream fed a
         // chunk every 300 ms for 3 s (idle timeout 2 s, stream gap 500 ms) completes.

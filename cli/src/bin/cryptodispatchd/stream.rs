@@ -10,7 +10,8 @@
 //! The library's `Stream` blocks (pushing waits for room in the receive queue, receiving waits
 //! for an output), so each stream runs on a thread of tokio's blocking pool, never on an
 //! executor thread; `--max-streams` bounds how many run at once (more get
-//! `RESOURCE_EXHAUSTED`). An async task reads the request stream into a small channel, which
+//! `RESOURCE_EXHAUSTED`); a stream's slot is free by the time its status reaches the client,
+//! so a client may open its next stream at once. An async task reads the request stream into a small channel, which
 //! gives the client backpressure. The runner pushes every whole block it has except the last
 //! (a padded decryption must end with its final block, so one block is always held back until
 //! the input ends), in pieces of at most the packet size, keeps at most [`MAX_PENDING`] pieces
@@ -66,6 +67,8 @@ pub struct ResponseStream {
     verdict: Option<oneshot::Receiver<Status>>,
     /// Bounds the wait for the verdict, from the last output.
     grace: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The runner's error, given once it has ended.
+    failed: Option<Status>,
     done: bool,
 }
 
@@ -77,15 +80,23 @@ impl tokio_stream::Stream for ResponseStream {
         if this.done {
             return Poll::Ready(None);
         }
-        match this.outputs.poll_recv(cx) {
-            Poll::Ready(Some(item)) => {
-                this.done = item.is_err();
-                return Poll::Ready(Some(item));
+        // An error is the runner's last item; it is held until the runner has ended (its
+        // slot free), so a client that has its status can open its next stream at once.
+        loop {
+            match this.outputs.poll_recv(cx) {
+                Poll::Ready(Some(Ok(response))) if this.failed.is_none() => {
+                    return Poll::Ready(Some(Ok(response)));
+                }
+                Poll::Ready(Some(Ok(_))) => {}
+                Poll::Ready(Some(Err(status))) => {
+                    this.failed.get_or_insert(status);
+                }
+                Poll::Ready(None) => break,
+                Poll::Pending => return Poll::Pending,
             }
-            Poll::Ready(None) => {}
-            Poll::Pending => return Poll::Pending,
         }
-        if let Some(status) = this.cut.lock().ok().and_then(|mut c| c.take()) {
+        let cut = this.cut.lock().ok().and_then(|mut c| c.take());
+        if let Some(status) = this.failed.take().or(cut) {
             this.done = true;
             return Poll::Ready(Some(Err(status)));
         }
@@ -209,6 +220,7 @@ pub async fn open(
     tokio::task::spawn_blocking(move || {
         Runner {
             job,
+            _slot: permit,
             packet,
             out: out_tx,
             handle,
@@ -217,13 +229,16 @@ pub async fn open(
             cut: runner_cut,
         }
         .run(in_rx);
-        drop((permit, busy));
+        // `run` consumed the runner, closing `outputs`; the slot must be free before that,
+        // so the runner gives it back first (see `Runner::_slot`).
+        drop(busy);
     });
     Ok(Response::new(ResponseStream {
         outputs: out_rx,
         cut,
         verdict: Some(verdict_rx),
         grace: None,
+        failed: None,
         done: false,
     }))
 }
@@ -307,6 +322,10 @@ type Verdict = oneshot::Sender<Status>;
 /// The blocking side: the library's stream and where its outputs go.
 struct Runner {
     job: Stream,
+    /// The stream's slot of `--max-streams`. Fields drop in order: the job, then the slot,
+    /// then `out`, whose closing is what lets the call's status go. A client that has its
+    /// status may open its next stream at once.
+    _slot: tokio::sync::OwnedSemaphorePermit,
     packet: usize,
     out: mpsc::Sender<Result<StreamResponse, Status>>,
     /// The runtime, to wait for room in `out` within `gap`.
