@@ -106,17 +106,16 @@ struct ChainLengths {
 }
 
 impl ChainLengths {
-    /// The expected whole length of a job: the larger of the mean of the completed ones and
-    /// twice the mean placed so far by those still bound (a job seen at a random point of its
-    /// life has on average as much ahead of it as behind); either alone while the other is
-    /// not known, `None` before both. The short jobs end first, so the completed ones alone
-    /// say the jobs are shorter than those still running show them to be.
+    /// The expected whole length of a job: the mean of the completed ones; before any has
+    /// completed, twice the mean placed so far by those still bound (a job seen at a random
+    /// point of its life has on average as much ahead of it as behind); `None` before either.
     fn mean(&self) -> Option<f64> {
-        let done = (self.done > 0).then(|| self.done_bytes as f64 / self.done as f64);
-        let live = (self.live > 0).then(|| 2.0 * self.live_bytes as f64 / self.live as f64);
-        match (done, live) {
-            (Some(d), Some(l)) => Some(d.max(l)),
-            (d, l) => d.or(l),
+        if self.done > 0 {
+            Some(self.done_bytes as f64 / self.done as f64)
+        } else if self.live > 0 {
+            Some(2.0 * self.live_bytes as f64 / self.live as f64)
+        } else {
+            None
         }
     }
 
