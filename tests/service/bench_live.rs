@@ -219,6 +219,44 @@ fn the_tenants_workload_prints_a_row_per_tenant_and_loses_nothing() {
 }
 
 #[test]
+fn the_tenants_workload_shares_between_any_weights() {
+    let args = [
+        "live",
+        "--workload",
+        "tenants",
+        "--size",
+        "4096",
+        "--weights",
+        "1:2:5",
+    ];
+    let text = stdout_of(&args);
+    // The table's rows: scenario, tenant, weight, offered, throughput, share, p99, [p99
+    // alone,] lost.
+    let rows: Vec<Vec<&str>> = (text.lines())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|r| {
+            r.len() >= 8 && (r[0] == "shares" || r[0] == "isolation") && r[2].parse::<u32>().is_ok()
+        })
+        .collect();
+    let shares: Vec<&Vec<&str>> = rows.iter().filter(|r| r[0] == "shares").collect();
+    let named: Vec<(&str, &str)> = shares.iter().map(|r| (r[1], r[2])).collect();
+    assert_eq!(named, [("t1", "1"), ("t2", "2"), ("t3", "5")]);
+    let sum: f64 = shares.iter().map(|r| r[5].parse::<f64>().unwrap()).sum();
+    assert!((sum - 1.0).abs() < 1e-3, "{sum}");
+    assert!(
+        rows.iter().all(|r| r.last() == Some(&"0")),
+        "jobs lost: {rows:?}"
+    );
+    // The text names every tenant with its target (its weight's share of 8).
+    for (name, target) in [("t1", "0.125"), ("t2", "0.250"), ("t3", "0.625")] {
+        let said = format!("{name} (weight");
+        assert!(text.contains(&said), "{text}");
+        assert!(text.contains(&format!("target {target},")), "{text}");
+    }
+    assert!(text.contains("shares: t3 (weight 5)"), "{text}");
+}
+
+#[test]
 fn the_verify_workloads_csv_has_a_cell_under_every_column() {
     let text = stdout_of(&["live", "--workload", "verify", "--jobs", "64", "--csv"]);
     let mut lines = text.lines();

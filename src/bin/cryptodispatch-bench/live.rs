@@ -181,6 +181,11 @@ pub struct LiveArgs {
     /// slower node makes the node what they share.
     #[arg(long, default_value_t = 1.0)]
     pub slowdown: f64,
+    /// tenants: the weights of the backlogged tenants of `shares`, 2 to 8 of them, each 1 to
+    /// 1000, separated by colons (default 1:3, the tenants `light` and `heavy`; others are
+    /// named t1, t2, ...).
+    #[arg(long, default_value = "1:3")]
+    pub weights: crate::tenants::Weights,
     /// One CSV header line and a row per run instead of tables.
     #[arg(long)]
     pub csv: bool,

@@ -51,6 +51,44 @@ const REUSE_ABOVE: usize = 128 << 10;
 /// How far back [`Seen::bursts`] counts a slow job's own tenant's submissions.
 const BURST_LOOKBACK: Duration = Duration::from_micros(100);
 
+/// The weights of the backlogged tenants of `shares` (`--weights`, colon-separated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Weights(pub Vec<u32>);
+
+impl Weights {
+    /// Each tenant's name and weight: `light` and `heavy` for the default 1:3, else t1, t2, ...
+    fn named(&self) -> Vec<(String, u32)> {
+        if self.0 == [1, 3] {
+            return vec![("light".to_owned(), 1), ("heavy".to_owned(), 3)];
+        }
+        (self.0.iter().enumerate())
+            .map(|(i, &w)| (format!("t{}", i + 1), w))
+            .collect()
+    }
+}
+
+impl std::str::FromStr for Weights {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let weights = (s.split(':'))
+            .map(|w| match w.trim().parse::<u32>() {
+                Ok(w @ 1..=1000) => Ok(w),
+                _ => Err(format!(
+                    "{w:?}: each weight is a whole number from 1 to 1000"
+                )),
+            })
+            .collect::<Result<Vec<u32>, String>>()?;
+        if !(2..=8).contains(&weights.len()) {
+            return Err(format!(
+                "{} weights: give 2 to 8, separated by colons (as 1:3)",
+                weights.len()
+            ));
+        }
+        Ok(Weights(weights))
+    }
+}
+
 /// One tenant's traffic: a job to send again and again, and the output it must give.
 struct Traffic {
     tenant: TenantId,
@@ -88,6 +126,43 @@ impl Traffic {
         data.clear();
         data.extend_from_slice(&self.data);
         Job::encrypt(self.key, Mode::Cbc, &IV, data).tenant(self.tenant)
+    }
+}
+
+/// A backlogged tenant's share of the bytes served while all were: overall, its lowest and
+/// highest whole second, and its weight's share.
+struct SharesOf<'a> {
+    name: &'a str,
+    weight: u32,
+    overall: f64,
+    per_second: (f64, f64),
+    target: f64,
+    /// The share of readings in which it had at least half its window of jobs in flight.
+    held: f64,
+}
+
+impl SharesOf<'_> {
+    /// Whether every second's share was within 10% of the target.
+    fn met(&self) -> bool {
+        let (lo, hi) = self.per_second;
+        lo >= self.target * 0.9 && hi <= self.target * 1.1
+    }
+}
+
+impl std::fmt::Display for SharesOf<'_> {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (lo, hi) = self.per_second;
+        write!(
+            out,
+            "{} (weight {}) {} ({} to {}, target {}, half its window in flight in {}% of readings)",
+            self.name,
+            self.weight,
+            f(self.overall, 3),
+            f(lo, 3),
+            f(hi, 3),
+            f(self.target, 3),
+            f(self.held * 100.0, 0)
+        )
     }
 }
 
@@ -173,6 +248,12 @@ impl Seen {
     }
 }
 
+/// The jobs of `size` bytes a backlogged tenant keeps in flight: [`WINDOW`] bytes of them, and
+/// 256 at least.
+fn window_jobs(size: usize) -> usize {
+    (WINDOW / size.max(1)).max(256)
+}
+
 /// Sends `t`'s jobs until `stop`: one every `gap`, or keeping [`WINDOW`] bytes in flight;
 /// with `bursts`, [`BURST_BYTES`] of them per call rather than one.
 fn send(
@@ -183,7 +264,7 @@ fn send(
     start: Instant,
     stop: &AtomicBool,
 ) -> Seen {
-    let in_flight = (WINDOW / t.data.len().max(1)).max(256);
+    let in_flight = window_jobs(t.data.len());
     // Outputs given back, to reuse, for jobs above [`REUSE_ABOVE`]: at 1 MiB a fresh buffer
     // per job (its allocation and page faults) made the clients' core the bottleneck, and the
     // tenant sending more could not keep its backlog. (A channel of no room hands nothing
@@ -295,8 +376,9 @@ pub(crate) fn timed<T: Send>(how_long: Duration, f: impl FnOnce(&AtomicBool) -> 
 /// Runs the workload and prints a table (or CSV).
 pub fn run(args: &LiveArgs) -> Result<(), String> {
     let size = whole_blocks("--size", args.size.unwrap_or(16 << 10), "tenants")?;
-    // Four tenants' input and expected output, and the jobs in flight beside them.
-    fits_in_memory(16, size)?;
+    let backlogged = args.weights.named();
+    // Each tenant's input and expected output, and the jobs in flight beside them.
+    fits_in_memory(4 * (2 + backlogged.len()), size)?;
     // The clients need a core of their own to offer their load: by default the nodes take
     // every core but one.
     let nodes = args.nodes.unwrap_or(cores().saturating_sub(1)).max(1);
@@ -309,9 +391,11 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         builder = builder.aes_implementation(implementation);
     }
     let service = builder.build().text()?;
-    let [quiet, noisy, light, heavy] = [("quiet", 1), ("noisy", 1), ("light", 1), ("heavy", 3)]
-        .map(|(name, weight)| Traffic::new(&service, name, weight, size));
-    let (quiet, noisy, light, heavy) = (quiet?, noisy?, light?, heavy?);
+    let quiet = Traffic::new(&service, "quiet", 1, size)?;
+    let noisy = Traffic::new(&service, "noisy", 1, size)?;
+    let shared = (backlogged.iter())
+        .map(|(name, weight)| Traffic::new(&service, name, *weight, size))
+        .collect::<Result<Vec<_>, _>>()?;
     let mb_s = |jobs: usize, secs: f64| jobs as f64 * size as f64 / secs / 1e6;
     // `b`'s sender, with `nice`, at that nice value (and the waiter it starts after).
     let pair = |a: &Traffic, b: &Traffic, gap, bursts, nice: Option<i32>| {
@@ -344,13 +428,38 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let alone = phase(|start, stop| send(&service, &quiet, gap, false, start, stop));
     let (q, n) = pair(&quiet, &noisy, gap, false, args.noisy_nice);
     let n = n?;
-    // Shares: while both were backlogged, until the first stopped completing. Their clients
+    // Shares: while all were backlogged, until the first stopped completing. Their clients
     // submit in bursts, so that with small jobs the client's core does not decide the shares.
-    let (l, h) = pair(&light, &heavy, None, true, None);
-    let h = h?;
+    // Every 10 ms, how many jobs each had in flight in the service: a tenant whose clients
+    // (on one core with the others') fall behind has fewer, and is served less than its
+    // weight for want of work, not of turns.
+    let (seen, held): (Vec<Seen>, Vec<Vec<u64>>) = phase(|start, stop| {
+        scope(|s| {
+            let senders: Vec<_> = (shared.iter())
+                .map(|t| s.spawn(|| send(&service, t, None, true, start, stop)))
+                .collect();
+            let readings = s.spawn(|| {
+                let mut held = vec![Vec::new(); shared.len()];
+                while !stop.load(Relaxed) {
+                    sleep(Duration::from_millis(10));
+                    let tenants = service.metrics().tenants;
+                    for (t, h) in shared.iter().zip(&mut held) {
+                        let m = tenants.iter().find(|m| m.tenant == t.tenant);
+                        h.push(m.map_or(0, |m| m.jobs_in_flight));
+                    }
+                }
+                held
+            });
+            let seen = (senders.into_iter())
+                .map(|h| h.join().expect("sender"))
+                .collect();
+            (seen, readings.join().expect("readings"))
+        })
+    });
     let last = |s: &Seen| s.done.iter().map(|d| d.0).max().unwrap_or_default();
-    let until = last(&l).min(last(&h));
-    let (nl, nh) = (l.by(until), h.by(until));
+    let until = seen.iter().map(last).min().unwrap_or_default();
+    let served: Vec<usize> = seen.iter().map(|s| s.by(until)).collect();
+    let all_served: usize = served.iter().sum();
     let secs = until.as_secs_f64().max(1e-9);
     let all = PHASE.as_secs_f64();
     let (qn, nn) = (q.done.len(), n.done.len());
@@ -374,7 +483,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             lost.to_string(),
         ]
     };
-    let rows = vec![
+    let mut rows = vec![
         row(
             ("isolation", "quiet", 1, quiet_rate),
             (qn, qn + nn, all),
@@ -387,19 +496,15 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             &n,
             None,
         ),
-        row(
-            ("shares", "light", 1, capacity * 10.0),
-            (nl, nl + nh, secs),
-            &l,
-            None,
-        ),
-        row(
-            ("shares", "heavy", 3, capacity * 10.0),
-            (nh, nl + nh, secs),
-            &h,
-            None,
-        ),
     ];
+    for (((name, w), s), &n) in backlogged.iter().zip(&seen).zip(&served) {
+        rows.push(row(
+            ("shares", name, *w, capacity * 10.0),
+            (n, all_served, secs),
+            s,
+            None,
+        ));
+    }
     let title = format!(
         "tenants: {size}-byte AES-128-CBC jobs on {nodes} AES nodes (light path on{}), {} MB/s \
          with one tenant backlogged; phases of {} s",
@@ -415,18 +520,41 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     if args.csv {
         return Ok(());
     }
-    // The heavy tenant's share of each whole second while both were backlogged.
-    let per_second: Vec<f64> = (0..until.as_secs())
-        .map(|s| {
-            let in_second =
-                |x: &Seen| x.by(Duration::from_secs(s + 1)) - x.by(Duration::from_secs(s));
-            let (a, b) = (in_second(&l), in_second(&h));
-            b as f64 / (a + b).max(1) as f64
+    // Each backlogged tenant's share of each whole second while all were, its lowest and
+    // highest, against its weight's share within 10%.
+    let total_weight: u32 = backlogged.iter().map(|b| b.1).sum();
+    let per_second = |i: usize| -> (f64, f64) {
+        (0..until.as_secs())
+            .map(|s| {
+                let in_second =
+                    |x: &Seen| x.by(Duration::from_secs(s + 1)) - x.by(Duration::from_secs(s));
+                let of_all: usize = seen.iter().map(in_second).sum();
+                in_second(&seen[i]) as f64 / of_all.max(1) as f64
+            })
+            .fold((1.0f64, 0.0f64), |(lo, hi), x| (lo.min(x), hi.max(x)))
+    };
+    let shares: Vec<SharesOf> = (backlogged.iter().enumerate())
+        .map(|(i, (name, w))| {
+            let target = f64::from(*w) / f64::from(total_weight);
+            // Readings with at least half its window of jobs in flight.
+            let window = window_jobs(size) as u64;
+            let full = held[i].iter().filter(|&&n| 2 * n >= window).count();
+            SharesOf {
+                name,
+                weight: *w,
+                overall: served[i] as f64 / all_served.max(1) as f64,
+                per_second: per_second(i),
+                target,
+                held: full as f64 / held[i].len().max(1) as f64,
+            }
         })
         .collect();
-    let (lo, hi) = per_second
-        .iter()
-        .fold((1.0f64, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    // The isolation line names the heaviest (the last of the heaviest) tenant, as it did when
+    // the shares were always 1:3.
+    let heaviest = (shares.iter())
+        .max_by_key(|s| s.weight)
+        .expect("two tenants at least");
+    let (lo, hi) = heaviest.per_second;
     // The quiet tenant's jobs, alone and beside the noisy one, and how many took the light
     // path (or, too long for it, went ahead in the core on its saved share).
     let metrics = service.metrics();
@@ -451,17 +579,34 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     println!(
         "isolation: quiet p99 {}x alone (target <= 1.5), {light} of its {admitted} jobs on the \
          light path, {granted} ahead in the core, its slowest beside {} ms (sent {} ms into \
-         the phase), its p99.9 beside {} us (alone {} us); shares: heavy (weight 3) {} overall, \
-         {} to {} per second (target 0.675 to 0.825); {stalled} jobs run inline beside a \
+         the phase), its p99.9 beside {} us (alone {} us); shares: {} (weight {}) {} overall, \
+         {} to {} per second (target {} to {}); {stalled} jobs run inline beside a \
          stalled node and {behind} as their tenant was behind (all phases)",
         f(q.p99_us() / alone.p99_us(), 2),
         f(slowest, 2),
         f(sent, 1),
         f(q.percentile_us(0.999), 0),
         f(alone.percentile_us(0.999), 0),
-        f(nh as f64 / (nl + nh).max(1) as f64, 3),
+        heaviest.name,
+        heaviest.weight,
+        f(heaviest.overall, 3),
         f(lo, 3),
         f(hi, 3),
+        f(heaviest.target * 0.9, 3),
+        f(heaviest.target * 1.1, 3),
+    );
+    let every: Vec<String> = shares.iter().map(SharesOf::to_string).collect();
+    let met = shares.iter().all(SharesOf::met);
+    println!(
+        "shares of every tenant, overall and its lowest to highest second (target: its weight's \
+         share within 10%; a tenant seldom with half its window in flight was not kept \
+         backlogged by its clients, which share one core: try --slowdown): {}; {}",
+        every.join("; "),
+        if met {
+            "met in every second"
+        } else {
+            "NOT met in every second"
+        }
     );
     let cbc = (metrics.aes_implementations.iter())
         .find(|c| c.label() == "cbc-encrypt")
@@ -497,6 +642,34 @@ mod tests {
         assert_eq!(args(&["--slowdown", "4"]).slowdown, 4.0);
         let e = run(&args(&["--slowdown", "0.5"])).expect_err("a node cannot be faster");
         assert!(e.contains("slowdown 0.5"), "{e}");
+    }
+
+    #[test]
+    fn weights_are_two_to_eight_whole_numbers_from_1_to_1000() {
+        let w = |s: &str| s.parse::<Weights>();
+        assert_eq!(w("1:3"), Ok(Weights(vec![1, 3])));
+        assert_eq!(w("2:7:1000"), Ok(Weights(vec![2, 7, 1000])));
+        assert_eq!(
+            w("1:3").unwrap().named(),
+            [("light".to_owned(), 1), ("heavy".to_owned(), 3)]
+        );
+        assert_eq!(
+            w("3:1").unwrap().named(),
+            [("t1".to_owned(), 3), ("t2".to_owned(), 1)]
+        );
+        for bad in ["3", "0:1", "1:1001", "1:x", "1::2", "1:1:1:1:1:1:1:1:1", ""] {
+            let e = w(bad).expect_err(bad);
+            assert!(e.contains("weight"), "{bad}: {e}");
+        }
+        // As the command line takes it.
+        let args =
+            LiveArgs::try_parse_from(["live", "--workload", "tenants", "--weights", "1:2:5"])
+                .expect("parses");
+        assert_eq!(args.weights, Weights(vec![1, 2, 5]));
+        assert!(
+            LiveArgs::try_parse_from(["live", "--workload", "tenants", "--weights", "0:1"])
+                .is_err()
+        );
     }
 
     /// A job sent `at_us` into the phase that took `lat_us`, as [`Seen::check`] records it.
