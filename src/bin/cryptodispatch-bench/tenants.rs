@@ -51,44 +51,6 @@ const REUSE_ABOVE: usize = 128 << 10;
 /// How far back [`Seen::bursts`] counts a slow job's own tenant's submissions.
 const BURST_LOOKBACK: Duration = Duration::from_micros(100);
 
-/// The weights of the backlogged tenants of `shares` (`--weights`, colon-separated).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Weights(pub Vec<u32>);
-
-impl Weights {
-    /// Each tenant's name and weight: `light` and `heavy` for the default 1:3, else t1, t2, ...
-    fn named(&self) -> Vec<(String, u32)> {
-        if self.0 == [1, 3] {
-            return vec![("light".to_owned(), 1), ("heavy".to_owned(), 3)];
-        }
-        (self.0.iter().enumerate())
-            .map(|(i, &w)| (format!("t{}", i + 1), w))
-            .collect()
-    }
-}
-
-impl std::str::FromStr for Weights {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let weights = (s.split(':'))
-            .map(|w| match w.trim().parse::<u32>() {
-                Ok(w @ 1..=1000) => Ok(w),
-                _ => Err(format!(
-                    "{w:?}: each weight is a whole number from 1 to 1000"
-                )),
-            })
-            .collect::<Result<Vec<u32>, String>>()?;
-        if !(2..=8).contains(&weights.len()) {
-            return Err(format!(
-                "{} weights: give 2 to 8, separated by colons (as 1:3)",
-                weights.len()
-            ));
-        }
-        Ok(Weights(weights))
-    }
-}
-
 /// One tenant's traffic: a job to send again and again, and the output it must give.
 struct Traffic {
     tenant: TenantId,
@@ -631,6 +593,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::Weights;
 
     #[test]
     fn a_slowdown_below_one_is_refused_before_anything_runs() {
