@@ -254,6 +254,8 @@ fn the_tenants_workload_shares_between_any_weights() {
         assert!(text.contains(&format!("target {target},")), "{text}");
     }
     assert!(text.contains("shares: t3 (weight 5)"), "{text}");
+    // Counted from when every tenant was backlogged, which the line says.
+    assert!(text.contains("shares of every tenant from "), "{text}");
 }
 
 #[test]

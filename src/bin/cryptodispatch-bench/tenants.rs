@@ -48,6 +48,12 @@ const BURST_BYTES: usize = 256 << 10;
 /// five paired runs, docs/RESULTS.md, Tenants; why was not found.)
 const REUSE_ABOVE: usize = 128 << 10;
 
+/// How much longer the `shares` phase runs than the others, for the start of its senders.
+const SHARES_LEAD: Duration = Duration::from_secs(1);
+
+/// The times of a phase's readings, and at each what every tenant had in flight.
+type Readings = (Vec<Duration>, Vec<Vec<u64>>);
+
 /// How far back [`Seen::bursts`] counts a slow job's own tenant's submissions.
 const BURST_LOOKBACK: Duration = Duration::from_micros(100);
 
@@ -395,22 +401,27 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     // Every 10 ms, how many jobs each had in flight in the service: a tenant whose clients
     // (on one core with the others') fall behind has fewer, and is served less than its
     // weight for want of work, not of turns.
-    let (seen, held): (Vec<Seen>, Vec<Vec<u64>>) = phase(|start, stop| {
+    // The phase runs a second longer than the others: the shares are counted from the first
+    // reading in which every tenant had half its window in flight (the senders start one after
+    // another, and one not yet backlogged leaves its share to the others), whole seconds.
+    let start = Instant::now();
+    let (seen, (times, held)): (Vec<Seen>, Readings) = timed(PHASE + SHARES_LEAD, |stop| {
         scope(|s| {
             let senders: Vec<_> = (shared.iter())
                 .map(|t| s.spawn(|| send(&service, t, None, true, start, stop)))
                 .collect();
             let readings = s.spawn(|| {
-                let mut held = vec![Vec::new(); shared.len()];
+                let (mut times, mut held) = (Vec::new(), vec![Vec::new(); shared.len()]);
                 while !stop.load(Relaxed) {
                     sleep(Duration::from_millis(10));
                     let tenants = service.metrics().tenants;
+                    times.push(start.elapsed());
                     for (t, h) in shared.iter().zip(&mut held) {
                         let m = tenants.iter().find(|m| m.tenant == t.tenant);
                         h.push(m.map_or(0, |m| m.jobs_in_flight));
                     }
                 }
-                held
+                (times, held)
             });
             let seen = (senders.into_iter())
                 .map(|h| h.join().expect("sender"))
@@ -418,11 +429,15 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             (seen, readings.join().expect("readings"))
         })
     });
+    let window = window_jobs(size) as u64;
+    let backlogged_at = |k: usize| held.iter().all(|h| 2 * h[k] >= window);
+    let first = (0..times.len()).find(|&k| backlogged_at(k));
+    let from = first.map_or(Duration::ZERO, |k| times[k]);
     let last = |s: &Seen| s.done.iter().map(|d| d.0).max().unwrap_or_default();
-    let until = seen.iter().map(last).min().unwrap_or_default();
-    let served: Vec<usize> = seen.iter().map(|s| s.by(until)).collect();
+    let until = seen.iter().map(last).min().unwrap_or_default().max(from);
+    let served: Vec<usize> = seen.iter().map(|s| s.by(until) - s.by(from)).collect();
     let all_served: usize = served.iter().sum();
-    let secs = until.as_secs_f64().max(1e-9);
+    let secs = (until - from).as_secs_f64().max(1e-9);
     let all = PHASE.as_secs_f64();
     let (qn, nn) = (q.done.len(), n.done.len());
     type Who<'a> = (&'a str, &'a str, u32, f64);
@@ -486,10 +501,10 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     // highest, against its weight's share within 10%.
     let total_weight: u32 = backlogged.iter().map(|b| b.1).sum();
     let per_second = |i: usize| -> (f64, f64) {
-        (0..until.as_secs())
+        (0..(until - from).as_secs())
             .map(|s| {
-                let in_second =
-                    |x: &Seen| x.by(Duration::from_secs(s + 1)) - x.by(Duration::from_secs(s));
+                let at = |s: u64| from + Duration::from_secs(s);
+                let in_second = |x: &Seen| x.by(at(s + 1)) - x.by(at(s));
                 let of_all: usize = seen.iter().map(in_second).sum();
                 in_second(&seen[i]) as f64 / of_all.max(1) as f64
             })
@@ -498,16 +513,16 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     let shares: Vec<SharesOf> = (backlogged.iter().enumerate())
         .map(|(i, (name, w))| {
             let target = f64::from(*w) / f64::from(total_weight);
-            // Readings with at least half its window of jobs in flight.
-            let window = window_jobs(size) as u64;
-            let full = held[i].iter().filter(|&&n| 2 * n >= window).count();
+            // Readings, from `from` on, with at least half its window of jobs in flight.
+            let counted = &held[i][first.unwrap_or(0)..];
+            let full = counted.iter().filter(|&&n| 2 * n >= window).count();
             SharesOf {
                 name,
                 weight: *w,
                 overall: served[i] as f64 / all_served.max(1) as f64,
                 per_second: per_second(i),
                 target,
-                held: full as f64 / held[i].len().max(1) as f64,
+                held: full as f64 / counted.len().max(1) as f64,
             }
         })
         .collect();
@@ -559,10 +574,19 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     );
     let every: Vec<String> = shares.iter().map(SharesOf::to_string).collect();
     let met = shares.iter().all(SharesOf::met);
+    let counted_from = first.map_or_else(
+        || "the start (never all backlogged at once)".to_owned(),
+        |_| {
+            format!(
+                "{} ms, when all first had half their window in flight",
+                f(from.as_secs_f64() * 1e3, 0)
+            )
+        },
+    );
     println!(
-        "shares of every tenant, overall and its lowest to highest second (target: its weight's \
-         share within 10%; a tenant seldom with half its window in flight was not kept \
-         backlogged by its clients, which share one core: try --slowdown): {}; {}",
+        "shares of every tenant from {counted_from}, overall and its lowest to highest second \
+         (target: its weight's share within 10%; a tenant seldom with half its window in flight \
+         was not kept backlogged by its clients, which share one core: try --slowdown): {}; {}",
         every.join("; "),
         if met {
             "met in every second"
