@@ -134,6 +134,70 @@ impl std::fmt::Display for SharesOf<'_> {
     }
 }
 
+/// What the `shares` scenario counts: from the first reading in which every tenant had at
+/// least half its window of jobs in flight (`first`, at `from`; the phase's start if none did)
+/// to when the first tenant stopped completing (`until`), each tenant's jobs finished
+/// (`served`) and its shares.
+struct Counted<'a> {
+    first: Option<usize>,
+    from: Duration,
+    until: Duration,
+    served: Vec<usize>,
+    shares: Vec<SharesOf<'a>>,
+}
+
+impl<'a> Counted<'a> {
+    /// From each tenant's name and weight, what it saw, and the readings of what each had in
+    /// flight (their times, and per tenant the counts); `window` is a tenant's window in jobs.
+    fn new(
+        backlogged: &'a [(String, u32)],
+        seen: &[Seen],
+        (times, held): (&[Duration], &[Vec<u64>]),
+        window: u64,
+    ) -> Self {
+        let first = (0..times.len()).find(|&k| held.iter().all(|h| 2 * h[k] >= window));
+        let from = first.map_or(Duration::ZERO, |k| times[k]);
+        let last = |s: &Seen| s.done.iter().map(|d| d.0).max().unwrap_or_default();
+        let until = seen.iter().map(last).min().unwrap_or_default().max(from);
+        let served: Vec<usize> = seen.iter().map(|s| s.by(until) - s.by(from)).collect();
+        let all_served: usize = served.iter().sum();
+        let total_weight: u32 = backlogged.iter().map(|b| b.1).sum();
+        // A tenant's lowest and highest share of the whole seconds from `from`.
+        let per_second = |i: usize| -> (f64, f64) {
+            (0..(until - from).as_secs())
+                .map(|s| {
+                    let at = |s: u64| from + Duration::from_secs(s);
+                    let in_second = |x: &Seen| x.by(at(s + 1)) - x.by(at(s));
+                    let of_all: usize = seen.iter().map(in_second).sum();
+                    in_second(&seen[i]) as f64 / of_all.max(1) as f64
+                })
+                .fold((1.0f64, 0.0f64), |(lo, hi), x| (lo.min(x), hi.max(x)))
+        };
+        let shares = (backlogged.iter().enumerate())
+            .map(|(i, (name, w))| {
+                // Readings, from `from` on, with at least half its window of jobs in flight.
+                let counted = &held[i][first.unwrap_or(0)..];
+                let full = counted.iter().filter(|&&n| 2 * n >= window).count();
+                SharesOf {
+                    name,
+                    weight: *w,
+                    overall: served[i] as f64 / all_served.max(1) as f64,
+                    per_second: per_second(i),
+                    target: f64::from(*w) / f64::from(total_weight),
+                    held: full as f64 / counted.len().max(1) as f64,
+                }
+            })
+            .collect();
+        Counted {
+            first,
+            from,
+            until,
+            served,
+            shares,
+        }
+    }
+}
+
 /// What one tenant saw: per job, when it finished (into the phase) and its latency; jobs lost.
 #[derive(Default)]
 struct Seen {
@@ -429,13 +493,13 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             (seen, readings.join().expect("readings"))
         })
     });
-    let window = window_jobs(size) as u64;
-    let backlogged_at = |k: usize| held.iter().all(|h| 2 * h[k] >= window);
-    let first = (0..times.len()).find(|&k| backlogged_at(k));
-    let from = first.map_or(Duration::ZERO, |k| times[k]);
-    let last = |s: &Seen| s.done.iter().map(|d| d.0).max().unwrap_or_default();
-    let until = seen.iter().map(last).min().unwrap_or_default().max(from);
-    let served: Vec<usize> = seen.iter().map(|s| s.by(until) - s.by(from)).collect();
+    let counted = Counted::new(
+        &backlogged,
+        &seen,
+        (&times, &held),
+        window_jobs(size) as u64,
+    );
+    let (from, until, served) = (counted.from, counted.until, &counted.served);
     let all_served: usize = served.iter().sum();
     let secs = (until - from).as_secs_f64().max(1e-9);
     let all = PHASE.as_secs_f64();
@@ -474,7 +538,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             None,
         ),
     ];
-    for (((name, w), s), &n) in backlogged.iter().zip(&seen).zip(&served) {
+    for (((name, w), s), &n) in backlogged.iter().zip(&seen).zip(served) {
         rows.push(row(
             ("shares", name, *w, capacity * 10.0),
             (n, all_served, secs),
@@ -499,33 +563,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
     }
     // Each backlogged tenant's share of each whole second while all were, its lowest and
     // highest, against its weight's share within 10%.
-    let total_weight: u32 = backlogged.iter().map(|b| b.1).sum();
-    let per_second = |i: usize| -> (f64, f64) {
-        (0..(until - from).as_secs())
-            .map(|s| {
-                let at = |s: u64| from + Duration::from_secs(s);
-                let in_second = |x: &Seen| x.by(at(s + 1)) - x.by(at(s));
-                let of_all: usize = seen.iter().map(in_second).sum();
-                in_second(&seen[i]) as f64 / of_all.max(1) as f64
-            })
-            .fold((1.0f64, 0.0f64), |(lo, hi), x| (lo.min(x), hi.max(x)))
-    };
-    let shares: Vec<SharesOf> = (backlogged.iter().enumerate())
-        .map(|(i, (name, w))| {
-            let target = f64::from(*w) / f64::from(total_weight);
-            // Readings, from `from` on, with at least half its window of jobs in flight.
-            let counted = &held[i][first.unwrap_or(0)..];
-            let full = counted.iter().filter(|&&n| 2 * n >= window).count();
-            SharesOf {
-                name,
-                weight: *w,
-                overall: served[i] as f64 / all_served.max(1) as f64,
-                per_second: per_second(i),
-                target,
-                held: full as f64 / counted.len().max(1) as f64,
-            }
-        })
-        .collect();
+    let shares = &counted.shares;
     // The isolation line names the heaviest (the last of the heaviest) tenant, as it did when
     // the shares were always 1:3.
     let heaviest = (shares.iter())
@@ -573,6 +611,7 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
         f(heaviest.target * 1.1, 3),
     );
     let every: Vec<String> = shares.iter().map(SharesOf::to_string).collect();
+    let first = counted.first;
     let met = shares.iter().all(SharesOf::met);
     let counted_from = first.map_or_else(
         || "the start (never all backlogged at once)".to_owned(),
@@ -657,6 +696,50 @@ mod tests {
             LiveArgs::try_parse_from(["live", "--workload", "tenants", "--weights", "0:1"])
                 .is_err()
         );
+    }
+
+    #[test]
+    fn shares_count_from_when_every_tenant_is_backlogged() {
+        // Weights 1:3. The first tenant's sender starts first: 10 jobs a millisecond for the
+        // first 30 ms, alone; from then on, 1 a millisecond against the other's 3, to 3030 ms.
+        let ms = Duration::from_millis;
+        let at = |t: u64| (ms(t), Duration::ZERO);
+        let mut first = Seen::default();
+        first
+            .done
+            .extend((0..30).flat_map(|t| (0..10).map(move |_| at(t))));
+        first.done.extend((30..=3030).map(at));
+        let mut second = Seen::default();
+        second
+            .done
+            .extend((30..=3030).flat_map(|t| (0..3).map(move |_| at(t))));
+        // Readings every 10 ms: the second tenant has half its window (256) in flight from the
+        // third on; the first, then and after, but for one reading in four.
+        let times: Vec<Duration> = (1..=303).map(|k| ms(10 * k)).collect();
+        let held = vec![
+            (0..303)
+                .map(|k| if k % 4 == 3 { 100 } else { 256 })
+                .collect(),
+            (0..303).map(|k| if k < 2 { 40 } else { 200 }).collect(),
+        ];
+        let names = [("a".to_owned(), 1), ("b".to_owned(), 3)];
+        let c = Counted::new(&names, &[first, second], (&times, &held), 256);
+        assert_eq!((c.first, c.from, c.until), (Some(2), ms(30), ms(3030)));
+        assert_eq!(c.served, [3000, 9000]);
+        // Three whole seconds from 30 ms, each exactly 1:3; counted from the start, the first
+        // second would give the first tenant (300 + 970) / (1270 + 2910) = 0.30.
+        let (a, b) = (&c.shares[0], &c.shares[1]);
+        assert_eq!((a.per_second, b.per_second), ((0.25, 0.25), (0.75, 0.75)));
+        assert_eq!((a.overall, a.target), (0.25, 0.25));
+        assert!(a.met() && b.met());
+        // Of the 301 readings counted, the first tenant had half its window in 226.
+        assert_eq!(b.held, 1.0);
+        assert!((a.held - 226.0 / 301.0).abs() < 1e-12, "{}", a.held);
+        // A tenant never backlogged: counted from the start, and said so by `first`.
+        let starved = vec![vec![0; 303], vec![300; 303]];
+        let again = [Seen::default(), Seen::default()];
+        let c = Counted::new(&names, &again, (&times, &starved), 256);
+        assert_eq!((c.first, c.from), (None, Duration::ZERO));
     }
 
     /// A job sent `at_us` into the phase that took `lat_us`, as [`Seen::check`] records it.
