@@ -594,7 +594,11 @@ impl ServiceBuilder {
             let max_capacity = configs.iter().map(|n| n.capacity).max().unwrap_or(0);
             let queue = NodeQueue {
                 bytes: max_capacity,
-                slots: nodes.iter().map(|n| u64::from(n.slots)).max().unwrap_or(0),
+                slots: configs
+                    .iter()
+                    .map(|n| u64::from(n.slots))
+                    .max()
+                    .unwrap_or(0),
                 packet,
             };
             layout.clusters.push((*kind, queue));
