@@ -11,11 +11,12 @@
 //! for an output), so each stream runs on a thread of tokio's blocking pool, never on an
 //! executor thread; `--max-streams` bounds how many run at once (more get
 //! `RESOURCE_EXHAUSTED`); a stream's slot is free by the time its status reaches the client,
-//! so a client may open its next stream at once. An async task reads the request stream into a small channel, which
-//! gives the client backpressure. The runner pushes every whole block it has except the last
-//! (a padded decryption must end with its final block, so one block is always held back until
-//! the input ends), in pieces of at most the packet size, keeps at most [`MAX_PENDING`] pieces
-//! in flight, and sends each output as soon as it is ready, without waiting for more input.
+//! so a client may open its next stream at once. An async task reads the request stream into
+//! a small channel, which gives the client backpressure. The runner pushes every whole block
+//! it has except the last (a padded decryption must end with its final block, so one block is
+//! always held back until the input ends), in pieces of at most the packet size, keeps at most
+//! [`MAX_PENDING`] pieces in flight, and sends each output as soon as it is ready, without
+//! waiting for more input.
 //! A failure ends the call with its status; a client that goes away drops the stream, which
 //! closes the job.
 //!
