@@ -399,6 +399,10 @@ pub(crate) const BUSY_MEMORY: Duration = Duration::from_secs(1);
 /// tenant's credit saves.
 pub(crate) const LIGHT_DEPTH: u64 = 4;
 
+/// Jobs of its size a tenant may have in flight on the core's path, and more bytes there than
+/// on the light path, before it is busy (docs/ALGORITHM.md §15.7).
+pub(crate) const CORE_BACKLOG: u64 = 16;
+
 /// The longest job that may take the light path, in node queues (docs/ALGORITHM.md §15.7).
 pub(crate) const LONGEST_LIGHT: u64 = 16;
 
@@ -598,7 +602,10 @@ impl TenantState {
         } else {
             queue.held(bytes)
         };
-        if self.counters.in_flight().1.saturating_sub(light) > limit {
+        let core = self.counters.in_flight().1.saturating_sub(light);
+        let backlogged =
+            bytes <= burst && core > bytes.saturating_mul(CORE_BACKLOG) && core > light;
+        if core > limit || backlogged {
             self.busy_at.store(self.stamp(Instant::now()), Relaxed);
             return Err(Kept::Busy);
         }
@@ -1243,8 +1250,28 @@ mod tests {
         // A node queue of 1000 bytes holds 64 packets: 640 bytes of jobs of 10.
         let t = state(TenantSpec::new("short jobs"));
         assert_eq!(q(1000).held(10), 640);
-        // 64 such jobs on the core's path: not busy; 65, busy, though within 1000 bytes.
+        // With more of its bytes on the light path than on the core's, 64 such jobs on the
+        // core's path: not busy; 65, busy, though within 1000 bytes.
+        let light: Vec<Lease> = (0..70)
+            .map(|_| {
+                let mut l = t.try_enter(10).unwrap();
+                l.set_light(true);
+                l
+            })
+            .collect();
         let mut core: Vec<Lease> = (0..64).map(|_| t.try_enter(10).unwrap()).collect();
+        assert!(t.take_light(10, q(1000), || 0.0));
+        assert!(!t.recently_busy());
+        core.push(t.try_enter(10).unwrap());
+        assert!(!t.take_light(10, q(1000), || 0.0));
+        assert!(t.recently_busy());
+        drop((core, light));
+        // With more on the core's path than on the light path, CORE_BACKLOG such jobs there:
+        // not busy; one more, busy (backlogged in the core).
+        let t = state(TenantSpec::new("short jobs, backlogged"));
+        let mut core: Vec<Lease> = (0..CORE_BACKLOG)
+            .map(|_| t.try_enter(10).unwrap())
+            .collect();
         assert!(t.take_light(10, q(1000), || 0.0));
         assert!(!t.recently_busy());
         core.push(t.try_enter(10).unwrap());

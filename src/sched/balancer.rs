@@ -169,6 +169,15 @@ fn max_room(status: &[NodeStatus]) -> u64 {
     status.iter().map(NodeStatus::room).max().unwrap_or(0)
 }
 
+/// Whether every node up holds at least as many packets as it has lanes: enough to keep it
+/// busy, so that holding a tenant back leaves no node without work.
+fn every_node_busy(status: &[NodeStatus]) -> bool {
+    status
+        .iter()
+        .filter(|s| !s.is_down())
+        .all(|s| s.queued_packets() >= s.lanes())
+}
+
 /// Whether some node is up with nothing queued (not even a packet in service).
 fn any_idle(status: &[NodeStatus]) -> bool {
     status
@@ -361,6 +370,8 @@ impl Balancer {
     ) -> usize {
         let ClusterNodes { status, queues } = nodes;
         flows.end_pass();
+        // Constant through the pass: a tenant that empties here still has packets placed.
+        let active = flows.active_tenants();
         let mut placed = 0;
         let mut idle_turns = 0;
         // Only a placement changes the nodes' room.
@@ -380,6 +391,7 @@ impl Balancer {
             }
             let mut sent = false;
             let mut blocked = false;
+            let mut holds_share = false;
             let mut next = Some(meta);
             while let Some(meta) = next {
                 if !flows.head_affordable(&meta) {
@@ -390,11 +402,16 @@ impl Balancer {
                     debug_assert!(sent, "a flow's turn found spent at its start: {meta:?}");
                     break;
                 }
+                if active > 1 && every_node_busy(status) && flows.past_its_share(&meta) {
+                    holds_share = true;
+                    break;
+                }
                 match self.target(&meta, status, flows.len()) {
                     Ok(n) if status[n].has_room(meta.len) => {
                         let Some(packet) = flows.take_head() else {
                             break;
                         };
+                        flows.placed(&packet.meta);
                         self.place(n, packet, status, queues, out);
                         placed += 1;
                         sent = true;
@@ -410,6 +427,16 @@ impl Balancer {
                         break;
                     }
                 }
+            }
+            if holds_share {
+                // The tenant waits, its turn and its flows' kept, until a packet of its own
+                // leaves a node; the other tenants' packets go on.
+                flows.set_aside();
+                if sent {
+                    idle_turns = 0;
+                    room = max_room(status);
+                }
+                continue;
             }
             // A flow that emptied has left the ring already; one still at the front ends its
             // turn.

@@ -23,6 +23,11 @@
 //! docs/ALGORITHM.md §15.7): a tenant that comes in with a grant goes ahead of the tenants
 //! whose turns carry none, and among those that carry one, by the grant's rank.
 //!
+//! What a node holds it serves in order, so the turns alone do not share the nodes by weight
+//! when a tenant has less waiting than its turn places: the flows count each tenant's bytes
+//! placed on the nodes, and the balancer sets a tenant aside while it holds more than its
+//! weighted share of them ([`Flows::past_its_share`]; docs/ALGORITHM.md §15.7).
+//!
 //! A packet costs its length, and at least one byte, so empty packets (an Ed25519 job with an
 //! empty message) take their turn like any other.
 //!
@@ -74,6 +79,8 @@ struct Tenant {
     misses: usize,
     /// The rank of the grant ([`Flows::grant`]) the current turn carries, if it does.
     grant: Option<i64>,
+    /// What its packets waiting cost, together.
+    bytes: u64,
 }
 
 /// The flows of one cluster.
@@ -91,6 +98,9 @@ pub(crate) struct Flows<D> {
     /// Bytes granted to tenants with nothing waiting yet ([`grant`](Self::grant)): the
     /// deficit each starts its next turn with, and the grant's rank.
     granted: FxHashMap<TenantId, (u64, i64)>,
+    /// Bytes of each tenant's packets placed on the cluster's nodes and not yet complete
+    /// (each packet at its cost; tenants with none are not kept).
+    held: FxHashMap<TenantId, u64>,
     quantum: u64,
     waiting: usize,
 }
@@ -104,6 +114,7 @@ impl<D> Flows<D> {
             skipped: Vec::new(),
             weights: FxHashMap::default(),
             granted: FxHashMap::default(),
+            held: FxHashMap::default(),
             quantum: quantum.max(1),
             waiting: 0,
         }
@@ -177,6 +188,65 @@ impl<D> Flows<D> {
         self.tenants.entry(tenant).or_default()
     }
 
+    /// Counts a packet placed on a node as its tenant's until [`released`](Self::released).
+    pub(crate) fn placed(&mut self, meta: &PacketMeta) {
+        *self.held.entry(meta.tenant).or_default() += cost(meta);
+    }
+
+    /// A packet counted by [`placed`](Self::placed) left its node (complete, or taken off a
+    /// failed node).
+    pub(crate) fn released(&mut self, meta: &PacketMeta) {
+        if let Entry::Occupied(mut e) = self.held.entry(meta.tenant) {
+            *e.get_mut() = e.get().saturating_sub(cost(meta));
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+    }
+
+    /// How many tenants are *active*, with packets waiting or placed on a node.
+    pub(crate) fn active_tenants(&self) -> usize {
+        let placed_only = self.held.keys().filter(|t| !self.tenants.contains_key(t));
+        self.tenants.len() + placed_only.count()
+    }
+
+    /// Whether `meta`'s tenant holds more than its weighted share of what the nodes hold
+    /// (docs/ALGORITHM.md §15.7): more bytes on them, per unit of weight, than another
+    /// tenant with packets on them that the turns cannot serve by weight, by more than the
+    /// packet `meta`.
+    ///
+    /// What a node holds it serves in order, so a tenant is served in proportion to its bytes
+    /// there, as well as by its turns. The turns serve a tenant by weight only while it has
+    /// more waiting than a turn of its own takes: one with less (its clients keep fewer jobs
+    /// in flight than the nodes hold) places all it has at each turn, and then its share
+    /// follows its bytes on the nodes. Allowing the one packet keeps the rule from reordering
+    /// turns over nodes that hold only a few packets.
+    pub(crate) fn past_its_share(&self, meta: &PacketMeta) -> bool {
+        let tenant = meta.tenant;
+        let held = u128::from(self.held(tenant).saturating_sub(cost(meta)));
+        let weight = u128::from(self.weight(tenant));
+        self.held.iter().any(|(&t, &theirs)| {
+            let w = self.weight(t);
+            let waiting = self.tenants.get(&t).map_or(0, |x| x.bytes);
+            t != tenant
+                && waiting < self.quantum.saturating_mul(w)
+                // held ÷ weight > theirs ÷ their weight, without division.
+                && held * u128::from(w) > u128::from(theirs) * weight
+        })
+    }
+
+    fn held(&self, tenant: TenantId) -> u64 {
+        self.held.get(&tenant).copied().unwrap_or(0)
+    }
+
+    /// Sets the tenant at the front aside for the rest of the placement pass, its turn and
+    /// its flows' as they are: it holds its share of the nodes (docs/ALGORITHM.md §15.7).
+    pub(crate) fn set_aside(&mut self) {
+        if let Some(tenant) = self.ring.pop_front() {
+            self.skipped.push(tenant);
+        }
+    }
+
     /// Packets waiting, all flows together.
     pub(crate) fn len(&self) -> usize {
         self.waiting
@@ -192,12 +262,16 @@ impl<D> Flows<D> {
     pub(crate) fn push(&mut self, packet: Packet<D>) {
         self.waiting += 1;
         let (task, tenant) = (packet.meta.task, packet.meta.tenant);
+        let cost = cost(&packet.meta);
         match self.flows.entry(task) {
             Entry::Occupied(mut e) => e.get_mut().packets.push_back(packet),
             Entry::Vacant(e) => {
                 e.insert(Flow::of(packet));
                 self.tenant_entry(tenant, false).jobs.push_back(task);
             }
+        }
+        if let Some(t) = self.tenants.get_mut(&tenant) {
+            t.bytes += cost;
         }
     }
 
@@ -230,6 +304,9 @@ impl<D> Flows<D> {
                     e.insert(Flow::of(packet));
                     self.tenant_entry(tenant, true).jobs.push_front(task);
                 }
+            }
+            if let Some(t) = self.tenants.get_mut(&tenant) {
+                t.bytes += cost;
             }
         }
     }
@@ -303,6 +380,7 @@ impl<D> Flows<D> {
         let cost = cost(&packet.meta);
         flow.deficit = flow.deficit.saturating_sub(cost);
         t.deficit = t.deficit.saturating_sub(cost);
+        t.bytes = t.bytes.saturating_sub(cost);
         t.sent = true;
         t.misses = 0;
         if flow.packets.is_empty() {

@@ -461,6 +461,7 @@ impl<D: Payload> Scheduler<D> {
         let c = self.node_cluster[n];
         let range = self.cluster_nodes[c.index()].clone();
         self.balancers[c.index()].complete(n - range.start, &meta, &mut self.status[range]);
+        self.flows[c.index()].released(&meta);
         Ok(meta)
     }
 
@@ -494,6 +495,7 @@ impl<D: Payload> Scheduler<D> {
         let taken: Vec<PacketMeta> = self.node_queues[n].drain(..).collect();
         for meta in &taken {
             self.status[n].forget(meta);
+            self.flows[c.index()].released(meta);
         }
         let range = self.cluster_nodes[c.index()].clone();
         self.balancers[c.index()].unbind_node(n - first, &mut self.status[range]);
