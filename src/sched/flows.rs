@@ -211,25 +211,32 @@ impl<D> Flows<D> {
     }
 
     /// Whether `meta`'s tenant holds more than its weighted share of what the nodes hold
-    /// (docs/ALGORITHM.md §15.7): more bytes on them, per unit of weight, than another
-    /// tenant with packets on them that the turns cannot serve by weight, by more than the
-    /// packet `meta`.
+    /// (docs/ALGORITHM.md §15.7): both it and another tenant with packets on the nodes have
+    /// less than a turn of their own waiting, and it holds more bytes on them, per unit of
+    /// weight, than that tenant, by more than the packet `meta`.
     ///
     /// What a node holds it serves in order, so a tenant is served in proportion to its bytes
     /// there, as well as by its turns. The turns serve a tenant by weight only while it has
     /// more waiting than a turn of its own takes: one with less (its clients keep fewer jobs
     /// in flight than the nodes hold) places all it has at each turn, and then its share
-    /// follows its bytes on the nodes. Allowing the one packet keeps the rule from reordering
-    /// turns over nodes that hold only a few packets.
+    /// follows its bytes on the nodes. A tenant with more waiting is left to the turns: held
+    /// back as well, it fell below its share. Allowing the one packet keeps the rule from
+    /// reordering turns over nodes that hold only a few packets.
     pub(crate) fn past_its_share(&self, meta: &PacketMeta) -> bool {
         let tenant = meta.tenant;
+        let shallow = |t: TenantId| {
+            let waiting = self.tenants.get(&t).map_or(0, |x| x.bytes);
+            waiting < self.quantum.saturating_mul(self.weight(t))
+        };
+        if !shallow(tenant) {
+            return false;
+        }
         let held = u128::from(self.held(tenant).saturating_sub(cost(meta)));
         let weight = u128::from(self.weight(tenant));
         self.held.iter().any(|(&t, &theirs)| {
             let w = self.weight(t);
-            let waiting = self.tenants.get(&t).map_or(0, |x| x.bytes);
             t != tenant
-                && waiting < self.quantum.saturating_mul(w)
+                && shallow(t)
                 // held ÷ weight > theirs ÷ their weight, without division.
                 && held * u128::from(w) > u128::from(theirs) * weight
         })
