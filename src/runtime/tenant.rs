@@ -518,7 +518,9 @@ impl TenantState {
     /// its allowance: the tenant's bytes in flight on the core's path, this job's included, fit in
     /// a node queue of jobs of its size ([`NodeQueue::held`]: `queue.bytes`, the node's capacity,
     /// or less where the node's packet bound fills first; over it, the tenant is marked
-    /// [busy](Self::recently_busy) for [`BUSY_MEMORY`]), and its light credit covers the job. The
+    /// [busy](Self::recently_busy) for [`BUSY_MEMORY`]; so it is, for a job of at most
+    /// `queue.bytes`, with more than [`CORE_BACKLOG`] jobs of its size there and more bytes
+    /// there than on the light path), and its light credit covers the job. The
     /// credit refills at `rate()` bytes per second (the tenant's weighted share of the cluster's
     /// speed, asked for only past the first test) up to [`LIGHT_DEPTH`] such node queues; it starts
     /// at `queue.bytes`, and again after the tenant was busy. Counted in `queue.bytes` alone, 1,024

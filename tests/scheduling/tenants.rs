@@ -249,6 +249,73 @@ fn a_tenant_left_alone_after_its_turn_ran_out_mid_job_is_still_placed() {
     }
 }
 
+/// The first of two tenants' share of the jobs served in a closed loop: each keeps its window
+/// of one-packet jobs of 128 bytes in flight, sending another as one ends, on `nodes` nodes of
+/// 64 slots and 8 lanes that take turns completing their oldest packet.
+fn closed_loop_share(weights: [u32; 2], window: [u64; 2], nodes: usize) -> f64 {
+    use cryptodispatch::packet::{ClusterId, Len, NodeId, Packet, PacketMeta, TaskId};
+    use cryptodispatch::sched::{ClusterConfig, NodeConfig, SchedConfig, Scheduler};
+
+    const LEN: u64 = 128;
+    let node = NodeConfig::new(UnitTimes::uniform(1.0), 128 * 1024)
+        .with_slots(64)
+        .with_lanes(8);
+    let config = SchedConfig {
+        clusters: vec![ClusterConfig {
+            nodes: vec![node; nodes],
+            queue_len: 4096,
+            max_packet: 16 * 1024,
+        }],
+        wait_queue_len: 0,
+        affinity: Affinity::InFlight,
+        unit_len: LEN,
+        admission: Admission::Fair,
+    };
+    let mut s: Scheduler<Len> = Scheduler::new(config, &PolicySpec::default()).unwrap();
+    let tenants = [TenantId(1), TenantId(2)];
+    for (t, w) in tenants.iter().zip(weights) {
+        s.set_tenant_weight(*t, w).unwrap();
+    }
+    let mut next_task = 0u64;
+    let mut send = |s: &mut Scheduler<Len>, tenant: TenantId| {
+        next_task += 1;
+        let meta = PacketMeta::new(TaskId(next_task), Cmd::Encrypt, ClusterId(0))
+            .at(0, true)
+            .tenant(tenant);
+        s.arrive(Packet::new(meta, Len(LEN)))
+            .unwrap_or_else(|_| panic!("refused"));
+    };
+    for (&t, &n) in tenants.iter().zip(&window) {
+        for _ in 0..n {
+            send(&mut s, t);
+        }
+    }
+    let mut served = [0u64; 2];
+    for i in 0..40_000usize {
+        let node = NodeId((i % nodes) as u32);
+        let Ok(meta) = s.complete(node) else {
+            continue;
+        };
+        let k = usize::from(meta.tenant == tenants[1]);
+        if i >= 10_000 {
+            served[k] += 1;
+        }
+        send(&mut s, tenants[k]);
+    }
+    served[0] as f64 / (served[0] + served[1]) as f64
+}
+
+/// Asserts the first tenant's closed-loop share is its weight's within 10%.
+fn assert_closed_loop_share(weights: [u32; 2], window: [u64; 2], nodes: usize) {
+    let share = closed_loop_share(weights, window, nodes);
+    let want = f64::from(weights[0]) / f64::from(weights[0] + weights[1]);
+    assert!(
+        (share - want).abs() <= want * 0.1,
+        "weights {weights:?}, windows of {window:?} on {nodes} node(s): the first tenant's \
+         share {share:.3} against {want:.3}"
+    );
+}
+
 /// Tenants whose clients keep a window of jobs in flight, each job sent again as one ends (a
 /// closed loop), are served by weight even when the windows fit in the node queue: what a node
 /// holds it serves in order, so without a bound on each tenant's part of it the shares would
@@ -257,71 +324,25 @@ fn a_tenant_left_alone_after_its_turn_ran_out_mid_job_is_still_placed() {
 /// 0.29 against 0.25 with 24 jobs per tenant; docs/RESULTS.md, Tenants.)
 #[test]
 fn closed_loop_tenants_share_by_weight_when_their_windows_fill_the_node_queue() {
-    use cryptodispatch::packet::{ClusterId, Len, NodeId, Packet, PacketMeta, TaskId};
-    use cryptodispatch::sched::{ClusterConfig, NodeConfig, SchedConfig, Scheduler};
-
-    const LEN: u64 = 128;
     for (weights, window, nodes) in [
-        ([1u32, 3], 64u64, 1usize),
-        ([1, 3], 40, 2),
-        ([3, 1], 96, 1),
-        ([1, 10], 64, 1),
-        ([2, 7], 128, 2),
-        ([1, 1], 16, 2),
+        ([1u32, 3], [64u64, 64], 1usize),
+        ([1, 3], [40, 40], 2),
+        ([3, 1], [96, 96], 1),
+        ([1, 10], [64, 64], 1),
+        ([2, 7], [128, 128], 2),
+        ([1, 1], [16, 16], 2),
     ] {
-        let node = NodeConfig::new(UnitTimes::uniform(1.0), 128 * 1024)
-            .with_slots(64)
-            .with_lanes(8);
-        let config = SchedConfig {
-            clusters: vec![ClusterConfig {
-                nodes: vec![node; nodes],
-                queue_len: 4096,
-                max_packet: 16 * 1024,
-            }],
-            wait_queue_len: 0,
-            affinity: Affinity::InFlight,
-            unit_len: LEN,
-            admission: Admission::Fair,
-        };
-        let mut s: Scheduler<Len> = Scheduler::new(config, &PolicySpec::default()).unwrap();
-        let tenants = [TenantId(1), TenantId(2)];
-        for (t, w) in tenants.iter().zip(weights) {
-            s.set_tenant_weight(*t, w).unwrap();
-        }
-        let mut next_task = 0u64;
-        let mut send = |s: &mut Scheduler<Len>, tenant: TenantId| {
-            next_task += 1;
-            let meta = PacketMeta::new(TaskId(next_task), Cmd::Encrypt, ClusterId(0))
-                .at(0, true)
-                .tenant(tenant);
-            s.arrive(Packet::new(meta, Len(LEN)))
-                .unwrap_or_else(|_| panic!("refused"));
-        };
-        for _ in 0..window {
-            for &t in &tenants {
-                send(&mut s, t);
-            }
-        }
-        // The nodes take turns completing their oldest packet; each completed job's tenant
-        // sends another at once.
-        let mut served = [0u64; 2];
-        for i in 0..40_000usize {
-            let node = NodeId((i % nodes) as u32);
-            let Ok(meta) = s.complete(node) else {
-                continue;
-            };
-            let k = usize::from(meta.tenant == tenants[1]);
-            if i >= 10_000 {
-                served[k] += 1;
-            }
-            send(&mut s, tenants[k]);
-        }
-        let share = served[0] as f64 / (served[0] + served[1]) as f64;
-        let want = f64::from(weights[0]) / f64::from(weights[0] + weights[1]);
-        assert!(
-            (share - want).abs() <= want * 0.1,
-            "weights {weights:?}, windows of {window} on {nodes} node(s): the first tenant's \
-             share {share:.3} against {want:.3}"
-        );
+        assert_closed_loop_share(weights, window, nodes);
     }
+}
+
+/// A known gap (docs/ALGORITHM.md §15.7, "What the nodes hold"): a tenant with more than a turn
+/// waiting (400 jobs, a turn being 128) beside a heavier one whose window is small is left to
+/// the turns, which give it about 0.67 against 0.25. The rule's first form, which held such a
+/// tenant back too, met this, but behind the daemons gave 0.19–0.21 where each tenant kept 125
+/// calls of 384 bytes. Run with `cargo test --test scheduling -- --ignored`.
+#[test]
+#[ignore = "known gap: a tenant with a deep backlog beside one with a small window"]
+fn a_deep_tenant_beside_a_small_window_shares_by_weight() {
+    assert_closed_loop_share([1, 3], [400, 64], 1);
 }
