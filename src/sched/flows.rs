@@ -26,7 +26,9 @@
 //! What a node holds it serves in order, so the turns alone do not share the nodes by weight
 //! when a tenant has less waiting than its turn places: the flows count each tenant's bytes
 //! placed on the nodes, and the balancer sets a tenant aside while it holds more than its
-//! weighted share of them ([`Flows::past_its_share`]; docs/ALGORITHM.md §15.7).
+//! weighted share of them ([`Flows::past_its_share`]; docs/ALGORITHM.md §15.7). A tenant set
+//! aside so keeps pace with the turns: each turn another tenant begins meanwhile raises its
+//! deficit to a turn of its own, so that it is held to its share by the one rule, not by both.
 //!
 //! A packet costs its length, and at least one byte, so empty packets (an Ed25519 job with an
 //! empty message) take their turn like any other.
@@ -81,6 +83,9 @@ struct Tenant {
     grant: Option<i64>,
     /// What its packets waiting cost, together.
     bytes: u64,
+    /// Set aside in this placement pass for holding its share of the nodes
+    /// ([`Flows::set_aside`]).
+    aside: bool,
 }
 
 /// The flows of one cluster.
@@ -211,16 +216,16 @@ impl<D> Flows<D> {
     }
 
     /// Whether `meta`'s tenant holds more than its weighted share of what the nodes hold
-    /// (docs/ALGORITHM.md §15.7): both it and another tenant with packets on the nodes have
-    /// less than a turn of their own waiting, and it holds more bytes on them, per unit of
-    /// weight, than that tenant, by more than the packet `meta`.
+    /// (docs/ALGORITHM.md §15.7): another tenant has packets on the nodes, one of the two has
+    /// less than a turn of its own waiting, and `meta`'s tenant holds more bytes on the nodes,
+    /// per unit of weight, than that tenant, by more than the packet `meta`.
     ///
     /// What a node holds it serves in order, so a tenant is served in proportion to its bytes
-    /// there, as well as by its turns. The turns serve a tenant by weight only while it has
-    /// more waiting than a turn of its own takes: one with less (its clients keep fewer jobs
-    /// in flight than the nodes hold) places all it has at each turn, and then its share
-    /// follows its bytes on the nodes. A tenant with more waiting is left to the turns: held
-    /// back as well, it fell below its share. Allowing the one packet keeps the rule from
+    /// there, as well as by its turns. The turns serve two tenants by weight while each has
+    /// more waiting than a turn of its own takes, and the pair is left to them. One with less
+    /// (its clients keep fewer jobs in flight than the nodes hold) places all it has at each
+    /// turn, so its share follows its bytes on the nodes, and the other, however much it has
+    /// waiting, is held to its share of them. Allowing the one packet keeps the rule from
     /// reordering turns over nodes that hold only a few packets.
     pub(crate) fn past_its_share(&self, meta: &PacketMeta) -> bool {
         let tenant = meta.tenant;
@@ -228,15 +233,13 @@ impl<D> Flows<D> {
             let waiting = self.tenants.get(&t).map_or(0, |x| x.bytes);
             waiting < self.quantum.saturating_mul(self.weight(t))
         };
-        if !shallow(tenant) {
-            return false;
-        }
+        let mine_shallow = shallow(tenant);
         let held = u128::from(self.held(tenant).saturating_sub(cost(meta)));
         let weight = u128::from(self.weight(tenant));
         self.held.iter().any(|(&t, &theirs)| {
             let w = self.weight(t);
             t != tenant
-                && shallow(t)
+                && (mine_shallow || shallow(t))
                 // held ÷ weight > theirs ÷ their weight, without division.
                 && held * u128::from(w) > u128::from(theirs) * weight
         })
@@ -248,8 +251,13 @@ impl<D> Flows<D> {
 
     /// Sets the tenant at the front aside for the rest of the placement pass, its turn and
     /// its flows' as they are: it holds its share of the nodes (docs/ALGORITHM.md §15.7).
+    /// Each turn another tenant begins in the pass raises its deficit to a turn of its own
+    /// ([`head`](Self::head)).
     pub(crate) fn set_aside(&mut self) {
         if let Some(tenant) = self.ring.pop_front() {
+            if let Some(t) = self.tenants.get_mut(&tenant) {
+                t.aside = true;
+            }
             self.skipped.push(tenant);
         }
     }
@@ -332,6 +340,9 @@ impl<D> Flows<D> {
             let &tenant = self.ring.front()?;
             let weight = self.weight(tenant);
             let quantum = self.quantum;
+            if self.tenants.get(&tenant).is_some_and(|t| !t.granted) {
+                self.keep_pace();
+            }
             let t = self.tenants.get_mut(&tenant)?;
             let &task = t.jobs.front()?;
             let flow = self.flows.get_mut(&task)?;
@@ -444,11 +455,29 @@ impl<D> Flows<D> {
         }
     }
 
-    /// Ends a placement pass: the tenants set aside by [`end_turn`](Self::end_turn) come back
-    /// to the front of the ring, in their order, their turns unfinished.
+    /// Ends a placement pass: the tenants set aside by [`end_turn`](Self::end_turn) and
+    /// [`set_aside`](Self::set_aside) come back to the front of the ring, in their order,
+    /// their turns unfinished.
     pub(crate) fn end_pass(&mut self) {
         for tenant in self.skipped.drain(..).rev() {
+            if let Some(t) = self.tenants.get_mut(&tenant) {
+                t.aside = false;
+            }
             self.ring.push_front(tenant);
+        }
+    }
+
+    /// A turn begins: each tenant set aside for holding its share of the nodes has its
+    /// deficit raised to a turn of its own (never above what it had), as if its next turn had
+    /// come too. The rule on what the nodes hold holds it to its share; without this the
+    /// turns the others take meanwhile would hold it back a second time, below its share
+    /// (docs/ALGORITHM.md §15.7).
+    fn keep_pace(&mut self) {
+        for tenant in &self.skipped {
+            let turn = self.quantum.saturating_mul(self.weight(*tenant));
+            if let Some(t) = self.tenants.get_mut(tenant).filter(|t| t.aside) {
+                t.deficit = t.deficit.max(turn);
+            }
         }
     }
 
@@ -514,6 +543,32 @@ mod tests {
             }
         }
         order
+    }
+
+    /// A tenant set aside for holding its share keeps pace with the turns others begin
+    /// meanwhile: back at the front, it has a whole turn of its own, not what was left of
+    /// the turn it was in.
+    #[test]
+    fn a_tenant_set_aside_for_its_share_keeps_pace_with_the_turns() {
+        let mut flows = Flows::new(1024);
+        flows.set_weight(TenantId(1), 2);
+        for seq in 0..6 {
+            flows.push(of_tenant(1, 1, seq, 1024));
+            flows.push(of_tenant(2, 2, seq, 1024));
+        }
+        // Tenant 1's turn (2048 bytes) places one packet; then it holds its share.
+        assert_eq!(flows.head().unwrap().0, TaskId(1));
+        assert_eq!(flows.take_head().unwrap().meta.task, TaskId(1));
+        flows.set_aside();
+        // Tenant 2 begins a turn in the same pass.
+        assert_eq!(flows.head().unwrap().0, TaskId(2));
+        assert_eq!(flows.take_head().unwrap().meta.task, TaskId(2));
+        flows.end_pass();
+        let order: Vec<u64> = serve(&mut flows).iter().map(|&(t, _)| t).collect();
+        // Tenant 1 is back at the front with a whole turn, two packets (left as it was, one),
+        // then tenant 2's turn, spent, ends and tenant 1's next turn places two more. (Kept
+        // as it was, the one packet left, then the next turn's two: 1, 1, 1, 2.)
+        assert_eq!(order[..5], [1, 1, 1, 1, 2]);
     }
 
     #[test]
