@@ -218,15 +218,17 @@ impl<D> Flows<D> {
     /// Whether `meta`'s tenant holds more than its weighted share of what the nodes hold
     /// (docs/ALGORITHM.md §15.7): another tenant has packets on the nodes, one of the two has
     /// less than a turn of its own waiting, and `meta`'s tenant holds more bytes on the nodes,
-    /// per unit of weight, than that tenant, by more than the packet `meta`.
+    /// per unit of weight, than that tenant, by more than half the packet `meta`.
     ///
     /// What a node holds it serves in order, so a tenant is served in proportion to its bytes
     /// there, as well as by its turns. The turns serve two tenants by weight while each has
     /// more waiting than a turn of its own takes, and the pair is left to them. One with less
     /// (its clients keep fewer jobs in flight than the nodes hold) places all it has at each
     /// turn, so its share follows its bytes on the nodes, and the other, however much it has
-    /// waiting, is held to its share of them. Allowing the one packet keeps the rule from
-    /// reordering turns over nodes that hold only a few packets.
+    /// waiting, is held to its share of them. Allowing half a packet keeps two even tenants
+    /// from holding each other back, and a tenant of long packets from being held at one while
+    /// the other's short ones are not yet placed; a whole packet allowed put the lighter of
+    /// two tenants, whose share is a few packets, a packet over it.
     pub(crate) fn past_its_share(&self, meta: &PacketMeta) -> bool {
         let tenant = meta.tenant;
         let shallow = |t: TenantId| {
@@ -234,7 +236,7 @@ impl<D> Flows<D> {
             waiting < self.quantum.saturating_mul(self.weight(t))
         };
         let mine_shallow = shallow(tenant);
-        let held = u128::from(self.held(tenant).saturating_sub(cost(meta)));
+        let held = u128::from(self.held(tenant).saturating_sub(cost(meta) / 2));
         let weight = u128::from(self.weight(tenant));
         self.held.iter().any(|(&t, &theirs)| {
             let w = self.weight(t);

@@ -119,6 +119,10 @@ pub struct ScaleoutArgs {
     /// 1024 [default: 1 MiB of calls, at least 16: 16 of the default 64 KiB, 256 of 4 KiB]
     #[arg(long)]
     pub tenant_backlog: Option<usize>,
+    /// `tenants`: calls the tenant of weight 1 keeps in flight per daemon in `shares`, when it
+    /// differs from the other's (`--tenant-backlog`), at most 1024
+    #[arg(long)]
+    pub w1_backlog: Option<usize>,
     /// `tenants`: the quiet tenant's offered load, as a fraction of its fair share
     #[arg(long, default_value_t = 0.2)]
     pub quiet_load: f64,
@@ -420,6 +424,7 @@ pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
         || args.jobs == 0
         || args.repeat == 0
         || !(1..=1024).contains(&args.tenant_backlog.unwrap_or(1))
+        || !(1..=1024).contains(&args.w1_backlog.unwrap_or(1))
         || args.noisy_open == 0
         || !(1..=1024).contains(&args.quiet_burst)
         || !(args.tenant_secs >= 1.0 && args.tenant_secs <= 3600.0)
@@ -428,8 +433,8 @@ pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
         return Err(format!(
             "--job-bytes must be a positive multiple of 16, at most {MAX_JOB_BYTES} (the \
              daemons' request limit); --jobs, --concurrency, --repeat and --noisy-open \
-             positive; --tenant-backlog and --quiet-burst from 1 to 1024; --tenant-secs from 1 to \
-             3600; --quiet-load above 0 and at most 1"
+             positive; --tenant-backlog, --w1-backlog and --quiet-burst from 1 to 1024; \
+             --tenant-secs from 1 to 3600; --quiet-load above 0 and at most 1"
         ));
     }
     let mut wanted: Vec<&'static str> = Vec::new();

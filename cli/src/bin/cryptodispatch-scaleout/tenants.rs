@@ -15,7 +15,8 @@
 //! Three runs on the same daemons, each `--tenant-secs` long:
 //! - `shares`: tenants `w1` (weight 1) and `w3` (weight 3) both backlogged, each keeping
 //!   `--tenant-backlog` calls of `--job-bytes` in flight per daemon (by default 1 MiB of
-//!   them, at least 16 calls). The bytes each is served
+//!   them, at least 16 calls; `--w1-backlog` gives `w1` a window of its own). The bytes each
+//!   is served
 //!   are counted per second (each whole second after the first, the ramp-up) where they are
 //!   served: both daemons' `cryptodispatch_tenant_bytes_served_total`, which counts each
 //!   packet as it finishes, read every 100 ms. The target is each tenant's share of every
@@ -571,6 +572,7 @@ pub fn measure(
 
         // Shares: both backlogged.
         let open = tenant_backlog(args) * DAEMONS;
+        let open_w1 = args.w1_backlog.map_or(open, |n| n * DAEMONS);
         let (t1, t3) = (new_tally(), new_tally());
         let start = Instant::now();
         let until = start + run;
@@ -582,7 +584,7 @@ pub fn measure(
             closed_loop(
                 client("w1")?,
                 Arc::clone(&big),
-                open,
+                open_w1,
                 Arc::clone(&t1),
                 start,
                 until
