@@ -177,6 +177,7 @@ pub struct ServiceBuilder {
     stream_outputs: usize,
     inline_limit: usize,
     light_path: bool,
+    idle_poll: Option<Duration>,
     aes_implementation: Option<AesImpl>,
 }
 
@@ -197,6 +198,7 @@ impl Default for ServiceBuilder {
             stream_outputs: 64,
             inline_limit: Self::DEFAULT_INLINE_LIMIT,
             light_path: false,
+            idle_poll: None,
             aes_implementation: None,
         }
     }
@@ -230,6 +232,10 @@ impl ServiceBuilder {
     /// The default of [`max_attempts`](Self::max_attempts): a packet whose node fails runs
     /// once more, on another node.
     pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
+
+    /// The default of [`idle_poll`](Self::idle_poll) with the [light path](Self::light_path)
+    /// on: 10 ms (none with it off).
+    pub const DEFAULT_IDLE_POLL: Duration = Duration::from_millis(10);
 
     /// How many times [`inline_limit`](Self::inline_limit) a job of a parallel AES operation
     /// (ECB, CBC and CFB decryption, CTR) may be and still run inline: the cipher's parallel
@@ -437,6 +443,33 @@ impl ServiceBuilder {
         self
     }
 
+    /// How long, at most, a node's worker goes on looking for work once its queues are
+    /// empty before it sleeps, beyond the 50 µs it always looks. It earns that time by
+    /// working, a microsecond of looking for each microsecond of work, up to `max`, and spends
+    /// it looking (yielding its core between looks to any other thread that wants it), so
+    /// that looking costs a node at most as much of its core as its work did, and nothing
+    /// once it has been idle a while. A sleeping node's wake-up costs tens to hundreds of
+    /// microseconds on a virtual machine whose core has been idle for milliseconds, more than
+    /// a small job's whole time; a node that looks through the gaps of a busy client's
+    /// traffic takes a quiet tenant's light job at once (docs/ALGORITHM.md §15.7, "A node
+    /// that looks before it sleeps"). Default: [`DEFAULT_IDLE_POLL`](Self::DEFAULT_IDLE_POLL)
+    /// with the light path on, none with it off; `Duration::ZERO` turns it off.
+    pub fn idle_poll(mut self, max: Duration) -> Self {
+        self.idle_poll = Some(max);
+        self
+    }
+
+    /// The most a node looks for work before it sleeps, as set, or by default
+    /// [`DEFAULT_IDLE_POLL`](Self::DEFAULT_IDLE_POLL) with the light path on and nothing
+    /// without ([`idle_poll`](Self::idle_poll)).
+    fn idle_poll_most(&self) -> Duration {
+        self.idle_poll.unwrap_or(if self.light_path {
+            Self::DEFAULT_IDLE_POLL
+        } else {
+            Duration::ZERO
+        })
+    }
+
     /// Each cluster's admission bounds, packets and bytes: as set, or by default
     /// [`DEFAULT_FAIR_RECEIVE_PACKETS`](Self::DEFAULT_FAIR_RECEIVE_PACKETS) packets under fair
     /// admission ([`DEFAULT_RECEIVE_QUEUE_LEN`](Self::DEFAULT_RECEIVE_QUEUE_LEN) under first
@@ -485,6 +518,7 @@ impl ServiceBuilder {
             return Err(BuildError::ZeroBound("max_attempts"));
         }
         let cores = core_affinity::get_core_ids().unwrap_or_default();
+        let idle_poll = self.idle_poll_most();
         let clusters = if self.clusters.is_empty() {
             let all: Vec<NodeSpec> = (0..cores.len().max(1))
                 .map(|c| {
@@ -525,6 +559,7 @@ impl ServiceBuilder {
             stream_outputs: self.stream_outputs,
             inline_limit: self.inline_limit,
             light_path: self.light_path,
+            idle_poll,
             fold_padding: false,
             aes_impls,
         };
@@ -737,5 +772,20 @@ mod tests {
         assert_eq!(both.receive_bounds(), (16, 1000));
         let packet = ServiceBuilder::default().packet_size(4096);
         assert_eq!(packet.receive_bounds(), (8192, 1024 * 4096));
+    }
+
+    #[test]
+    fn nodes_look_for_work_before_they_sleep_by_default_only_with_the_light_path() {
+        let ms = Duration::from_millis;
+        assert_eq!(ServiceBuilder::default().idle_poll_most(), Duration::ZERO);
+        let light = ServiceBuilder::default().light_path(true);
+        assert_eq!(light.idle_poll_most(), ServiceBuilder::DEFAULT_IDLE_POLL);
+        // Set, it is what was set, in either order and with the light path on or off.
+        assert_eq!(light.idle_poll(ms(2)).idle_poll_most(), ms(2));
+        let set = ServiceBuilder::default().idle_poll(ms(3));
+        assert_eq!(set.clone().idle_poll_most(), ms(3));
+        assert_eq!(set.light_path(true).idle_poll_most(), ms(3));
+        let off = ServiceBuilder::default().idle_poll(Duration::ZERO);
+        assert_eq!(off.light_path(true).idle_poll_most(), Duration::ZERO);
     }
 }

@@ -43,7 +43,7 @@ use crossbeam_utils::CachePadded;
 use crate::packet::{ClusterId, Cmd, NodeId, Packet, TaskId, TenantId, UnitTimes};
 use crate::runtime::backlog::Backlog;
 use crate::runtime::error::{JobError, TenantError};
-use crate::runtime::hand::{NodeHand, SPIN, back_off};
+use crate::runtime::hand::{IdlePoll, NodeHand, back_off};
 use crate::runtime::health::NodeHealth;
 use crate::runtime::ids::{ClusterKind, TaskIds};
 use crate::runtime::keys::KeyStore;
@@ -911,8 +911,8 @@ impl Engine {
     /// turn (with refreshed unit-time estimates), then take the packets now queued on the
     /// node, up to `max`, into its hand ([`NodeHealth::hand`]). With none queued, the worker
     /// spins for a while (a wake-up costs more than a short spin on a busy machine; see
-    /// [`SPIN`]) and then sleeps. Returns `false` when the service is stopping and the node's
-    /// queue is empty.
+    /// [`SPIN`](crate::runtime::hand::SPIN)), longer by the credit its work has earned in `poll`, and then sleeps.
+    /// Returns `false` when the service is stopping and the node's queue is empty.
     ///
     /// `generation` is the node generation the worker's unreported completions belong to;
     /// completions of an older generation (the node failed since) are not reported to the
@@ -925,6 +925,7 @@ impl Engine {
         generation: &mut u64,
         estimates: &mut Vec<(Cmd, f64)>,
         max: usize,
+        poll: &mut IdlePoll,
     ) -> bool {
         let n = node.index();
         let (shard, local) = self.node_shard(node);
@@ -997,16 +998,18 @@ impl Engine {
             // Spin outside the lock, watching the node's queues; then sleep.
             drop(e);
             let start = Instant::now();
+            let limit = poll.limit();
             while self.queued[n].load(Ordering::Relaxed) == 0
                 && !light()
                 && !self.stopping.load(Ordering::Relaxed)
-                && start.elapsed() < SPIN
+                && start.elapsed() < limit
             {
                 for _ in 0..64 {
                     std::hint::spin_loop();
                 }
                 std::thread::yield_now();
             }
+            poll.looked(start.elapsed());
             let Some(again) = self.lock_for_turn(shard, hand) else {
                 return true;
             };
@@ -1023,7 +1026,7 @@ impl Engine {
 
     /// The cluster's lock, for a worker's turn. While light jobs come (§15.7), a worker
     /// whose lock is held by another thread (a submitter, perhaps descheduled in the middle)
-    /// does not sleep on it: it tries again, spinning for [`SPIN`] and then yielding its core
+    /// does not sleep on it: it tries again, spinning for [`SPIN`](crate::runtime::hand::SPIN) and then yielding its core
     /// between tries, and gives up as soon as light packets wait on its node (`None`): they
     /// run first, and the turn is taken after. A worker asleep on the lock waited as long as
     /// the holder was descheduled, the light packets behind it (docs/RESULTS.md, Tenants).

@@ -430,6 +430,42 @@ fn whole(p: &Packet<PacketData>) -> bool {
 /// other threads on the core.
 pub(crate) const SPIN: Duration = Duration::from_micros(50);
 
+/// How long a node's worker, its queues empty, looks for work before it sleeps: [`SPIN`], or
+/// longer by the credit its work has earned, a microsecond of looking for each of work, up to
+/// a most (`ServiceBuilder::idle_poll`). Looking costs the node at most as much of its core
+/// as its work did, and after a long idle time no more than [`SPIN`] (docs/ALGORITHM.md
+/// §15.7, "A node that looks before it sleeps").
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IdlePoll {
+    credit: Duration,
+    most: Duration,
+}
+
+impl IdlePoll {
+    /// No credit yet, and at most `most` of it.
+    pub(crate) fn new(most: Duration) -> Self {
+        IdlePoll {
+            credit: Duration::ZERO,
+            most,
+        }
+    }
+
+    /// The worker worked for `d`: as much again of looking, up to the most.
+    pub(crate) fn worked(&mut self, d: Duration) {
+        self.credit = (self.credit + d).min(self.most);
+    }
+
+    /// How long the worker looks before it sleeps, this time.
+    pub(crate) fn limit(&self) -> Duration {
+        SPIN.max(self.credit)
+    }
+
+    /// The worker looked for `d`.
+    pub(crate) fn looked(&mut self, d: Duration) {
+        self.credit = self.credit.saturating_sub(d);
+    }
+}
+
 /// One pause of a worker that tries a lock again rather than sleep on it, having begun at
 /// `began`: a spin while [`SPIN`] has not passed, a yield of its core after (the holder may be
 /// waiting for that core: a node that shares its core with clients gives it up).
@@ -471,6 +507,31 @@ mod tests {
             (!set.is_empty()).then(|| set.iter().map(|p| p.meta.task.0).collect())
         })
         .collect()
+    }
+
+    #[test]
+    fn a_worker_looks_for_work_as_long_as_it_has_worked_up_to_the_most() {
+        let ms = Duration::from_millis;
+        let mut poll = IdlePoll::new(ms(10));
+        // Nothing earned: the usual spin.
+        assert_eq!(poll.limit(), SPIN);
+        poll.worked(ms(3));
+        assert_eq!(poll.limit(), ms(3));
+        poll.looked(ms(2));
+        assert_eq!(poll.limit(), ms(1));
+        // Spent: the usual spin again, never less.
+        poll.looked(ms(5));
+        assert_eq!(poll.limit(), SPIN);
+        // A long stretch of work earns no more than the most.
+        poll.worked(ms(60));
+        assert_eq!(poll.limit(), ms(10));
+        poll.looked(ms(4));
+        poll.worked(ms(1));
+        assert_eq!(poll.limit(), ms(7));
+        // Off: work earns nothing beyond the usual spin.
+        let mut off = IdlePoll::new(Duration::ZERO);
+        off.worked(ms(60));
+        assert_eq!(off.limit(), SPIN);
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub(crate) struct Layout {
     pub(crate) inline_limit: usize,
     /// Whether small jobs of tenants within their share take the light path (§15.7).
     pub(crate) light_path: bool,
+    /// The most a node's worker looks for work beyond [`SPIN`](crate::runtime::hand::SPIN)
+    /// before it sleeps, earned by its work ([`IdlePoll`](crate::runtime::hand::IdlePoll)).
+    pub(crate) idle_poll: Duration,
     /// Whether an encryption's padding block rides in its last packet (every AES node can
     /// hold a packet and a block; see [`Cutting`]).
     pub(crate) fold_padding: bool,

@@ -33,11 +33,11 @@ use crate::runtime::error::JobError;
 use crate::runtime::exec::{
     PacketSet, Pause, States, is_chain_run, reads_stored_chain, run_set, take_set,
 };
-use crate::runtime::hand::{LIGHT_QUEUES, NodeHand, Running};
+use crate::runtime::hand::{IdlePoll, LIGHT_QUEUES, NodeHand, Running};
 use crate::runtime::health::{NodeHealth, own_thread_id, stall_limit};
 use crate::runtime::ids::ClusterKind;
 use crate::runtime::metrics::LocalCounters;
-use crate::runtime::slow::{SLOWDOWN_SPIN, SlowCore, emulate_slowdown};
+use crate::runtime::slow::{SLOWDOWN_SPIN, SlowCore, WorkClock, emulate_slowdown};
 use crate::runtime::work::{PacketData, PartOutput};
 
 /// What a worker needs to know about its node.
@@ -148,7 +148,17 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
     // Buffers of retry copies no longer needed, for the next set's copies: at most a set's
     // worth, each as large as the largest packet copied.
     let mut spare: Vec<bytes::BytesMut> = Vec::new();
-    while engine.worker_turn(spec.node, &mut generation, &mut estimates, MAX_BATCH) {
+    // Looking for work before sleeping, earned by working (`ServiceBuilder::idle_poll`).
+    let mut poll = IdlePoll::new(engine.layout.idle_poll);
+    while engine.worker_turn(
+        spec.node,
+        &mut generation,
+        &mut estimates,
+        MAX_BATCH,
+        &mut poll,
+    ) {
+        // Its CPU time: a slowed node's emulated waits earn no looking.
+        let working = WorkClock::start();
         loop {
             if faults.exit_now() {
                 return;
@@ -249,6 +259,7 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 }
             }
         }
+        poll.worked(working.work());
     }
 }
 
