@@ -157,8 +157,9 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         MAX_BATCH,
         &mut poll,
     ) {
-        // Its CPU time: a slowed node's emulated waits earn no looking.
-        let working = WorkClock::start();
+        // Its CPU time: a slowed node's emulated waits earn no looking. Read only where
+        // looking is on: the thread's CPU clock is a system call, twice a turn.
+        let working = (!engine.layout.idle_poll.is_zero()).then(WorkClock::start);
         loop {
             if faults.exit_now() {
                 return;
@@ -259,7 +260,9 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
                 }
             }
         }
-        poll.worked(working.work());
+        if let Some(working) = working {
+            poll.worked(working.work());
+        }
     }
 }
 
