@@ -216,19 +216,21 @@ impl<D> Flows<D> {
     }
 
     /// Whether `meta`'s tenant holds more than its weighted share of what the nodes hold
-    /// (docs/ALGORITHM.md §15.7): another tenant has packets on the nodes, one of the two has
-    /// less than a turn of its own waiting, and `meta`'s tenant holds more bytes on the nodes,
-    /// per unit of weight, than that tenant, by more than half the packet `meta`.
+    /// (docs/ALGORITHM.md §15.7): it has packets on the nodes, so has another tenant, one of
+    /// the two has less than a turn of its own waiting, and with half the packet `meta` added
+    /// to each, `meta`'s tenant holds more bytes on the nodes per unit of weight than the other.
     ///
     /// What a node holds it serves in order, so a tenant is served in proportion to its bytes
     /// there, as well as by its turns. The turns serve two tenants by weight while each has
     /// more waiting than a turn of its own takes, and the pair is left to them. One with less
     /// (its clients keep fewer jobs in flight than the nodes hold) places all it has at each
     /// turn, so its share follows its bytes on the nodes, and the other, however much it has
-    /// waiting, is held to its share of them. Allowing half a packet keeps two even tenants
-    /// from holding each other back, and a tenant of long packets from being held at one while
-    /// the other's short ones are not yet placed; a whole packet allowed put the lighter of
-    /// two tenants, whose share is a few packets, a packet over it.
+    /// waiting, is held to its share of them. The half packet on both sides keeps two tenants
+    /// at their shares from both being held (of two tenants, only the one further over its
+    /// share is) and is not biased toward either: half a packet allowed to the tenant that
+    /// asks, the earlier form, put the lighter of two tenants, whose share is a few packets
+    /// when the windows are small, most of a packet over it. A tenant with nothing on the nodes
+    /// is never held, so one of long packets places one beside the other's short ones.
     pub(crate) fn past_its_share(&self, meta: &PacketMeta) -> bool {
         let tenant = meta.tenant;
         let shallow = |t: TenantId| {
@@ -236,14 +238,19 @@ impl<D> Flows<D> {
             waiting < self.quantum.saturating_mul(self.weight(t))
         };
         let mine_shallow = shallow(tenant);
-        let held = u128::from(self.held(tenant).saturating_sub(cost(meta) / 2));
+        let mine = self.held(tenant);
+        if mine == 0 {
+            return false;
+        }
+        let half = cost(meta) / 2;
+        let held = u128::from(mine.saturating_add(half));
         let weight = u128::from(self.weight(tenant));
         self.held.iter().any(|(&t, &theirs)| {
             let w = self.weight(t);
             t != tenant
                 && (mine_shallow || shallow(t))
-                // held ÷ weight > theirs ÷ their weight, without division.
-                && held * u128::from(w) > u128::from(theirs) * weight
+                // (held + c/2) ÷ weight > (theirs + c/2) ÷ their weight, without division.
+                && held * u128::from(w) > u128::from(theirs.saturating_add(half)) * weight
         })
     }
 
