@@ -307,10 +307,20 @@ fn closed_loop_share(weights: [u32; 2], window: [u64; 2], nodes: usize) -> f64 {
 
 /// Asserts the first tenant's closed-loop share is its weight's within 10%.
 fn assert_closed_loop_share(weights: [u32; 2], window: [u64; 2], nodes: usize) {
+    assert_closed_loop_share_within(weights, window, nodes, 0.1);
+}
+
+/// Asserts the first tenant's closed-loop share is its weight's within `tolerance` of it.
+fn assert_closed_loop_share_within(
+    weights: [u32; 2],
+    window: [u64; 2],
+    nodes: usize,
+    tolerance: f64,
+) {
     let share = closed_loop_share(weights, window, nodes);
     let want = f64::from(weights[0]) / f64::from(weights[0] + weights[1]);
     assert!(
-        (share - want).abs() <= want * 0.1,
+        (share - want).abs() <= want * tolerance,
         "weights {weights:?}, windows of {window:?} on {nodes} node(s): the first tenant's \
          share {share:.3} against {want:.3}"
     );
@@ -365,12 +375,6 @@ fn small_windows_share_by_weight_within_a_few_percent() {
         ([2, 7], [32, 32], 2),
         ([1, 3], [48, 48], 2),
     ] {
-        let share = closed_loop_share(weights, window, nodes);
-        let want = f64::from(weights[0]) / f64::from(weights[0] + weights[1]);
-        assert!(
-            (share - want).abs() <= want * 0.03,
-            "weights {weights:?}, windows of {window:?} on {nodes} node(s): the first tenant's \
-             share {share:.3} against {want:.3}"
-        );
+        assert_closed_loop_share_within(weights, window, nodes, 0.03);
     }
 }
