@@ -911,8 +911,9 @@ impl Engine {
     /// turn (with refreshed unit-time estimates), then take the packets now queued on the
     /// node, up to `max`, into its hand ([`NodeHealth::hand`]). With none queued, the worker
     /// spins for a while (a wake-up costs more than a short spin on a busy machine; see
-    /// [`SPIN`](crate::runtime::hand::SPIN)), longer by the credit its work has earned in `poll`, and then sleeps.
-    /// Returns `false` when the service is stopping and the node's queue is empty.
+    /// [`SPIN`](crate::runtime::hand::SPIN)), longer by the credit its work has earned in
+    /// `poll`, and then sleeps. Returns `false` when the service is stopping and the node's
+    /// queue is empty.
     ///
     /// `generation` is the node generation the worker's unreported completions belong to;
     /// completions of an older generation (the node failed since) are not reported to the
@@ -1026,9 +1027,9 @@ impl Engine {
 
     /// The cluster's lock, for a worker's turn. While light jobs come (§15.7), a worker
     /// whose lock is held by another thread (a submitter, perhaps descheduled in the middle)
-    /// does not sleep on it: it tries again, spinning for [`SPIN`](crate::runtime::hand::SPIN) and then yielding its core
-    /// between tries, and gives up as soon as light packets wait on its node (`None`): they
-    /// run first, and the turn is taken after. A worker asleep on the lock waited as long as
+    /// does not sleep on it: it tries again, spinning for [`SPIN`](crate::runtime::hand::SPIN)
+    /// and then yielding its core between tries, and gives up as soon as light packets wait on
+    /// its node (`None`): they run first, and the turn is taken after. A worker asleep on the lock waited as long as
     /// the holder was descheduled, the light packets behind it (docs/RESULTS.md, Tenants).
     fn lock_for_turn<'a>(
         &self,
