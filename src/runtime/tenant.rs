@@ -658,9 +658,9 @@ impl TenantState {
     }
 
     /// Whether a job of the tenant found more than a node queue of its bytes in flight on the
-    /// core's path within the last [`BUSY_MEMORY`]: a busy tenant, whose light bytes are
-    /// charged to its turns in the core, whose credit saves nothing, and whose jobs do not run
-    /// on their submitters beside a stalled node (docs/ALGORITHM.md §15.7).
+    /// core's path within the last [`BUSY_MEMORY`]: a busy tenant, whose jobs do not run on
+    /// their submitters beside a stalled node (docs/ALGORITHM.md §15.7). (Its credit saves
+    /// nothing for the time since the refill before the busy moment, whenever it asks next.)
     pub(crate) fn recently_busy(&self) -> bool {
         let at = self.busy_at.load(Relaxed);
         at != 0
