@@ -473,7 +473,14 @@ impl Engine {
             },
             None => packets,
         };
+        let bytes = job_bytes(&packets);
         let admitted = self.admit_core(cluster, packets, wait, force, grant);
+        // A job the core serves spends its tenant's light credit as a light one does (a
+        // granted one has spent it already): the credit is the tenant's account of its
+        // share of the nodes over both paths (§15.7).
+        if let (Some(tenant), None, Ok(())) = (light, grant, &admitted) {
+            tenant.spend_in_core(bytes, self.layout.node_queue(cluster));
+        }
         if let (Some(tenant), Some((bytes, _))) = (light, grant) {
             match admitted {
                 Ok(()) => tenant.took_grant(),

@@ -645,6 +645,23 @@ impl TenantState {
         Ok(c.0)
     }
 
+    /// Spends `bytes` of the light credit on a job of the tenant admitted to the core's path
+    /// (docs/ALGORITHM.md §15.7): every byte the tenant is served, by either path, spends the
+    /// credit, which may go below zero, down to [`LIGHT_DEPTH`] node queues of debt that the
+    /// refill pays first. With the core's bytes left out, a tenant whose calls past its credit
+    /// went to the core was served its share twice, once by its credit and once by the core's
+    /// turns: behind the daemons, beside a tenant of weight 1 backlogged in the core, the
+    /// tenant of weight 3 had 0.94 of the bytes.
+    pub(crate) fn spend_in_core(&self, bytes: u64, queue: NodeQueue) {
+        let debt = queue.bytes.saturating_mul(LIGHT_DEPTH) as f64;
+        let mut c = self.light.lock().unwrap_or_else(|e| e.into_inner());
+        if c.1.is_none() {
+            // Not asked for yet: from the starting node queue, as the light path starts it.
+            *c = (queue.bytes as f64, Some(Instant::now()));
+        }
+        c.0 = (c.0 - bytes as f64).max((-debt).min(c.0));
+    }
+
     /// Gives back credit [`take_light`](Self::take_light) spent on a job that was then not
     /// admitted (refused as the cluster was full or shutting down).
     pub(crate) fn refund_light(&self, bytes: u64) {
@@ -1175,6 +1192,26 @@ mod tests {
         // moment, and a tenant of weight 1 with a small window took 0.9 of the bytes).
         drop(a);
         assert_eq!(saved(&t), 0);
+    }
+
+    #[test]
+    fn a_job_in_the_core_spends_the_light_credit_down_to_a_bounded_debt() {
+        // A job served by the core spends the credit as a light one does: of the starting
+        // node queue (1000 bytes), 600 spent in the core leave four light jobs of 100.
+        let t = state(TenantSpec::new("a"));
+        t.spend_in_core(600, q(1000));
+        assert_eq!(saved(&t), 4);
+        // Past zero it is a debt the refill pays first, at most LIGHT_DEPTH node queues.
+        let d = state(TenantSpec::new("d"));
+        d.spend_in_core(1_000_000, q(1000));
+        let debt = d.light.lock().unwrap().0;
+        assert_eq!(debt, -((LIGHT_DEPTH * 1000) as f64));
+        assert!(!d.take_light(100, q(1000), || 0.0));
+        // A debt already deeper (from a larger node queue) is not raised by spending more.
+        let e = state(TenantSpec::new("e"));
+        e.spend_in_core(1_000_000, q(4000));
+        e.spend_in_core(100, q(1000));
+        assert_eq!(e.light.lock().unwrap().0, -((LIGHT_DEPTH * 4000) as f64));
     }
 
     #[test]
