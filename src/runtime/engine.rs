@@ -473,12 +473,14 @@ impl Engine {
             },
             None => packets,
         };
-        let bytes = job_bytes(&packets);
-        let admitted = self.admit_core(cluster, packets, wait, force, grant);
         // A job the core serves spends its tenant's light credit as a light one does (a
         // granted one has spent it already): the credit is the tenant's account of its
         // share of the nodes over both paths (§15.7).
-        if let (Some(tenant), None, Ok(())) = (light, grant, &admitted) {
+        let spends = light
+            .filter(|_| grant.is_none())
+            .map(|t| (t, job_bytes(&packets)));
+        let admitted = self.admit_core(cluster, packets, wait, force, grant);
+        if let (Some((tenant, bytes)), Ok(())) = (spends, &admitted) {
             tenant.spend_in_core(bytes, self.layout.node_queue(cluster));
         }
         if let (Some(tenant), Some((bytes, _))) = (light, grant) {
@@ -1036,8 +1038,9 @@ impl Engine {
     /// whose lock is held by another thread (a submitter, perhaps descheduled in the middle)
     /// does not sleep on it: it tries again, spinning for [`SPIN`](crate::runtime::hand::SPIN)
     /// and then yielding its core between tries, and gives up as soon as light packets wait on
-    /// its node (`None`): they run first, and the turn is taken after. A worker asleep on the lock waited as long as
-    /// the holder was descheduled, the light packets behind it (docs/RESULTS.md, Tenants).
+    /// its node (`None`): they run first, and the turn is taken after. A worker asleep on the
+    /// lock waited as long as the holder was descheduled, the light packets behind it
+    /// (docs/RESULTS.md, Tenants).
     fn lock_for_turn<'a>(
         &self,
         shard: &'a Shard,

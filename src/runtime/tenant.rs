@@ -1162,8 +1162,8 @@ mod tests {
         assert!(!t.take_light(100, q(1000), rate));
         assert!(t.recently_busy());
         // Back under: light again on the credit it had (900 bytes; time spent busy saves
-        // nothing), and busy for a while yet for what else asks (the charge of its
-        // light bytes to its turns, the run on the submitter beside a stalled node). Were the
+        // nothing), and busy for a while yet for what else asks (no run on the submitter
+        // beside a stalled node). Were the
         // light path closed for that while too, a quiet tenant with a job or two waiting in
         // the core would find them there at its next jobs and stay off it for good.
         drop(a);

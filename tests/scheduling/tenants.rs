@@ -310,6 +310,12 @@ fn assert_closed_loop_share(weights: [u32; 2], window: [u64; 2], nodes: usize) {
     assert_closed_loop_share_within(weights, window, nodes, 0.1);
 }
 
+/// The first tenant's closed-loop share ÷ its weight's share.
+fn closed_loop_ratio(weights: [u32; 2], window: [u64; 2], nodes: usize) -> f64 {
+    let want = f64::from(weights[0]) / f64::from(weights[0] + weights[1]);
+    closed_loop_share(weights, window, nodes) / want
+}
+
 /// Asserts the first tenant's closed-loop share is its weight's within `tolerance` of it.
 fn assert_closed_loop_share_within(
     weights: [u32; 2],
@@ -317,12 +323,11 @@ fn assert_closed_loop_share_within(
     nodes: usize,
     tolerance: f64,
 ) {
-    let share = closed_loop_share(weights, window, nodes);
-    let want = f64::from(weights[0]) / f64::from(weights[0] + weights[1]);
+    let ratio = closed_loop_ratio(weights, window, nodes);
     assert!(
-        (share - want).abs() <= want * tolerance,
+        (ratio - 1.0).abs() <= tolerance,
         "weights {weights:?}, windows of {window:?} on {nodes} node(s): the first tenant's \
-         share {share:.3} against {want:.3}"
+         share is {ratio:.3} times its weight's"
     );
 }
 
@@ -414,10 +419,7 @@ proptest! {
 #[test]
 #[ignore = "the whole grid; run in release, see its doc"]
 fn closed_loop_grid() {
-    let ratio = |weights: [u32; 2], window: [u64; 2], nodes: usize| {
-        let share = closed_loop_share(weights, window, nodes);
-        share / (f64::from(weights[0]) / f64::from(weights[0] + weights[1]))
-    };
+    let ratio = closed_loop_ratio;
     for (weights, nodes) in [([2u32, 7], 2usize), ([1, 10], 1)] {
         let row: Vec<String> = [16u64, 24, 32, 48]
             .iter()
