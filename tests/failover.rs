@@ -445,6 +445,70 @@ fn a_panicking_worker_fails_at_most_its_running_packet_and_is_respawned() {
     service.shutdown();
 }
 
+/// The packets of a GCM job cut into several run out of place: their node keeps their input,
+/// shared, to run them again, rather than a copy. A panic and a stall in the middle of such
+/// packets: they run again on the other node from the input, and every sealed and opened
+/// output is exact.
+#[test]
+fn gcm_packets_run_again_from_their_kept_input_after_a_panic_and_a_stall() {
+    let _calm = calm();
+    let faults = [
+        Fault::Panic { after: 3 },
+        Fault::Stall {
+            after: 3,
+            duration: Duration::from_millis(300),
+        },
+    ];
+    for fault in faults {
+        let service = Service::builder()
+            .packet_size(64)
+            .aes_cluster([NodeSpec::new().lanes(1).fault(fault), NodeSpec::new()])
+            .inline_limit(0)
+            .stall_timeout(Duration::from_millis(50))
+            .build()
+            .unwrap();
+        let raw = [5; 16];
+        let key = service.add_aes_key(&raw).unwrap();
+        let mut round = 0u8;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while service.metrics().nodes[0].failures == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{fault:?} never struck"
+            );
+            round = round.wrapping_add(1);
+            // Four packets each: three whole ones and a short last one.
+            let jobs: Vec<_> = (0..16u8)
+                .map(|i| {
+                    let nonce = [i, round, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+                    let pt: Vec<u8> = (0..64 * 3 + 17).map(|b| (b as u8) ^ i ^ round).collect();
+                    let aad = vec![i; usize::from(i % 5)];
+                    let (ct, tag) = ref_gcm_seal(&raw, &nonce, &aad, &pt);
+                    let sealing = service
+                        .submit(Job::gcm_encrypt(key, &nonce, aad.clone(), pt.clone()))
+                        .unwrap();
+                    let opening = service
+                        .submit(Job::gcm_decrypt(key, &nonce, aad, ct.clone(), &tag))
+                        .unwrap();
+                    (sealing, opening, pt, ct, tag)
+                })
+                .collect();
+            for (sealing, opening, pt, ciphertext, tag) in jobs {
+                assert_eq!(
+                    sealing.wait(),
+                    Ok(JobOutput::Sealed { ciphertext, tag }),
+                    "{fault:?}"
+                );
+                assert_eq!(opening.wait(), Ok(JobOutput::Data(pt)), "{fault:?}");
+            }
+        }
+        let m = service.metrics();
+        assert!(m.packets_retried >= 1, "{fault:?}: {m}");
+        assert_eq!(m.packets_out_of_attempts, 0, "{fault:?}: {m}");
+        service.shutdown();
+    }
+}
+
 #[test]
 fn an_exiting_worker_loses_nothing() {
     // An exit strikes between packets: nothing runs on the node then, so every job completes.

@@ -25,7 +25,7 @@
 use std::fmt;
 
 use cipher::consts::U16;
-use cipher::{BlockCipherEncrypt, BlockSizeUser, InnerIvInit, IvState, StreamCipherCore};
+use cipher::{BlockCipherEncrypt, BlockSizeUser, InOutBuf, InnerIvInit, IvState, StreamCipherCore};
 use ctr::CtrCore;
 use ctr::flavors::Ctr32BE;
 use ghash::GHash;
@@ -33,7 +33,7 @@ use ghash::universal_hash::UniversalHash;
 use subtle::ConstantTimeEq;
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
-use crate::crypto::aes::{AesKey, BLOCK, Block, Direction, Schedule, apply_to_tail};
+use crate::crypto::aes::{AesKey, BLOCK, Block, Direction, Schedule};
 use crate::crypto::error::CryptoError;
 #[cfg(feature = "openssl")]
 use crate::crypto::openssl_gcm::OpenSslGcm;
@@ -50,6 +50,85 @@ pub const MAX_TEXT_LEN: u64 = (1 << 36) - 32;
 
 /// The longest GCM associated data in bytes, 2⁶¹ − 1 (NIST SP 800-38D §5.2.1.1).
 pub const MAX_AAD_LEN: u64 = (1 << 61) - 1;
+
+/// A packet's text as a GCM packet call takes it: run in place, or read from one buffer and
+/// written into another of the same length, which leaves the input as it was (the node keeps
+/// it to run the packet again should it fail, rather than a copy made before the run).
+pub(crate) struct Text<'i, 'o>(Ends<'i, 'o>);
+
+enum Ends<'i, 'o> {
+    InPlace(&'o mut [u8]),
+    /// Of the same length.
+    Between {
+        input: &'i [u8],
+        output: &'o mut [u8],
+    },
+}
+
+impl<'i, 'o> Text<'i, 'o> {
+    /// `buf`, run in place.
+    pub(crate) fn in_place(buf: &'o mut [u8]) -> Self {
+        Text(Ends::InPlace(buf))
+    }
+
+    /// `input`, run into `output`.
+    ///
+    /// # Errors
+    /// [`CryptoError::LengthExceedsBuffer`] unless they are the same length.
+    pub(crate) fn between(input: &'i [u8], output: &'o mut [u8]) -> Result<Self, CryptoError> {
+        if input.len() != output.len() {
+            return Err(CryptoError::LengthExceedsBuffer {
+                len: input.len(),
+                buf: output.len(),
+            });
+        }
+        Ok(Text(Ends::Between { input, output }))
+    }
+
+    fn len(&self) -> usize {
+        match &self.0 {
+            Ends::InPlace(buf) => buf.len(),
+            Ends::Between { input, .. } => input.len(),
+        }
+    }
+
+    /// The text before the call has run it.
+    fn input(&self) -> &[u8] {
+        match &self.0 {
+            Ends::InPlace(buf) => buf,
+            Ends::Between { input, .. } => input,
+        }
+    }
+
+    /// Where the output goes (after the call, the output).
+    pub(super) fn output(&mut self) -> &mut [u8] {
+        match &mut self.0 {
+            Ends::InPlace(buf) => buf,
+            Ends::Between { output, .. } => output,
+        }
+    }
+
+    /// Both ends, as RustCrypto's cipher traits take them.
+    fn inout(&mut self) -> Result<InOutBuf<'_, '_, u8>, CryptoError> {
+        match &mut self.0 {
+            Ends::InPlace(buf) => Ok(InOutBuf::from(&mut **buf)),
+            Ends::Between { input, output } => {
+                let (len, buf) = (input.len(), output.len());
+                InOutBuf::new(input, output)
+                    .map_err(|_| CryptoError::LengthExceedsBuffer { len, buf })
+            }
+        }
+    }
+
+    /// Both ends as slices: `None` when the text runs in place.
+    #[cfg(feature = "openssl")]
+    pub(super) fn ends(&mut self) -> Option<(&[u8], &mut [u8])> {
+        match &mut self.0 {
+            Ends::InPlace(_) => None,
+            Ends::Between { input, output } => Some((input, output)),
+        }
+    }
+}
 
 /// A GCM tag.
 pub type Tag = [u8; TAG_LEN];
@@ -292,31 +371,48 @@ impl AesKey {
         state: &mut GcmState,
         buf: &mut [u8],
     ) -> Result<(), CryptoError> {
-        if buf.len() % BLOCK != 0 {
-            return Err(CryptoError::NotBlockAligned { len: buf.len() });
-        }
-        state.check_room(buf.len())?;
-        self.run_packet(direction, state, buf)
+        self.gcm_update_text(direction, state, Text::in_place(buf))
     }
 
-    /// One packet through `state`'s chain, any length; the text length counted.
-    fn run_packet(
+    /// Runs one GCM packet that is not the job's last from `input` into `output` (as long),
+    /// leaving `input` as it was: the same bytes and state as [`gcm_update`](Self::gcm_update).
+    ///
+    /// # Errors
+    /// As [`gcm_update`](Self::gcm_update), and [`CryptoError::LengthExceedsBuffer`] unless
+    /// `output` is as long as `input`.
+    pub fn gcm_update_into(
         &self,
         direction: Direction,
         state: &mut GcmState,
-        buf: &mut [u8],
+        input: &[u8],
+        output: &mut [u8],
     ) -> Result<(), CryptoError> {
+        self.gcm_update_text(direction, state, Text::between(input, output)?)
+    }
+
+    /// [`gcm_update`](Self::gcm_update) in place or from one buffer into another.
+    pub(crate) fn gcm_update_text(
+        &self,
+        direction: Direction,
+        state: &mut GcmState,
+        mut text: Text<'_, '_>,
+    ) -> Result<(), CryptoError> {
+        let len = text.len();
+        if len % BLOCK != 0 {
+            return Err(CryptoError::NotBlockAligned { len });
+        }
+        state.check_room(len)?;
         match &mut state.chain {
             Chain::RustCrypto { ghash, counter, .. } => {
-                self.rustcrypto_blocks(direction, ghash, counter, buf);
+                self.rustcrypto_blocks(direction, ghash, counter, &mut text)?;
             }
             #[cfg(feature = "openssl")]
             Chain::OpenSsl(ctx) => {
                 check_openssl_direction(ctx, direction)?;
-                ctx.update(buf)?;
+                ctx.update(&mut text)?;
             }
         }
-        state.text_len += buf.len() as u64;
+        state.text_len += len as u64;
         Ok(())
     }
 
@@ -326,21 +422,45 @@ impl AesKey {
     /// # Errors
     /// [`CryptoError::MessageTooLong`] past [`MAX_TEXT_LEN`].
     pub fn gcm_seal_final(&self, state: GcmState, buf: &mut [u8]) -> Result<Tag, CryptoError> {
-        state.check_room(buf.len())?;
-        let text_len = state.text_len + buf.len() as u64;
+        self.gcm_seal_final_text(state, Text::in_place(buf))
+    }
+
+    /// Encrypts a GCM job's last packet from `input` into `output` (as long) and returns the
+    /// job's tag, as [`gcm_seal_final`](Self::gcm_seal_final) does in place.
+    ///
+    /// # Errors
+    /// As [`gcm_seal_final`](Self::gcm_seal_final), and [`CryptoError::LengthExceedsBuffer`]
+    /// unless `output` is as long as `input`.
+    pub fn gcm_seal_final_into(
+        &self,
+        state: GcmState,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<Tag, CryptoError> {
+        self.gcm_seal_final_text(state, Text::between(input, output)?)
+    }
+
+    /// [`gcm_seal_final`](Self::gcm_seal_final) in place or from one buffer into another.
+    pub(crate) fn gcm_seal_final_text(
+        &self,
+        state: GcmState,
+        mut text: Text<'_, '_>,
+    ) -> Result<Tag, CryptoError> {
+        state.check_room(text.len())?;
+        let text_len = state.text_len + text.len() as u64;
         match state.chain {
             Chain::RustCrypto {
                 mut ghash,
                 mut counter,
                 mask,
             } => {
-                self.rustcrypto_blocks(Direction::Encrypt, &mut ghash, &mut counter, buf);
+                self.rustcrypto_blocks(Direction::Encrypt, &mut ghash, &mut counter, &mut text)?;
                 Ok(rustcrypto_tag(ghash, &mask, state.aad_len, text_len))
             }
             #[cfg(feature = "openssl")]
             Chain::OpenSsl(ctx) => {
                 check_openssl_direction(&ctx, Direction::Encrypt)?;
-                ctx.seal_final(buf)
+                ctx.seal_final(&mut text)
             }
         }
     }
@@ -357,9 +477,37 @@ impl AesKey {
         buf: &mut [u8],
         tag: &[u8],
     ) -> Result<(), CryptoError> {
+        self.gcm_open_final_text(state, Text::in_place(buf), tag)
+    }
+
+    /// Checks a GCM job's tag against its last packet and, only if it matches, decrypts the
+    /// packet from `input` into `output` (as long), as [`gcm_open_final`](Self::gcm_open_final)
+    /// does in place. On a mismatch `output` holds no plaintext.
+    ///
+    /// # Errors
+    /// As [`gcm_open_final`](Self::gcm_open_final), and [`CryptoError::LengthExceedsBuffer`]
+    /// unless `output` is as long as `input`.
+    pub fn gcm_open_final_into(
+        &self,
+        state: GcmState,
+        input: &[u8],
+        output: &mut [u8],
+        tag: &[u8],
+    ) -> Result<(), CryptoError> {
+        self.gcm_open_final_text(state, Text::between(input, output)?, tag)
+    }
+
+    /// [`gcm_open_final`](Self::gcm_open_final) in place or from one buffer into another; on a
+    /// mismatch the output holds no plaintext.
+    pub(crate) fn gcm_open_final_text(
+        &self,
+        state: GcmState,
+        mut text: Text<'_, '_>,
+        tag: &[u8],
+    ) -> Result<(), CryptoError> {
         let tag = check_tag(tag)?;
-        state.check_room(buf.len())?;
-        let text_len = state.text_len + buf.len() as u64;
+        state.check_room(text.len())?;
+        let text_len = state.text_len + text.len() as u64;
         match state.chain {
             Chain::RustCrypto {
                 mut ghash,
@@ -367,12 +515,13 @@ impl AesKey {
                 mask,
             } => {
                 // Hash the ciphertext and check the tag before any keystream touches the packet.
-                ghash.update_padded(buf);
+                ghash.update_padded(text.input());
                 let expected =
                     Zeroizing::new(rustcrypto_tag(ghash, &mask, state.aad_len, text_len));
                 if !bool::from(expected.ct_eq(tag)) {
                     return Err(CryptoError::AuthenticationFailed);
                 }
+                let buf = text.inout()?;
                 match &self.schedule {
                     Schedule::A128(c) => apply_ctr(c, &counter, buf),
                     Schedule::A192(c) => apply_ctr(c, &counter, buf),
@@ -383,7 +532,7 @@ impl AesKey {
             #[cfg(feature = "openssl")]
             Chain::OpenSsl(ctx) => {
                 check_openssl_direction(&ctx, Direction::Decrypt)?;
-                ctx.open_final(buf, tag)
+                ctx.open_final(&mut text, tag)
             }
         }
     }
@@ -394,12 +543,12 @@ impl AesKey {
         direction: Direction,
         ghash: &mut GHash,
         counter: &mut [u8; BLOCK],
-        buf: &mut [u8],
-    ) {
+        text: &mut Text<'_, '_>,
+    ) -> Result<(), CryptoError> {
         match &self.schedule {
-            Schedule::A128(c) => run_blocks(c, direction, ghash, counter, buf),
-            Schedule::A192(c) => run_blocks(c, direction, ghash, counter, buf),
-            Schedule::A256(c) => run_blocks(c, direction, ghash, counter, buf),
+            Schedule::A128(c) => run_blocks(c, direction, ghash, counter, text),
+            Schedule::A192(c) => run_blocks(c, direction, ghash, counter, text),
+            Schedule::A256(c) => run_blocks(c, direction, ghash, counter, text),
         }
     }
 
@@ -455,16 +604,19 @@ where
 }
 
 /// CTR over `buf` from `counter` (a partial final block allowed); returns the next counter block.
-fn apply_ctr<C>(cipher: &C, counter: &[u8; BLOCK], buf: &mut [u8]) -> [u8; BLOCK]
+fn apply_ctr<C>(cipher: &C, counter: &[u8; BLOCK], buf: InOutBuf<'_, '_, u8>) -> [u8; BLOCK]
 where
     C: BlockCipherEncrypt + BlockSizeUser<BlockSize = U16>,
 {
     let mut core = CtrCore::<&C, Ctr32BE>::inner_iv_init(cipher, &Block::from(*counter));
-    let (blocks, tail) = Block::slice_as_chunks_mut(buf);
-    core.apply_keystream_blocks(blocks);
+    let (blocks, mut tail) = buf.into_chunks::<U16>();
+    core.apply_keystream_blocks_inout(blocks);
     let next = core.iv_state().into();
     if !tail.is_empty() {
-        apply_to_tail(&mut core, tail);
+        let mut keystream = Block::default();
+        core.apply_keystream_blocks(std::slice::from_mut(&mut keystream));
+        tail.xor_in2out(&keystream[..tail.len()]);
+        keystream.zeroize();
     }
     next
 }
@@ -476,22 +628,24 @@ fn run_blocks<C>(
     direction: Direction,
     ghash: &mut GHash,
     counter: &mut [u8; BLOCK],
-    buf: &mut [u8],
-) where
+    text: &mut Text<'_, '_>,
+) -> Result<(), CryptoError>
+where
     C: BlockCipherEncrypt + BlockSizeUser<BlockSize = U16>,
 {
     let next = match direction {
         Direction::Encrypt => {
-            let next = apply_ctr(cipher, counter, buf);
-            hash_text(ghash, buf);
+            let next = apply_ctr(cipher, counter, text.inout()?);
+            hash_text(ghash, text.output());
             next
         }
         Direction::Decrypt => {
-            hash_text(ghash, buf);
-            apply_ctr(cipher, counter, buf)
+            hash_text(ghash, text.input());
+            apply_ctr(cipher, counter, text.inout()?)
         }
     };
     *counter = next;
+    Ok(())
 }
 
 /// Hashes ciphertext: whole blocks as they are, a partial final block zero-padded.

@@ -46,6 +46,7 @@ pub use self::ed25519::{
     BatchItem, KEY_LEN, SIGNATURE_LEN, SigningKey, VerifyingKey, verify_batch,
 };
 pub use self::error::CryptoError;
+pub(crate) use self::gcm::Text;
 pub use self::gcm::{
     GcmState, MAX_AAD_LEN, MAX_TEXT_LEN, NONCE_LEN, TAG_LEN, Tag, check_nonce, check_tag,
     check_text_len,

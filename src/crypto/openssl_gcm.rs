@@ -19,6 +19,7 @@ use openssl::cipher_ctx::CipherCtx;
 use zeroize::{Zeroize, Zeroizing};
 
 use crate::crypto::error::CryptoError;
+use crate::crypto::gcm::Text;
 
 /// The most bytes handed to one OpenSSL call: its lengths are C `int`s.
 const MAX_CALL: usize = 1 << 30;
@@ -102,38 +103,55 @@ impl OpenSslGcm {
         self.encrypt
     }
 
-    /// Encrypts or decrypts `buf` in place and hashes the ciphertext. Every call but the
-    /// last of a message must be a whole number of blocks (the caller checks).
-    pub(super) fn update(&mut self, buf: &mut [u8]) -> Result<(), CryptoError> {
-        for chunk in buf.chunks_mut(MAX_CALL) {
+    /// Encrypts or decrypts `text` (in place, or from one buffer into the other) and hashes
+    /// the ciphertext. Every call but the last of a message must be a whole number of blocks
+    /// (the caller checks).
+    pub(super) fn update(&mut self, text: &mut Text<'_, '_>) -> Result<(), CryptoError> {
+        let whole = |written: usize, len: usize| {
+            if written == len {
+                Ok(())
+            } else {
+                Err(refused(()))
+            }
+        };
+        if let Some((input, output)) = text.ends() {
+            for (from, into) in input.chunks(MAX_CALL).zip(output.chunks_mut(MAX_CALL)) {
+                let written = self.ctx.cipher_update(from, Some(into)).map_err(refused)?;
+                whole(written, from.len())?;
+            }
+            return Ok(());
+        }
+        for chunk in text.output().chunks_mut(MAX_CALL) {
             let len = chunk.len();
             let written = self
                 .ctx
                 .cipher_update_inplace(chunk, len)
                 .map_err(refused)?;
-            if written != len {
-                return Err(refused(()));
-            }
+            whole(written, len)?;
         }
         Ok(())
     }
 
-    /// Encrypts the last piece `buf` in place and returns the tag.
-    pub(super) fn seal_final(mut self, buf: &mut [u8]) -> Result<[u8; 16], CryptoError> {
-        self.update(buf)?;
+    /// Encrypts the last piece `text` and returns the tag.
+    pub(super) fn seal_final(mut self, text: &mut Text<'_, '_>) -> Result<[u8; 16], CryptoError> {
+        self.update(text)?;
         self.ctx.cipher_final(&mut []).map_err(refused)?;
         let mut tag = [0u8; 16];
         self.ctx.tag(&mut tag).map_err(refused)?;
         Ok(tag)
     }
 
-    /// Decrypts the last piece `buf` in place and checks the tag; on a mismatch `buf` is
-    /// zeroed (OpenSSL decrypts as it hashes, and no unauthenticated plaintext is released).
-    pub(super) fn open_final(mut self, buf: &mut [u8], tag: &[u8; 16]) -> Result<(), CryptoError> {
-        self.update(buf)?;
+    /// Decrypts the last piece `text` and checks the tag; on a mismatch the output is zeroed
+    /// (OpenSSL decrypts as it hashes, and no unauthenticated plaintext is released).
+    pub(super) fn open_final(
+        mut self,
+        text: &mut Text<'_, '_>,
+        tag: &[u8; 16],
+    ) -> Result<(), CryptoError> {
+        self.update(text)?;
         self.ctx.set_tag(tag).map_err(refused)?;
         if self.ctx.cipher_final(&mut []).is_err() {
-            buf.zeroize();
+            text.output().zeroize();
             return Err(CryptoError::AuthenticationFailed);
         }
         Ok(())

@@ -100,6 +100,7 @@ pub(crate) fn cut_aes(
             start: packet_start,
             attempt: 0,
             light: false,
+            input: None,
         };
         packets.push(Packet::new(
             PacketMeta::new(job.task, op.direction.cmd(), job.cluster)
@@ -122,7 +123,7 @@ mod tests {
     use super::*;
     use crate::crypto::{AesKey, Direction, Padding};
     use crate::packet::{ClusterId, TaskId};
-    use crate::runtime::work::Operation;
+    use crate::runtime::work::{Operation, output_home};
 
     /// Cuts a padded CBC encryption of `data` into packets of 64 bytes, the padding folded
     /// into the last packet or not.
@@ -239,5 +240,65 @@ mod tests {
         spare.push(BytesMut::from(&[1u8; 4][..]));
         let last = &packets[packets.len() - 1].data;
         assert_eq!(&last.copy_for_retry(&mut spare).data[..], &last.data[..]);
+    }
+
+    #[test]
+    fn a_packet_run_out_of_place_shares_its_input_and_its_output_goes_home() {
+        let mut packets = cut_padded(vec![7u8; 200]);
+        let mut first = packets.remove(0).data;
+        let home = first.data.as_ptr();
+        let input = first.data.to_vec();
+        // A spare longer than the packet, holding other bytes: the output buffer, cut to the
+        // packet's length.
+        let mut spare = vec![BytesMut::from(&[9u8; 200][..])];
+        let mut retry = first.share_for_retry(&mut spare);
+        assert!(spare.is_empty());
+        assert_eq!(first.data.len(), input.len());
+        assert_eq!(
+            first.input.as_deref().map(|b| &b[..]),
+            Some(&input[..]),
+            "the input is shared as it was"
+        );
+        assert!(retry.data.is_empty());
+        // The run writes its output; once it is over (the running packet gone), the output
+        // goes into the input's buffer, and the output buffer back to the spares.
+        first.data.fill(1);
+        let out = std::mem::take(&mut first.data);
+        drop(first);
+        let delivered = output_home(retry.input.take().unwrap(), out, &mut spare);
+        assert_eq!(
+            delivered.as_ptr(),
+            home,
+            "the output is in the job's buffer"
+        );
+        assert_eq!(&delivered[..], &[1u8; 64][..]);
+        assert_eq!(spare.len(), 1);
+        // A retry record taken back while a stalled run still holds the input: a copy.
+        let mut stalled = packets.remove(0).data;
+        let second = stalled.data.to_vec();
+        let mut retry = stalled.share_for_retry(&mut spare);
+        retry.reclaim_input();
+        assert_eq!(&retry.data[..], &second[..]);
+        assert_ne!(Some(retry.data.as_ptr()), stalled.input.map(|b| b.as_ptr()));
+        assert!(retry.input.is_none());
+        // Once the run is gone, the input itself.
+        let mut failed = packets.remove(0).data;
+        let at = failed.data.as_ptr();
+        let mut retry = failed.share_for_retry(&mut spare);
+        drop(failed);
+        retry.reclaim_input();
+        assert_eq!(retry.data.as_ptr(), at, "no copy");
+    }
+
+    #[test]
+    fn a_packet_readied_out_of_place_can_still_run_in_place() {
+        let mut packets = cut_padded(vec![4u8; 40]);
+        let p = &mut packets[0].data;
+        let input = p.data.to_vec();
+        let _retry = p.share_for_retry(&mut Vec::new());
+        p.data.fill(0);
+        p.run_in_place();
+        assert!(p.input.is_none());
+        assert_eq!(&p.data[..], &input[..]);
     }
 }

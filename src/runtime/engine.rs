@@ -1142,6 +1142,7 @@ impl Engine {
         for r in running {
             match r.retry.filter(|_| another) {
                 Some(mut p) => {
+                    p.data.reclaim_input();
                     p.data.attempt += 1;
                     p.data.light = false;
                     back.push(p);

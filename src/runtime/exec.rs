@@ -19,8 +19,8 @@ use bytes::BytesMut;
 use smallvec::SmallVec;
 
 use crate::crypto::{
-    AesOp, BatchItem, ChainState, CryptoError, Direction, ImplTable, LaneItem, Tag, run_lanes,
-    run_lanes_paused, verify_batch,
+    AesOp, BatchItem, ChainState, CryptoError, Direction, ImplTable, LaneItem, Tag, Text,
+    run_lanes, run_lanes_paused, verify_batch,
 };
 use crate::packet::{Packet, PacketMeta, TaskId};
 use crate::runtime::error::JobError;
@@ -158,12 +158,9 @@ pub(crate) struct Pause<'a> {
 /// back in the set's order.
 pub(crate) fn run_set(
     store: &mut States<'_>,
-    set: PacketSet,
+    mut set: PacketSet,
     pause: Option<&mut Pause<'_>>,
 ) -> Vec<Result<PartOutput, JobError>> {
-    if is_chain_run(&set) {
-        return run_chain(store, set, pause);
-    }
     if set.len() == 1 {
         return set
             .into_iter()
@@ -174,13 +171,37 @@ pub(crate) fn run_set(
                     mut data,
                     msg_len,
                     start,
+                    input,
                     ..
                 } = work;
-                execute(store, &job, &meta, &mut data, msg_len, start)
+                execute(
+                    store,
+                    &job,
+                    &meta,
+                    input.as_deref().map(|b| &b[..]),
+                    &mut data,
+                    msg_len,
+                    start,
+                )
             })
             .collect();
     }
+    // Chain runs and lane sets run in place.
+    for p in &mut set {
+        p.data.run_in_place();
+    }
+    if is_chain_run(&set) {
+        return run_chain(store, set, pause);
+    }
     run_lane_set(store, set, pause)
+}
+
+/// Whether a packet its node keeps to run again should it fail runs out of place
+/// ([`PacketData::share_for_retry`]) rather than on a copy of its input made before it runs:
+/// a packet of a GCM job cut into several, which every GCM chain (RustCrypto's, OpenSSL's)
+/// runs from one buffer into another at the speed it runs in place.
+pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta) -> bool {
+    matches!(job.operation, Operation::Gcm { .. }) && !(meta.seq == 0 && meta.last)
 }
 
 /// Runs consecutive packets of one chained AES job one after another, as [`execute`] would run
@@ -287,14 +308,26 @@ pub(crate) fn reads_stored_chain(job: &JobRecord, start_carried: bool) -> bool {
 
 /// Runs one packet: the cryptography, with the chaining state taken from and returned to the
 /// store.
+///
+/// With `input`, the packet runs out of place ([`runs_out_of_place`]): from `input` into
+/// `data`, as long; a packet that runs in place only is first copied into `data`.
 pub(crate) fn execute(
     store: &mut States<'_>,
     job: &JobRecord,
     meta: &PacketMeta,
+    input: Option<&[u8]>,
     data: &mut BytesMut,
     msg_len: usize,
     iv: Option<ChainState>,
 ) -> Result<PartOutput, JobError> {
+    let input = match input {
+        Some(bytes) if !runs_out_of_place(job, meta) => {
+            data.clear();
+            data.extend_from_slice(bytes);
+            None
+        }
+        input => input,
+    };
     match &job.operation {
         Operation::Aes { key, op } => {
             let chained = op.mode.is_chained();
@@ -353,21 +386,29 @@ pub(crate) fn execute(
                     _ => Box::new(rebuild_gcm(job, meta.seq, key, *direction, nonce, aad)?),
                 }
             };
-            let text = &mut data[..msg_len];
+            let short = CryptoError::LengthExceedsBuffer {
+                len: msg_len,
+                buf: data.len(),
+            };
+            let out = data.get_mut(..msg_len).ok_or(short)?;
+            let text = match input {
+                Some(input) => Text::between(input.get(..msg_len).unwrap_or(input), out)?,
+                None => Text::in_place(out),
+            };
             if !meta.last {
-                key.gcm_update(*direction, &mut state, text)?;
+                key.gcm_update_text(*direction, &mut state, text)?;
                 store.put(job.task, meta.seq.wrapping_add(1), StoredState::Gcm(state));
                 return Ok(PartOutput::Data(std::mem::take(data)));
             }
             match (direction, tag) {
                 (Direction::Encrypt, _) => {
-                    let tag = key.gcm_seal_final(*state, text)?;
+                    let tag = key.gcm_seal_final_text(*state, text)?;
                     Ok(PartOutput::Sealed(std::mem::take(data), tag))
                 }
                 // On a mismatch this packet is left as ciphertext, and the plaintext of the
                 // earlier packets is zeroized by the job record (`work.rs`).
                 (Direction::Decrypt, Some(tag)) => {
-                    key.gcm_open_final(*state, text, tag)?;
+                    key.gcm_open_final_text(*state, text, tag)?;
                     Ok(PartOutput::Data(std::mem::take(data)))
                 }
                 (Direction::Decrypt, None) => Err(CryptoError::TagLength { got: 0 }.into()),
@@ -535,7 +576,15 @@ fn run_lane_set(
             };
             if !ran {
                 // Refused as a set: alone, the packet gets its own answer.
-                return execute(store, &p.job, &p.meta, &mut p.data, p.msg_len, Some(state));
+                return execute(
+                    store,
+                    &p.job,
+                    &p.meta,
+                    None,
+                    &mut p.data,
+                    p.msg_len,
+                    Some(state),
+                );
             }
             let n = lengths.next().unwrap_or(p.msg_len);
             if !p.meta.last {

@@ -268,7 +268,7 @@ pub(crate) fn run_prepared(
     // A single packet is its job's last, so the state store is not involved.
     let ran = catch_unwind(AssertUnwindSafe(|| {
         let mut states = exec::States::new(&engine.store, &engine.layout.aes_impls);
-        let out = exec::execute(&mut states, &job, &meta, &mut data, msg_len, start);
+        let out = exec::execute(&mut states, &job, &meta, None, &mut data, msg_len, start);
         states.commit();
         out
     }));

@@ -833,6 +833,7 @@ impl Service {
                     start: None,
                     attempt: 0,
                     light: false,
+                    input: None,
                 };
                 Packet::new(
                     PacketMeta::new(task, Cmd::Verify, cluster).at(p as u32, last),
@@ -875,6 +876,7 @@ impl Service {
             start: None,
             attempt: 0,
             light: false,
+            input: None,
         };
         let packet = Packet::new(PacketMeta::new(task, cmd, cluster), work);
         Ok(Cut {

@@ -393,6 +393,10 @@ pub(crate) struct PacketData {
     /// rather than placed by the scheduler core (docs/ALGORITHM.md §15.7): its completion is
     /// not reported to the core. Cleared when the packet goes back to the core.
     pub(crate) light: bool,
+    /// While the packet runs out of place ([`PacketData::share_for_retry`]), its input, shared
+    /// with the record that runs it again should its node fail: `data` is then the buffer its
+    /// output goes into. `None` otherwise.
+    pub(crate) input: Option<Arc<BytesMut>>,
 }
 
 impl PacketData {
@@ -414,7 +418,75 @@ impl PacketData {
             start: self.start.clone(),
             attempt: self.attempt,
             light: self.light,
+            input: None,
         }
+    }
+
+    /// Readies the packet to run out of place, from its input into a buffer from `spare`
+    /// (a node's own, as long as the input), and returns what runs it again on another node
+    /// should this one fail: the same packet, its input shared rather than copied. The input
+    /// is left as it was by the run; once the packet is delivered, its output goes back into
+    /// the input's buffer ([`PacketData::output_home`]), a view of the job's buffer, while
+    /// both are still in the cache. That costs a copy from cache to cache, where a copy made
+    /// before the run reads the packet from memory before the cipher can.
+    pub(crate) fn share_for_retry(&mut self, spare: &mut Vec<BytesMut>) -> PacketData {
+        let input = Arc::new(std::mem::take(&mut self.data));
+        let mut out = spare.pop().unwrap_or_default();
+        // A recycled buffer's bytes are all written by the run: only new room is zeroed.
+        if out.len() >= input.len() {
+            out.truncate(input.len());
+        } else {
+            out.resize(input.len(), 0);
+        }
+        self.data = out;
+        self.input = Some(Arc::clone(&input));
+        PacketData {
+            job: Arc::clone(&self.job),
+            part: self.part,
+            data: BytesMut::new(),
+            msg_len: self.msg_len,
+            start: self.start.clone(),
+            attempt: self.attempt,
+            light: self.light,
+            input: Some(input),
+        }
+    }
+
+    /// A retry record's packet made whole to run on another node: its input, taken back from
+    /// the failed run, or copied while a stalled run still reads it.
+    pub(crate) fn reclaim_input(&mut self) {
+        if let Some(input) = self.input.take() {
+            self.data = Arc::try_unwrap(input).unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+        }
+    }
+
+    /// Makes a packet readied to run out of place run in place after all, on a copy of its
+    /// input in its output buffer (for code that runs in place only).
+    pub(crate) fn run_in_place(&mut self) {
+        if let Some(input) = self.input.take() {
+            self.data.clear();
+            self.data.extend_from_slice(&input);
+        }
+    }
+}
+
+/// The output of a packet that ran out of place, `out`, in the home of its input (`home`, the
+/// retry record's share of it, a view of the job's buffer), so that the job's packets join
+/// again without a copy. `out`'s buffer goes to `spare` for the next packet. If the input is
+/// still shared (it never is once the run is over), the output stays where it is.
+pub(crate) fn output_home(
+    home: Arc<BytesMut>,
+    out: BytesMut,
+    spare: &mut Vec<BytesMut>,
+) -> BytesMut {
+    match Arc::try_unwrap(home) {
+        Ok(mut buf) if buf.len() >= out.len() => {
+            buf.truncate(out.len());
+            buf.copy_from_slice(&out);
+            spare.push(out);
+            buf
+        }
+        _ => out,
     }
 }
 

@@ -31,14 +31,15 @@ use crate::runtime::context;
 use crate::runtime::engine::Engine;
 use crate::runtime::error::JobError;
 use crate::runtime::exec::{
-    PacketSet, Pause, States, is_chain_run, reads_stored_chain, run_set, take_set,
+    PacketSet, Pause, States, is_chain_run, reads_stored_chain, run_set, runs_out_of_place,
+    take_set,
 };
 use crate::runtime::hand::{IdlePoll, LIGHT_QUEUES, NodeHand, Running};
 use crate::runtime::health::{NodeHealth, own_thread_id, stall_limit};
 use crate::runtime::ids::ClusterKind;
 use crate::runtime::metrics::LocalCounters;
 use crate::runtime::slow::{SLOWDOWN_SPIN, SlowCore, WorkClock, emulate_slowdown};
-use crate::runtime::work::{PacketData, PartOutput};
+use crate::runtime::work::{PacketData, PartOutput, output_home};
 
 /// What a worker needs to know about its node.
 #[derive(Debug, Clone)]
@@ -167,14 +168,14 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             // Light packets placed since the last set go first.
             let (_, ran) = node.run_light(&estimate, &mut spare, &mut local);
             (0..ran).for_each(|_| faults.completed());
-            let set = take_set(&mut hand.waiting(), spec.lanes, &engine.layout.aes_impls);
+            let mut set = take_set(&mut hand.waiting(), spec.lanes, &engine.layout.aes_impls);
             if set.is_empty() {
                 break;
             }
             let metas: SmallVec<[PacketMeta; 1]> = set.iter().map(|p| p.meta).collect();
             let chain_run = is_chain_run(&set);
             let light = set[0].data.light;
-            let started = node.publish_running(&set, &mut hand.running(), &mut spare);
+            let started = node.publish_running(&mut set, &mut hand.running(), &mut spare);
             let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
             let limit = stall_limit(engine.layout.stall_timeout, expected);
             health.busy_limit.store(limit, Ordering::Release);
@@ -287,22 +288,31 @@ struct Node<'a> {
 }
 
 impl Node<'_> {
-    /// Publishes `set` as running, appended to `running`, each packet with a copy of its input
-    /// to run again elsewhere should the node fail first (made before the set is published: a
-    /// copy of the input, not the output). Returns, per packet, the stored state that started
-    /// it, to release once it is delivered.
+    /// Publishes `set` as running, appended to `running`, each packet with what runs it again
+    /// elsewhere should the node fail first: its input, shared, for a packet that runs out of
+    /// place ([`runs_out_of_place`]); for any other, a copy of its input made before the set
+    /// is published. Returns, per packet, the stored state that started it, to release once
+    /// it is delivered.
     fn publish_running(
         &self,
-        set: &[Packet<PacketData>],
+        set: &mut [Packet<PacketData>],
         running: &mut Vec<Running>,
         spare: &mut Vec<bytes::BytesMut>,
     ) -> Started {
-        running.extend(set.iter().map(|p| {
+        let single = set.len() == 1;
+        running.extend(set.iter_mut().map(|p| {
+            let retry = (p.data.attempt + 1 < self.max_attempts).then(|| {
+                let again = if single && runs_out_of_place(&p.data.job, &p.meta) {
+                    p.data.share_for_retry(spare)
+                } else {
+                    p.data.copy_for_retry(spare)
+                };
+                Packet::new(p.meta, again)
+            });
             Running {
                 job: Arc::clone(&p.data.job),
                 part: p.data.part,
-                retry: (p.data.attempt + 1 < self.max_attempts)
-                    .then(|| Packet::new(p.meta, p.data.copy_for_retry(spare))),
+                retry,
                 light: p.data.light,
             }
         }));
@@ -351,8 +361,28 @@ impl Node<'_> {
             result,
         ) in metas.iter().zip(resolved).zip(results)
         {
-            // The copy was not needed: its buffer serves the next set's copies.
-            spare.extend(retry.map(|r| r.data.data));
+            let result = match retry.map(|r| r.data) {
+                // The copy was not needed: its buffer serves the next set's copies.
+                Some(PacketData {
+                    data, input: None, ..
+                }) => {
+                    spare.push(data);
+                    result
+                }
+                // It ran out of place: the output goes home, into its input's buffer.
+                Some(PacketData {
+                    input: Some(home), ..
+                }) => match result {
+                    Ok(PartOutput::Data(out)) => {
+                        Ok(PartOutput::Data(output_home(home, out, spare)))
+                    }
+                    Ok(PartOutput::Sealed(out, tag)) => {
+                        Ok(PartOutput::Sealed(output_home(home, out, spare), tag))
+                    }
+                    other => other,
+                },
+                None => result,
+            };
             local.packets += 1;
             local.bytes += meta.len;
             local.busy_ns += (busy / n).as_nanos() as u64;
@@ -478,7 +508,7 @@ impl Node<'_> {
     /// many packets it ran, those at its pauses included.
     fn run_light_set(
         &self,
-        set: PacketSet,
+        mut set: PacketSet,
         now: u64,
         pausing: bool,
         estimate: &Estimator,
@@ -491,7 +521,7 @@ impl Node<'_> {
         let (base, started) = {
             let mut running = self.hand.running();
             let base = running.len();
-            (base, self.publish_running(&set, &mut running, spare))
+            (base, self.publish_running(&mut set, &mut running, spare))
         };
         let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
         // A set run at a light set's pause ends before it: the longer one's end stands.

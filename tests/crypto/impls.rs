@@ -234,6 +234,32 @@ fn cavp_gcm_records_on_every_implementation() {
                     .gcm_open_final(state, &mut last, &rec.tag)
                     .map(|()| None),
             };
+            // The same cut out of place, from the input into another buffer: the same outcome
+            // and, where it succeeds, the same bytes; the input is only read.
+            let mut state = key
+                .gcm_start_with(imp, rec.direction, &rec.nonce, &rec.aad)
+                .unwrap();
+            let mut out = vec![0xa5; input.len()];
+            let (out_first, out_last) = out.split_at_mut(cut);
+            key.gcm_update_into(rec.direction, &mut state, &input[..cut], out_first)
+                .unwrap();
+            let outcome_into = match rec.direction {
+                Direction::Encrypt => key
+                    .gcm_seal_final_into(state, &input[cut..], out_last)
+                    .map(Some),
+                Direction::Decrypt => key
+                    .gcm_open_final_into(state, &input[cut..], out_last, &rec.tag)
+                    .map(|()| None),
+            };
+            assert_eq!(outcome_into, outcome, "{}: out of place on {imp}", rec.at);
+            if outcome.is_ok() {
+                assert_eq!(
+                    out,
+                    [&first[..], &last[..]].concat(),
+                    "{}: out of place on {imp}",
+                    rec.at
+                );
+            }
             match (rec.direction, &rec.pt) {
                 (Direction::Encrypt, _) => {
                     let tag = outcome.unwrap().unwrap();
@@ -264,6 +290,29 @@ fn cavp_gcm_records_on_every_implementation() {
         records.len() * chains.len(),
         "chained GCM record runs"
     );
+}
+
+#[test]
+fn gcm_out_of_place_needs_an_output_as_long_as_the_input() {
+    let key = AesKey::new(&[7; 16]).unwrap();
+    let (nonce, text) = ([1u8; 12], [9u8; 32]);
+    let (ct, tag) = key.gcm_seal(&nonce, b"", &text).unwrap();
+    for imp in AesImpl::gcm_chain_candidates() {
+        let mut state = key
+            .gcm_start_with(imp, Direction::Encrypt, &nonce, b"")
+            .unwrap();
+        let mut short = [0u8; 16];
+        assert_eq!(
+            key.gcm_update_into(Direction::Encrypt, &mut state, &text, &mut short),
+            Err(CryptoError::LengthExceedsBuffer { len: 32, buf: 16 }),
+            "{imp}"
+        );
+        assert_eq!(short, [0; 16], "{imp}: nothing written");
+        // Refused before it ran: the state goes on as it was.
+        let mut out = [0u8; 32];
+        let got = key.gcm_seal_final_into(state, &text, &mut out).unwrap();
+        assert_eq!((&out[..], got), (&ct[..], tag), "{imp}");
+    }
 }
 
 #[test]
