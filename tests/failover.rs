@@ -445,12 +445,12 @@ fn a_panicking_worker_fails_at_most_its_running_packet_and_is_respawned() {
     service.shutdown();
 }
 
-/// The packets of a GCM job cut into several run out of place: their node keeps their input,
-/// shared, to run them again, rather than a copy. A panic and a stall in the middle of such
-/// packets: they run again on the other node from the input, and every sealed and opened
-/// output is exact.
+/// The packets of a GCM job cut into several, and those of ECB, CBC decryption and CTR on
+/// RustCrypto, run out of place: their node keeps their input, shared, to run them again,
+/// rather than a copy. A panic and a stall in the middle of such packets: they run again on
+/// the other node from the input, and every output is exact.
 #[test]
-fn gcm_packets_run_again_from_their_kept_input_after_a_panic_and_a_stall() {
+fn packets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_a_stall() {
     let _calm = calm();
     let faults = [
         Fault::Panic { after: 3 },
@@ -462,6 +462,7 @@ fn gcm_packets_run_again_from_their_kept_input_after_a_panic_and_a_stall() {
     for fault in faults {
         let service = Service::builder()
             .packet_size(64)
+            .aes_implementation(AesImpl::RustCrypto)
             .aes_cluster([NodeSpec::new().lanes(1).fault(fault), NodeSpec::new()])
             .inline_limit(0)
             .stall_timeout(Duration::from_millis(50))
@@ -493,6 +494,27 @@ fn gcm_packets_run_again_from_their_kept_input_after_a_panic_and_a_stall() {
                     (sealing, opening, pt, ct, tag)
                 })
                 .collect();
+            // ECB both ways, CBC decryption and CTR, padded and not, beside them.
+            let ops = [
+                AesOp::new(Direction::Encrypt, Mode::Ecb),
+                AesOp::new(Direction::Decrypt, Mode::Ecb).with_padding(Padding::None),
+                AesOp::new(Direction::Decrypt, Mode::Cbc).with_padding(Padding::None),
+                AesOp::new(Direction::Encrypt, Mode::Ctr),
+            ];
+            let plain: Vec<_> = (0..16u8)
+                .map(|i| {
+                    let op = ops[usize::from(i) % ops.len()];
+                    let len = if op.mode == Mode::Ctr {
+                        64 * 3 + 9
+                    } else {
+                        64 * 3 + 16
+                    };
+                    let data: Vec<u8> = (0..len).map(|b| (b as u8) ^ i ^ round).collect();
+                    let iv = [i ^ round; 16];
+                    let want = ref_aes(&raw, op, &iv, &data).unwrap();
+                    (service.submit(Job::aes(key, op, &iv, data)).unwrap(), want)
+                })
+                .collect();
             for (sealing, opening, pt, ciphertext, tag) in jobs {
                 assert_eq!(
                     sealing.wait(),
@@ -500,6 +522,9 @@ fn gcm_packets_run_again_from_their_kept_input_after_a_panic_and_a_stall() {
                     "{fault:?}"
                 );
                 assert_eq!(opening.wait(), Ok(JobOutput::Data(pt)), "{fault:?}");
+            }
+            for (handle, want) in plain {
+                assert_eq!(handle.wait(), Ok(JobOutput::Data(want)), "{fault:?}");
             }
         }
         let m = service.metrics();

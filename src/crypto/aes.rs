@@ -19,8 +19,8 @@ use aes::{Aes128, Aes192, Aes256};
 use cipher::block_padding::{Padding as _, Pkcs7};
 use cipher::{
     Array, BlockCipherDecrypt, BlockCipherEncClosure, BlockCipherEncrypt, BlockModeDecrypt,
-    BlockModeEncrypt, BlockSizeUser, InnerIvInit, IvState, KeyInit, StreamCipher, StreamCipherCore,
-    StreamCipherCoreWrapper, consts::U16,
+    BlockModeEncrypt, BlockSizeUser, InOutBuf, InnerIvInit, IvState, KeyInit, StreamCipher,
+    StreamCipherCore, StreamCipherCoreWrapper, consts::U16,
 };
 use ghash::GHash;
 use zeroize::{Zeroize, ZeroizeOnDrop};
@@ -164,6 +164,51 @@ impl AesKey {
         }
     }
 
+    /// [`process`](Self::process) from `input` into `output`, as long, leaving `input` as it
+    /// was: the same checks, output and state handed on. RustCrypto runs ECB, CBC decryption
+    /// and CTR between two buffers as fast as in place ([`AesOp::runs_between`]); any other
+    /// packet (a serial operation, or one padded here) is copied into `output` and run there.
+    ///
+    /// # Errors
+    /// As [`process`](Self::process), and [`CryptoError::LengthExceedsBuffer`] unless `output`
+    /// is as long as `input`.
+    pub(crate) fn process_between(
+        &self,
+        op: AesOp,
+        state: &mut ChainState,
+        input: &[u8],
+        output: &mut [u8],
+        len: usize,
+        last: bool,
+    ) -> Result<usize, CryptoError> {
+        if input.len() != output.len() {
+            return Err(CryptoError::LengthExceedsBuffer {
+                len: input.len(),
+                buf: output.len(),
+            });
+        }
+        let run_len = checked_run_len(op, output.len(), len, last)?;
+        if !op.runs_between() || run_len != len {
+            output.copy_from_slice(input);
+            return self.process(op, state, output, len, last);
+        }
+        let buf = InOutBuf::new(&input[..run_len], &mut output[..run_len]).map_err(|_| {
+            CryptoError::LengthExceedsBuffer {
+                len: run_len,
+                buf: run_len,
+            }
+        })?;
+        match &self.schedule {
+            Schedule::A128(c) => run_between(c, op, state, buf),
+            Schedule::A192(c) => run_between(c, op, state, buf),
+            Schedule::A256(c) => run_between(c, op, state, buf),
+        }
+        if last && op.padding == Padding::Pkcs7 && op.direction == Direction::Decrypt {
+            return unpad_len(&output[..run_len]);
+        }
+        Ok(run_len)
+    }
+
     /// Hands `f` the cipher's encryption backend (AES-NI where the CPU has it): the whole
     /// closure runs inside one backend call, so the lanes can feed it blocks of many streams.
     pub(super) fn encrypt_with_backend(&self, f: impl BlockCipherEncClosure<BlockSize = U16>) {
@@ -252,6 +297,15 @@ impl AesOp {
     /// Whether the last packet of an encryption grows by PKCS#7 padding.
     pub fn pads_on_encrypt(&self) -> bool {
         self.padding == Padding::Pkcs7 && self.direction == Direction::Encrypt
+    }
+
+    /// Whether RustCrypto runs the operation's packets from one buffer into another
+    /// ([`AesKey::process_between`]): ECB, CBC decryption and CTR.
+    pub(crate) fn runs_between(&self) -> bool {
+        matches!(
+            (self.mode, self.direction),
+            (Mode::Ecb, _) | (Mode::Cbc, Direction::Decrypt) | (Mode::Ctr, _)
+        )
     }
 
     /// Whether each block of a stream waits for the cipher output of the one before: CBC and
@@ -511,6 +565,40 @@ pub(super) fn apply_to_tail<S: StreamCipherCore + BlockSizeUser<BlockSize = U16>
     block.zeroize();
 }
 
+/// One packet of an operation that [`AesOp::runs_between`] through RustCrypto's mode crates,
+/// from `buf`'s input into its output (checked, unpadded here, whole blocks but for a CTR
+/// job's last packet).
+fn run_between<C>(cipher: &C, op: AesOp, state: &mut ChainState, buf: InOutBuf<'_, '_, u8>)
+where
+    C: BlockCipherEncrypt + BlockCipherDecrypt + BlockSizeUser<BlockSize = U16>,
+{
+    let iv = Block::from(state.0);
+    let (blocks, mut tail) = buf.into_chunks::<U16>();
+    match (op.mode, op.direction) {
+        (Mode::Ecb, Direction::Encrypt) => cipher.encrypt_blocks_inout(blocks),
+        (Mode::Ecb, Direction::Decrypt) => cipher.decrypt_blocks_inout(blocks),
+        (Mode::Cbc, Direction::Decrypt) => {
+            let mut m = cbc::Decryptor::<&C>::inner_iv_init(cipher, &iv);
+            m.decrypt_blocks_inout(blocks);
+            state.0 = m.iv_state().into();
+        }
+        (Mode::Ctr, _) => {
+            let mut core = ctr::CtrCore::<&C, ctr::flavors::Ctr128BE>::inner_iv_init(cipher, &iv);
+            core.apply_keystream_blocks_inout(blocks);
+            state.0 = core.iv_state().into();
+            if !tail.is_empty() {
+                // Only a job's last packet ends mid-block; nothing follows it.
+                let mut keystream = Block::default();
+                core.apply_keystream_blocks(std::slice::from_mut(&mut keystream));
+                tail.xor_in2out(&keystream[..tail.len()]);
+                keystream.zeroize();
+            }
+        }
+        // `runs_between` holds for none of the others.
+        _ => {}
+    }
+}
+
 /// Views block-aligned bytes as AES blocks (the caller has checked the length).
 fn whole_blocks(data: &mut [u8]) -> &mut [Block] {
     let (blocks, tail) = Block::slice_as_chunks_mut(data);
@@ -521,6 +609,82 @@ fn whole_blocks(data: &mut [u8]) -> &mut [Block] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// From one buffer into another, every operation gives what it gives in place (the path
+    /// the vectors check), hands on the same state, and leaves its input as it was: whole
+    /// packets and last ones, CTR's partial blocks, padding added and stripped, and packets
+    /// copied and run in place (the serial operations, and those padded here).
+    #[test]
+    fn between_two_buffers_every_operation_gives_its_in_place_output() {
+        let mut byte = 0u8;
+        let mut next = || {
+            byte = byte.wrapping_mul(29).wrapping_add(113);
+            byte
+        };
+        let (mut checked, mut between) = (0, 0);
+        for key_len in [16, 24, 32] {
+            let raw: Vec<u8> = (0..key_len).map(|_| next()).collect();
+            let key = AesKey::new(&raw).unwrap();
+            for mode in [Mode::Ecb, Mode::Cbc, Mode::Ofb, Mode::Cfb, Mode::Ctr] {
+                for direction in [Direction::Encrypt, Direction::Decrypt] {
+                    for padding in [Padding::None, Padding::Pkcs7] {
+                        let op = AesOp::new(direction, mode).with_padding(padding);
+                        for (len, last) in [(64, false), (64, true), (37, true), (0, true)] {
+                            let iv: [u8; BLOCK] = std::array::from_fn(|_| next());
+                            let room = if last && op.pads_on_encrypt() {
+                                BLOCK
+                            } else {
+                                0
+                            };
+                            let mut input: Vec<u8> = (0..len).map(|_| next()).collect();
+                            let padded = last && padding == Padding::Pkcs7;
+                            if padded
+                                && direction == Direction::Decrypt
+                                && mode.needs_whole_blocks()
+                            {
+                                // A well-padded ciphertext: the encryption of padded bytes.
+                                let enc =
+                                    AesOp::new(Direction::Encrypt, mode).with_padding(padding);
+                                let mut s = ChainState(iv);
+                                input.resize(padded_len(len), 0);
+                                let n = key.process(enc, &mut s, &mut input, len, true).unwrap();
+                                input.truncate(n);
+                            }
+                            input.resize(input.len() + room, 0);
+                            let msg = if room > 0 { len } else { input.len() };
+                            let (mut in_place, mut s1) = (input.clone(), ChainState(iv));
+                            let want = key.process(op, &mut s1, &mut in_place, msg, last);
+                            let (mut out, mut s2) = (vec![0xee; input.len()], ChainState(iv));
+                            let kept = input.clone();
+                            let got = key.process_between(op, &mut s2, &input, &mut out, msg, last);
+                            assert_eq!(got, want, "{op:?} {len} {last}");
+                            assert_eq!(input, kept, "{op:?}: the input is only read");
+                            if let Ok(n) = want {
+                                assert_eq!(out[..n], in_place[..n], "{op:?} {len} {last}");
+                                assert_eq!(s2.0, s1.0, "{op:?} {len} {last}: the state");
+                                checked += 1;
+                                between += usize::from(op.runs_between() && room == 0);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 150 && between > 60, "{checked} {between}");
+        let key = AesKey::new(&[0; 16]).unwrap();
+        let ctr = AesOp::new(Direction::Encrypt, Mode::Ctr);
+        assert_eq!(
+            key.process_between(
+                ctr,
+                &mut ChainState([0; 16]),
+                &[0; 32],
+                &mut [0; 16],
+                16,
+                true
+            ),
+            Err(CryptoError::LengthExceedsBuffer { len: 32, buf: 16 })
+        );
+    }
 
     fn op(direction: Direction, mode: Mode) -> AesOp {
         AesOp::new(direction, mode)

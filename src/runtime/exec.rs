@@ -19,7 +19,7 @@ use bytes::BytesMut;
 use smallvec::SmallVec;
 
 use crate::crypto::{
-    AesOp, BatchItem, ChainState, CryptoError, Direction, ImplTable, LaneItem, Tag, Text,
+    AesImpl, AesOp, BatchItem, ChainState, CryptoError, Direction, ImplTable, LaneItem, Tag, Text,
     run_lanes, run_lanes_paused, verify_batch,
 };
 use crate::packet::{Packet, PacketMeta, TaskId};
@@ -198,10 +198,21 @@ pub(crate) fn run_set(
 
 /// Whether a packet its node keeps to run again should it fail runs out of place
 /// ([`PacketData::share_for_retry`]) rather than on a copy of its input made before it runs:
-/// a packet of a GCM job cut into several, which every GCM chain (RustCrypto's, OpenSSL's)
-/// runs from one buffer into another at the speed it runs in place.
-pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta) -> bool {
-    matches!(job.operation, Operation::Gcm { .. }) && !(meta.seq == 0 && meta.last)
+/// one whose implementation runs it from one buffer into another at the speed it runs in
+/// place. That is a packet of a GCM job cut into several (every GCM chain, RustCrypto's and
+/// OpenSSL's, does), and a packet of ECB, CBC decryption or CTR on RustCrypto
+/// (`AesKey::process_between`) that is not padded here. AWS-LC's and
+/// ring's calls, the lanes and the single-stream loop run in place only.
+pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta, impls: &ImplTable) -> bool {
+    match &job.operation {
+        Operation::Gcm { .. } => !(meta.seq == 0 && meta.last),
+        Operation::Aes { op, .. } => {
+            op.runs_between()
+                && !(meta.last && op.pads_on_encrypt())
+                && impls.alone(*op) == AesImpl::RustCrypto
+        }
+        _ => false,
+    }
 }
 
 /// Runs consecutive packets of one chained AES job one after another, as [`execute`] would run
@@ -321,7 +332,7 @@ pub(crate) fn execute(
     iv: Option<ChainState>,
 ) -> Result<PartOutput, JobError> {
     let input = match input {
-        Some(bytes) if !runs_out_of_place(job, meta) => {
+        Some(bytes) if !runs_out_of_place(job, meta, store.impls) => {
             data.clear();
             data.extend_from_slice(bytes);
             None
@@ -336,14 +347,19 @@ pub(crate) fn execute(
                 None if !chained => ChainState::default(),
                 iv => chain_state(store.store, job, meta.seq, iv)?,
             };
-            let n = key.process_with(
-                store.impls.alone(*op),
-                *op,
-                &mut state,
-                data,
-                msg_len,
-                meta.last,
-            )?;
+            let n = match input {
+                Some(input) => {
+                    key.process_between(*op, &mut state, input, data, msg_len, meta.last)?
+                }
+                None => key.process_with(
+                    store.impls.alone(*op),
+                    *op,
+                    &mut state,
+                    data,
+                    msg_len,
+                    meta.last,
+                )?,
+            };
             if chained && !meta.last {
                 store.put(
                     job.task,

@@ -302,7 +302,8 @@ impl Node<'_> {
         let single = set.len() == 1;
         running.extend(set.iter_mut().map(|p| {
             let retry = (p.data.attempt + 1 < self.max_attempts).then(|| {
-                let again = if single && runs_out_of_place(&p.data.job, &p.meta) {
+                let impls = &self.engine.layout.aes_impls;
+                let again = if single && runs_out_of_place(&p.data.job, &p.meta, impls) {
                     p.data.share_for_retry(spare)
                 } else {
                     p.data.copy_for_retry(spare)
