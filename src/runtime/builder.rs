@@ -174,6 +174,7 @@ pub struct ServiceBuilder {
     admission: Admission,
     stall_timeout: Option<Duration>,
     max_attempts: u32,
+    out_of_place: bool,
     stream_outputs: usize,
     inline_limit: usize,
     light_path: bool,
@@ -195,6 +196,7 @@ impl Default for ServiceBuilder {
             admission: Admission::Fair,
             stall_timeout: None,
             max_attempts: Self::DEFAULT_MAX_ATTEMPTS,
+            out_of_place: true,
             stream_outputs: 64,
             inline_limit: Self::DEFAULT_INLINE_LIMIT,
             light_path: false,
@@ -379,14 +381,29 @@ impl ServiceBuilder {
     /// store; its job fails with [`JobError::NodeFailed`](crate::runtime::JobError::NodeFailed)
     /// only once the packet was running on `attempts` nodes that failed, so one packet that
     /// brings nodes down cannot take every node down in turn. 1: the first failure fails the
-    /// job. Each run keeps a copy of the packet's input until its result is delivered, except
-    /// on a node alone in its cluster, whose packets have no other node to run on.
+    /// job. Each run keeps the packet's input until its result is delivered (see
+    /// [`out_of_place`](Self::out_of_place)), except on a node alone in its cluster, whose
+    /// packets have no other node to run on.
     /// Retries and packets that failed after their last attempt are counted in
     /// [`Metrics::packets_retried`](crate::runtime::Metrics::packets_retried) and
     /// [`Metrics::packets_out_of_attempts`](crate::runtime::Metrics::packets_out_of_attempts)
     /// (docs/ALGORITHM.md §15.2).
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.max_attempts = attempts;
+        self
+    }
+
+    /// Whether a node runs out of place the packets whose implementation runs them from one
+    /// buffer into another as fast as in place (default `true`): the packets of a GCM job cut
+    /// into several, and ECB, CBC decryption and CTR packets on RustCrypto that are not padded
+    /// there. Such a packet reads its input, kept as it was to run it again should the node
+    /// fail, and writes a buffer of the node's; its output goes back into the job's buffer
+    /// once it is delivered, a copy between bytes still in the cache. With `false`, or for
+    /// any other packet, the node copies the packet's input before it runs it in place, and
+    /// that copy reads the packet from memory before the cipher can (docs/ALGORITHM.md §15.2;
+    /// what each costs on two machines: docs/RESULTS.md). Outputs are the same either way.
+    pub fn out_of_place(mut self, on: bool) -> Self {
+        self.out_of_place = on;
         self
     }
 
@@ -556,6 +573,7 @@ impl ServiceBuilder {
             receive_queue_bytes,
             stall_timeout: self.stall_timeout,
             max_attempts: self.max_attempts,
+            out_of_place: self.out_of_place,
             stream_outputs: self.stream_outputs,
             inline_limit: self.inline_limit,
             light_path: self.light_path,

@@ -36,6 +36,8 @@ pub(crate) struct Layout {
     /// How many nodes a packet may be running on when they fail before its job fails (at
     /// least 1).
     pub(crate) max_attempts: u32,
+    /// Whether packets that can run out of place do (`ServiceBuilder::out_of_place`).
+    pub(crate) out_of_place: bool,
     /// The most outputs a stream holds unreceived.
     pub(crate) stream_outputs: usize,
     /// AES jobs of one packet of at most this many bytes run on the submitting thread.

@@ -303,7 +303,8 @@ impl Node<'_> {
         running.extend(set.iter_mut().map(|p| {
             let retry = (p.data.attempt + 1 < self.max_attempts).then(|| {
                 let impls = &self.engine.layout.aes_impls;
-                let again = if single && runs_out_of_place(&p.data.job, &p.meta, impls) {
+                let between = single && self.engine.layout.out_of_place;
+                let again = if between && runs_out_of_place(&p.data.job, &p.meta, impls) {
                     p.data.share_for_retry(spare)
                 } else {
                     p.data.copy_for_retry(spare)

@@ -150,10 +150,16 @@ pub struct LiveArgs {
     /// service's `inline_limit`; 0: every job goes to a node).
     #[arg(long, default_value_t = ServiceBuilder::DEFAULT_INLINE_LIMIT)]
     pub inline_limit: usize,
-    /// Runs a packet may have (the service's `max_attempts`): from 2 a node copies each packet's
-    /// input first, to run it again elsewhere should the node fail; 1 keeps no copy.
+    /// Runs a packet may have (the service's `max_attempts`): from 2 a node keeps each packet's
+    /// input (a copy, or the input itself for a packet run out of place), to run it again
+    /// elsewhere should the node fail; 1 keeps nothing.
     #[arg(long, default_value_t = ServiceBuilder::DEFAULT_MAX_ATTEMPTS)]
     pub max_attempts: u32,
+    /// Runs every packet in place, on a copy of its input made first (the service's
+    /// `out_of_place(false)`), rather than GCM chains' and RustCrypto's ECB, CBC decryption
+    /// and CTR packets out of place.
+    #[arg(long)]
+    pub in_place: bool,
     /// manycbc: the serial mode (cbc, ofb or cfb); parallel: ctr, ecb, or cbc (decryption).
     #[arg(long, default_value = "cbc")]
     pub mode: Mode,
@@ -430,6 +436,7 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
         .admission(args.admission)
         .inline_limit(args.inline_limit)
         .max_attempts(args.max_attempts)
+        .out_of_place(!args.in_place)
         .policy(policy.clone());
     if work.ed_nodes > 0 {
         // Ed25519 messages are one packet each, up to 64 KiB here.
