@@ -37,6 +37,7 @@ use crate::crypto::aes::{AesKey, BLOCK, Block, Direction, Schedule};
 use crate::crypto::error::CryptoError;
 #[cfg(feature = "openssl")]
 use crate::crypto::openssl_gcm::OpenSslGcm;
+use crate::crypto::text::Text;
 
 /// The GCM nonce size in bytes: 96 bits, the only size the service supports.
 pub const NONCE_LEN: usize = 12;
@@ -50,85 +51,6 @@ pub const MAX_TEXT_LEN: u64 = (1 << 36) - 32;
 
 /// The longest GCM associated data in bytes, 2⁶¹ − 1 (NIST SP 800-38D §5.2.1.1).
 pub const MAX_AAD_LEN: u64 = (1 << 61) - 1;
-
-/// A packet's text as a GCM packet call takes it: run in place, or read from one buffer and
-/// written into another of the same length, which leaves the input as it was (the node keeps
-/// it to run the packet again should it fail, rather than a copy made before the run).
-pub(crate) struct Text<'i, 'o>(Ends<'i, 'o>);
-
-enum Ends<'i, 'o> {
-    InPlace(&'o mut [u8]),
-    /// Of the same length.
-    Between {
-        input: &'i [u8],
-        output: &'o mut [u8],
-    },
-}
-
-impl<'i, 'o> Text<'i, 'o> {
-    /// `buf`, run in place.
-    pub(crate) fn in_place(buf: &'o mut [u8]) -> Self {
-        Text(Ends::InPlace(buf))
-    }
-
-    /// `input`, run into `output`.
-    ///
-    /// # Errors
-    /// [`CryptoError::LengthExceedsBuffer`] unless they are the same length.
-    pub(crate) fn between(input: &'i [u8], output: &'o mut [u8]) -> Result<Self, CryptoError> {
-        if input.len() != output.len() {
-            return Err(CryptoError::LengthExceedsBuffer {
-                len: input.len(),
-                buf: output.len(),
-            });
-        }
-        Ok(Text(Ends::Between { input, output }))
-    }
-
-    fn len(&self) -> usize {
-        match &self.0 {
-            Ends::InPlace(buf) => buf.len(),
-            Ends::Between { input, .. } => input.len(),
-        }
-    }
-
-    /// The text before the call has run it.
-    fn input(&self) -> &[u8] {
-        match &self.0 {
-            Ends::InPlace(buf) => buf,
-            Ends::Between { input, .. } => input,
-        }
-    }
-
-    /// Where the output goes (after the call, the output).
-    pub(super) fn output(&mut self) -> &mut [u8] {
-        match &mut self.0 {
-            Ends::InPlace(buf) => buf,
-            Ends::Between { output, .. } => output,
-        }
-    }
-
-    /// Both ends, as RustCrypto's cipher traits take them.
-    fn inout(&mut self) -> Result<InOutBuf<'_, '_, u8>, CryptoError> {
-        match &mut self.0 {
-            Ends::InPlace(buf) => Ok(InOutBuf::from(&mut **buf)),
-            Ends::Between { input, output } => {
-                let (len, buf) = (input.len(), output.len());
-                InOutBuf::new(input, output)
-                    .map_err(|_| CryptoError::LengthExceedsBuffer { len, buf })
-            }
-        }
-    }
-
-    /// Both ends as slices: `None` when the text runs in place.
-    #[cfg(feature = "openssl")]
-    pub(super) fn ends(&mut self) -> Option<(&[u8], &mut [u8])> {
-        match &mut self.0 {
-            Ends::InPlace(_) => None,
-            Ends::Between { input, output } => Some((input, output)),
-        }
-    }
-}
 
 /// A GCM tag.
 pub type Tag = [u8; TAG_LEN];

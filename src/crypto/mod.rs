@@ -39,6 +39,7 @@ mod ring_gcm;
 #[cfg(feature = "ring")]
 mod ring_keys;
 mod serial;
+mod text;
 
 pub use self::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, Padding, padded_len};
 pub use self::choice::{ImplChoice, ImplTable, op_name};
@@ -46,7 +47,6 @@ pub use self::ed25519::{
     BatchItem, KEY_LEN, SIGNATURE_LEN, SigningKey, VerifyingKey, verify_batch,
 };
 pub use self::error::CryptoError;
-pub(crate) use self::gcm::Text;
 pub use self::gcm::{
     GcmState, MAX_AAD_LEN, MAX_TEXT_LEN, NONCE_LEN, TAG_LEN, Tag, check_nonce, check_tag,
     check_text_len,
@@ -58,3 +58,4 @@ pub use self::lanes::{
     DEFAULT_LANES, LANE_WIDTHS, LaneError, LaneItem, MAX_LANES, run_lanes, run_lanes_paused,
     run_lanes_width,
 };
+pub(crate) use self::text::Text;

@@ -19,7 +19,7 @@ use openssl::cipher_ctx::CipherCtx;
 use zeroize::{Zeroize, Zeroizing};
 
 use crate::crypto::error::CryptoError;
-use crate::crypto::gcm::Text;
+use crate::crypto::text::Text;
 
 /// The most bytes handed to one OpenSSL call: its lengths are C `int`s.
 const MAX_CALL: usize = 1 << 30;
