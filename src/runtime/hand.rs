@@ -20,8 +20,9 @@ use crate::runtime::work::{JobRecord, PacketData, Packets};
 pub(crate) struct Running {
     pub(crate) job: Arc<JobRecord>,
     pub(crate) part: usize,
-    /// A copy of the packet as it was before it ran, to run again on another node if this one
-    /// fails first; `None` on its last attempt (or for a packet that cannot run again).
+    /// The packet as it was before it ran (a copy, or its input shared with a run out of
+    /// place), to run again on another node if this one fails first; `None` on its last
+    /// attempt (or for a packet that cannot run again).
     pub(crate) retry: Option<Packet<PacketData>>,
     /// A light packet (§15.7): counted apart from the packets the core placed.
     pub(crate) light: bool,

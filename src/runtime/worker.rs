@@ -146,8 +146,8 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
     let mut faults = spec.faults();
     // The running set, once taken back from the hand; empty between sets.
     let mut resolved: Vec<Running> = Vec::new();
-    // Buffers of retry copies no longer needed, for the next set's copies: at most a set's
-    // worth, each as large as the largest packet copied.
+    // Buffers of retry copies no longer needed, and of outputs gone home, for the next set's
+    // copies and outputs: at most a set's worth, each as large as the largest packet.
     let mut spare: Vec<bytes::BytesMut> = Vec::new();
     // Looking for work before sleeping, earned by working (`ServiceBuilder::idle_poll`).
     let mut poll = IdlePoll::new(engine.layout.idle_poll);
