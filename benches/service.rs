@@ -5,8 +5,11 @@
 //! completion).
 //!
 //! `service/retry-copy`: 256 CTR jobs, and 256 GCM sealing jobs, of 16 KiB on two nodes, with
-//! `max_attempts` 2 (the default: each packet's input is copied before it runs, to run again
-//! on the other node should its node fail) and 1 (no copy): what the copy costs.
+//! `max_attempts` 2 (the default: each packet's input is kept to run again on the other node
+//! should its node fail: a CTR packet runs out of place from its input, the output copied
+//! back once delivered; a GCM job of one packet is copied before it runs), the same with
+//! `out_of_place(false)` (every packet copied first, `in-place`), and 1 (nothing kept): what
+//! keeping the input costs.
 //!
 //! `cargo bench --bench service`
 
@@ -76,16 +79,18 @@ fn retry_copy(c: &mut Criterion) {
     let cores = core_affinity::get_core_ids().map_or(1, |c| c.len().max(1));
     let mut group = c.benchmark_group("service/retry-copy");
     group.throughput(Throughput::Bytes((JOBS * SIZE) as u64));
-    for attempts in [2u32, 1] {
+    for (attempts, out_of_place) in [(2u32, true), (2, false), (1, true)] {
         // Two nodes: a node alone in its cluster copies nothing, as no other node could rerun.
         let service = Service::builder()
             .aes_cluster((0..2).map(|i| NodeSpec::pinned(i % cores)))
             .max_attempts(attempts)
+            .out_of_place(out_of_place)
             .build()
             .expect("service");
         let key = service.add_aes_key(&[7; 16]).expect("key");
         for mode in [Mode::Ctr, Mode::Gcm] {
-            let name = format!("{mode}/max_attempts={attempts}");
+            let way = if out_of_place { "" } else { "/in-place" };
+            let name = format!("{mode}/max_attempts={attempts}{way}");
             group.bench_function(name, |b| {
                 b.iter_batched(
                     || (0..JOBS).map(|_| vec![0u8; SIZE]).collect::<Vec<_>>(),
