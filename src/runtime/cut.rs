@@ -265,7 +265,7 @@ mod tests {
         first.data.fill(1);
         let out = std::mem::take(&mut first.data);
         drop(first);
-        let delivered = output_home(retry.input.take().unwrap(), out, &mut spare);
+        let delivered = output_home(retry.input.take().unwrap(), out, false, &mut spare);
         assert_eq!(
             delivered.as_ptr(),
             home,
@@ -288,6 +288,33 @@ mod tests {
         drop(failed);
         retry.reclaim_input();
         assert_eq!(retry.data.as_ptr(), at, "no copy");
+    }
+
+    #[test]
+    fn a_job_of_one_packet_run_out_of_place_has_its_output_as_it_is() {
+        // A job of one packet: its output buffer is the job's output, its input's buffer a
+        // spare.
+        let mut packets = cut_padded(vec![2u8; 40]);
+        let mut only = packets.remove(0).data;
+        let input_at = only.data.as_ptr();
+        let mut spare = Vec::new();
+        let mut retry = only.share_for_retry(&mut spare);
+        only.data.fill(6);
+        let out = std::mem::take(&mut only.data);
+        let out_at = out.as_ptr();
+        drop(only);
+        let delivered = output_home(retry.input.take().unwrap(), out, true, &mut spare);
+        assert_eq!(delivered.as_ptr(), out_at, "no copy");
+        assert!(delivered.iter().all(|&b| b == 6));
+        assert_eq!(spare.iter().map(|b| b.as_ptr()).collect::<Vec<_>>(), [input_at]);
+        // An input holding far more room than bytes is not kept.
+        let mut roomy = BytesMut::with_capacity(1 << 20);
+        roomy.extend_from_slice(&[1; 64]);
+        let mut spare = Vec::new();
+        let out = BytesMut::from(&[3u8; 64][..]);
+        let delivered = output_home(Arc::new(roomy), out, true, &mut spare);
+        assert_eq!(&delivered[..], &[3u8; 64][..]);
+        assert!(spare.is_empty());
     }
 
     #[test]

@@ -472,14 +472,24 @@ impl PacketData {
 
 /// The output of a packet that ran out of place, `out`, in the home of its input (`home`, the
 /// retry record's share of it, a view of the job's buffer), so that the job's packets join
-/// again without a copy. `out`'s buffer goes to `spare` for the next packet. If the input is
-/// still shared (it never is once the run is over), the output stays where it is.
+/// again without a copy. `out`'s buffer goes to `spare` for the next packet. The packet of a
+/// job of one packet (`whole`) needs no home: `out` is the job's output as it is, and the
+/// input's buffer goes to `spare` instead (unless it holds much more room than bytes, which
+/// the node would then keep). If the input is still shared (it never is once the run is
+/// over), the output stays where it is.
 pub(crate) fn output_home(
     home: Arc<BytesMut>,
     out: BytesMut,
+    whole: bool,
     spare: &mut Vec<BytesMut>,
 ) -> BytesMut {
     match Arc::try_unwrap(home) {
+        Ok(buf) if whole => {
+            if buf.capacity() <= buf.len().max(4096).saturating_mul(2) {
+                spare.push(buf);
+            }
+            out
+        }
         Ok(mut buf) if buf.len() >= out.len() => {
             buf.truncate(out.len());
             buf.copy_from_slice(&out);

@@ -371,18 +371,23 @@ impl Node<'_> {
                     spare.push(data);
                     result
                 }
-                // It ran out of place: the output goes home, into its input's buffer.
+                // It ran out of place: the output goes home, into its input's buffer (or, for
+                // a job of one packet, is the job's output as it is).
                 Some(PacketData {
                     input: Some(home), ..
-                }) => match result {
-                    Ok(PartOutput::Data(out)) => {
-                        Ok(PartOutput::Data(output_home(home, out, spare)))
+                }) => {
+                    let whole = meta.seq == 0 && meta.last;
+                    match result {
+                        Ok(PartOutput::Data(out)) => {
+                            Ok(PartOutput::Data(output_home(home, out, whole, spare)))
+                        }
+                        Ok(PartOutput::Sealed(out, tag)) => Ok(PartOutput::Sealed(
+                            output_home(home, out, whole, spare),
+                            tag,
+                        )),
+                        other => other,
                     }
-                    Ok(PartOutput::Sealed(out, tag)) => {
-                        Ok(PartOutput::Sealed(output_home(home, out, spare), tag))
-                    }
-                    other => other,
-                },
+                }
                 None => result,
             };
             local.packets += 1;
