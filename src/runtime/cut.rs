@@ -306,7 +306,10 @@ mod tests {
         let delivered = output_home(retry.input.take().unwrap(), out, true, &mut spare);
         assert_eq!(delivered.as_ptr(), out_at, "no copy");
         assert!(delivered.iter().all(|&b| b == 6));
-        assert_eq!(spare.iter().map(|b| b.as_ptr()).collect::<Vec<_>>(), [input_at]);
+        assert_eq!(
+            spare.iter().map(|b| b.as_ptr()).collect::<Vec<_>>(),
+            [input_at]
+        );
         // An input holding far more room than bytes is not kept.
         let mut roomy = BytesMut::with_capacity(1 << 20);
         roomy.extend_from_slice(&[1; 64]);
