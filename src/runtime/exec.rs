@@ -201,8 +201,8 @@ pub(crate) fn run_set(
 /// one whose implementation runs it from one buffer into another at the speed it runs in
 /// place. That is a packet of a GCM job cut into several (every GCM chain, RustCrypto's and
 /// OpenSSL's, does), and a packet of ECB, CBC decryption or CTR on RustCrypto
-/// (`AesKey::process_between`) that is not padded here. AWS-LC's and
-/// ring's calls, the lanes and the single-stream loop run in place only.
+/// (`AesKey::process_between`) that is not padded here. AWS-LC's and ring's calls, the lanes
+/// and the single-stream loop run in place only.
 pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta, impls: &ImplTable) -> bool {
     match &job.operation {
         Operation::Gcm { .. } => !(meta.seq == 0 && meta.last),
@@ -402,13 +402,14 @@ pub(crate) fn execute(
                     _ => Box::new(rebuild_gcm(job, meta.seq, key, *direction, nonce, aad)?),
                 }
             };
-            let short = CryptoError::LengthExceedsBuffer {
-                len: msg_len,
-                buf: data.len(),
-            };
-            let out = data.get_mut(..msg_len).ok_or(short)?;
+            let short = |buf: usize| CryptoError::LengthExceedsBuffer { len: msg_len, buf };
+            let buf = data.len();
+            let out = data.get_mut(..msg_len).ok_or(short(buf))?;
             let text = match input {
-                Some(input) => Text::between(input.get(..msg_len).unwrap_or(input), out)?,
+                Some(input) => {
+                    let from = input.get(..msg_len).ok_or(short(input.len()))?;
+                    Text::between(from, out)?
+                }
                 None => Text::in_place(out),
             };
             if !meta.last {

@@ -410,6 +410,11 @@ impl PacketData {
         let mut data = spare.pop().unwrap_or_default();
         data.clear();
         data.extend_from_slice(&self.data);
+        self.again(data, None)
+    }
+
+    /// The same packet with `data` and `input` in place of its own.
+    fn again(&self, data: BytesMut, input: Option<Arc<BytesMut>>) -> PacketData {
         PacketData {
             job: Arc::clone(&self.job),
             part: self.part,
@@ -418,7 +423,7 @@ impl PacketData {
             start: self.start.clone(),
             attempt: self.attempt,
             light: self.light,
-            input: None,
+            input,
         }
     }
 
@@ -426,7 +431,7 @@ impl PacketData {
     /// (a node's own, as long as the input), and returns what runs it again on another node
     /// should this one fail: the same packet, its input shared rather than copied. The input
     /// is left as it was by the run; once the packet is delivered, its output goes back into
-    /// the input's buffer ([`PacketData::output_home`]), a view of the job's buffer, while
+    /// the input's buffer ([`output_home`]), a view of the job's buffer, while
     /// both are still in the cache. That costs a copy from cache to cache, where a copy made
     /// before the run reads the packet from memory before the cipher can.
     pub(crate) fn share_for_retry(&mut self, spare: &mut Vec<BytesMut>) -> PacketData {
@@ -440,16 +445,7 @@ impl PacketData {
         }
         self.data = out;
         self.input = Some(Arc::clone(&input));
-        PacketData {
-            job: Arc::clone(&self.job),
-            part: self.part,
-            data: BytesMut::new(),
-            msg_len: self.msg_len,
-            start: self.start.clone(),
-            attempt: self.attempt,
-            light: self.light,
-            input: Some(input),
-        }
+        self.again(BytesMut::new(), Some(input))
     }
 
     /// A retry record's packet made whole to run on another node: its input, taken back from
