@@ -123,7 +123,7 @@ mod tests {
     use super::*;
     use crate::crypto::{AesKey, Direction, Padding};
     use crate::packet::{ClusterId, TaskId};
-    use crate::runtime::work::{Operation, output_home};
+    use crate::runtime::work::{Operation, output_home, warm_spare};
 
     /// Cuts a padded CBC encryption of `data` into packets of 64 bytes, the padding folded
     /// into the last packet or not.
@@ -318,6 +318,29 @@ mod tests {
         let delivered = output_home(Arc::new(roomy), out, true, &mut spare);
         assert_eq!(&delivered[..], &[3u8; 64][..]);
         assert!(spare.is_empty());
+    }
+
+    #[test]
+    fn a_node_s_warm_spare_takes_its_first_packet_without_growing() {
+        // Nothing kept for a retry: no spare.
+        assert!(warm_spare(1, 64).is_empty());
+        // The largest packet there is, a whole one with the padding block folded in: its
+        // output, or its retry copy, goes into the warm buffer as it is.
+        for run_out_of_place in [true, false] {
+            let mut spare = warm_spare(3, 64);
+            let at = spare[0].as_ptr();
+            let mut packets = cut_padded(vec![1u8; 128]);
+            let mut last = packets.pop().unwrap().data;
+            assert_eq!(last.data.len(), 64 + BLOCK);
+            let kept = if run_out_of_place {
+                let _retry = last.share_for_retry(&mut spare);
+                last.data.as_ptr()
+            } else {
+                last.copy_for_retry(&mut spare).data.as_ptr()
+            };
+            assert_eq!(kept, at, "out of place {run_out_of_place}: a new buffer");
+            assert!(spare.is_empty());
+        }
     }
 
     #[test]

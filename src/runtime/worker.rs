@@ -39,7 +39,7 @@ use crate::runtime::health::{NodeHealth, own_thread_id, stall_limit};
 use crate::runtime::ids::ClusterKind;
 use crate::runtime::metrics::LocalCounters;
 use crate::runtime::slow::{SLOWDOWN_SPIN, SlowCore, WorkClock, emulate_slowdown};
-use crate::runtime::work::{PacketData, PartOutput, output_home};
+use crate::runtime::work::{PacketData, PartOutput, output_home, warm_spare};
 
 /// What a worker needs to know about its node.
 #[derive(Debug, Clone)]
@@ -113,6 +113,17 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         )
     });
     engine.set_unit_times(spec.node, times);
+    // A packet run again on another node should this one fail: none where the node is alone
+    // in its cluster (`Engine::fail_node`), so nothing is kept for a retry that cannot happen.
+    let cluster = engine.layout.nodes[spec.node.index()].cluster;
+    let siblings = engine.layout.nodes.iter().filter(|n| n.cluster == cluster);
+    let max_attempts = match siblings.count() {
+        1 => 1,
+        _ => engine.layout.max_attempts,
+    };
+    // Buffers of retry copies no longer needed, and of outputs gone home, for the next set's
+    // copies and outputs: at most a set's worth, each as large as the largest packet.
+    let mut spare = warm_spare(max_attempts, engine.layout.packet_size);
     if let Some(ready) = ready {
         let _ = ready.send(());
     }
@@ -124,18 +135,13 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
         .store(own_thread_id().unwrap_or(0), Ordering::Release);
     let hand = &engine.hands[spec.node.index()];
     hand.set_worker();
-    // A packet runs again only on another node of its cluster (`Engine::fail_node`): a node
-    // alone in its cluster copies nothing for a retry that cannot happen.
-    let cluster = engine.layout.nodes[spec.node.index()].cluster;
-    let siblings = engine.layout.nodes.iter().filter(|n| n.cluster == cluster);
-    let alone = siblings.count() == 1;
     let light_run = engine.layout.node_queue(cluster).bytes;
     let node = Node {
         engine: &engine,
         spec: &spec,
         hand,
         health,
-        max_attempts: if alone { 1 } else { engine.layout.max_attempts },
+        max_attempts,
         light_run,
         core: SlowCore::new(spec.slowdown),
     };
@@ -146,9 +152,6 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
     let mut faults = spec.faults();
     // The running set, once taken back from the hand; empty between sets.
     let mut resolved: Vec<Running> = Vec::new();
-    // Buffers of retry copies no longer needed, and of outputs gone home, for the next set's
-    // copies and outputs: at most a set's worth, each as large as the largest packet.
-    let mut spare: Vec<bytes::BytesMut> = Vec::new();
     // Looking for work before sleeping, earned by working (`ServiceBuilder::idle_poll`).
     let mut poll = IdlePoll::new(engine.layout.idle_poll);
     while engine.worker_turn(
