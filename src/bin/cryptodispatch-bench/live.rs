@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{Args, Parser, ValueEnum};
 use cryptodispatch::crypto::{
@@ -33,7 +33,7 @@ use rand::{Rng, RngExt, SeedableRng};
 use crate::openssl::{Baseline, Speed};
 use crate::report::{Csv, Table, f, pct, pcts};
 use crate::support::{
-    Text, cores, lock, on_threads, parse_policies, percentile, policy_help, positive,
+    Text, cores, lock, on_threads_timed, parse_policies, percentile, policy_help, positive,
 };
 
 /// The live workloads.
@@ -71,8 +71,9 @@ pub enum Workload {
     /// against `openssl speed -multi <nodes> -evp aes-128-gcm` run in the same rounds.
     Gcm,
     /// Many independent AES-128 jobs of 16 KiB (or --size) of a parallel operation (--mode ctr,
-    /// ecb, or cbc for CBC decryption) on 2 AES nodes (or --nodes), from 2 submitting threads,
-    /// against the same jobs run directly and `openssl speed -multi <nodes>` of the same.
+    /// ecb, or cbc for CBC decryption), 128 MiB of them (512 MiB of jobs of 1 MiB or longer),
+    /// on 2 AES nodes (or --nodes), from 2 submitting threads, against the same jobs run
+    /// directly and `openssl speed -multi <nodes>` of the same.
     Parallel,
     /// PKCS#7 padding's cost: 48 AES-128-CBC encryption jobs of 1 MiB (or --jobs, --size) on
     /// 2 AES nodes (or --nodes), without and with padding, in the same rounds.
@@ -122,7 +123,8 @@ pub struct LiveArgs {
     /// Fix the job size in bytes (mixed: 256, 1024, 16384, ...; cbc16k: the job size).
     #[arg(long)]
     pub size: Option<usize>,
-    /// Number of jobs (default by workload; gcm: 128 MiB; hetero-chains: its 40 chains, 80 ECB).
+    /// Number of jobs (default by workload; gcm, manycbc: 128 MiB; parallel: 128 MiB, or 512
+    /// MiB of jobs of 1 MiB or longer; hetero-chains: its 40 chains, 80 ECB).
     #[arg(long, value_parser = positive)]
     pub jobs: Option<usize>,
     /// AES nodes (default: one per core, 2 for gcm); mixed gets as many Ed25519 nodes too.
@@ -470,8 +472,7 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
     // Each submitting thread waits for its own jobs once it has submitted them all, as an
     // application's threads would (and as the reference's threads each keep their own outputs),
     // so resolving the handles is shared between the threads rather than left to one.
-    let start = Instant::now();
-    let results = on_threads(per_thread, false, |_, jobs| {
+    let (results, elapsed) = on_threads_timed(per_thread, false, |_, jobs| {
         let mut handles = jobs
             .into_iter()
             .map(|(i, job)| service.submit(job).map(|h| (i, h)).text())
@@ -487,7 +488,6 @@ fn run_service(args: &LiveArgs, work: &Work, policy: &PolicySpec) -> Result<Meas
             })
             .collect::<Result<Vec<Resolved>, String>>()
     })?;
-    let elapsed = start.elapsed();
     let mut outputs = vec![JobOutput::Verified(false); work.items.len()];
     let mut latencies = Vec::with_capacity(work.items.len());
     for (i, out, latency) in results.into_iter().collect::<Result<Vec<_>, _>>()?.concat() {
@@ -603,8 +603,7 @@ fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<M
     }
     let queues: Vec<Mutex<VecDeque<(usize, Item)>>> = queues.into_iter().map(Mutex::new).collect();
     let cores: Vec<SlowCore> = slowdowns.iter().map(|&f| SlowCore::new(f)).collect();
-    let start = Instant::now();
-    let outs = on_threads(cores, true, |t, core| {
+    let (outs, elapsed) = on_threads_timed(cores, true, |t, core| {
         let queue = &queues[t % queues.len()];
         let mut out = Vec::new();
         loop {
@@ -637,7 +636,6 @@ fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<M
         }
         out
     })?;
-    let elapsed = start.elapsed();
     let mut outputs = vec![JobOutput::Verified(false); work.items.len()];
     for (i, o) in outs.into_iter().flatten() {
         outputs[i] = o?;

@@ -3,7 +3,8 @@
 //! round-by-round comparison of two live policies, and the policy options' help.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Barrier, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 use cryptodispatch::PolicySpec;
 use cryptodispatch::sim::research::experiments::PointRunner;
@@ -100,6 +101,27 @@ pub fn on_threads<T: Send, R: Send>(
             .map(|r| r.map_err(|_| "a thread panicked".to_owned()))
             .collect()
     })
+}
+
+/// [`on_threads`], timed from the moment every thread has started (and pinned itself) to
+/// the last one's end: starting threads, which takes tens of microseconds each, is not part of
+/// what a side of a comparison is measured on.
+pub fn on_threads_timed<T: Send, R: Send>(
+    inputs: Vec<T>,
+    pinned: bool,
+    f: impl Fn(usize, T) -> R + Sync,
+) -> Result<(Vec<R>, Duration), String> {
+    let ready = Barrier::new(inputs.len());
+    let start = OnceLock::new();
+    let results = on_threads(inputs, pinned, |t, input| {
+        // The last thread to arrive starts the clock, and does not sleep before it runs.
+        if ready.wait().is_leader() {
+            let _ = start.set(Instant::now());
+        }
+        f(t, input)
+    })?;
+    let start = start.get().copied().unwrap_or_else(Instant::now);
+    Ok((results, start.elapsed()))
 }
 
 /// A result whose error the bench reports as its text.
