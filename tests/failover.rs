@@ -533,6 +533,14 @@ fn packets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_a_
         let m = service.metrics();
         assert!(m.packets_retried >= 1, "{fault:?}: {m}");
         assert_eq!(m.packets_out_of_attempts, 0, "{fault:?}: {m}");
+        // Which way the packets ran, as the nodes count it.
+        let shared: u64 = m.nodes.iter().map(|n| n.out_of_place).sum();
+        let copied: u64 = m.nodes.iter().map(|n| n.retry_copies).sum();
+        if out_of_place {
+            assert!(shared > 0, "{fault:?}: {m:?}");
+        } else {
+            assert_eq!((shared, copied > 0), (0, true), "{fault:?}: {m:?}");
+        }
         service.shutdown();
     }
 }

@@ -1325,6 +1325,8 @@ impl Engine {
                     queue_depth,
                     queued_bytes,
                     panics: c.panics,
+                    out_of_place: c.out_of_place,
+                    retry_copies: c.retry_copies,
                     state: if health.is_down() {
                         NodeState::Down
                     } else {

@@ -28,6 +28,8 @@ pub(crate) struct NodeCounters {
     bytes: AtomicU64,
     busy_ns: AtomicU64,
     panics: AtomicU64,
+    out_of_place: AtomicU64,
+    retry_copies: AtomicU64,
 }
 
 /// The worker's local totals, published after every packet.
@@ -37,6 +39,10 @@ pub(crate) struct LocalCounters {
     pub(crate) bytes: u64,
     pub(crate) busy_ns: u64,
     pub(crate) panics: u64,
+    /// Packets run out of place, their input kept as they are for a retry.
+    pub(crate) out_of_place: u64,
+    /// Packets whose input was copied for a retry before they ran.
+    pub(crate) retry_copies: u64,
     /// The node's recent pace (kept by the worker, published to its [`NodeGauges`]).
     pub(crate) pace: Pace,
 }
@@ -79,6 +85,8 @@ impl NodeCounters {
         self.bytes.store(local.bytes, Relaxed);
         self.busy_ns.store(local.busy_ns, Relaxed);
         self.panics.store(local.panics, Relaxed);
+        self.out_of_place.store(local.out_of_place, Relaxed);
+        self.retry_copies.store(local.retry_copies, Relaxed);
     }
 
     /// The totals last published.
@@ -88,6 +96,8 @@ impl NodeCounters {
             bytes: self.bytes.load(Relaxed),
             busy_ns: self.busy_ns.load(Relaxed),
             panics: self.panics.load(Relaxed),
+            out_of_place: self.out_of_place.load(Relaxed),
+            retry_copies: self.retry_copies.load(Relaxed),
             pace: Pace::default(),
         }
     }
@@ -343,6 +353,15 @@ pub struct NodeMetrics {
     pub queued_bytes: u64,
     /// Panics caught while running packets.
     pub panics: u64,
+    /// Packets it ran out of place, from their input into a buffer of its own, the input kept
+    /// as it is in case the packet must run again on another node
+    /// ([`ServiceBuilder::out_of_place`](crate::ServiceBuilder::out_of_place)).
+    pub out_of_place: u64,
+    /// Packets whose input it copied before running them in place, in case they must run
+    /// again on another node: those of implementations that run in place only, lane sets, and
+    /// every packet with `out_of_place` off. A node alone in its cluster, or a service of
+    /// `max_attempts(1)`, keeps nothing and counts neither.
+    pub retry_copies: u64,
     /// Whether the node is up or down (failed, and not back yet).
     pub state: NodeState,
     /// Times the node failed: its worker panicked outside a packet's cryptography, exited, or

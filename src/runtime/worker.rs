@@ -178,7 +178,8 @@ pub(crate) fn run(engine: Arc<Engine>, spec: WorkerSpec, ready: Option<mpsc::Sen
             let metas: SmallVec<[PacketMeta; 1]> = set.iter().map(|p| p.meta).collect();
             let chain_run = is_chain_run(&set);
             let light = set[0].data.light;
-            let started = node.publish_running(&mut set, &mut hand.running(), &mut spare);
+            let started =
+                node.publish_running(&mut set, &mut hand.running(), &mut spare, &mut local);
             let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
             let limit = stall_limit(engine.layout.stall_timeout, expected);
             health.busy_limit.store(limit, Ordering::Release);
@@ -301,6 +302,7 @@ impl Node<'_> {
         set: &mut [Packet<PacketData>],
         running: &mut Vec<Running>,
         spare: &mut Vec<bytes::BytesMut>,
+        local: &mut LocalCounters,
     ) -> Started {
         let single = set.len() == 1;
         running.extend(set.iter_mut().map(|p| {
@@ -308,8 +310,10 @@ impl Node<'_> {
                 let impls = &self.engine.layout.aes_impls;
                 let between = single && self.engine.layout.out_of_place;
                 let again = if between && runs_out_of_place(&p.data.job, &p.meta, impls) {
+                    local.out_of_place += 1;
                     p.data.share_for_retry(spare)
                 } else {
+                    local.retry_copies += 1;
                     p.data.copy_for_retry(spare)
                 };
                 Packet::new(p.meta, again)
@@ -531,7 +535,10 @@ impl Node<'_> {
         let (base, started) = {
             let mut running = self.hand.running();
             let base = running.len();
-            (base, self.publish_running(&mut set, &mut running, spare))
+            (
+                base,
+                self.publish_running(&mut set, &mut running, spare, local),
+            )
         };
         let expected: f64 = metas.iter().map(|m| estimate.expected(m)).sum();
         // A set run at a light set's pause ends before it: the longer one's end stands.

@@ -13,6 +13,7 @@
 //! - TLS with certificates made in the test (rcgen), and client certificates.
 //! - The agent check, the metrics endpoint, the health service, and the SIGTERM drain.
 //! - `--aes-implementation` pins the nodes' implementation, shown in the metrics.
+//! - Packets run out of place unless `--in-place`, counted in the metrics either way.
 //! - Refusals at start: no TLS without `--insecure-loopback`, plaintext off loopback, key or
 //!   token files readable by others, bad key files, no tokens.
 #![cfg(feature = "daemon")]
@@ -910,6 +911,81 @@ async fn metrics_and_health() {
         ("HTTP/1.1 200 OK".into(), "SERVING\n".into())
     );
     assert!(http_get(m, "/nothing").0.contains("404"));
+}
+
+/// Packets run out of place by default, from their input into a node's own buffer, their
+/// input kept for a retry; with `--in-place` each is copied first and run in place. The bytes
+/// are the library's either way, and the metrics count which way each packet went.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn packets_run_out_of_place_unless_in_place_and_the_metrics_say_which() {
+    let f = Fixture::new("in-place");
+    for in_place in [false, true] {
+        // Two AES nodes (the fixture has one): a node alone in its cluster keeps nothing for
+        // a retry. RustCrypto runs ECB, CTR and CBC decryption out of place.
+        let mut args = f.args();
+        let nodes = args.iter().position(|a| a == "--nodes").unwrap() + 1;
+        args[nodes] = "2".into();
+        args.extend(
+            [
+                "--metrics",
+                "127.0.0.1:0",
+                "--aes-implementation",
+                "rustcrypto",
+            ]
+            .map(String::from),
+        );
+        if in_place {
+            args.push("--in-place".into());
+        }
+        let d = Daemon::start(&args);
+        let m = d.metrics.unwrap();
+        bounded("in-place", LIMIT, async {
+            let c = d.client(Some(ALL)).await;
+            // Several packets each (16 KiB packets), and one of a single packet.
+            for (mode, direction, len) in [
+                (Mode::Ctr, Direction::Encrypt, 100_000),
+                (Mode::Ecb, Direction::Encrypt, 50_000),
+                (Mode::Cbc, Direction::Decrypt, 40_000),
+                (Mode::Ctr, Direction::Encrypt, 4_000),
+            ] {
+                let data = bytes(len, len as u64);
+                let request = aes_request("k128", mode, Padding::None, data.clone());
+                let got = match direction {
+                    Direction::Encrypt => c.encrypt(request).await,
+                    Direction::Decrypt => c.decrypt(request).await,
+                }
+                .unwrap();
+                let op = AesOp::new(direction, mode);
+                assert_eq!(
+                    got,
+                    aes_reference(&K128, op, &IV, &data),
+                    "{mode:?} {len}, in place {in_place}"
+                );
+            }
+        })
+        .await;
+        let (_, text) = http_get(m, "/metrics");
+        let total = |name: &str| -> f64 {
+            (0..2)
+                .map(|n| {
+                    let series = format!("{name}{{node=\"{n}\",cluster=\"aes\"}}");
+                    sample(&text, &series).unwrap_or_else(|| panic!("no {series}: {text}"))
+                })
+                .sum()
+        };
+        let shared = total("cryptodispatch_node_out_of_place_total");
+        let copied = total("cryptodispatch_node_retry_copies_total");
+        // 14 packets on the nodes (the last job may run on the calling thread): the CTR and
+        // ECB jobs' 11 run out of place unless in place; the CBC decryption's 3, which a node
+        // may take as one set, are copied when it does.
+        if in_place {
+            assert_eq!(shared, 0.0, "{text}");
+            assert!(copied >= 14.0, "{copied} copies: {text}");
+        } else {
+            assert!(shared >= 11.0, "{shared} out of place: {text}");
+            assert!(shared + copied >= 14.0, "{shared} and {copied}: {text}");
+        }
+    }
 }
 
 /// `--aes-implementation` pins the nodes' implementation: the metrics name it for the

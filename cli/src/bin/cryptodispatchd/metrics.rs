@@ -5,7 +5,9 @@
 //!   it), `cryptodispatchd_rpc_in_flight{rpc}`;
 //! - per node, from [`Service::metrics`](cryptodispatch::Service::metrics) at each scrape:
 //!   `cryptodispatch_node_packets_total`, `_bytes_total`, `_busy_seconds_total`,
-//!   `_panics_total`, `_queue_depth` (packets), `_queued_bytes`, `_slowdown`,
+//!   `_panics_total`, `_out_of_place_total` (packets run out of place, their input kept for a
+//!   retry), `_retry_copies_total` (packets whose input was copied for a retry before they
+//!   ran), `_queue_depth` (packets), `_queued_bytes`, `_slowdown`,
 //!   `_unit_time_seconds{cmd}` (per packet of the packet size), `_up` (1 up, 0 down: failed and
 //!   not back yet), `_failures_total`, `_stalls_total` (of the failures) and `_restarts_total`,
 //!   labelled `node` and `cluster`;
@@ -329,6 +331,24 @@ impl Collector for ServiceCollector {
             m.nodes
                 .iter()
                 .map(|n| (node(n), ConstCounter::new(n.panics))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_node_out_of_place",
+            "Packets a node ran out of place, their input kept for a retry (off with --in-place)",
+            counter,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstCounter::new(n.out_of_place))),
+        )?;
+        family(
+            e,
+            "cryptodispatch_node_retry_copies",
+            "Packets whose input a node copied before running them, for a retry",
+            counter,
+            m.nodes
+                .iter()
+                .map(|n| (node(n), ConstCounter::new(n.retry_copies))),
         )?;
         family(
             e,
