@@ -186,12 +186,12 @@ pub(crate) fn run_set(
             })
             .collect();
     }
-    // Chain runs and lane sets run in place.
-    for p in &mut set {
-        p.data.run_in_place();
-    }
     if is_chain_run(&set) {
         return run_chain(store, set, pause);
+    }
+    // Lane sets run in place.
+    for p in &mut set {
+        p.data.run_in_place();
     }
     run_lane_set(store, set, pause)
 }
@@ -201,8 +201,8 @@ pub(crate) fn run_set(
 /// one whose implementation runs it from one buffer into another at the speed it runs in
 /// place. That is a packet of a GCM job cut into several (every GCM chain, RustCrypto's and
 /// OpenSSL's, does), and a packet of ECB, CBC decryption or CTR on RustCrypto
-/// (`AesKey::process_between`) that is not padded here. AWS-LC's and ring's calls, the lanes
-/// and the single-stream loop run in place only.
+/// (`AesKey::process_between`) that is not padded here, alone or in a chain run. AWS-LC's and
+/// ring's calls, the lanes and the single-stream loop run in place only.
 pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta, impls: &ImplTable) -> bool {
     match &job.operation {
         Operation::Gcm { .. } => !(meta.seq == 0 && meta.last),
@@ -216,7 +216,7 @@ pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta, impls: &Impl
 }
 
 /// Runs consecutive packets of one chained AES job one after another, as [`execute`] would run
-/// each, but with the chaining state kept here between them: it is taken (from the IV or the
+/// each (out of place where it would), but with the chaining state kept here between them: it is taken (from the IV or the
 /// store) before the first and handed to the store after the last, unless that ends the job.
 /// A packet that fails breaks the chain: the packets after it fail with
 /// [`JobError::StateLost`], as they would finding no state in the store.
@@ -246,8 +246,18 @@ fn run_chain(
             mut data,
             msg_len,
             start,
+            input,
             ..
         } = work;
+        // A packet readied to run out of place does, as `execute` would run it.
+        let input = match input {
+            Some(bytes) if !runs_out_of_place(&job, &meta, store.impls) => {
+                data.clear();
+                data.extend_from_slice(&bytes);
+                None
+            }
+            input => input,
+        };
         let begun = match state {
             Ok(Some(s)) => Ok(s),
             Ok(None) => chain_state(store.store, &job, meta.seq, start),
@@ -261,14 +271,18 @@ fn run_chain(
                 continue;
             }
         };
-        match key.process_with(
-            store.impls.alone(*op),
-            *op,
-            &mut s,
-            &mut data,
-            msg_len,
-            meta.last,
-        ) {
+        let ran = match &input {
+            Some(input) => key.process_between(*op, &mut s, input, &mut data, msg_len, meta.last),
+            None => key.process_with(
+                store.impls.alone(*op),
+                *op,
+                &mut s,
+                &mut data,
+                msg_len,
+                meta.last,
+            ),
+        };
+        match ran {
             Ok(n) => {
                 data.truncate(n);
                 results.push(Ok(PartOutput::Data(data)));
@@ -765,6 +779,35 @@ pub(crate) mod tests {
                 0,
                 "{op:?}: no state after the job's last packet is delivered"
             );
+        }
+    }
+
+    #[test]
+    fn a_chain_run_readied_out_of_place_leaves_its_inputs_as_they_were() {
+        let key = Arc::new(AesKey::new(&[9; 16]).unwrap());
+        let iv = [5u8; 16];
+        let data: Vec<u8> = (0..160u8).collect();
+        // CBC decryption runs between two buffers; CBC encryption in place only, so its
+        // packets, readied out of place all the same, run on a copy of their inputs.
+        for op in [
+            AesOp::new(Direction::Decrypt, Mode::Cbc),
+            AesOp::new(Direction::Encrypt, Mode::Cbc),
+        ] {
+            let want = key.one_shot(op, &iv, &data).unwrap();
+            let store = StateStore::default();
+            let mut spare = Vec::new();
+            let mut set: PacketSet = packets(1, &key, op, &iv, &data).into_iter().collect();
+            let retries: Vec<PacketData> = set
+                .iter_mut()
+                .map(|p| p.data.share_for_retry(&mut spare))
+                .collect();
+            assert!(is_chain_run(&set));
+            assert_eq!(output(run(&store, set)), want, "{op:?}");
+            let kept: Vec<u8> = retries
+                .iter()
+                .flat_map(|r| r.input.as_deref().unwrap().to_vec())
+                .collect();
+            assert_eq!(kept, data, "{op:?}: the inputs kept for a retry");
         }
     }
 

@@ -355,7 +355,7 @@ pub struct NodeMetrics {
     pub panics: u64,
     /// Packets it ran out of place, from their input into a buffer of its own, the input kept
     /// as it is in case the packet must run again on another node
-    /// ([`ServiceBuilder::out_of_place`](crate::ServiceBuilder::out_of_place)).
+    /// ([`ServiceBuilder::out_of_place`](crate::runtime::ServiceBuilder::out_of_place)).
     pub out_of_place: u64,
     /// Packets whose input it copied before running them in place, in case they must run
     /// again on another node: those of implementations that run in place only, lane sets, and

@@ -304,11 +304,13 @@ impl Node<'_> {
         spare: &mut Vec<bytes::BytesMut>,
         local: &mut LocalCounters,
     ) -> Started {
-        let single = set.len() == 1;
+        // One packet, or a chain run, whose packets run one by one as one would; not a lane
+        // set, whose lanes run in place.
+        let alone = set.len() == 1 || is_chain_run(set);
         running.extend(set.iter_mut().map(|p| {
             let retry = (p.data.attempt + 1 < self.max_attempts).then(|| {
                 let impls = &self.engine.layout.aes_impls;
-                let between = single && self.engine.layout.out_of_place;
+                let between = alone && self.engine.layout.out_of_place;
                 let again = if between && runs_out_of_place(&p.data.job, &p.meta, impls) {
                     local.out_of_place += 1;
                     p.data.share_for_retry(spare)
