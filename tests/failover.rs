@@ -446,10 +446,10 @@ fn a_panicking_worker_fails_at_most_its_running_packet_and_is_respawned() {
 }
 
 /// The packets of a GCM job cut into several, and those of ECB, CBC decryption and CTR on
-/// RustCrypto (jobs of one packet among them), run out of place: their node keeps their input, shared, to run them again,
-/// rather than a copy. A panic and a stall in the middle of such packets: they run again on
-/// the other node from the input, and every output is exact; so it is with the service told
-/// to copy every packet's input instead.
+/// RustCrypto and on OpenSSL (jobs of one packet among them), run out of place: their node
+/// keeps their input, shared, to run them again, rather than a copy. A panic and a stall in
+/// the middle of such packets: they run again on the other node from the input, and every
+/// output is exact; so it is with the service told to copy every packet's input instead.
 #[test]
 fn packets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_a_stall() {
     let _calm = calm();
@@ -460,11 +460,18 @@ fn packets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_a_
             duration: Duration::from_millis(300),
         },
     ];
-    for (fault, out_of_place) in faults.into_iter().flat_map(|f| [(f, true), (f, false)]) {
+    let implementations = [
+        AesImpl::RustCrypto,
+        #[cfg(feature = "openssl")]
+        AesImpl::OpenSsl,
+    ];
+    let cases = faults.into_iter().flat_map(|f| [(f, true), (f, false)]);
+    let cases = cases.flat_map(|c| implementations.map(|i| (c, i)));
+    for ((fault, out_of_place), implementation) in cases {
         let service = Service::builder()
             .packet_size(64)
             .out_of_place(out_of_place)
-            .aes_implementation(AesImpl::RustCrypto)
+            .aes_implementation(implementation)
             .aes_cluster([NodeSpec::new().lanes(1).fault(fault), NodeSpec::new()])
             .inline_limit(0)
             .stall_timeout(Duration::from_millis(50))

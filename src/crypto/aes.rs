@@ -616,6 +616,18 @@ mod tests {
     /// copied and run in place (the serial operations, and those padded here).
     #[test]
     fn between_two_buffers_every_operation_gives_its_in_place_output() {
+        let implementations = [
+            crate::crypto::AesImpl::RustCrypto,
+            #[cfg(feature = "openssl")]
+            crate::crypto::AesImpl::OpenSsl,
+        ];
+        for imp in implementations {
+            between_two_buffers_on(imp);
+        }
+    }
+
+    /// [`between_two_buffers_every_operation_gives_its_in_place_output`] on `imp`.
+    fn between_two_buffers_on(imp: crate::crypto::AesImpl) {
         let mut byte = 0u8;
         let mut next = || {
             byte = byte.wrapping_mul(29).wrapping_add(113);
@@ -656,12 +668,20 @@ mod tests {
                             let want = key.process(op, &mut s1, &mut in_place, msg, last);
                             let (mut out, mut s2) = (vec![0xee; input.len()], ChainState(iv));
                             let kept = input.clone();
-                            let got = key.process_between(op, &mut s2, &input, &mut out, msg, last);
-                            assert_eq!(got, want, "{op:?} {len} {last}");
-                            assert_eq!(input, kept, "{op:?}: the input is only read");
+                            let got = key.process_between_with(
+                                imp,
+                                op,
+                                &mut s2,
+                                (&input, &mut out),
+                                msg,
+                                last,
+                            );
+                            let at = format!("{imp} {op:?} {len} {last}");
+                            assert_eq!(got, want, "{at}");
+                            assert_eq!(input, kept, "{at}: the input is only read");
                             if let Ok(n) = want {
-                                assert_eq!(out[..n], in_place[..n], "{op:?} {len} {last}");
-                                assert_eq!(s2.0, s1.0, "{op:?} {len} {last}: the state");
+                                assert_eq!(out[..n], in_place[..n], "{at}");
+                                assert_eq!(s2.0, s1.0, "{at}: the state");
                                 checked += 1;
                                 between += usize::from(op.runs_between() && room == 0);
                             }
@@ -670,20 +690,25 @@ mod tests {
                 }
             }
         }
-        assert!(checked > 150 && between > 60, "{checked} {between}");
+        assert!(checked > 150 && between > 60, "{imp}: {checked} {between}");
         let key = AesKey::new(&[0; 16]).unwrap();
-        let ctr = AesOp::new(Direction::Encrypt, Mode::Ctr);
-        assert_eq!(
-            key.process_between(
-                ctr,
-                &mut ChainState([0; 16]),
-                &[0; 32],
-                &mut [0; 16],
-                16,
-                true
-            ),
-            Err(CryptoError::LengthExceedsBuffer { len: 32, buf: 16 })
-        );
+        for op in [
+            AesOp::new(Direction::Encrypt, Mode::Ctr),
+            AesOp::new(Direction::Encrypt, Mode::Cbc),
+        ] {
+            assert_eq!(
+                key.process_between_with(
+                    imp,
+                    op,
+                    &mut ChainState([0; 16]),
+                    (&[0; 32], &mut [0; 16]),
+                    16,
+                    true
+                ),
+                Err(CryptoError::LengthExceedsBuffer { len: 32, buf: 16 }),
+                "{imp} {op:?}"
+            );
+        }
     }
 
     fn op(direction: Direction, mode: Mode) -> AesOp {

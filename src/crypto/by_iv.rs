@@ -54,15 +54,81 @@ pub(super) fn process_from_iv(
     if !data.is_empty() {
         call(data, &state.0)?;
     }
-    // The state for the next packet; a packet ending mid-block (a job's last) leaves it.
+    hand_on(op, state, data, &last_in);
+    last_in.zeroize();
+
+    if last && op.padding == Padding::Pkcs7 && op.direction == Direction::Decrypt {
+        return unpad_len(data);
+    }
+    Ok(run_len)
+}
+
+/// Runs one packet of ECB, CBC decryption or CTR ([`AesOp::runs_between`]) from `input` into
+/// `output` with `call`, which transforms the bytes of its first argument into its second, as
+/// long, from the IV it is given; the input is only read. Same contract, checks, output and
+/// state handed on as [`process_from_iv`] over a copy of the input, which is what a packet of
+/// another operation, or one padded here, gets.
+///
+/// # Errors
+/// As [`process_from_iv`], and [`CryptoError::LengthExceedsBuffer`] unless `output` is as long
+/// as `input`.
+pub(super) fn process_between_from_iv(
+    op: AesOp,
+    state: &mut ChainState,
+    (input, output): (&[u8], &mut [u8]),
+    len: usize,
+    last: bool,
+    call: impl FnOnce(&[u8], &mut [u8], &[u8; BLOCK]) -> Result<(), CryptoError>,
+) -> Result<usize, CryptoError> {
+    if input.len() != output.len() {
+        return Err(CryptoError::LengthExceedsBuffer {
+            len: input.len(),
+            buf: output.len(),
+        });
+    }
+    if op.mode == Mode::Gcm {
+        return Err(CryptoError::AuthenticatedMode);
+    }
+    let run_len = checked_run_len(op, output.len(), len, last)?;
+    if !op.runs_between() || run_len != len {
+        output.copy_from_slice(input);
+        return process_from_iv(op, state, output, len, last, |data, iv| {
+            let input = data.to_vec();
+            call(&input, data, iv)
+        });
+    }
+    let (input, data) = (&input[..run_len], &mut output[..run_len]);
+    if !data.is_empty() {
+        call(input, data, &state.0)?;
+    }
+    let whole = run_len - run_len % BLOCK;
+    let mut last_in = [0u8; BLOCK];
+    if whole > 0 {
+        last_in.copy_from_slice(&input[whole - BLOCK..whole]);
+    }
+    hand_on(op, state, data, &last_in);
+    last_in.zeroize();
+
+    if last && op.padding == Padding::Pkcs7 && op.direction == Direction::Decrypt {
+        return unpad_len(data);
+    }
+    Ok(run_len)
+}
+
+/// The state a packet hands on, from its output `data` (the bytes it ran) and `last_in`, the
+/// last whole block of its input (read by CBC and CFB decryption and OFB only). A packet ending
+/// mid-block (a job's last) leaves it, but for CTR's counter.
+fn hand_on(op: AesOp, state: &mut ChainState, data: &[u8], last_in: &[u8; BLOCK]) {
+    let run_len = data.len();
+    let whole = run_len - run_len % BLOCK;
     if run_len % BLOCK == 0 && whole > 0 {
         let last_out = &data[whole - BLOCK..whole];
         match (op.mode, op.direction) {
             (Mode::Ecb, _) | (Mode::Gcm, _) => {}
             (Mode::Cbc | Mode::Cfb, Direction::Encrypt) => state.0.copy_from_slice(last_out),
-            (Mode::Cbc | Mode::Cfb, Direction::Decrypt) => state.0 = last_in,
+            (Mode::Cbc | Mode::Cfb, Direction::Decrypt) => state.0 = *last_in,
             (Mode::Ofb, _) => {
-                for ((s, o), i) in state.0.iter_mut().zip(last_out).zip(&last_in) {
+                for ((s, o), i) in state.0.iter_mut().zip(last_out).zip(last_in) {
                     *s = o ^ i;
                 }
             }
@@ -73,10 +139,4 @@ pub(super) fn process_from_iv(
         // RustCrypto's `ctr` reports it.
         *state = state.counter_plus((whole / BLOCK) as u64);
     }
-    last_in.zeroize();
-
-    if last && op.padding == Padding::Pkcs7 && op.direction == Direction::Decrypt {
-        return unpad_len(data);
-    }
-    Ok(run_len)
 }

@@ -188,6 +188,46 @@ impl AesImpl {
 }
 
 impl AesKey {
+    /// [`process_between`](Self::process_between) on `implementation`: RustCrypto and OpenSSL
+    /// run ECB, CBC decryption and CTR packets not padded here from `input` into `output`; any
+    /// other packet, or implementation, runs [`process_with`](Self::process_with) on a copy of
+    /// `input` in `output`. The same output and state handed on either way.
+    ///
+    /// # Errors
+    /// As [`process_with`](Self::process_with), and [`CryptoError::LengthExceedsBuffer`]
+    /// unless `output` is as long as `input`.
+    pub(crate) fn process_between_with(
+        &self,
+        implementation: AesImpl,
+        op: AesOp,
+        state: &mut ChainState,
+        (input, output): (&[u8], &mut [u8]),
+        len: usize,
+        last: bool,
+    ) -> Result<usize, CryptoError> {
+        match implementation {
+            AesImpl::RustCrypto => {
+                return self.process_between(op, state, input, output, len, last);
+            }
+            #[cfg(feature = "openssl")]
+            AesImpl::OpenSsl => {
+                let Some(key) = &self.openssl else {
+                    return self.process_between(op, state, input, output, len, last);
+                };
+                return key.process_between(op, state, (input, output), len, last);
+            }
+            _ => {}
+        }
+        if input.len() != output.len() {
+            return Err(CryptoError::LengthExceedsBuffer {
+                len: input.len(),
+                buf: output.len(),
+            });
+        }
+        output.copy_from_slice(input);
+        self.process_with(implementation, op, state, output, len, last)
+    }
+
     /// Runs one packet in place on `implementation`: the same contract, checks, output and
     /// state handed on as [`AesKey::process`], which is [`AesImpl::RustCrypto`]. A packet alone
     /// on [`AesImpl::Lanes`] runs on the single-stream loop, as [`run_lanes`] runs a packet

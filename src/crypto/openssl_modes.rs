@@ -11,7 +11,7 @@ use openssl::cipher_ctx::CipherCtx;
 use zeroize::Zeroize;
 
 use crate::crypto::aes::{AesOp, BLOCK, ChainState, Direction};
-use crate::crypto::by_iv::process_from_iv;
+use crate::crypto::by_iv::{process_between_from_iv, process_from_iv};
 use crate::crypto::error::CryptoError;
 use crate::crypto::openssl_gcm::{OpenSslKey, refused};
 use crate::packet::Mode;
@@ -66,35 +66,78 @@ impl OpenSslKey {
         last: bool,
     ) -> Result<usize, CryptoError> {
         process_from_iv(op, state, buf, len, last, |data, iv| {
-            let slot = slot(op)?;
-            let pooled = self.pool[slot]
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pop();
-            let mut ctx = match pooled {
-                Some(ctx) => ctx,
-                None => {
-                    let mut ctx = CipherCtx::new().map_err(refused)?;
-                    ctx.copy(self.template(op, slot)?).map_err(refused)?;
-                    ctx
-                }
-            };
-            let iv = (op.mode != Mode::Ecb).then_some(&iv[..]);
-            match op.direction {
-                Direction::Encrypt => ctx.encrypt_init(None, None, iv),
-                Direction::Decrypt => ctx.decrypt_init(None, None, iv),
-            }
-            .map_err(refused)?;
-            let done = update_in_place(&mut ctx, data, matches!(op.mode, Mode::Ecb | Mode::Cbc));
-            // A context OpenSSL refused midway is not kept.
-            if done.is_ok() {
-                let mut pool = self.pool[slot].lock().unwrap_or_else(|e| e.into_inner());
-                if pool.len() < POOL {
-                    pool.push(ctx);
-                }
-            }
-            done
+            self.with_context(op, iv, |ctx, block_mode| {
+                update_in_place(ctx, data, block_mode)
+            })
         })
+    }
+
+    /// Runs one packet from `input` into `output`, as long, as
+    /// [`AesKey::process_between`](crate::crypto::AesKey::process_between) does: ECB, CBC
+    /// decryption and CTR packets not padded here run between the two buffers (OpenSSL's
+    /// update takes an input and an output); the others are copied into `output` and run there.
+    pub(super) fn process_between(
+        &self,
+        op: AesOp,
+        state: &mut ChainState,
+        (input, output): (&[u8], &mut [u8]),
+        len: usize,
+        last: bool,
+    ) -> Result<usize, CryptoError> {
+        if !op.runs_between() || (last && op.pads_on_encrypt()) {
+            if input.len() != output.len() {
+                return Err(CryptoError::LengthExceedsBuffer {
+                    len: input.len(),
+                    buf: output.len(),
+                });
+            }
+            output.copy_from_slice(input);
+            return self.process(op, state, output, len, last);
+        }
+        process_between_from_iv(op, state, (input, output), len, last, |input, data, iv| {
+            self.with_context(op, iv, |ctx, block_mode| {
+                update_between(ctx, input, data, block_mode)
+            })
+        })
+    }
+
+    /// Runs `f` on a context for `op` set to `iv`, taken from the pool (or copied from the
+    /// template when none is free) and given back unless OpenSSL refused it midway; `f` is told
+    /// whether the mode is a block mode (ECB, CBC).
+    fn with_context(
+        &self,
+        op: AesOp,
+        iv: &[u8; BLOCK],
+        f: impl FnOnce(&mut CipherCtx, bool) -> Result<(), CryptoError>,
+    ) -> Result<(), CryptoError> {
+        let slot = slot(op)?;
+        let pooled = self.pool[slot]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        let mut ctx = match pooled {
+            Some(ctx) => ctx,
+            None => {
+                let mut ctx = CipherCtx::new().map_err(refused)?;
+                ctx.copy(self.template(op, slot)?).map_err(refused)?;
+                ctx
+            }
+        };
+        let iv = (op.mode != Mode::Ecb).then_some(&iv[..]);
+        match op.direction {
+            Direction::Encrypt => ctx.encrypt_init(None, None, iv),
+            Direction::Decrypt => ctx.decrypt_init(None, None, iv),
+        }
+        .map_err(refused)?;
+        let done = f(&mut ctx, matches!(op.mode, Mode::Ecb | Mode::Cbc));
+        // A context OpenSSL refused midway is not kept.
+        if done.is_ok() {
+            let mut pool = self.pool[slot].lock().unwrap_or_else(|e| e.into_inner());
+            if pool.len() < POOL {
+                pool.push(ctx);
+            }
+        }
+        done
     }
 
     /// The context `op`'s packets copy when the pool has none: the cipher of the mode, the key
@@ -144,6 +187,47 @@ fn update_in_place(
         last[..tail].copy_from_slice(&data[head..]);
         let written = ctx.cipher_update_inplace(&mut last, tail).map_err(refused);
         data[head..].copy_from_slice(&last[..tail]);
+        last.zeroize();
+        if written? != tail {
+            return Err(refused(()));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `input` through `ctx` into `output`, as long. OpenSSL's wrapper asks a block mode for a
+/// block of room past the input in the output: all but the last block run straight into
+/// `output`, whose last block is that room, and the last from the input into a block on the
+/// stack (zeroed after).
+fn update_between(
+    ctx: &mut CipherCtx,
+    input: &[u8],
+    output: &mut [u8],
+    block_mode: bool,
+) -> Result<(), CryptoError> {
+    let tail = if block_mode {
+        BLOCK.min(input.len())
+    } else {
+        0
+    };
+    let head = input.len() - tail;
+    let mut done = 0;
+    while done < head {
+        let n = (head - done).min(MAX_CALL);
+        let written = ctx
+            .cipher_update(&input[done..done + n], Some(&mut output[done..]))
+            .map_err(refused)?;
+        if written != n {
+            return Err(refused(()));
+        }
+        done += n;
+    }
+    if tail > 0 {
+        let mut last = [0u8; 2 * BLOCK];
+        let written = ctx
+            .cipher_update(&input[head..], Some(&mut last))
+            .map_err(refused);
+        output[head..].copy_from_slice(&last[..tail]);
         last.zeroize();
         if written? != tail {
             return Err(refused(()));

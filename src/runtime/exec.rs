@@ -200,16 +200,16 @@ pub(crate) fn run_set(
 /// ([`PacketData::share_for_retry`]) rather than on a copy of its input made before it runs:
 /// one whose implementation runs it from one buffer into another at the speed it runs in
 /// place. That is a packet of a GCM job cut into several (every GCM chain, RustCrypto's and
-/// OpenSSL's, does), and a packet of ECB, CBC decryption or CTR on RustCrypto
-/// (`AesKey::process_between`) that is not padded here, alone or in a chain run. AWS-LC's and
-/// ring's calls, the lanes and the single-stream loop run in place only.
+/// OpenSSL's, does), and a packet of ECB, CBC decryption or CTR on RustCrypto or OpenSSL
+/// (`AesKey::process_between_with`) that is not padded here, alone or in a chain run. AWS-LC's
+/// and ring's calls, the lanes and the single-stream loop run in place only.
 pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta, impls: &ImplTable) -> bool {
     match &job.operation {
         Operation::Gcm { .. } => !(meta.seq == 0 && meta.last),
         Operation::Aes { op, .. } => {
             op.runs_between()
                 && !(meta.last && op.pads_on_encrypt())
-                && impls.alone(*op) == AesImpl::RustCrypto
+                && matches!(impls.alone(*op), AesImpl::RustCrypto | AesImpl::OpenSsl)
         }
         _ => false,
     }
@@ -272,7 +272,14 @@ fn run_chain(
             }
         };
         let ran = match &input {
-            Some(input) => key.process_between(*op, &mut s, input, &mut data, msg_len, meta.last),
+            Some(input) => key.process_between_with(
+                store.impls.alone(*op),
+                *op,
+                &mut s,
+                (input, &mut data),
+                msg_len,
+                meta.last,
+            ),
             None => key.process_with(
                 store.impls.alone(*op),
                 *op,
@@ -362,9 +369,14 @@ pub(crate) fn execute(
                 iv => chain_state(store.store, job, meta.seq, iv)?,
             };
             let n = match input {
-                Some(input) => {
-                    key.process_between(*op, &mut state, input, data, msg_len, meta.last)?
-                }
+                Some(input) => key.process_between_with(
+                    store.impls.alone(*op),
+                    *op,
+                    &mut state,
+                    (input, data),
+                    msg_len,
+                    meta.last,
+                )?,
                 None => key.process_with(
                     store.impls.alone(*op),
                     *op,
