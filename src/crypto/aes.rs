@@ -620,6 +620,8 @@ mod tests {
             crate::crypto::AesImpl::RustCrypto,
             #[cfg(feature = "openssl")]
             crate::crypto::AesImpl::OpenSsl,
+            #[cfg(feature = "aws-lc")]
+            crate::crypto::AesImpl::AwsLc,
         ];
         for imp in implementations {
             between_two_buffers_on(imp);
@@ -683,14 +685,23 @@ mod tests {
                                 assert_eq!(out[..n], in_place[..n], "{at}");
                                 assert_eq!(s2.0, s1.0, "{at}: the state");
                                 checked += 1;
-                                between += usize::from(op.runs_between() && room == 0);
+                                between += usize::from(imp.runs_between(op) && room == 0);
                             }
                         }
                     }
                 }
             }
         }
-        assert!(checked > 150 && between > 60, "{imp}: {checked} {between}");
+        // ECB, CBC decryption and CTR; AWS-LC's CTR only.
+        let least = if imp == crate::crypto::AesImpl::AwsLc {
+            20
+        } else {
+            60
+        };
+        assert!(
+            checked > 150 && between > least,
+            "{imp}: {checked} {between}"
+        );
         let key = AesKey::new(&[0; 16]).unwrap();
         for op in [
             AesOp::new(Direction::Encrypt, Mode::Ctr),

@@ -8,14 +8,18 @@
 //! The keys (one per mode and direction, and the AEAD key) are expanded once per
 //! [`AesKey`](crate::crypto::AesKey); `aws-lc-rs` zeroizes its cipher keys on drop.
 
-use crate::crypto::aes::{AesOp, ChainState, Direction};
+use zeroize::Zeroize;
+
+use crate::crypto::aes::{AesOp, BLOCK, ChainState, Direction};
 use crate::crypto::awslc_keys::AwsLcKeys;
-use crate::crypto::by_iv::process_from_iv;
+use crate::crypto::by_iv::{process_between_from_iv, process_from_iv};
 use crate::crypto::error::CryptoError;
 use crate::crypto::gcm::{NONCE_LEN, TAG_LEN, Tag, WholeMessageGcm};
 use crate::packet::Mode;
 use aws_lc_rs::aead::{Aad, Nonce};
-use aws_lc_rs::cipher::{DecryptionContext, EncryptionContext};
+use aws_lc_rs::cipher::{
+    DecryptionContext, EncryptionContext, StreamingEncryptingKey, UnboundCipherKey,
+};
 use aws_lc_rs::iv::FixedLength;
 
 impl AwsLcKeys {
@@ -56,6 +60,61 @@ impl AwsLcKeys {
                 (Mode::Gcm, _) => return Err(CryptoError::AuthenticatedMode),
             }
             .map_err(failed)
+        })
+    }
+
+    /// Runs one CTR packet from `input` into `output`, as long, through a streaming key made
+    /// for it (AWS-LC's streaming API takes an input and an output), as
+    /// [`AesKey::process_between`](crate::crypto::AesKey::process_between) does; a packet of
+    /// another mode is copied into `output` and run there.
+    pub(super) fn process_ctr_between(
+        &self,
+        op: AesOp,
+        state: &mut ChainState,
+        (input, output): (&[u8], &mut [u8]),
+        len: usize,
+        last: bool,
+    ) -> Result<usize, CryptoError> {
+        if op.mode != Mode::Ctr {
+            if input.len() != output.len() {
+                return Err(CryptoError::LengthExceedsBuffer {
+                    len: input.len(),
+                    buf: output.len(),
+                });
+            }
+            output.copy_from_slice(input);
+            return self.process(op, state, output, len, last);
+        }
+        process_between_from_iv(op, state, (input, output), len, last, |input, data, iv| {
+            let refused = || CryptoError::NotBlockAligned { len: input.len() };
+            let key = UnboundCipherKey::new(self.algorithm, &self.raw).map_err(|_| refused())?;
+            let iv = EncryptionContext::Iv128(FixedLength::from(*iv));
+            let mut ctr = StreamingEncryptingKey::less_safe_ctr(key, iv).map_err(|_| refused())?;
+            // Whole blocks straight into the output; a last part block through a block on the
+            // stack, since the key asks for room up to the block's end.
+            let whole = input.len() - input.len() % BLOCK;
+            let written = ctr
+                .less_safe_update(&input[..whole], &mut data[..whole])
+                .map_err(|_| refused())?
+                .written()
+                .len();
+            if written != whole {
+                return Err(refused());
+            }
+            if whole < input.len() {
+                let mut last = [0u8; BLOCK];
+                let tail = input.len() - whole;
+                let written = ctr
+                    .less_safe_update(&input[whole..], &mut last)
+                    .map(|u| u.written().len())
+                    .map_err(|_| refused());
+                data[whole..].copy_from_slice(&last[..tail]);
+                last.zeroize();
+                if written? != tail {
+                    return Err(refused());
+                }
+            }
+            Ok(())
         })
     }
 }

@@ -1,12 +1,15 @@
 //! One AES key expanded by AWS-LC (`aws-lc-rs`, the `aws-lc` feature) for every mode: the keys
 //! an [`AesKey`](crate::crypto::AesKey) holds beside its RustCrypto schedule. What runs a packet
 //! with them is `awslc.rs`; this file is apart so that the key type depends on nothing above
-//! it. `aws-lc-rs` zeroizes its cipher keys on drop.
+//! it. `aws-lc-rs` zeroizes its cipher keys on drop; the key's bytes, kept for CTR's streaming
+//! keys, are zeroized on drop here.
 
 use std::fmt;
 
 use aws_lc_rs::aead::{self, LessSafeKey, UnboundKey};
 use aws_lc_rs::cipher::{self, DecryptingKey, EncryptingKey, UnboundCipherKey};
+
+use zeroize::Zeroizing;
 
 use crate::crypto::error::CryptoError;
 
@@ -22,6 +25,10 @@ pub(super) struct AwsLcKeys {
     pub(super) ofb: EncryptingKey,
     pub(super) ctr: EncryptingKey,
     pub(super) gcm: LessSafeKey,
+    /// The cipher and the key's bytes, for a streaming key per packet run from one buffer into
+    /// another (CTR): `aws-lc-rs` makes one from an unbound key, which it consumes.
+    pub(super) algorithm: &'static cipher::Algorithm,
+    pub(super) raw: Zeroizing<Vec<u8>>,
 }
 
 impl fmt::Debug for AwsLcKeys {
@@ -60,6 +67,8 @@ impl AwsLcKeys {
             ofb: EncryptingKey::ofb(unbound()?).map_err(err)?,
             ctr: EncryptingKey::ctr(unbound()?).map_err(err)?,
             gcm: LessSafeKey::new(UnboundKey::new(aead_algorithm, key).map_err(err)?),
+            algorithm,
+            raw: Zeroizing::new(key.to_vec()),
         })
     }
 }

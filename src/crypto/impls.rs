@@ -107,6 +107,19 @@ impl FromStr for AesImpl {
 }
 
 impl AesImpl {
+    /// Whether this implementation runs a packet of `op` from one buffer into another
+    /// ([`AesKey::process_between_with`]) rather than on a copy of it: ECB, CBC decryption and
+    /// CTR ([`AesOp::runs_between`]) on RustCrypto and OpenSSL, CTR on AWS-LC (whose streaming
+    /// keys take an input and an output, but in ECB and CBC pad only).
+    pub(crate) fn runs_between(self, op: AesOp) -> bool {
+        op.runs_between()
+            && match self {
+                AesImpl::RustCrypto | AesImpl::OpenSsl => true,
+                AesImpl::AwsLc => op.mode == Mode::Ctr,
+                AesImpl::Lanes { .. } | AesImpl::Ring => false,
+            }
+    }
+
     /// Every implementation built into this library: RustCrypto, the lanes at each of
     /// [`LANE_WIDTHS`](crate::crypto::LANE_WIDTHS), AWS-LC with the `aws-lc` feature, ring
     /// with the `ring` feature, and OpenSSL with the `openssl` feature.
@@ -188,9 +201,9 @@ impl AesImpl {
 }
 
 impl AesKey {
-    /// [`process_between`](Self::process_between) on `implementation`: RustCrypto and OpenSSL
-    /// run ECB, CBC decryption and CTR packets not padded here from `input` into `output`; any
-    /// other packet, or implementation, runs [`process_with`](Self::process_with) on a copy of
+    /// [`process_between`](Self::process_between) on `implementation`: the packets it runs
+    /// between two buffers ([`AesImpl::runs_between`]) and does not pad here run from `input`
+    /// into `output`; any other packet runs [`process_with`](Self::process_with) on a copy of
     /// `input` in `output`. The same output and state handed on either way.
     ///
     /// # Errors
@@ -215,6 +228,12 @@ impl AesKey {
                     return self.process_between(op, state, input, output, len, last);
                 };
                 return key.process_between(op, state, (input, output), len, last);
+            }
+            #[cfg(feature = "aws-lc")]
+            AesImpl::AwsLc if implementation.runs_between(op) => {
+                return self
+                    .aws_lc
+                    .process_ctr_between(op, state, (input, output), len, last);
             }
             _ => {}
         }

@@ -19,7 +19,7 @@ use bytes::BytesMut;
 use smallvec::SmallVec;
 
 use crate::crypto::{
-    AesImpl, AesOp, BatchItem, ChainState, CryptoError, Direction, ImplTable, LaneItem, Tag, Text,
+    AesOp, BatchItem, ChainState, CryptoError, Direction, ImplTable, LaneItem, Tag, Text,
     run_lanes, run_lanes_paused, verify_batch,
 };
 use crate::packet::{Packet, PacketMeta, TaskId};
@@ -200,16 +200,14 @@ pub(crate) fn run_set(
 /// ([`PacketData::share_for_retry`]) rather than on a copy of its input made before it runs:
 /// one whose implementation runs it from one buffer into another at the speed it runs in
 /// place. That is a packet of a GCM job cut into several (every GCM chain, RustCrypto's and
-/// OpenSSL's, does), and a packet of ECB, CBC decryption or CTR on RustCrypto or OpenSSL
-/// (`AesKey::process_between_with`) that is not padded here, alone or in a chain run. AWS-LC's
-/// and ring's calls, the lanes and the single-stream loop run in place only.
+/// OpenSSL's, does), and a packet of ECB, CBC decryption or CTR on RustCrypto or OpenSSL, or of
+/// CTR on AWS-LC ([`AesImpl::runs_between`]), that is not padded here, alone or in a chain run.
+/// AWS-LC's other calls, ring's, the lanes and the single-stream loop run in place only.
 pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta, impls: &ImplTable) -> bool {
     match &job.operation {
         Operation::Gcm { .. } => !(meta.seq == 0 && meta.last),
         Operation::Aes { op, .. } => {
-            op.runs_between()
-                && !(meta.last && op.pads_on_encrypt())
-                && matches!(impls.alone(*op), AesImpl::RustCrypto | AesImpl::OpenSsl)
+            !(meta.last && op.pads_on_encrypt()) && impls.alone(*op).runs_between(*op)
         }
         _ => false,
     }
