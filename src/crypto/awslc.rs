@@ -65,27 +65,24 @@ impl AwsLcKeys {
 
     /// Runs one CTR packet from `input` into `output`, as long, through a streaming key made
     /// for it (AWS-LC's streaming API takes an input and an output), as
-    /// [`AesKey::process_between`](crate::crypto::AesKey::process_between) does; a packet of
-    /// another mode is copied into `output` and run there.
+    /// [`AesKey::process_between`](crate::crypto::AesKey::process_between) does; see
+    /// `process_between_from_iv`. Its streaming ECB and CBC keys pad: no other mode runs here.
     pub(super) fn process_ctr_between(
         &self,
         op: AesOp,
         state: &mut ChainState,
-        (input, output): (&[u8], &mut [u8]),
+        buffers: (&[u8], &mut [u8]),
         len: usize,
         last: bool,
     ) -> Result<usize, CryptoError> {
+        let library = "aws-lc";
         if op.mode != Mode::Ctr {
-            if input.len() != output.len() {
-                return Err(CryptoError::LengthExceedsBuffer {
-                    len: input.len(),
-                    buf: output.len(),
-                });
-            }
-            output.copy_from_slice(input);
-            return self.process(op, state, output, len, last);
+            return Err(CryptoError::ImplementationUnavailable {
+                implementation: library,
+                what: "a packet of a mode other than CTR between two buffers",
+            });
         }
-        process_between_from_iv(op, state, (input, output), len, last, |input, data, iv| {
+        process_between_from_iv(library, op, state, buffers, len, last, |input, data, iv| {
             let refused = || CryptoError::NotBlockAligned { len: input.len() };
             let key = UnboundCipherKey::new(self.algorithm, &self.raw).map_err(|_| refused())?;
             let iv = EncryptionContext::Iv128(FixedLength::from(*iv));

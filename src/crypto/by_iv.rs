@@ -63,16 +63,19 @@ pub(super) fn process_from_iv(
     Ok(run_len)
 }
 
-/// Runs one packet of ECB, CBC decryption or CTR ([`AesOp::runs_between`]) from `input` into
-/// `output` with `call`, which transforms the bytes of its first argument into its second, as
-/// long, from the IV it is given; the input is only read. Same contract, checks, output and
-/// state handed on as [`process_from_iv`] over a copy of the input, which is what a packet of
-/// another operation, or one padded here, gets.
+/// Runs one packet of ECB, CBC decryption or CTR ([`AesOp::runs_between`]) not padded here
+/// from `input` into `output` with `call`, which transforms the bytes of its first argument
+/// into its second, as long, from the IV it is given; the input is only read. Same checks,
+/// output and state handed on as [`process_from_iv`] over a copy of the input.
+/// [`AesKey::process_between_with`](crate::crypto::AesKey::process_between_with) copies the
+/// other packets and runs them in place instead.
 ///
 /// # Errors
-/// As [`process_from_iv`], and [`CryptoError::LengthExceedsBuffer`] unless `output` is as long
-/// as `input`.
+/// As [`process_from_iv`]; [`CryptoError::LengthExceedsBuffer`] unless `output` is as long as
+/// `input`; [`CryptoError::ImplementationUnavailable`], naming `library`, for a packet of
+/// another operation or one padded here.
 pub(super) fn process_between_from_iv(
+    library: &'static str,
     op: AesOp,
     state: &mut ChainState,
     (input, output): (&[u8], &mut [u8]),
@@ -91,10 +94,9 @@ pub(super) fn process_between_from_iv(
     }
     let run_len = checked_run_len(op, output.len(), len, last)?;
     if !op.runs_between() || run_len != len {
-        output.copy_from_slice(input);
-        return process_from_iv(op, state, output, len, last, |data, iv| {
-            let input = data.to_vec();
-            call(&input, data, iv)
+        return Err(CryptoError::ImplementationUnavailable {
+            implementation: library,
+            what: "this packet between two buffers",
         });
     }
     let (input, data) = (&input[..run_len], &mut output[..run_len]);

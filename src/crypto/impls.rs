@@ -218,19 +218,21 @@ impl AesKey {
         len: usize,
         last: bool,
     ) -> Result<usize, CryptoError> {
+        #[cfg(any(feature = "openssl", feature = "aws-lc"))]
+        let between = implementation.runs_between(op) && !(last && op.pads_on_encrypt());
         match implementation {
             AesImpl::RustCrypto => {
                 return self.process_between(op, state, input, output, len, last);
             }
             #[cfg(feature = "openssl")]
-            AesImpl::OpenSsl => {
+            AesImpl::OpenSsl if between => {
                 let Some(key) = &self.openssl else {
                     return self.process_between(op, state, input, output, len, last);
                 };
                 return key.process_between(op, state, (input, output), len, last);
             }
             #[cfg(feature = "aws-lc")]
-            AesImpl::AwsLc if implementation.runs_between(op) => {
+            AesImpl::AwsLc if between => {
                 return self
                     .aws_lc
                     .process_ctr_between(op, state, (input, output), len, last);

@@ -67,36 +67,26 @@ impl OpenSslKey {
     ) -> Result<usize, CryptoError> {
         process_from_iv(op, state, buf, len, last, |data, iv| {
             self.with_context(op, iv, |ctx, block_mode| {
-                update_in_place(ctx, data, block_mode)
+                update(ctx, None, data, block_mode)
             })
         })
     }
 
-    /// Runs one packet from `input` into `output`, as long, as
-    /// [`AesKey::process_between`](crate::crypto::AesKey::process_between) does: ECB, CBC
-    /// decryption and CTR packets not padded here run between the two buffers (OpenSSL's
-    /// update takes an input and an output); the others are copied into `output` and run there.
+    /// Runs one packet of ECB, CBC decryption or CTR not padded here from `input` into
+    /// `output`, as long, as [`AesKey::process_between`](crate::crypto::AesKey::process_between)
+    /// does (OpenSSL's update takes an input and an output); see `process_between_from_iv`.
     pub(super) fn process_between(
         &self,
         op: AesOp,
         state: &mut ChainState,
-        (input, output): (&[u8], &mut [u8]),
+        buffers: (&[u8], &mut [u8]),
         len: usize,
         last: bool,
     ) -> Result<usize, CryptoError> {
-        if !op.runs_between() || (last && op.pads_on_encrypt()) {
-            if input.len() != output.len() {
-                return Err(CryptoError::LengthExceedsBuffer {
-                    len: input.len(),
-                    buf: output.len(),
-                });
-            }
-            output.copy_from_slice(input);
-            return self.process(op, state, output, len, last);
-        }
-        process_between_from_iv(op, state, (input, output), len, last, |input, data, iv| {
+        let library = "openssl";
+        process_between_from_iv(library, op, state, buffers, len, last, |input, data, iv| {
             self.with_context(op, iv, |ctx, block_mode| {
-                update_between(ctx, input, data, block_mode)
+                update(ctx, Some(input), data, block_mode)
             })
         })
     }
@@ -161,11 +151,13 @@ impl OpenSslKey {
     }
 }
 
-/// Runs `data` through `ctx` in place. OpenSSL's wrapper asks a block mode (ECB, CBC) for a
-/// block of room past the input, which a packet does not have: all but its last block run in
-/// place, the last from a copy on the stack (zeroed after).
-fn update_in_place(
+/// Runs `data` through `ctx`: in place, or from `input`, as long, into `data`. OpenSSL's
+/// wrapper asks a block mode (ECB, CBC) for a block of room past the input in the output, which
+/// a packet does not have: all but its last block run straight into `data`, whose last block is
+/// that room, the last through a block on the stack (zeroed after).
+fn update(
     ctx: &mut CipherCtx,
+    input: Option<&[u8]>,
     data: &mut [u8],
     block_mode: bool,
 ) -> Result<(), CryptoError> {
@@ -174,9 +166,11 @@ fn update_in_place(
     let mut done = 0;
     while done < head {
         let n = (head - done).min(MAX_CALL);
-        let written = ctx
-            .cipher_update_inplace(&mut data[done..], n)
-            .map_err(refused)?;
+        let written = match input {
+            Some(input) => ctx.cipher_update(&input[done..done + n], Some(&mut data[done..])),
+            None => ctx.cipher_update_inplace(&mut data[done..], n),
+        }
+        .map_err(refused)?;
         if written != n {
             return Err(refused(()));
         }
@@ -184,50 +178,9 @@ fn update_in_place(
     }
     if tail > 0 {
         let mut last = [0u8; 2 * BLOCK];
-        last[..tail].copy_from_slice(&data[head..]);
+        last[..tail].copy_from_slice(&input.unwrap_or(data)[head..]);
         let written = ctx.cipher_update_inplace(&mut last, tail).map_err(refused);
         data[head..].copy_from_slice(&last[..tail]);
-        last.zeroize();
-        if written? != tail {
-            return Err(refused(()));
-        }
-    }
-    Ok(())
-}
-
-/// Runs `input` through `ctx` into `output`, as long. OpenSSL's wrapper asks a block mode for a
-/// block of room past the input in the output: all but the last block run straight into
-/// `output`, whose last block is that room, and the last from the input into a block on the
-/// stack (zeroed after).
-fn update_between(
-    ctx: &mut CipherCtx,
-    input: &[u8],
-    output: &mut [u8],
-    block_mode: bool,
-) -> Result<(), CryptoError> {
-    let tail = if block_mode {
-        BLOCK.min(input.len())
-    } else {
-        0
-    };
-    let head = input.len() - tail;
-    let mut done = 0;
-    while done < head {
-        let n = (head - done).min(MAX_CALL);
-        let written = ctx
-            .cipher_update(&input[done..done + n], Some(&mut output[done..]))
-            .map_err(refused)?;
-        if written != n {
-            return Err(refused(()));
-        }
-        done += n;
-    }
-    if tail > 0 {
-        let mut last = [0u8; 2 * BLOCK];
-        let written = ctx
-            .cipher_update(&input[head..], Some(&mut last))
-            .map_err(refused);
-        output[head..].copy_from_slice(&last[..tail]);
         last.zeroize();
         if written? != tail {
             return Err(refused(()));
