@@ -487,7 +487,7 @@ fn packets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_a_
         while service.metrics().nodes[0].failures == 0 {
             assert!(
                 std::time::Instant::now() < deadline,
-                "{fault:?} never struck"
+                "{fault:?} on {implementation} never struck"
             );
             round = round.wrapping_add(1);
             // Four packets each: three whole ones and a short last one.
@@ -532,24 +532,39 @@ fn packets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_a_
                 assert_eq!(
                     sealing.wait(),
                     Ok(JobOutput::Sealed { ciphertext, tag }),
-                    "{fault:?}"
+                    "{fault:?} on {implementation}"
                 );
-                assert_eq!(opening.wait(), Ok(JobOutput::Data(pt)), "{fault:?}");
+                assert_eq!(
+                    opening.wait(),
+                    Ok(JobOutput::Data(pt)),
+                    "{fault:?} on {implementation}"
+                );
             }
             for (handle, want) in plain {
-                assert_eq!(handle.wait(), Ok(JobOutput::Data(want)), "{fault:?}");
+                assert_eq!(
+                    handle.wait(),
+                    Ok(JobOutput::Data(want)),
+                    "{fault:?} on {implementation}"
+                );
             }
         }
         let m = service.metrics();
-        assert!(m.packets_retried >= 1, "{fault:?}: {m}");
-        assert_eq!(m.packets_out_of_attempts, 0, "{fault:?}: {m}");
+        assert!(m.packets_retried >= 1, "{fault:?} on {implementation}: {m}");
+        assert_eq!(
+            m.packets_out_of_attempts, 0,
+            "{fault:?} on {implementation}: {m}"
+        );
         // Which way the packets ran, as the nodes count it.
         let shared: u64 = m.nodes.iter().map(|n| n.out_of_place).sum();
         let copied: u64 = m.nodes.iter().map(|n| n.retry_copies).sum();
         if out_of_place {
-            assert!(shared > 0, "{fault:?}: {m:?}");
+            assert!(shared > 0, "{fault:?} on {implementation}: {m:?}");
         } else {
-            assert_eq!((shared, copied > 0), (0, true), "{fault:?}: {m:?}");
+            assert_eq!(
+                (shared, copied > 0),
+                (0, true),
+                "{fault:?} on {implementation}: {m:?}"
+            );
         }
         service.shutdown();
     }
