@@ -15,6 +15,7 @@ use crate::crypto::awslc_keys::AwsLcKeys;
 use crate::crypto::by_iv::{process_between_from_iv, process_from_iv};
 use crate::crypto::error::CryptoError;
 use crate::crypto::gcm::{NONCE_LEN, TAG_LEN, Tag, WholeMessageGcm};
+use crate::crypto::impls::AesImpl;
 use crate::packet::Mode;
 use aws_lc_rs::aead::{Aad, Nonce};
 use aws_lc_rs::cipher::{
@@ -66,7 +67,8 @@ impl AwsLcKeys {
     /// Runs one CTR packet from `input` into `output`, as long, through a streaming key made
     /// for it (AWS-LC's streaming API takes an input and an output), as
     /// [`AesKey::process_between`](crate::crypto::AesKey::process_between) does; see
-    /// `process_between_from_iv`. Its streaming ECB and CBC keys pad: no other mode runs here.
+    /// `process_between_from_iv`, which refuses the other modes: AWS-LC's streaming ECB and
+    /// CBC keys pad.
     pub(super) fn process_ctr_between(
         &self,
         op: AesOp,
@@ -75,13 +77,7 @@ impl AwsLcKeys {
         len: usize,
         last: bool,
     ) -> Result<usize, CryptoError> {
-        let library = "aws-lc";
-        if op.mode != Mode::Ctr {
-            return Err(CryptoError::ImplementationUnavailable {
-                implementation: library,
-                what: "a packet of a mode other than CTR between two buffers",
-            });
-        }
+        let library = AesImpl::AwsLc;
         process_between_from_iv(library, op, state, buffers, len, last, |input, data, iv| {
             let refused = || CryptoError::NotBlockAligned { len: input.len() };
             let key = UnboundCipherKey::new(self.algorithm, &self.raw).map_err(|_| refused())?;

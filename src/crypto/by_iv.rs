@@ -18,6 +18,7 @@ use crate::crypto::aes::{
     AesOp, BLOCK, ChainState, Direction, Padding, checked_run_len, pad_in_place, unpad_len,
 };
 use crate::crypto::error::CryptoError;
+use crate::crypto::impls::AesImpl;
 use crate::packet::Mode;
 
 /// Runs one packet in place with `call`, which transforms the bytes it is given (the packet's
@@ -63,8 +64,8 @@ pub(super) fn process_from_iv(
     Ok(run_len)
 }
 
-/// Runs one packet of ECB, CBC decryption or CTR ([`AesOp::runs_between`]) not padded here
-/// from `input` into `output` with `call`, which transforms the bytes of its first argument
+/// Runs one packet that `library` runs between two buffers ([`AesImpl::runs_between`]: ECB, CBC
+/// decryption or CTR), not padded here, from `input` into `output` with `call`, which transforms the bytes of its first argument
 /// into its second, as long, from the IV it is given; the input is only read. Same checks,
 /// output and state handed on as [`process_from_iv`] over a copy of the input.
 /// [`AesKey::process_between_with`](crate::crypto::AesKey::process_between_with) copies the
@@ -72,10 +73,10 @@ pub(super) fn process_from_iv(
 ///
 /// # Errors
 /// As [`process_from_iv`]; [`CryptoError::LengthExceedsBuffer`] unless `output` is as long as
-/// `input`; [`CryptoError::ImplementationUnavailable`], naming `library`, for a packet of
-/// another operation or one padded here.
+/// `input`; [`CryptoError::ImplementationUnavailable`], naming `library`, for a packet it does
+/// not run between two buffers ([`AesImpl::runs_between`]) or one padded here.
 pub(super) fn process_between_from_iv(
-    library: &'static str,
+    library: AesImpl,
     op: AesOp,
     state: &mut ChainState,
     (input, output): (&[u8], &mut [u8]),
@@ -89,15 +90,13 @@ pub(super) fn process_between_from_iv(
             buf: output.len(),
         });
     }
-    if op.mode == Mode::Gcm {
-        return Err(CryptoError::AuthenticatedMode);
+    let refused = || library.unavailable("this packet between two buffers");
+    if !library.runs_between(op) {
+        return Err(refused());
     }
     let run_len = checked_run_len(op, output.len(), len, last)?;
-    if !op.runs_between() || run_len != len {
-        return Err(CryptoError::ImplementationUnavailable {
-            implementation: library,
-            what: "this packet between two buffers",
-        });
+    if run_len != len {
+        return Err(refused());
     }
     let (input, data) = (&input[..run_len], &mut output[..run_len]);
     if !data.is_empty() {

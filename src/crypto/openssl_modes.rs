@@ -13,6 +13,7 @@ use zeroize::Zeroize;
 use crate::crypto::aes::{AesOp, BLOCK, ChainState, Direction};
 use crate::crypto::by_iv::{process_between_from_iv, process_from_iv};
 use crate::crypto::error::CryptoError;
+use crate::crypto::impls::AesImpl;
 use crate::crypto::openssl_gcm::{OpenSslKey, refused};
 use crate::packet::Mode;
 
@@ -83,7 +84,7 @@ impl OpenSslKey {
         len: usize,
         last: bool,
     ) -> Result<usize, CryptoError> {
-        let library = "openssl";
+        let library = AesImpl::OpenSsl;
         process_between_from_iv(library, op, state, buffers, len, last, |input, data, iv| {
             self.with_context(op, iv, |ctx, block_mode| {
                 update(ctx, Some(input), data, block_mode)

@@ -214,8 +214,9 @@ pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta, impls: &Impl
 }
 
 /// Runs consecutive packets of one chained AES job one after another, as [`execute`] would run
-/// each (out of place where it would), but with the chaining state kept here between them: it is taken (from the IV or the
-/// store) before the first and handed to the store after the last, unless that ends the job.
+/// each (out of place where it would), but with the chaining state kept here between them: it
+/// is taken (from the IV or the store) before the first and handed to the store after the last,
+/// unless that ends the job.
 /// A packet that fails breaks the chain: the packets after it fail with
 /// [`JobError::StateLost`], as they would finding no state in the store.
 fn run_chain(
@@ -247,15 +248,6 @@ fn run_chain(
             input,
             ..
         } = work;
-        // A packet readied to run out of place does, as `execute` would run it.
-        let input = match input {
-            Some(bytes) if !runs_out_of_place(&job, &meta, store.impls) => {
-                data.clear();
-                data.extend_from_slice(&bytes);
-                None
-            }
-            input => input,
-        };
         let begun = match state {
             Ok(Some(s)) => Ok(s),
             Ok(None) => chain_state(store.store, &job, meta.seq, start),
@@ -269,6 +261,8 @@ fn run_chain(
                 continue;
             }
         };
+        // A packet readied to run out of place does; `process_between_with` copies one its
+        // implementation runs in place only (see `runs_out_of_place`).
         let ran = match &input {
             Some(input) => key.process_between_with(
                 store.impls.alone(*op),
