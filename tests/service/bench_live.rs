@@ -219,6 +219,31 @@ fn the_tenants_workload_prints_a_row_per_tenant_and_loses_nothing() {
 }
 
 #[test]
+fn the_tenant_mix_workload_prints_a_row_per_configuration_with_the_clients_lateness() {
+    let text = stdout_of(&["live", "--workload", "tenant-mix", "--reps", "1", "--csv"]);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    let row = &rows[0];
+    assert_eq!(row.len(), header.len(), "{header:?} {row:?}");
+    let field = |name: &str| {
+        let i = header.iter().position(|h| *h == name).expect(name);
+        row[i]
+    };
+    assert_eq!(field("lost"), "0", "{row:?}");
+    for name in ["p99_alone_us", "p99_beside_us", "ratio"] {
+        let v: f64 = field(name).parse().expect(name);
+        assert!(v > 0.0, "{name}: {row:?}");
+    }
+    // How late the quiet client submitted, alone and beside: a duration, never negative.
+    for name in ["late_p99_alone_us", "late_p99_beside_us"] {
+        let v: f64 = field(name).parse().expect(name);
+        assert!(v >= 0.0, "{name}: {row:?}");
+    }
+}
+
+#[test]
 fn the_tenants_workload_shares_between_any_weights() {
     let args = [
         "live",

@@ -13,7 +13,9 @@
 //!
 //! The capacity is what the noisy tenants complete together in [`CALIBRATION`], backlogged.
 //! Then the quiet tenant runs alone for [`PHASE`], then beside the noisy ones for as long; its
-//! p99 latency beside ÷ alone is the figure (`tenants`' target: at most 1.5). Every output is
+//! p99 latency beside ÷ alone is the figure (`tenants`' target: at most 1.5); beside it, how
+//! late the quiet client itself submitted its jobs (p99, alone and beside: a client thread that
+//! waits for the clients' shared core sends the jobs it owes at once). Every output is
 //! checked against the cipher; `lost` counts jobs refused, failed, or with other bytes, of
 //! every tenant. Nodes and clients are placed as in `tenants`: AES nodes on every core but the
 //! last (or `--nodes`), the clients' threads on the last, the light path on.
@@ -37,7 +39,7 @@ use crate::tenants::{NODES, timed, with_waiter};
 
 /// CSV columns of the workload: one row per configuration.
 pub const CSV_HEADER: &str = "config,tenants,quiet_weight,quiet_size,quiet_offered_mb_s,noisy,\
-capacity_mb_s,quiet_jobs,quiet_light,quiet_kept_busy,quiet_over_credit,quiet_inline_stalled,quiet_inline_behind,noisy_light,p99_alone_us,p99_beside_us,ratio,lost";
+capacity_mb_s,quiet_jobs,quiet_light,quiet_kept_busy,quiet_over_credit,quiet_inline_stalled,quiet_inline_behind,noisy_light,p99_alone_us,p99_beside_us,ratio,late_p99_alone_us,late_p99_beside_us,lost";
 
 /// How long the capacity is measured, the noisy tenants backlogged.
 const CALIBRATION: Duration = Duration::from_secs(1);
@@ -141,11 +143,13 @@ impl Tenant {
     }
 }
 
-/// What a sender saw: each job's latency, and the jobs lost.
+/// What a sender saw: each job's latency, and the jobs lost; for a sender at a rate, how late
+/// past its scheduled time each job was submitted.
 #[derive(Default)]
 struct Seen {
     latencies: Vec<Duration>,
     lost: u64,
+    late: Vec<Duration>,
 }
 
 impl Seen {
@@ -165,6 +169,13 @@ impl Seen {
         percentile(&self.latencies, 0.99).as_secs_f64() * 1e6
     }
 
+    /// The 99th percentile of how late the sender submitted its jobs, in µs: a client whose
+    /// thread waits for its core sends the jobs it owes at once, a burst the service sees.
+    fn late_p99_us(&mut self) -> f64 {
+        self.late.sort_unstable();
+        percentile(&self.late, 0.99).as_secs_f64() * 1e6
+    }
+
     fn bytes(&self, t: &Tenant) -> f64 {
         (self.latencies.len() * t.data.len()) as f64
     }
@@ -172,7 +183,9 @@ impl Seen {
 
 /// Sends `t`'s jobs until `stop`, at `rate` bytes per second on average (`None`: as fast as
 /// the jobs in flight allow), at exponentially distributed gaps; at most `in_flight` jobs
-/// unresolved. A waiter thread checks each output and hands its buffer back for reuse.
+/// unresolved. A waiter thread checks each output and hands its buffer back for reuse. A job
+/// submitted late (the thread woke late, or the window was full) keeps its scheduled time: the
+/// jobs owed go at once, and how late each was is kept.
 fn send(
     service: &Service,
     t: &Tenant,
@@ -188,24 +201,27 @@ fn send(
         rx.into_iter().for_each(|h| seen.check(t, h, &back));
         seen
     };
-    let (mut seen, refused) = with_waiter(in_flight, waiter, |tx| {
+    let (mut seen, (refused, late)) = with_waiter(in_flight, waiter, |tx| {
         let mut next = Instant::now();
         let mut refused = 0;
+        let mut late = Vec::new();
         while !stop.load(Relaxed) {
             if let Some(rate) = rate {
                 // Exponential gaps: a Poisson process of mean rate `rate / size` jobs a second.
                 let u: f64 = rng.random_range(f64::EPSILON..1.0);
                 next += Duration::from_secs_f64(-u.ln() * t.data.len() as f64 / rate);
                 sleep(next.saturating_duration_since(Instant::now()));
+                late.push(Instant::now().saturating_duration_since(next));
             }
             match service.submit(t.job(spares.try_recv().ok())) {
                 Ok(h) => tx.send(h).expect("waiter"),
                 Err(_) => refused += 1,
             }
         }
-        refused
+        (refused, late)
     });
     seen.lost += refused;
+    seen.late = late;
     seen
 }
 
@@ -229,6 +245,9 @@ struct Outcome {
     noisy_light: (u64, u64),
     alone_us: f64,
     beside_us: f64,
+    /// The quiet client's lateness (p99, µs) alone and beside ([`Seen::late_p99_us`]).
+    late_alone_us: f64,
+    late_beside_us: f64,
     lost: u64,
 }
 
@@ -363,6 +382,8 @@ fn run_config(
         ),
         alone_us: alone.p99_us(),
         beside_us: beside.p99_us(),
+        late_alone_us: alone.late_p99_us(),
+        late_beside_us: beside.late_p99_us(),
         lost,
     })
 }
@@ -413,6 +434,8 @@ pub fn run(args: &LiveArgs) -> Result<(), String> {
             f(o.alone_us, 1),
             f(o.beside_us, 1),
             f(ratio, 2),
+            f(o.late_alone_us, 0),
+            f(o.late_beside_us, 0),
             o.lost.to_string(),
         ]);
     }
