@@ -446,7 +446,7 @@ fn a_panicking_worker_fails_at_most_its_running_packet_and_is_respawned() {
 }
 
 /// The packets of a GCM job cut into several, and those of ECB, CBC decryption and CTR on
-/// RustCrypto and on OpenSSL, and CTR on AWS-LC (jobs of one packet among them), run out of
+/// RustCrypto and on OpenSSL, and CTR and CBC decryption on AWS-LC (jobs of one packet among them), run out of
 /// place: their node
 /// keeps their input, shared, to run them again, rather than a copy. A panic and a stall in
 /// the middle of such packets: they run again on the other node from the input, and every

@@ -19,7 +19,8 @@ use crate::crypto::impls::AesImpl;
 use crate::packet::Mode;
 use aws_lc_rs::aead::{Aad, Nonce};
 use aws_lc_rs::cipher::{
-    DecryptionContext, EncryptionContext, StreamingEncryptingKey, UnboundCipherKey,
+    DecryptionContext, EncryptionContext, StreamingDecryptingKey, StreamingEncryptingKey,
+    UnboundCipherKey,
 };
 use aws_lc_rs::iv::FixedLength;
 
@@ -64,12 +65,14 @@ impl AwsLcKeys {
         })
     }
 
-    /// Runs one CTR packet from `input` into `output`, as long, through a streaming key made
-    /// for it (AWS-LC's streaming API takes an input and an output), as
+    /// Runs one CTR or CBC-decryption packet from `input` into `output`, as long, through a
+    /// streaming key made for it (AWS-LC's streaming API takes an input and an output), as
     /// [`AesKey::process_between`](crate::crypto::AesKey::process_between) does; see
-    /// `process_between_from_iv`, which refuses the other modes: AWS-LC's streaming ECB and
-    /// CBC keys pad.
-    pub(super) fn process_ctr_between(
+    /// `process_between_from_iv`, which refuses the other modes. AWS-LC's streaming ECB keys
+    /// and its CBC encryption keys pad; its CBC decryption key pads too, holding back a
+    /// packet's last block for the padding it would check, so that block runs in place on the
+    /// unpadded key, from the block before it.
+    pub(super) fn process_between(
         &self,
         op: AesOp,
         state: &mut ChainState,
@@ -81,6 +84,9 @@ impl AwsLcKeys {
         process_between_from_iv(library, op, state, buffers, len, last, |input, data, iv| {
             let refused = || CryptoError::NotBlockAligned { len: input.len() };
             let key = UnboundCipherKey::new(self.algorithm, &self.raw).map_err(|_| refused())?;
+            if op.mode == Mode::Cbc {
+                return self.cbc_decrypt_between(key, input, data, iv);
+            }
             let iv = EncryptionContext::Iv128(FixedLength::from(*iv));
             let mut ctr = StreamingEncryptingKey::less_safe_ctr(key, iv).map_err(|_| refused())?;
             // Whole blocks straight into the output; a last part block through a block on the
@@ -109,6 +115,46 @@ impl AwsLcKeys {
             }
             Ok(())
         })
+    }
+
+    /// CBC decryption of whole blocks from `input` into `data`, from `iv`: the blocks AWS-LC's
+    /// streaming key says it wrote, then the rest (the last block, which the key holds back
+    /// for its padding) copied and run in place on the unpadded key, from the ciphertext block
+    /// before them.
+    fn cbc_decrypt_between(
+        &self,
+        key: UnboundCipherKey,
+        input: &[u8],
+        data: &mut [u8],
+        iv: &[u8; BLOCK],
+    ) -> Result<(), CryptoError> {
+        let refused = || CryptoError::NotBlockAligned { len: input.len() };
+        if input.len() % BLOCK != 0 {
+            return Err(refused());
+        }
+        let context = DecryptionContext::Iv128(FixedLength::from(*iv));
+        let mut cbc = StreamingDecryptingKey::cbc_pkcs7(key, context).map_err(|_| refused())?;
+        let written = cbc
+            .less_safe_update(input, data)
+            .map_err(|_| refused())?
+            .written()
+            .len();
+        // Dropped unfinished: its context, which holds the block it kept, is cleared as freed.
+        drop(cbc);
+        if written % BLOCK != 0 || written > input.len() {
+            return Err(refused());
+        }
+        if written < input.len() {
+            let from: [u8; BLOCK] = match written.checked_sub(BLOCK) {
+                Some(at) => input[at..written].try_into().map_err(|_| refused())?,
+                None => *iv,
+            };
+            let rest = &mut data[written..];
+            rest.copy_from_slice(&input[written..]);
+            let context = DecryptionContext::Iv128(FixedLength::from(from));
+            self.cbc_dec.decrypt(rest, context).map_err(|_| refused())?;
+        }
+        Ok(())
     }
 }
 

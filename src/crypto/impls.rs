@@ -109,13 +109,13 @@ impl FromStr for AesImpl {
 impl AesImpl {
     /// Whether this implementation runs a packet of `op` from one buffer into another
     /// ([`AesKey::process_between_with`]) rather than on a copy of it: ECB, CBC decryption and
-    /// CTR ([`AesOp::runs_between`]) on RustCrypto and OpenSSL, CTR on AWS-LC (whose streaming
-    /// keys take an input and an output, but in ECB and CBC pad only).
+    /// CTR ([`AesOp::runs_between`]) on RustCrypto and OpenSSL, CTR and CBC decryption on
+    /// AWS-LC (whose streaming keys take an input and an output, but in ECB pad only).
     pub(crate) fn runs_between(self, op: AesOp) -> bool {
         op.runs_between()
             && match self {
                 AesImpl::RustCrypto | AesImpl::OpenSsl => true,
-                AesImpl::AwsLc => op.mode == Mode::Ctr,
+                AesImpl::AwsLc => matches!(op.mode, Mode::Ctr | Mode::Cbc),
                 AesImpl::Lanes { .. } | AesImpl::Ring => false,
             }
     }
@@ -235,7 +235,7 @@ impl AesKey {
             AesImpl::AwsLc if between => {
                 return self
                     .aws_lc
-                    .process_ctr_between(op, state, (input, output), len, last);
+                    .process_between(op, state, (input, output), len, last);
             }
             _ => {}
         }

@@ -201,7 +201,8 @@ pub(crate) fn run_set(
 /// one whose implementation runs it from one buffer into another at the speed it runs in
 /// place. That is a packet of a GCM job cut into several (every GCM chain, RustCrypto's and
 /// OpenSSL's, does), and a packet of ECB, CBC decryption or CTR on RustCrypto or OpenSSL, or of
-/// CTR on AWS-LC ([`AesImpl::runs_between`]), that is not padded here, alone or in a chain run.
+/// CTR or CBC decryption on AWS-LC ([`AesImpl::runs_between`]), that is not padded here, alone
+/// or in a chain run.
 /// AWS-LC's other calls, ring's, the lanes and the single-stream loop run in place only.
 pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta, impls: &ImplTable) -> bool {
     match &job.operation {
