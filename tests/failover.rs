@@ -446,11 +446,11 @@ fn a_panicking_worker_fails_at_most_its_running_packet_and_is_respawned() {
 }
 
 /// The packets of a GCM job cut into several, and those of ECB, CBC decryption and CTR on
-/// RustCrypto and on OpenSSL, and CTR and CBC decryption on AWS-LC (jobs of one packet among them), run out of
-/// place: their node
-/// keeps their input, shared, to run them again, rather than a copy. A panic and a stall in
-/// the middle of such packets: they run again on the other node from the input, and every
-/// output is exact; so it is with the service told to copy every packet's input instead.
+/// RustCrypto and on OpenSSL, and of CTR and CBC decryption on AWS-LC (jobs of one packet among
+/// them), run out of place: their node keeps their input, shared, to run them again, rather
+/// than a copy. A panic and a stall in the middle of such packets: they run again on the other
+/// node from the input, and every output is exact; so it is with the service told to copy every
+/// packet's input instead.
 #[test]
 fn packets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_a_stall() {
     let _calm = calm();

@@ -68,10 +68,9 @@ impl AwsLcKeys {
     /// Runs one CTR or CBC-decryption packet from `input` into `output`, as long, through a
     /// streaming key made for it (AWS-LC's streaming API takes an input and an output), as
     /// [`AesKey::process_between`](crate::crypto::AesKey::process_between) does; see
-    /// `process_between_from_iv`, which refuses the other modes. AWS-LC's streaming ECB keys
-    /// and its CBC encryption keys pad; its CBC decryption key pads too, holding back a
-    /// packet's last block for the padding it would check, so that block runs in place on the
-    /// unpadded key, from the block before it.
+    /// `process_between_from_iv`, which refuses the other modes (AWS-LC's streaming ECB keys
+    /// and CBC encryption keys pad) and checks the lengths, so that an error from AWS-LC here
+    /// is its refusal.
     pub(super) fn process_between(
         &self,
         op: AesOp,
@@ -82,45 +81,18 @@ impl AwsLcKeys {
     ) -> Result<usize, CryptoError> {
         let library = AesImpl::AwsLc;
         process_between_from_iv(library, op, state, buffers, len, last, |input, data, iv| {
-            let refused = || CryptoError::NotBlockAligned { len: input.len() };
-            let key = UnboundCipherKey::new(self.algorithm, &self.raw).map_err(|_| refused())?;
-            if op.mode == Mode::Cbc {
-                return self.cbc_decrypt_between(key, input, data, iv);
+            let key = UnboundCipherKey::new(self.algorithm, &self.raw).map_err(refused)?;
+            match op.mode {
+                Mode::Cbc => self.cbc_decrypt_between(key, input, data, iv),
+                _ => ctr_between(key, input, data, iv),
             }
-            let iv = EncryptionContext::Iv128(FixedLength::from(*iv));
-            let mut ctr = StreamingEncryptingKey::less_safe_ctr(key, iv).map_err(|_| refused())?;
-            // Whole blocks straight into the output; a last part block through a block on the
-            // stack, since the key asks for room up to the block's end.
-            let whole = input.len() - input.len() % BLOCK;
-            let written = ctr
-                .less_safe_update(&input[..whole], &mut data[..whole])
-                .map_err(|_| refused())?
-                .written()
-                .len();
-            if written != whole {
-                return Err(refused());
-            }
-            if whole < input.len() {
-                let mut last = [0u8; BLOCK];
-                let tail = input.len() - whole;
-                let written = ctr
-                    .less_safe_update(&input[whole..], &mut last)
-                    .map(|u| u.written().len())
-                    .map_err(|_| refused());
-                data[whole..].copy_from_slice(&last[..tail]);
-                last.zeroize();
-                if written? != tail {
-                    return Err(refused());
-                }
-            }
-            Ok(())
         })
     }
 
     /// CBC decryption of whole blocks from `input` into `data`, from `iv`: the blocks AWS-LC's
     /// streaming key says it wrote, then the rest (the last block, which the key holds back
-    /// for its padding) copied and run in place on the unpadded key, from the ciphertext block
-    /// before them.
+    /// for the padding its finish would check) copied and run in place on the unpadded key,
+    /// from the ciphertext block before it.
     fn cbc_decrypt_between(
         &self,
         key: UnboundCipherKey,
@@ -128,34 +100,72 @@ impl AwsLcKeys {
         data: &mut [u8],
         iv: &[u8; BLOCK],
     ) -> Result<(), CryptoError> {
-        let refused = || CryptoError::NotBlockAligned { len: input.len() };
-        if input.len() % BLOCK != 0 {
-            return Err(refused());
-        }
         let context = DecryptionContext::Iv128(FixedLength::from(*iv));
-        let mut cbc = StreamingDecryptingKey::cbc_pkcs7(key, context).map_err(|_| refused())?;
+        let mut cbc = StreamingDecryptingKey::cbc_pkcs7(key, context).map_err(refused)?;
         let written = cbc
             .less_safe_update(input, data)
-            .map_err(|_| refused())?
+            .map_err(refused)?
             .written()
             .len();
         // Dropped unfinished: its context, which holds the block it kept, is cleared as freed.
         drop(cbc);
         if written % BLOCK != 0 || written > input.len() {
-            return Err(refused());
+            return Err(refused(()));
         }
         if written < input.len() {
-            let from: [u8; BLOCK] = match written.checked_sub(BLOCK) {
-                Some(at) => input[at..written].try_into().map_err(|_| refused())?,
-                None => *iv,
-            };
+            let mut from = *iv;
+            if let Some(at) = written.checked_sub(BLOCK) {
+                from.copy_from_slice(&input[at..written]);
+            }
             let rest = &mut data[written..];
             rest.copy_from_slice(&input[written..]);
             let context = DecryptionContext::Iv128(FixedLength::from(from));
-            self.cbc_dec.decrypt(rest, context).map_err(|_| refused())?;
+            self.cbc_dec.decrypt(rest, context).map_err(refused)?;
         }
         Ok(())
     }
+}
+
+/// CTR from `input` into `data`, as long, from counter block `iv`, through a streaming key
+/// made of `key`: whole blocks straight into the output; a last part block through a block on
+/// the stack, since the key asks for room up to the block's end.
+fn ctr_between(
+    key: UnboundCipherKey,
+    input: &[u8],
+    data: &mut [u8],
+    iv: &[u8; BLOCK],
+) -> Result<(), CryptoError> {
+    let iv = EncryptionContext::Iv128(FixedLength::from(*iv));
+    let mut ctr = StreamingEncryptingKey::less_safe_ctr(key, iv).map_err(refused)?;
+    let whole = input.len() - input.len() % BLOCK;
+    let written = ctr
+        .less_safe_update(&input[..whole], &mut data[..whole])
+        .map_err(refused)?
+        .written()
+        .len();
+    if written != whole {
+        return Err(refused(()));
+    }
+    if whole < input.len() {
+        let mut last = [0u8; BLOCK];
+        let tail = input.len() - whole;
+        let written = ctr
+            .less_safe_update(&input[whole..], &mut last)
+            .map(|u| u.written().len())
+            .map_err(refused);
+        data[whole..].copy_from_slice(&last[..tail]);
+        last.zeroize();
+        if written? != tail {
+            return Err(refused(()));
+        }
+    }
+    Ok(())
+}
+
+/// What a refusal by AWS-LC of a packet run between two buffers is reported as, the lengths
+/// having been checked before: the library could not run it (out of memory, say).
+fn refused<E>(_: E) -> CryptoError {
+    AesImpl::AwsLc.unavailable("this packet between two buffers (AWS-LC refused it)")
 }
 
 impl WholeMessageGcm for AwsLcKeys {

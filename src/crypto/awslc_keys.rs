@@ -1,8 +1,8 @@
 //! One AES key expanded by AWS-LC (`aws-lc-rs`, the `aws-lc` feature) for every mode: the keys
 //! an [`AesKey`](crate::crypto::AesKey) holds beside its RustCrypto schedule. What runs a packet
 //! with them is `awslc.rs`; this file is apart so that the key type depends on nothing above
-//! it. `aws-lc-rs` zeroizes its cipher keys on drop; the key's bytes, kept for CTR's streaming
-//! keys, are zeroized on drop here.
+//! it. `aws-lc-rs` zeroizes its cipher keys on drop; the key's bytes, kept for the streaming
+//! keys of CTR and CBC decryption, are zeroized on drop here.
 
 use std::fmt;
 
@@ -26,7 +26,8 @@ pub(super) struct AwsLcKeys {
     pub(super) ctr: EncryptingKey,
     pub(super) gcm: LessSafeKey,
     /// The cipher and the key's bytes, for a streaming key per packet run from one buffer into
-    /// another (CTR): `aws-lc-rs` makes one from an unbound key, which it consumes.
+    /// another (CTR, CBC decryption): `aws-lc-rs` makes one from an unbound key, which it
+    /// consumes.
     pub(super) algorithm: &'static cipher::Algorithm,
     pub(super) raw: Zeroizing<Vec<u8>>,
 }

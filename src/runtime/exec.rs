@@ -19,7 +19,7 @@ use bytes::BytesMut;
 use smallvec::SmallVec;
 
 use crate::crypto::{
-    AesOp, BatchItem, ChainState, CryptoError, Direction, ImplTable, LaneItem, Tag, Text,
+    AesKey, AesOp, BatchItem, ChainState, CryptoError, Direction, ImplTable, LaneItem, Tag, Text,
     run_lanes, run_lanes_paused, verify_batch,
 };
 use crate::packet::{Packet, PacketMeta, TaskId};
@@ -202,8 +202,8 @@ pub(crate) fn run_set(
 /// place. That is a packet of a GCM job cut into several (every GCM chain, RustCrypto's and
 /// OpenSSL's, does), and a packet of ECB, CBC decryption or CTR on RustCrypto or OpenSSL, or of
 /// CTR or CBC decryption on AWS-LC ([`AesImpl::runs_between`]), that is not padded here, alone
-/// or in a chain run.
-/// AWS-LC's other calls, ring's, the lanes and the single-stream loop run in place only.
+/// or in a chain run. AWS-LC's other calls, ring's, the lanes and the single-stream loop run in
+/// place only.
 pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta, impls: &ImplTable) -> bool {
     match &job.operation {
         Operation::Gcm { .. } => !(meta.seq == 0 && meta.last),
@@ -211,6 +211,28 @@ pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta, impls: &Impl
             !(meta.last && op.pads_on_encrypt()) && impls.alone(*op).runs_between(*op)
         }
         _ => false,
+    }
+}
+
+/// Runs one AES packet on the implementation a packet by itself runs on
+/// ([`ImplTable::alone`]): with an input (a packet readied out of place), from it into `data`,
+/// as long, where `process_between_with` copies one its implementation runs in place only (see
+/// [`runs_out_of_place`]); without, in place in `data`.
+fn run_aes_packet(
+    impls: &ImplTable,
+    key: &AesKey,
+    op: AesOp,
+    state: &mut ChainState,
+    (input, data): (Option<&[u8]>, &mut [u8]),
+    len: usize,
+    last: bool,
+) -> Result<usize, CryptoError> {
+    let implementation = impls.alone(op);
+    match input {
+        Some(input) => {
+            key.process_between_with(implementation, op, state, (input, data), len, last)
+        }
+        None => key.process_with(implementation, op, state, data, len, last),
     }
 }
 
@@ -262,27 +284,8 @@ fn run_chain(
                 continue;
             }
         };
-        // A packet readied to run out of place does; `process_between_with` copies one its
-        // implementation runs in place only (see `runs_out_of_place`).
-        let ran = match &input {
-            Some(input) => key.process_between_with(
-                store.impls.alone(*op),
-                *op,
-                &mut s,
-                (input, &mut data),
-                msg_len,
-                meta.last,
-            ),
-            None => key.process_with(
-                store.impls.alone(*op),
-                *op,
-                &mut s,
-                &mut data,
-                msg_len,
-                meta.last,
-            ),
-        };
-        match ran {
+        let io = (input.as_deref().map(|b| &b[..]), &mut data[..]);
+        match run_aes_packet(store.impls, key, *op, &mut s, io, msg_len, meta.last) {
             Ok(n) => {
                 data.truncate(n);
                 results.push(Ok(PartOutput::Data(data)));
@@ -361,24 +364,8 @@ pub(crate) fn execute(
                 None if !chained => ChainState::default(),
                 iv => chain_state(store.store, job, meta.seq, iv)?,
             };
-            let n = match input {
-                Some(input) => key.process_between_with(
-                    store.impls.alone(*op),
-                    *op,
-                    &mut state,
-                    (input, data),
-                    msg_len,
-                    meta.last,
-                )?,
-                None => key.process_with(
-                    store.impls.alone(*op),
-                    *op,
-                    &mut state,
-                    data,
-                    msg_len,
-                    meta.last,
-                )?,
-            };
+            let io = (input, &mut data[..]);
+            let n = run_aes_packet(store.impls, key, *op, &mut state, io, msg_len, meta.last)?;
             if chained && !meta.last {
                 store.put(
                     job.task,
