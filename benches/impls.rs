@@ -67,6 +67,7 @@ fn run(key: &AesKey, imp: AesImpl, op: AesOp, bufs: &mut [Vec<u8>], sealed: &(Ve
             len: buf.len(),
             buf,
             last: false,
+            input: None,
         })
         .collect();
     run_packets_with(imp, &mut items).expect("whole blocks");

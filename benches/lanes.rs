@@ -74,6 +74,7 @@ impl Streams {
                 buf,
                 len: PACKET,
                 last: false,
+                input: None,
             })
             .collect();
         run_lanes_width(&mut items, width).expect("serial, whole blocks");

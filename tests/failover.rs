@@ -570,6 +570,81 @@ fn packets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_a_
     }
 }
 
+/// A lane set's packets (CBC and CFB encryption, OFB both ways, of different jobs, on a node of
+/// eight lanes) run out of place too, all but a padded final packet: the lanes read each block
+/// from the input the node keeps to run them again. A panic and a stall in the middle of lane
+/// sets: their packets run again on the other node from that input, and every output is exact;
+/// so it is with the service told to copy every packet's input instead.
+#[test]
+fn lane_sets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_a_stall() {
+    let _calm = calm();
+    let faults = [
+        Fault::Panic { after: 5 },
+        Fault::Stall {
+            after: 5,
+            duration: Duration::from_millis(300),
+        },
+    ];
+    let ops = [
+        AesOp::new(Direction::Encrypt, Mode::Cbc),
+        AesOp::new(Direction::Encrypt, Mode::Cbc).with_padding(Padding::None),
+        AesOp::new(Direction::Encrypt, Mode::Ofb),
+        AesOp::new(Direction::Decrypt, Mode::Ofb),
+        AesOp::new(Direction::Encrypt, Mode::Cfb),
+    ];
+    for (fault, out_of_place) in faults.into_iter().flat_map(|f| [(f, true), (f, false)]) {
+        let service = Service::builder()
+            .packet_size(64)
+            .out_of_place(out_of_place)
+            .aes_implementation(AesImpl::Lanes { width: 8 })
+            .aes_cluster([NodeSpec::new().lanes(8).fault(fault), NodeSpec::new()])
+            .inline_limit(0)
+            .stall_timeout(Duration::from_millis(50))
+            .build()
+            .unwrap();
+        let raw = [6; 16];
+        let key = service.add_aes_key(&raw).unwrap();
+        let mut round = 0u8;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while service.metrics().nodes[0].failures == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{fault:?} never struck"
+            );
+            round = round.wrapping_add(1);
+            let jobs: Vec<_> = (0..40u8)
+                .map(|i| {
+                    let op = ops[usize::from(i) % ops.len()];
+                    // Jobs of one packet and of four; OFB and CFB ones end mid-block.
+                    let whole = if i % 3 == 0 { 48 } else { 64 * 3 + 16 };
+                    let len = match op.mode {
+                        Mode::Ofb | Mode::Cfb => whole - 7,
+                        _ => whole,
+                    };
+                    let data: Vec<u8> = (0..len).map(|b| (b as u8) ^ i ^ round).collect();
+                    let iv = [i ^ round; 16];
+                    let want = ref_aes(&raw, op, &iv, &data).unwrap();
+                    (service.submit(Job::aes(key, op, &iv, data)).unwrap(), want)
+                })
+                .collect();
+            for (handle, want) in jobs {
+                assert_eq!(handle.wait(), Ok(JobOutput::Data(want)), "{fault:?}");
+            }
+        }
+        let m = service.metrics();
+        assert!(m.packets_retried >= 1, "{fault:?}: {m}");
+        assert_eq!(m.packets_out_of_attempts, 0, "{fault:?}: {m}");
+        let shared: u64 = m.nodes.iter().map(|n| n.out_of_place).sum();
+        let copied: u64 = m.nodes.iter().map(|n| n.retry_copies).sum();
+        if out_of_place {
+            assert!(shared > 0, "{fault:?}: {m:?}");
+        } else {
+            assert_eq!((shared, copied > 0), (0, true), "{fault:?}: {m:?}");
+        }
+        service.shutdown();
+    }
+}
+
 #[test]
 fn an_exiting_worker_loses_nothing() {
     // An exit strikes between packets: nothing runs on the node then, so every job completes.

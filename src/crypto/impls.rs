@@ -533,7 +533,9 @@ impl AesKey {
 
 /// Runs a set of packets of different jobs on `implementation`, each as
 /// [`AesKey::process`] would: on [`AesImpl::Lanes`] the serial ones in lane sets of its width
-/// ([`run_lanes_width`]), otherwise one after another. Every packet is checked before any runs.
+/// ([`run_lanes_width`]), otherwise one after another (a packet given its
+/// [`input`](LaneItem::input) apart on a copy of it in its buffer). Every packet is checked
+/// before any runs.
 ///
 /// # Errors
 /// A [`LaneError`] naming the first packet refused, as [`run_lanes_width`] (on the lanes) or
@@ -552,10 +554,17 @@ pub fn run_packets_with(
         });
     }
     for (index, item) in items.iter().enumerate() {
-        crate::crypto::aes::checked_run_len(item.op, item.buf.len(), item.len, item.last)
+        crate::crypto::lanes::check_input(item)
+            .and_then(|()| {
+                crate::crypto::aes::checked_run_len(item.op, item.buf.len(), item.len, item.last)
+            })
             .map_err(|error| LaneError { index, error })?;
     }
     for (index, item) in items.iter_mut().enumerate() {
+        // A packet given its input apart runs in place on a copy of it.
+        if let Some(input) = item.input.take() {
+            item.buf[..item.len].copy_from_slice(&input[..item.len]);
+        }
         item.key
             .process_with(
                 implementation,
@@ -810,6 +819,7 @@ impl<'k> Bench<'k> {
                 buf,
                 len: packet,
                 last: false,
+                input: None,
             })
             .collect();
         run_packets_with(self.implementation, &mut items).map_err(|e| e.error)?;

@@ -28,6 +28,14 @@
 //! 5. Each lane's register becomes its job's [`ChainState`], except after a partial final
 //!    block, which [`AesKey::process`] also leaves unchanged (nothing follows it).
 //!
+//! A packet given its [`input`](LaneItem::input) apart runs out of place: the step loop reads
+//! its whole blocks from the input and writes the output into its buffer, so no copy is made
+//! before it runs (a node keeps a packet's input, untouched, to run it again elsewhere should
+//! the node fail). Lanes that read their input in place and lanes that read it from elsewhere
+//! form groups of their own. What is not read from elsewhere runs in place on a copy: a partial
+//! final block (OFB, CFB), a padded final packet, a packet alone with its key, and the rest of a
+//! lane left alone.
+//!
 //! # Keys: grouped, not stepped
 //! intel-ipsec-mb gives each lane its own round keys inside hand-written AES rounds; a
 //! RustCrypto backend holds one key schedule. Two ways to mix keys were measured side by side
@@ -97,13 +105,20 @@ pub struct LaneItem<'a> {
     /// The chaining state the job's previous packet left (or its IV); holds the state for the
     /// next packet on return.
     pub state: &'a mut ChainState,
-    /// The packet's input in `buf[..len]`, replaced in place by its output. A padded final
-    /// packet needs room for [`padded_len`]`(len)` bytes.
+    /// The packet's input in `buf[..len]`, replaced in place by its output; or, when `input`
+    /// is given, the buffer the output goes into. A padded final packet needs room for
+    /// [`padded_len`]`(len)` bytes.
     pub buf: &'a mut [u8],
     /// The length of the packet's input.
     pub len: usize,
     /// Whether this is the job's last packet (which alone may end mid-block or be padded).
     pub last: bool,
+    /// The packet's input, when it runs out of place: `input[..len]` is read and the output
+    /// written into `buf`, whose bytes before the run do not matter. The lanes read each block
+    /// where it is, so the input is not copied first (a packet alone with its key, which runs
+    /// on the single-stream path, and a padded final packet are copied into `buf` and run in
+    /// place). `None`: in place.
+    pub input: Option<&'a [u8]>,
 }
 
 impl LaneItem<'_> {
@@ -158,16 +173,7 @@ pub struct LaneError {
 pub fn run_lanes(items: &mut [LaneItem<'_>]) -> Result<(), LaneError> {
     let mut run_lens: SmallVec<[usize; 32]> = SmallVec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
-        let refuse = |error| LaneError { index, error };
-        if !item.op.is_serial() {
-            return Err(refuse(CryptoError::NotSerial {
-                mode: item.op.mode,
-                direction: item.op.direction,
-            }));
-        }
-        let run_len =
-            checked_run_len(item.op, item.buf.len(), item.len, item.last).map_err(refuse)?;
-        run_lens.push(run_len);
+        run_lens.push(check_item(item).map_err(|error| LaneError { index, error })?);
     }
 
     // A packet alone with its key has no lane to share the backend with: it takes the
@@ -180,7 +186,13 @@ pub fn run_lanes(items: &mut [LaneItem<'_>]) -> Result<(), LaneError> {
     };
     let mut lanes: SmallVec<[Lane<'_>; 32]> = SmallVec::new();
     for ((index, item), run_len) in items.iter_mut().enumerate().zip(run_lens) {
-        if shares_key(item.key) {
+        let alone = !shares_key(item.key);
+        // What the lanes do not read from the input where it is, they run in place on a copy.
+        if let Some(input) = item.input.filter(|_| alone || run_len != item.len) {
+            item.buf[..item.len].copy_from_slice(&input[..item.len]);
+            item.input = None;
+        }
+        if !alone {
             pad_in_place(item.buf, item.len, run_len);
             lanes.push(Lane::new(item, run_len));
         } else {
@@ -190,9 +202,11 @@ pub fn run_lanes(items: &mut [LaneItem<'_>]) -> Result<(), LaneError> {
                 .map_err(|error| LaneError { index, error })?;
         }
     }
-    lanes.sort_unstable_by_key(|lane| (key_addr(lane.key), lane.serial));
+    // A group shares a key and an operation, and reads its input in place or from elsewhere.
+    let group_of = |lane: &Lane<'_>| (key_addr(lane.key), lane.serial, lane.input.is_some());
+    lanes.sort_unstable_by_key(group_of);
 
-    for group in lanes.chunk_by_mut(|a, b| ptr::eq(a.key, b.key) && a.serial == b.serial) {
+    for group in lanes.chunk_by_mut(|a, b| group_of(a) == group_of(b)) {
         let key = group[0].key;
         key.encrypt_with_backend(Interleave { lanes: group });
     }
@@ -257,6 +271,7 @@ pub fn run_lanes_paused(
             .filter(|i| off == 0 || i.len > off)
             .map(|i| {
                 let more = i.len > off + slice;
+                let len = if more { slice } else { i.len - off };
                 LaneItem {
                     key: i.key,
                     op: i.op,
@@ -266,8 +281,9 @@ pub fn run_lanes_paused(
                     } else {
                         &mut i.buf[off..]
                     },
-                    len: if more { slice } else { i.len - off },
+                    len,
                     last: !more && i.last,
+                    input: i.input.map(|input| &input[off..off + len]),
                 }
             })
             .collect();
@@ -290,16 +306,34 @@ pub fn run_lanes_paused(
 /// several sets writes anything.
 fn check_all(items: &[LaneItem<'_>]) -> Result<(), LaneError> {
     for (index, item) in items.iter().enumerate() {
-        let refuse = |error| LaneError { index, error };
-        if !item.op.is_serial() {
-            return Err(refuse(CryptoError::NotSerial {
-                mode: item.op.mode,
-                direction: item.op.direction,
-            }));
-        }
-        checked_run_len(item.op, item.buf.len(), item.len, item.last).map_err(refuse)?;
+        check_item(item).map_err(|error| LaneError { index, error })?;
     }
     Ok(())
+}
+
+/// Checks one packet of a lane set as [`AesKey::process`] would (and its input, when it runs
+/// out of place, for `len` bytes), and for a serial operation; returns the length it runs
+/// over, its padding included.
+fn check_item(item: &LaneItem<'_>) -> Result<usize, CryptoError> {
+    if !item.op.is_serial() {
+        return Err(CryptoError::NotSerial {
+            mode: item.op.mode,
+            direction: item.op.direction,
+        });
+    }
+    check_input(item)?;
+    checked_run_len(item.op, item.buf.len(), item.len, item.last)
+}
+
+/// Checks that the input of a packet that runs out of place holds its `len` bytes.
+pub(super) fn check_input(item: &LaneItem<'_>) -> Result<(), CryptoError> {
+    match item.input {
+        Some(input) if input.len() < item.len => Err(CryptoError::LengthExceedsBuffer {
+            len: item.len,
+            buf: input.len(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Checks a lane-set width: 1 to [`MAX_LANES`].
@@ -323,8 +357,11 @@ struct Lane<'a> {
     serial: Serial,
     /// The chaining register: the IV for the next block.
     register: Block,
-    /// The whole blocks of the packet (padding included).
+    /// The whole blocks of the packet (padding included): its output, and its input unless
+    /// `input` holds it.
     blocks: &'a mut [Block],
+    /// The whole blocks of the input of a packet that runs out of place, as many as `blocks`.
+    input: Option<&'a [Block]>,
     /// The partial final block (OFB and CFB only), emptied once run.
     tail: &'a mut [u8],
     /// Whether the packet ends mid-block; its register is then not handed on.
@@ -335,8 +372,10 @@ struct Lane<'a> {
 }
 
 impl<'a> Lane<'a> {
+    /// A lane for a checked packet; with an input, `run_len` is the packet's length (it is
+    /// not padded).
     fn new(item: &'a mut LaneItem<'_>, run_len: usize) -> Self {
-        Lane::of(item.key, item.op, item.state, item.buf, run_len)
+        Lane::of(item.key, item.op, item.state, item.buf, item.input, run_len)
     }
 
     fn of(
@@ -344,10 +383,18 @@ impl<'a> Lane<'a> {
         op: AesOp,
         state: &'a mut ChainState,
         buf: &'a mut [u8],
+        input: Option<&'a [u8]>,
         run_len: usize,
     ) -> Self {
         let (blocks, tail) = Block::slice_as_chunks_mut(&mut buf[..run_len]);
+        // The partial final block runs in place, on a copy of its input.
+        let input = input.map(|input| {
+            let (whole, rest) = Block::slice_as_chunks(&input[..run_len]);
+            tail.copy_from_slice(rest);
+            whole
+        });
         Lane {
+            input,
             key,
             serial: op
                 .serial()
@@ -431,15 +478,35 @@ fn run_steps<B: BlockCipherEncBackend<BlockSize = U16>>(
         .collect();
     let serial = lanes[0].serial;
     {
+        // A group's lanes all read their input in place, or all from elsewhere.
+        let inputs: SmallVec<[&[Block]; MAX_LANES]> = lanes
+            .iter()
+            .filter_map(|l| l.input.map(|input| &input[l.next..l.next + steps]))
+            .collect();
         let mut views: SmallVec<[&mut [Block]; MAX_LANES]> = lanes
             .iter_mut()
             .map(|l| &mut l.blocks[l.next..l.next + steps])
             .collect();
         let (views, registers) = (&mut views[..], &mut registers[..]);
-        match serial {
-            Serial::CbcEncrypt => steps_loop::<B, CBC>(backend, views, registers, steps),
-            Serial::Ofb => steps_loop::<B, OFB>(backend, views, registers, steps),
-            Serial::CfbEncrypt => steps_loop::<B, CFB>(backend, views, registers, steps),
+        let io = Io {
+            inputs: &inputs,
+            views,
+        };
+        match (serial, inputs.is_empty()) {
+            (Serial::CbcEncrypt, true) => {
+                steps_loop::<B, CBC, false>(backend, io, registers, steps)
+            }
+            (Serial::Ofb, true) => steps_loop::<B, OFB, false>(backend, io, registers, steps),
+            (Serial::CfbEncrypt, true) => {
+                steps_loop::<B, CFB, false>(backend, io, registers, steps)
+            }
+            (Serial::CbcEncrypt, false) => {
+                steps_loop::<B, CBC, true>(backend, io, registers, steps)
+            }
+            (Serial::Ofb, false) => steps_loop::<B, OFB, true>(backend, io, registers, steps),
+            (Serial::CfbEncrypt, false) => {
+                steps_loop::<B, CFB, true>(backend, io, registers, steps)
+            }
         }
     }
     for (chunk, par) in lanes.chunks_mut(width).zip(registers.iter_mut()) {
@@ -456,22 +523,44 @@ const CBC: u8 = Serial::CbcEncrypt as u8;
 const OFB: u8 = Serial::Ofb as u8;
 const CFB: u8 = Serial::CfbEncrypt as u8;
 
-/// The step loop of [`run_steps`] for one serial operation, `OP`, fixed at compile time: per
-/// block, the register becomes the cipher input (CBC: XOR with the block), and the cipher
-/// output becomes the block's output and the next register.
+/// The blocks a group of lanes runs over in [`steps_loop`]: each lane's output blocks
+/// (`views`), and, for lanes that run out of place, their input blocks (`inputs`, one per lane,
+/// as long; empty when the lanes run in place, reading `views`).
+struct Io<'v, 'b> {
+    inputs: &'v [&'b [Block]],
+    views: &'v mut [&'b mut [Block]],
+}
+
+/// The step loop of [`run_steps`] for one serial operation, `OP`, fixed at compile time, in
+/// place or (`BETWEEN`) from the lanes' inputs: per block, the register becomes the cipher input
+/// (CBC: XOR with the input block), and the cipher output becomes the block's output (OFB and
+/// CFB: XOR with the input block) and the next register.
 #[inline(always)]
-fn steps_loop<B: BlockCipherEncBackend<BlockSize = U16>, const OP: u8>(
+fn steps_loop<B: BlockCipherEncBackend<BlockSize = U16>, const OP: u8, const BETWEEN: bool>(
     backend: &B,
-    views: &mut [&mut [Block]],
+    io: Io<'_, '_>,
     registers: &mut [ParBlocks<B>],
     steps: usize,
 ) {
     let width = B::ParBlocksSize::USIZE;
+    let Io { inputs, views } = io;
     for s in 0..steps {
+        let mut input_chunks = inputs.chunks(width);
         for (chunk, par) in views.chunks_mut(width).zip(registers.iter_mut()) {
+            let input_chunk = if BETWEEN {
+                input_chunks.next().unwrap_or_default()
+            } else {
+                &[]
+            };
             if OP == CBC {
-                for (v, r) in chunk.iter().zip(par.iter_mut()) {
-                    xor_into(r, &v[s]);
+                if BETWEEN {
+                    for (i, r) in input_chunk.iter().zip(par.iter_mut()) {
+                        xor_into(r, &i[s]);
+                    }
+                } else {
+                    for (v, r) in chunk.iter().zip(par.iter_mut()) {
+                        xor_into(r, &v[s]);
+                    }
                 }
             }
             if chunk.len() == width {
@@ -479,8 +568,11 @@ fn steps_loop<B: BlockCipherEncBackend<BlockSize = U16>, const OP: u8>(
             } else {
                 backend.encrypt_tail_blocks_inplace(&mut par[..chunk.len()]);
             }
-            for (v, r) in chunk.iter_mut().zip(par.iter_mut()) {
+            for (j, (v, r)) in chunk.iter_mut().zip(par.iter_mut()).enumerate() {
                 let block = &mut v[s];
+                if BETWEEN && OP != CBC {
+                    *block = input_chunk[j][s];
+                }
                 match OP {
                     CBC => *block = *r,
                     OFB => xor_into(block, r),
@@ -507,6 +599,10 @@ fn run_tail<B: BlockCipherEncBackend<BlockSize = U16>>(backend: &B, lane: &mut L
 #[inline(always)]
 fn run_alone<B: BlockCipherEncBackend<BlockSize = U16>>(backend: &B, lane: &mut Lane<'_>) {
     let blocks = &mut lane.blocks[lane.next..];
+    // The single-stream loop runs in place: on a copy of the rest of the input.
+    if let Some(input) = lane.input.take() {
+        blocks.copy_from_slice(&input[lane.next..]);
+    }
     let mut register = run_blocks(backend, lane.serial, lane.register, blocks);
     lane.next = lane.blocks.len();
     lane.register = register;

@@ -342,16 +342,4 @@ mod tests {
             assert!(spare.is_empty());
         }
     }
-
-    #[test]
-    fn a_packet_readied_out_of_place_can_still_run_in_place() {
-        let mut packets = cut_padded(vec![4u8; 40]);
-        let p = &mut packets[0].data;
-        let input = p.data.to_vec();
-        let _retry = p.share_for_retry(&mut Vec::new());
-        p.data.fill(0);
-        p.run_in_place();
-        assert!(p.input.is_none());
-        assert_eq!(&p.data[..], &input[..]);
-    }
 }

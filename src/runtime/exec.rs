@@ -158,7 +158,7 @@ pub(crate) struct Pause<'a> {
 /// back in the set's order.
 pub(crate) fn run_set(
     store: &mut States<'_>,
-    mut set: PacketSet,
+    set: PacketSet,
     pause: Option<&mut Pause<'_>>,
 ) -> Vec<Result<PartOutput, JobError>> {
     if set.len() == 1 {
@@ -189,26 +189,29 @@ pub(crate) fn run_set(
     if is_chain_run(&set) {
         return run_chain(store, set, pause);
     }
-    // Lane sets run in place.
-    for p in &mut set {
-        p.data.run_in_place();
-    }
     run_lane_set(store, set, pause)
 }
 
 /// Whether a packet its node keeps to run again should it fail runs out of place
 /// ([`PacketData::share_for_retry`]) rather than on a copy of its input made before it runs:
 /// one whose implementation runs it from one buffer into another at the speed it runs in
-/// place. That is a packet of a GCM job cut into several (every GCM chain, RustCrypto's and
-/// OpenSSL's, does), and a packet of ECB, CBC decryption or CTR on RustCrypto or OpenSSL, or of
-/// CTR or CBC decryption on AWS-LC ([`AesImpl::runs_between`]), that is not padded here, alone
-/// or in a chain run. AWS-LC's other calls, ring's, the lanes and the single-stream loop run in
-/// place only.
-pub(crate) fn runs_out_of_place(job: &JobRecord, meta: &PacketMeta, impls: &ImplTable) -> bool {
+/// place. Alone or in a chain run (`in_lanes` false), that is a packet of a GCM job cut into
+/// several (every GCM chain, RustCrypto's and OpenSSL's, does), and a packet of ECB, CBC
+/// decryption or CTR on RustCrypto or OpenSSL, or of CTR or CBC decryption on AWS-LC
+/// ([`AesImpl::runs_between`]), that is not padded here; AWS-LC's other calls, ring's and the
+/// single-stream loop run in place only. In a lane set (`in_lanes`), every packet not padded
+/// here: the lanes read each block from the input where it is ([`LaneItem::input`]).
+pub(crate) fn runs_out_of_place(
+    job: &JobRecord,
+    meta: &PacketMeta,
+    impls: &ImplTable,
+    in_lanes: bool,
+) -> bool {
     match &job.operation {
+        // GCM never runs in lanes.
         Operation::Gcm { .. } => !(meta.seq == 0 && meta.last),
         Operation::Aes { op, .. } => {
-            !(meta.last && op.pads_on_encrypt()) && impls.alone(*op).runs_between(*op)
+            !(meta.last && op.pads_on_encrypt()) && (in_lanes || impls.alone(*op).runs_between(*op))
         }
         _ => false,
     }
@@ -349,7 +352,7 @@ pub(crate) fn execute(
     iv: Option<ChainState>,
 ) -> Result<PartOutput, JobError> {
     let input = match input {
-        Some(bytes) if !runs_out_of_place(job, meta, store.impls) => {
+        Some(bytes) if !runs_out_of_place(job, meta, store.impls, false) => {
             data.clear();
             data.extend_from_slice(bytes);
             None
@@ -526,6 +529,8 @@ struct LanePacket {
     meta: PacketMeta,
     job: Arc<JobRecord>,
     data: BytesMut,
+    /// The input of a packet readied out of place; `data` is then its output buffer.
+    input: Option<Arc<BytesMut>>,
     msg_len: usize,
     state: Result<ChainState, JobError>,
 }
@@ -548,6 +553,7 @@ fn run_lane_set(
                 data,
                 msg_len,
                 start,
+                input,
                 ..
             } = work;
             let state = chain_state(store.store, &job, meta.seq, start);
@@ -555,6 +561,7 @@ fn run_lane_set(
                 meta,
                 job,
                 data,
+                input,
                 msg_len,
                 state,
             }
@@ -567,6 +574,7 @@ fn run_lane_set(
             meta,
             job,
             data,
+            input,
             msg_len,
             state,
         } = p;
@@ -580,6 +588,7 @@ fn run_lane_set(
             buf: &mut data[..],
             len: *msg_len,
             last: meta.last,
+            input: input.as_deref().map(|b| &b[..]),
         });
     }
     let lengths: Vec<usize> = items.iter().map(LaneItem::output_len).collect();
@@ -603,7 +612,7 @@ fn run_lane_set(
                     store,
                     &p.job,
                     &p.meta,
-                    None,
+                    p.input.as_deref().map(|b| &b[..]),
                     &mut p.data,
                     p.msg_len,
                     Some(state),

@@ -456,15 +456,6 @@ impl PacketData {
             self.data = Arc::try_unwrap(input).unwrap_or_else(|shared| BytesMut::from(&shared[..]));
         }
     }
-
-    /// Makes a packet readied to run out of place run in place after all, on a copy of its
-    /// input in its output buffer (for code that runs in place only).
-    pub(crate) fn run_in_place(&mut self) {
-        if let Some(input) = self.input.take() {
-            self.data.clear();
-            self.data.extend_from_slice(&input);
-        }
-    }
 }
 
 /// A worker's first spare buffer, made before it reports ready: one packet's worth (and a

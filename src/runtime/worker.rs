@@ -304,14 +304,15 @@ impl Node<'_> {
         spare: &mut Vec<bytes::BytesMut>,
         local: &mut LocalCounters,
     ) -> Started {
-        // One packet, or a chain run, whose packets run one by one as one would; not a lane
-        // set, whose lanes run in place.
-        let alone = set.len() == 1 || is_chain_run(set);
+        // One packet, or a chain run, whose packets run one by one as one would; or a lane
+        // set.
+        let in_lanes = !(set.len() == 1 || is_chain_run(set));
         running.extend(set.iter_mut().map(|p| {
             let retry = (p.data.attempt + 1 < self.max_attempts).then(|| {
                 let impls = &self.engine.layout.aes_impls;
-                let between = alone && self.engine.layout.out_of_place;
-                let again = if between && runs_out_of_place(&p.data.job, &p.meta, impls) {
+                let between = self.engine.layout.out_of_place
+                    && runs_out_of_place(&p.data.job, &p.meta, impls, in_lanes);
+                let again = if between {
                     local.out_of_place += 1;
                     p.data.share_for_retry(spare)
                 } else {

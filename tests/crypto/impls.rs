@@ -350,6 +350,7 @@ fn serial_cavp_records_in_full_lane_sets_of_every_width() {
                     len: r.input.len(),
                     buf,
                     last: true,
+                    input: None,
                 })
                 .collect();
             full_sets += items.len() / width;
@@ -384,6 +385,7 @@ fn lane_widths_out_of_range_are_refused() {
             buf: &mut buf,
             len: 32,
             last: false,
+            input: None,
         }];
         let err = run_lanes_width(&mut items, width).unwrap_err();
         assert_eq!(
@@ -425,6 +427,7 @@ fn a_refused_packet_refuses_the_whole_set_on_every_implementation() {
                 // Packet 9 is not whole blocks and not a job's last.
                 len: if i == 9 { 40 } else { 64 },
                 last: false,
+                input: None,
             })
             .collect();
         let err = run_packets_with(imp, &mut items).unwrap_err();

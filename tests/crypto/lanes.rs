@@ -3,7 +3,9 @@
 //! and random lane sets of random jobs, cut into packets at random block boundaries and resumed
 //! from their chaining state set after set, match [`AesKey::process`] packet by packet and
 //! [`AesKey::one_shot`] for the whole job, whether a set runs at once or in slices with pauses
-//! between ([`run_lanes_paused`]). Refused lane sets are refused whole, with the packet named.
+//! between ([`run_lanes_paused`]), and whether a packet runs in place or out of place (its input
+//! apart, [`LaneItem::input`]; some of each in one set). Refused lane sets are refused whole,
+//! with the packet named.
 
 use crate::common;
 
@@ -34,11 +36,13 @@ struct LaneJob {
     output: Vec<u8>,
     /// `AesKey::process` on the same packets, one at a time: the state it leaves.
     ref_state: ChainState,
+    /// Whether its packets run out of place: their input apart, their buffer garbage.
+    apart: bool,
 }
 
 impl LaneJob {
     /// `data` cut after the blocks listed in `cuts` (block counts from the start, increasing).
-    fn new(key: usize, op: AesOp, iv: &[u8], data: &[u8], cuts: &[usize]) -> Self {
+    fn new(key: usize, op: AesOp, iv: &[u8], data: &[u8], cuts: &[usize], apart: bool) -> Self {
         let mut packets = Vec::new();
         let mut lens = Vec::new();
         let mut start = 0;
@@ -66,6 +70,7 @@ impl LaneJob {
             lens,
             next: 0,
             output: Vec::new(),
+            apart,
         }
     }
 
@@ -99,16 +104,32 @@ fn run_sets(keys: &[AesKey], jobs: &mut [LaneJob], what: &str, slice: Option<usi
             expected.push(buf);
         }
 
+        // A packet that runs out of place: its input moved apart, its buffer garbage that the
+        // lanes must overwrite, not read.
+        let inputs: Vec<Option<Vec<u8>>> = jobs
+            .iter_mut()
+            .filter(|j| !j.is_done())
+            .map(|j| {
+                j.apart.then(|| {
+                    let packet = &mut j.packets[j.next];
+                    let input = packet.clone();
+                    packet.fill(0xA5);
+                    input
+                })
+            })
+            .collect();
         let mut items: Vec<LaneItem<'_>> = jobs
             .iter_mut()
             .filter(|j| !j.is_done())
-            .map(|j| LaneItem {
+            .zip(&inputs)
+            .map(|(j, input)| LaneItem {
                 key: &keys[j.key],
                 op: j.op,
                 last: j.next + 1 == j.packets.len(),
                 len: j.lens[j.next],
                 state: &mut j.state,
                 buf: &mut j.packets[j.next],
+                input: input.as_deref(),
             })
             .collect();
         let out_lens: Vec<usize> = items.iter().map(LaneItem::output_len).collect();
@@ -205,15 +226,24 @@ fn run_cavp(
 
         let mut key_of: HashMap<&[u8], usize> = HashMap::new();
         let mut keys = Vec::new();
+        // Every other record runs out of place, so that sets mix both.
         let mut jobs: Vec<LaneJob> = set
             .iter()
-            .map(|rec| {
+            .enumerate()
+            .map(|(i, rec)| {
                 let key = *key_of.entry(&rec.key).or_insert_with(|| {
                     keys.push(AesKey::new(&rec.key).unwrap());
                     keys.len() - 1
                 });
                 let op = AesOp::new(rec.direction, rec.mode);
-                LaneJob::new(key, op, &rec.iv, &rec.input, &cuts(rec))
+                LaneJob::new(
+                    key,
+                    op,
+                    &rec.iv,
+                    &rec.input,
+                    &cuts(rec),
+                    (done + i) % 2 == 1,
+                )
             })
             .collect();
         run_sets(&keys, &mut jobs, what, slice);
@@ -303,6 +333,17 @@ fn is_serial_names_exactly_the_serial_operations() {
 /// names the bad one, the same both ways, and that nothing (output or state) was touched and no
 /// pause taken.
 fn refused(bad: AesOp, buf_len: usize, len: usize, last: bool) -> LaneError {
+    refused_with_input(bad, buf_len, len, last, None)
+}
+
+/// [`refused`], the bad packet running out of place from `input`.
+fn refused_with_input(
+    bad: AesOp,
+    buf_len: usize,
+    len: usize,
+    last: bool,
+    input: Option<&[u8]>,
+) -> LaneError {
     let key = AesKey::new(&[7; 24]).unwrap();
     let mut errors = Vec::new();
     for paused in [false, true] {
@@ -318,6 +359,7 @@ fn refused(bad: AesOp, buf_len: usize, len: usize, last: bool) -> LaneError {
                 buf: &mut good_buf,
                 len: 64,
                 last: false,
+                input: None,
             },
             LaneItem {
                 key: &key,
@@ -326,6 +368,7 @@ fn refused(bad: AesOp, buf_len: usize, len: usize, last: bool) -> LaneError {
                 buf: &mut bad_buf,
                 len,
                 last,
+                input,
             },
         ];
         let mut pauses = 0;
@@ -356,6 +399,17 @@ fn parallel_operations_are_refused_whole() {
     ] {
         let err = refused(AesOp::new(direction, mode), 32, 32, false);
         assert_eq!(err.error, CryptoError::NotSerial { mode, direction });
+    }
+}
+
+#[test]
+fn an_input_shorter_than_its_packet_is_refused_whole() {
+    let input = [9u8; 16];
+    for op in [serial_op(0), serial_op(1), serial_op(2)] {
+        assert_eq!(
+            refused_with_input(op, 48, 32, true, Some(&input)).error,
+            CryptoError::LengthExceedsBuffer { len: 32, buf: 16 }
+        );
     }
 }
 
@@ -407,6 +461,8 @@ struct JobSpec {
     blocks: usize,
     partial: usize,
     cut_after: Vec<bool>,
+    /// Whether its packets run out of place.
+    apart: bool,
 }
 
 fn job_spec() -> impl Strategy<Value = JobSpec> {
@@ -416,13 +472,15 @@ fn job_spec() -> impl Strategy<Value = JobSpec> {
         0usize..=12,
         0usize..BLOCK,
         prop::collection::vec(any::<bool>(), 12),
+        any::<bool>(),
     )
-        .prop_map(|(key, op, blocks, partial, cut_after)| JobSpec {
+        .prop_map(|(key, op, blocks, partial, cut_after, apart)| JobSpec {
             key,
             op,
             blocks,
             partial,
             cut_after,
+            apart,
         })
 }
 
@@ -458,7 +516,7 @@ proptest! {
                     .filter(|&b| spec.cut_after[b - 1])
                     .collect();
                 inputs.push((op, iv.clone(), data.clone()));
-                LaneJob::new(spec.key, op, &iv, &data, &cuts)
+                LaneJob::new(spec.key, op, &iv, &data, &cuts, spec.apart)
             })
             .collect();
         run_sets(&keys, &mut jobs, "random set", slice);

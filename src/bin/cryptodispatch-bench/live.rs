@@ -589,6 +589,7 @@ fn run_reference(work: &Work, pinned: Option<AesImpl>, kernel: bool) -> Result<M
                 buf,
                 len,
                 last,
+                input: None,
             });
         }
         run_packets_with(table.get(lanes[0].op), &mut lanes).text()
