@@ -14,7 +14,7 @@ use crate::crypto::aes::{AesOp, BLOCK, ChainState, Direction};
 use crate::crypto::awslc_keys::AwsLcKeys;
 use crate::crypto::by_iv::{process_between_from_iv, process_from_iv};
 use crate::crypto::error::CryptoError;
-use crate::crypto::gcm::{NONCE_LEN, TAG_LEN, Tag, WholeMessageGcm};
+use crate::crypto::gcm::{NONCE_LEN, TAG_LEN, Tag, WholeMessageGcm, WholeMessageGcmBetween};
 use crate::crypto::impls::AesImpl;
 use crate::packet::Mode;
 use aws_lc_rs::aead::{Aad, Nonce};
@@ -184,6 +184,37 @@ impl WholeMessageGcm for AwsLcKeys {
         let nonce = Nonce::assume_unique_for_key(nonce);
         self.gcm
             .open_in_place_separate_tag(nonce, Aad::from(aad), &tag, buf)
+            .is_ok()
+    }
+}
+
+impl WholeMessageGcmBetween for AwsLcKeys {
+    fn seal_between(
+        &self,
+        nonce: [u8; NONCE_LEN],
+        aad: &[u8],
+        input: &[u8],
+        out: &mut [u8],
+    ) -> Option<Tag> {
+        let nonce = Nonce::assume_unique_for_key(nonce);
+        let mut tag = [0u8; TAG_LEN];
+        self.gcm
+            .seal_out_of_place_scatter(nonce, Aad::from(aad), input, out, &[], &mut tag)
+            .ok()?;
+        Some(tag)
+    }
+
+    fn open_between(
+        &self,
+        nonce: [u8; NONCE_LEN],
+        aad: &[u8],
+        tag: Tag,
+        input: &[u8],
+        out: &mut [u8],
+    ) -> bool {
+        let nonce = Nonce::assume_unique_for_key(nonce);
+        self.gcm
+            .open_separate_gather(nonce, Aad::from(aad), input, &tag, out)
             .is_ok()
     }
 }

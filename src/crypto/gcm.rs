@@ -247,6 +247,92 @@ pub(super) fn open_whole(
     Ok(())
 }
 
+/// An AEAD library's AES-GCM that also seals or opens a whole message from one buffer into
+/// another in one call (AWS-LC's), leaving its input as it was: the checks and the error
+/// reporting around it being [`seal_whole_between`]'s and [`open_whole_between`]'s.
+#[cfg(feature = "aws-lc")]
+pub(super) trait WholeMessageGcmBetween {
+    /// Seals `input` into `out`, as long; the tag, or `None` if the library refused.
+    fn seal_between(
+        &self,
+        nonce: [u8; NONCE_LEN],
+        aad: &[u8],
+        input: &[u8],
+        out: &mut [u8],
+    ) -> Option<Tag>;
+    /// Opens `input` into `out`, as long; whether the tag matched.
+    fn open_between(
+        &self,
+        nonce: [u8; NONCE_LEN],
+        aad: &[u8],
+        tag: Tag,
+        input: &[u8],
+        out: &mut [u8],
+    ) -> bool;
+}
+
+/// [`seal_whole`] from `input` into `out` (as long), `input` left as it was.
+///
+/// # Errors
+/// As [`seal_whole`], and [`CryptoError::LengthExceedsBuffer`] unless `out` is as long as
+/// `input`.
+#[cfg(feature = "aws-lc")]
+pub(super) fn seal_whole_between(
+    key: &impl WholeMessageGcmBetween,
+    nonce: &[u8],
+    aad: &[u8],
+    (input, out): (&[u8], &mut [u8]),
+) -> Result<Tag, CryptoError> {
+    let nonce = *check_nonce(nonce)?;
+    check_same_len(input, out)?;
+    check_text_len(input.len())?;
+    let len = input.len() as u64;
+    key.seal_between(nonce, aad, input, out)
+        .ok_or(CryptoError::MessageTooLong {
+            len,
+            max: MAX_TEXT_LEN,
+        })
+}
+
+/// [`open_whole`] from `input` into `out` (as long), `input` left as it was; on a tag
+/// mismatch `out` is zeroed.
+///
+/// # Errors
+/// As [`open_whole`], and [`CryptoError::LengthExceedsBuffer`] unless `out` is as long as
+/// `input`.
+#[cfg(feature = "aws-lc")]
+pub(super) fn open_whole_between(
+    key: &impl WholeMessageGcmBetween,
+    nonce: &[u8],
+    aad: &[u8],
+    tag: &[u8],
+    (input, out): (&[u8], &mut [u8]),
+) -> Result<(), CryptoError> {
+    let nonce = *check_nonce(nonce)?;
+    let tag = *check_tag(tag)?;
+    check_same_len(input, out)?;
+    check_text_len(input.len())?;
+    if !key.open_between(nonce, aad, tag, input, out) {
+        out.zeroize();
+        return Err(CryptoError::AuthenticationFailed);
+    }
+    Ok(())
+}
+
+/// Checks that a buffer an input runs into is as long as the input.
+///
+/// # Errors
+/// [`CryptoError::LengthExceedsBuffer`].
+pub(super) fn check_same_len(input: &[u8], out: &[u8]) -> Result<(), CryptoError> {
+    if input.len() != out.len() {
+        return Err(CryptoError::LengthExceedsBuffer {
+            len: input.len(),
+            buf: out.len(),
+        });
+    }
+    Ok(())
+}
+
 impl AesKey {
     /// Starts a GCM job: the counter from the 12-byte `nonce`, the tag mask, and the hash over
     /// the associated data `aad`. The state then goes through [`gcm_update`](Self::gcm_update)

@@ -31,11 +31,13 @@ use std::time::{Duration, Instant};
 
 use crate::crypto::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, padded_len};
 use crate::crypto::error::CryptoError;
-use crate::crypto::gcm::{GcmState, NONCE_LEN, Tag, check_text_len};
+use crate::crypto::gcm::{GcmState, NONCE_LEN, Tag, check_same_len, check_text_len};
 #[cfg(feature = "openssl")]
 use crate::crypto::gcm::{check_aad_len, check_nonce};
 #[cfg(any(feature = "ring", feature = "aws-lc"))]
 use crate::crypto::gcm::{open_whole, seal_whole};
+#[cfg(feature = "aws-lc")]
+use crate::crypto::gcm::{open_whole_between, seal_whole_between};
 use crate::crypto::lanes::{LANE_WIDTHS, LaneError, LaneItem, check_width, run_lanes_width};
 use crate::packet::Mode;
 
@@ -118,6 +120,13 @@ impl AesImpl {
                 AesImpl::AwsLc => matches!(op.mode, Mode::Ctr | Mode::Cbc),
                 AesImpl::Lanes { .. } | AesImpl::Ring => false,
             }
+    }
+
+    /// Whether this implementation seals and opens a whole GCM message from one buffer into
+    /// another ([`AesKey::gcm_seal_between_with`]) rather than on a copy of it: AWS-LC's, with
+    /// the `aws-lc` feature.
+    pub(crate) fn seals_between(self) -> bool {
+        cfg!(feature = "aws-lc") && self == AesImpl::AwsLc
     }
 
     /// Every implementation built into this library: RustCrypto, the lanes at each of
@@ -448,6 +457,54 @@ impl AesKey {
                 }
             }
         }
+    }
+
+    /// [`gcm_seal_in_place_with`](Self::gcm_seal_in_place_with) from `input` into `output`, as
+    /// long: on an implementation that [seals between two buffers](AesImpl::seals_between) in
+    /// one call from one to the other, on any other in place on a copy of `input` in `output`.
+    /// `input` is left as it was either way.
+    ///
+    /// # Errors
+    /// As [`gcm_seal_in_place_with`](Self::gcm_seal_in_place_with), and
+    /// [`CryptoError::LengthExceedsBuffer`] unless `output` is as long as `input`.
+    pub(crate) fn gcm_seal_between_with(
+        &self,
+        implementation: AesImpl,
+        nonce: &[u8],
+        aad: &[u8],
+        (input, output): (&[u8], &mut [u8]),
+    ) -> Result<Tag, CryptoError> {
+        #[cfg(feature = "aws-lc")]
+        if implementation.seals_between() {
+            return seal_whole_between(&*self.aws_lc, nonce, aad, (input, output));
+        }
+        check_same_len(input, output)?;
+        output.copy_from_slice(input);
+        self.gcm_seal_in_place_with(implementation, nonce, aad, output)
+    }
+
+    /// [`gcm_open_in_place_with`](Self::gcm_open_in_place_with) from `input` into `output`, as
+    /// [`gcm_seal_between_with`](Self::gcm_seal_between_with) seals; on a tag mismatch
+    /// `output` holds no plaintext.
+    ///
+    /// # Errors
+    /// As [`gcm_open_in_place_with`](Self::gcm_open_in_place_with), and
+    /// [`CryptoError::LengthExceedsBuffer`] unless `output` is as long as `input`.
+    pub(crate) fn gcm_open_between_with(
+        &self,
+        implementation: AesImpl,
+        nonce: &[u8],
+        aad: &[u8],
+        tag: &[u8],
+        (input, output): (&[u8], &mut [u8]),
+    ) -> Result<(), CryptoError> {
+        #[cfg(feature = "aws-lc")]
+        if implementation.seals_between() {
+            return open_whole_between(&*self.aws_lc, nonce, aad, tag, (input, output));
+        }
+        check_same_len(input, output)?;
+        output.copy_from_slice(input);
+        self.gcm_open_in_place_with(implementation, nonce, aad, output, tag)
     }
 
     /// Starts a GCM job whose packets run on `implementation`, sealing or opening as
@@ -1022,5 +1079,62 @@ mod tests {
                 assert!(AesImpl::candidates(op).contains(&AesImpl::AwsLc), "{op:?}");
             }
         }
+    }
+
+    /// A whole GCM message sealed and opened from one buffer into another gives, on every
+    /// implementation built, the bytes and tag it gives in place, and leaves its input as it
+    /// was: in one call from one buffer to the other where the implementation seals between
+    /// two (AWS-LC), on a copy elsewhere. A wrong tag leaves no plaintext (zeros, or the
+    /// ciphertext); buffers of unequal lengths are refused before anything is written.
+    #[test]
+    fn gcm_between_two_buffers_matches_in_place_on_every_implementation() {
+        let gcm = AesOp::new(Direction::Encrypt, Mode::Gcm);
+        let nonce = [7u8; 12];
+        let mut between = 0;
+        for imp in AesImpl::candidates(gcm) {
+            between += usize::from(imp.seals_between());
+            for (key_len, len) in [(16, 0), (16, 1), (24, 15), (32, 16), (16, 17), (32, 1000)] {
+                let key = AesKey::new(&vec![key_len as u8; key_len]).unwrap();
+                let aad = vec![9u8; len % 7];
+                let plain: Vec<u8> = (0..len).map(|b| (b * 31 + len) as u8).collect();
+                let what = format!("{imp}, {key_len}-byte key, {len} bytes");
+
+                let mut sealed = plain.clone();
+                let tag = key
+                    .gcm_seal_in_place_with(imp, &nonce, &aad, &mut sealed)
+                    .unwrap();
+                let mut out = vec![0xA5; len];
+                let got = key
+                    .gcm_seal_between_with(imp, &nonce, &aad, (&plain, &mut out))
+                    .unwrap();
+                assert_eq!((&out, got), (&sealed, tag), "{what}: sealed");
+
+                let mut opened = vec![0xA5; len];
+                key.gcm_open_between_with(imp, &nonce, &aad, &tag, (&sealed, &mut opened))
+                    .unwrap();
+                assert_eq!(opened, plain, "{what}: opened");
+
+                let mut bad = tag;
+                bad[0] ^= 1;
+                let mut refused = vec![0xA5; len];
+                let err =
+                    key.gcm_open_between_with(imp, &nonce, &aad, &bad, (&sealed, &mut refused));
+                assert_eq!(err, Err(CryptoError::AuthenticationFailed), "{what}");
+                // Zeros, or the ciphertext where it was opened in place on a copy and the tag
+                // checked first (RustCrypto's): no plaintext.
+                let left = refused.iter().all(|&b| b == 0) || refused == sealed;
+                assert!(left, "{what}: plaintext left after a wrong tag");
+
+                let mut short = vec![0xA5; len + 1];
+                let err = key.gcm_seal_between_with(imp, &nonce, &aad, (&plain, &mut short));
+                assert_eq!(
+                    err,
+                    Err(CryptoError::LengthExceedsBuffer { len, buf: len + 1 }),
+                    "{what}"
+                );
+                assert!(short.iter().all(|&b| b == 0xA5), "{what}: written");
+            }
+        }
+        assert_eq!(between, usize::from(cfg!(feature = "aws-lc")));
     }
 }

@@ -196,7 +196,8 @@ pub(crate) fn run_set(
 /// ([`PacketData::share_for_retry`]) rather than on a copy of its input made before it runs:
 /// one whose implementation runs it from one buffer into another at the speed it runs in
 /// place. Alone or in a chain run (`in_lanes` false), that is a packet of a GCM job cut into
-/// several (every GCM chain, RustCrypto's and OpenSSL's, does), and a packet of ECB, CBC
+/// several (every GCM chain, RustCrypto's and OpenSSL's, does), a GCM job of one packet on
+/// AWS-LC ([`AesImpl::seals_between`]), and a packet of ECB, CBC
 /// decryption or CTR on RustCrypto or OpenSSL, or of CTR or CBC decryption on AWS-LC
 /// ([`AesImpl::runs_between`]), that is not padded here; AWS-LC's other calls, ring's and the
 /// single-stream loop run in place only. In a lane set (`in_lanes`), every packet not padded
@@ -208,8 +209,11 @@ pub(crate) fn runs_out_of_place(
     in_lanes: bool,
 ) -> bool {
     match &job.operation {
-        // GCM never runs in lanes.
-        Operation::Gcm { .. } => !(meta.seq == 0 && meta.last),
+        // A job of one packet in one call of its implementation; GCM never runs in lanes.
+        Operation::Gcm { direction, .. } if meta.seq == 0 && meta.last => impls
+            .get(AesOp::new(*direction, crate::packet::Mode::Gcm))
+            .seals_between(),
+        Operation::Gcm { .. } => true,
         Operation::Aes { op, .. } => {
             !(meta.last && op.pads_on_encrypt()) && (in_lanes || impls.alone(*op).runs_between(*op))
         }
@@ -393,10 +397,8 @@ pub(crate) fn execute(
                 return gcm_whole(
                     store.impls,
                     key,
-                    *direction,
-                    nonce,
-                    aad,
-                    tag.as_ref(),
+                    (*direction, nonce, aad, tag.as_ref()),
+                    input,
                     data,
                     msg_len,
                 );
@@ -461,28 +463,41 @@ pub(crate) fn execute(
 }
 
 /// Seals or opens a GCM job of one packet in one call of the implementation `impls` chose
-/// for it. On a failed open the packet is zeroized (AWS-LC may have decrypted it before
-/// comparing the tag), so nothing unauthenticated leaves.
-#[allow(clippy::too_many_arguments)]
+/// for it: in place in `data`, or, with an `input` (a packet readied out of place, see
+/// [`runs_out_of_place`]), from it into `data`. On a failed open the output is zeroized
+/// (AWS-LC may have decrypted it before comparing the tag), so nothing unauthenticated leaves.
 fn gcm_whole(
     impls: &ImplTable,
     key: &crate::crypto::AesKey,
-    direction: Direction,
-    nonce: &[u8],
-    aad: &[u8],
-    tag: Option<&Tag>,
+    (direction, nonce, aad, tag): (Direction, &[u8], &[u8], Option<&Tag>),
+    input: Option<&[u8]>,
     data: &mut BytesMut,
     msg_len: usize,
 ) -> Result<PartOutput, JobError> {
     let implementation = impls.get(AesOp::new(direction, crate::packet::Mode::Gcm));
-    let text = &mut data[..msg_len];
+    let short = |buf: usize| CryptoError::LengthExceedsBuffer { len: msg_len, buf };
+    let buf = data.len();
+    let text = data.get_mut(..msg_len).ok_or(short(buf))?;
+    let input = match input {
+        Some(input) => Some(input.get(..msg_len).ok_or(short(input.len()))?),
+        None => None,
+    };
     match (direction, tag) {
         (Direction::Encrypt, _) => {
-            let tag = key.gcm_seal_in_place_with(implementation, nonce, aad, text)?;
+            let tag = match input {
+                Some(input) => key.gcm_seal_between_with(implementation, nonce, aad, (input, text)),
+                None => key.gcm_seal_in_place_with(implementation, nonce, aad, text),
+            }?;
             Ok(PartOutput::Sealed(std::mem::take(data), tag))
         }
         (Direction::Decrypt, Some(tag)) => {
-            if let Err(e) = key.gcm_open_in_place_with(implementation, nonce, aad, text, &tag[..]) {
+            let opened = match input {
+                Some(input) => {
+                    key.gcm_open_between_with(implementation, nonce, aad, &tag[..], (input, text))
+                }
+                None => key.gcm_open_in_place_with(implementation, nonce, aad, text, &tag[..]),
+            };
+            if let Err(e) = opened {
                 text.zeroize();
                 return Err(e.into());
             }
