@@ -22,8 +22,9 @@ use cryptodispatch::crypto::AesImpl;
 use cryptodispatch::packet::{Mode, NodeId};
 use cryptodispatch::runtime::NodeState;
 use cryptodispatch::{
-    Admission, AesOp, Affinity, Direction, Fault, Job, JobError, JobOutput, Metrics, NodeSpec,
-    Padding, PolicySpec, Service, ServiceBuilder, Stream, SubmitError, TenantId, TenantSpec,
+    Admission, AesOp, Affinity, Direction, Fault, Job, JobError, JobOutput, KeyId, Metrics,
+    NodeSpec, Padding, PolicySpec, Service, ServiceBuilder, Stream, SubmitError, TenantId,
+    TenantSpec,
 };
 use proptest::prelude::*;
 
@@ -471,25 +472,12 @@ fn packets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_a_
     let cases = faults.into_iter().flat_map(|f| [(f, true), (f, false)]);
     let cases = cases.flat_map(|c| implementations.map(|i| (c, i)));
     for ((fault, out_of_place), implementation) in cases {
-        let service = Service::builder()
-            .packet_size(64)
-            .out_of_place(out_of_place)
+        let builder = Service::builder()
             .aes_implementation(implementation)
-            .aes_cluster([NodeSpec::new().lanes(1).fault(fault), NodeSpec::new()])
-            .inline_limit(0)
-            .stall_timeout(Duration::from_millis(50))
-            .build()
-            .unwrap();
+            .aes_cluster([NodeSpec::new().lanes(1).fault(fault), NodeSpec::new()]);
         let raw = [5; 16];
-        let key = service.add_aes_key(&raw).unwrap();
-        let mut round = 0u8;
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while service.metrics().nodes[0].failures == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{fault:?} on {implementation} never struck"
-            );
-            round = round.wrapping_add(1);
+        let what = format!("{fault:?} on {implementation}");
+        rounds_until_struck(builder, &raw, &what, out_of_place, |service, key, round| {
             // Four packets each (three whole ones and a short last one), or one, which runs in
             // one call of AWS-LC out of place.
             let jobs: Vec<_> = (0..16u8)
@@ -531,45 +519,56 @@ fn packets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_a_
                 })
                 .collect();
             for (sealing, opening, pt, ciphertext, tag) in jobs {
-                assert_eq!(
-                    sealing.wait(),
-                    Ok(JobOutput::Sealed { ciphertext, tag }),
-                    "{fault:?} on {implementation}"
-                );
-                assert_eq!(
-                    opening.wait(),
-                    Ok(JobOutput::Data(pt)),
-                    "{fault:?} on {implementation}"
-                );
+                let sealed = Ok(JobOutput::Sealed { ciphertext, tag });
+                assert_eq!(sealing.wait(), sealed, "{what}");
+                assert_eq!(opening.wait(), Ok(JobOutput::Data(pt)), "{what}");
             }
             for (handle, want) in plain {
-                assert_eq!(
-                    handle.wait(),
-                    Ok(JobOutput::Data(want)),
-                    "{fault:?} on {implementation}"
-                );
+                assert_eq!(handle.wait(), Ok(JobOutput::Data(want)), "{what}");
             }
-        }
-        let m = service.metrics();
-        assert!(m.packets_retried >= 1, "{fault:?} on {implementation}: {m}");
-        assert_eq!(
-            m.packets_out_of_attempts, 0,
-            "{fault:?} on {implementation}: {m}"
-        );
-        // Which way the packets ran, as the nodes count it.
-        let shared: u64 = m.nodes.iter().map(|n| n.out_of_place).sum();
-        let copied: u64 = m.nodes.iter().map(|n| n.retry_copies).sum();
-        if out_of_place {
-            assert!(shared > 0, "{fault:?} on {implementation}: {m:?}");
-        } else {
-            assert_eq!(
-                (shared, copied > 0),
-                (0, true),
-                "{fault:?} on {implementation}: {m:?}"
-            );
-        }
-        service.shutdown();
+        });
     }
+}
+
+/// Builds the service of `builder` (packets of 64 bytes, none run on the submitting thread, a
+/// stall judged after 50 ms, packets out of place or not as `out_of_place` says) with the AES
+/// key `raw`, and runs `round` on it (which submits jobs and checks every output) round after
+/// round until its node 0's fault has struck. Then checks that a packet ran again, that none
+/// ran out of its attempts, and which way the nodes kept packets' inputs, as they count it:
+/// some shared (out of place) with `out_of_place`, every one a copy without.
+fn rounds_until_struck(
+    builder: ServiceBuilder,
+    raw: &[u8],
+    what: &str,
+    out_of_place: bool,
+    mut round: impl FnMut(&Service, KeyId, u8),
+) {
+    let service = builder
+        .packet_size(64)
+        .out_of_place(out_of_place)
+        .inline_limit(0)
+        .stall_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let key = service.add_aes_key(raw).unwrap();
+    let mut n = 0u8;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while service.metrics().nodes[0].failures == 0 {
+        assert!(std::time::Instant::now() < deadline, "{what}: never struck");
+        n = n.wrapping_add(1);
+        round(&service, key, n);
+    }
+    let m = service.metrics();
+    assert!(m.packets_retried >= 1, "{what}: {m}");
+    assert_eq!(m.packets_out_of_attempts, 0, "{what}: {m}");
+    let shared: u64 = m.nodes.iter().map(|n| n.out_of_place).sum();
+    let copied: u64 = m.nodes.iter().map(|n| n.retry_copies).sum();
+    if out_of_place {
+        assert!(shared > 0, "{what}: {m:?}");
+    } else {
+        assert_eq!((shared, copied > 0), (0, true), "{what}: {m:?}");
+    }
+    service.shutdown();
 }
 
 /// A lane set's packets (CBC and CFB encryption, OFB both ways, of different jobs, on a node of
@@ -595,25 +594,12 @@ fn lane_sets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_
         AesOp::new(Direction::Encrypt, Mode::Cfb),
     ];
     for (fault, out_of_place) in faults.into_iter().flat_map(|f| [(f, true), (f, false)]) {
-        let service = Service::builder()
-            .packet_size(64)
-            .out_of_place(out_of_place)
+        let builder = Service::builder()
             .aes_implementation(AesImpl::Lanes { width: 8 })
-            .aes_cluster([NodeSpec::new().lanes(8).fault(fault), NodeSpec::new()])
-            .inline_limit(0)
-            .stall_timeout(Duration::from_millis(50))
-            .build()
-            .unwrap();
+            .aes_cluster([NodeSpec::new().lanes(8).fault(fault), NodeSpec::new()]);
         let raw = [6; 16];
-        let key = service.add_aes_key(&raw).unwrap();
-        let mut round = 0u8;
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while service.metrics().nodes[0].failures == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{fault:?} never struck"
-            );
-            round = round.wrapping_add(1);
+        let what = format!("{fault:?}");
+        rounds_until_struck(builder, &raw, &what, out_of_place, |service, key, round| {
             let jobs: Vec<_> = (0..40u8)
                 .map(|i| {
                     let op = ops[usize::from(i) % ops.len()];
@@ -630,20 +616,9 @@ fn lane_sets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_
                 })
                 .collect();
             for (handle, want) in jobs {
-                assert_eq!(handle.wait(), Ok(JobOutput::Data(want)), "{fault:?}");
+                assert_eq!(handle.wait(), Ok(JobOutput::Data(want)), "{what}");
             }
-        }
-        let m = service.metrics();
-        assert!(m.packets_retried >= 1, "{fault:?}: {m}");
-        assert_eq!(m.packets_out_of_attempts, 0, "{fault:?}: {m}");
-        let shared: u64 = m.nodes.iter().map(|n| n.out_of_place).sum();
-        let copied: u64 = m.nodes.iter().map(|n| n.retry_copies).sum();
-        if out_of_place {
-            assert!(shared > 0, "{fault:?}: {m:?}");
-        } else {
-            assert_eq!((shared, copied > 0), (0, true), "{fault:?}: {m:?}");
-        }
-        service.shutdown();
+        });
     }
 }
 

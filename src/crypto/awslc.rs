@@ -14,7 +14,10 @@ use crate::crypto::aes::{AesOp, BLOCK, ChainState, Direction};
 use crate::crypto::awslc_keys::AwsLcKeys;
 use crate::crypto::by_iv::{process_between_from_iv, process_from_iv};
 use crate::crypto::error::CryptoError;
-use crate::crypto::gcm::{NONCE_LEN, TAG_LEN, Tag, WholeMessageGcm, WholeMessageGcmBetween};
+use crate::crypto::gcm::{
+    MAX_TEXT_LEN, NONCE_LEN, TAG_LEN, Tag, WholeMessageGcm, check_nonce, check_same_len, check_tag,
+    check_text_len,
+};
 use crate::crypto::impls::AesImpl;
 use crate::packet::Mode;
 use aws_lc_rs::aead::{Aad, Nonce};
@@ -188,33 +191,56 @@ impl WholeMessageGcm for AwsLcKeys {
     }
 }
 
-impl WholeMessageGcmBetween for AwsLcKeys {
-    fn seal_between(
+impl AwsLcKeys {
+    /// Seals a whole GCM message from `input` into `out` (as long) in one call, `input` left as
+    /// it was, after the checks sealing in place makes (the nonce, the length); the tag.
+    ///
+    /// # Errors
+    /// As sealing in place, and [`CryptoError::LengthExceedsBuffer`] unless `out` is as long
+    /// as `input`.
+    pub(super) fn gcm_seal_between(
         &self,
-        nonce: [u8; NONCE_LEN],
+        nonce: &[u8],
         aad: &[u8],
-        input: &[u8],
-        out: &mut [u8],
-    ) -> Option<Tag> {
-        let nonce = Nonce::assume_unique_for_key(nonce);
+        (input, out): (&[u8], &mut [u8]),
+    ) -> Result<Tag, CryptoError> {
+        let nonce = Nonce::assume_unique_for_key(*check_nonce(nonce)?);
+        check_same_len(input, out)?;
+        check_text_len(input.len())?;
         let mut tag = [0u8; TAG_LEN];
         self.gcm
             .seal_out_of_place_scatter(nonce, Aad::from(aad), input, out, &[], &mut tag)
-            .ok()?;
-        Some(tag)
+            .map_err(|_| CryptoError::MessageTooLong {
+                len: input.len() as u64,
+                max: MAX_TEXT_LEN,
+            })?;
+        Ok(tag)
     }
 
-    fn open_between(
+    /// Opens a whole GCM message from `input` into `out` (as long) in one call, `input` left as
+    /// it was; on a tag mismatch `out` is zeroed (AWS-LC may have decrypted into it).
+    ///
+    /// # Errors
+    /// As opening in place, and [`CryptoError::LengthExceedsBuffer`] unless `out` is as long
+    /// as `input`.
+    pub(super) fn gcm_open_between(
         &self,
-        nonce: [u8; NONCE_LEN],
+        nonce: &[u8],
         aad: &[u8],
-        tag: Tag,
-        input: &[u8],
-        out: &mut [u8],
-    ) -> bool {
-        let nonce = Nonce::assume_unique_for_key(nonce);
-        self.gcm
-            .open_separate_gather(nonce, Aad::from(aad), input, &tag, out)
-            .is_ok()
+        tag: &[u8],
+        (input, out): (&[u8], &mut [u8]),
+    ) -> Result<(), CryptoError> {
+        let nonce = Nonce::assume_unique_for_key(*check_nonce(nonce)?);
+        let tag = check_tag(tag)?;
+        check_same_len(input, out)?;
+        check_text_len(input.len())?;
+        let opened = self
+            .gcm
+            .open_separate_gather(nonce, Aad::from(aad), input, tag, out);
+        if opened.is_err() {
+            out.zeroize();
+            return Err(CryptoError::AuthenticationFailed);
+        }
+        Ok(())
     }
 }

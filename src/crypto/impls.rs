@@ -36,8 +36,6 @@ use crate::crypto::gcm::{GcmState, NONCE_LEN, Tag, check_same_len, check_text_le
 use crate::crypto::gcm::{check_aad_len, check_nonce};
 #[cfg(any(feature = "ring", feature = "aws-lc"))]
 use crate::crypto::gcm::{open_whole, seal_whole};
-#[cfg(feature = "aws-lc")]
-use crate::crypto::gcm::{open_whole_between, seal_whole_between};
 use crate::crypto::lanes::{LANE_WIDTHS, LaneError, LaneItem, check_width, run_lanes_width};
 use crate::packet::Mode;
 
@@ -476,7 +474,7 @@ impl AesKey {
     ) -> Result<Tag, CryptoError> {
         #[cfg(feature = "aws-lc")]
         if implementation.seals_between() {
-            return seal_whole_between(&*self.aws_lc, nonce, aad, (input, output));
+            return self.aws_lc.gcm_seal_between(nonce, aad, (input, output));
         }
         check_same_len(input, output)?;
         output.copy_from_slice(input);
@@ -500,7 +498,9 @@ impl AesKey {
     ) -> Result<(), CryptoError> {
         #[cfg(feature = "aws-lc")]
         if implementation.seals_between() {
-            return open_whole_between(&*self.aws_lc, nonce, aad, tag, (input, output));
+            return self
+                .aws_lc
+                .gcm_open_between(nonce, aad, tag, (input, output));
         }
         check_same_len(input, output)?;
         output.copy_from_slice(input);
