@@ -572,7 +572,7 @@ fn rounds_until_struck(
 }
 
 /// A lane set's packets (CBC and CFB encryption, OFB both ways, of different jobs, on a node of
-/// eight lanes) run out of place too, all but a padded final packet: the lanes read each block
+/// eight lanes) run out of place too, padded final packets among them: the lanes read each block
 /// from the input the node keeps to run them again. A panic and a stall in the middle of lane
 /// sets: their packets run again on the other node from that input, and every output is exact;
 /// so it is with the service told to copy every packet's input instead.

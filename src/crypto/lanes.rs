@@ -33,8 +33,8 @@
 //! before it runs (a node keeps a packet's input, untouched, to run it again elsewhere should
 //! the node fail). Lanes that read their input in place and lanes that read it from elsewhere
 //! form groups of their own. What is not read from elsewhere runs in place on a copy: a partial
-//! final block (OFB, CFB), a padded final packet, a packet alone with its key, and the rest of a
-//! lane left alone.
+//! final block (OFB, CFB), a padded final block (the input's last bytes and the padding), a
+//! packet alone with its key, and the rest of a lane left alone.
 //!
 //! # Keys: grouped, not stepped
 //! intel-ipsec-mb gives each lane its own round keys inside hand-written AES rounds; a
@@ -114,10 +114,10 @@ pub struct LaneItem<'a> {
     /// Whether this is the job's last packet (which alone may end mid-block or be padded).
     pub last: bool,
     /// The packet's input, when it runs out of place: `input[..len]` is read and the output
-    /// written into `buf`, whose bytes before the run do not matter. The lanes read each block
-    /// where it is, so the input is not copied first (a packet alone with its key, which runs
-    /// on the single-stream path, and a padded final packet are copied into `buf` and run in
-    /// place). `None`: in place.
+    /// written into `buf`, whose bytes before the run do not matter. The lanes read each whole
+    /// block where it is, so the input is not copied first (a packet alone with its key, which
+    /// runs on the single-stream path, is copied into `buf` and run in place, and so are the
+    /// bytes of a partial or padded final block). `None`: in place.
     pub input: Option<&'a [u8]>,
 }
 
@@ -187,8 +187,8 @@ pub fn run_lanes(items: &mut [LaneItem<'_>]) -> Result<(), LaneError> {
     let mut lanes: SmallVec<[Lane<'_>; 32]> = SmallVec::new();
     for ((index, item), run_len) in items.iter_mut().enumerate().zip(run_lens) {
         let alone = !shares_key(item.key);
-        // What the lanes do not read from the input where it is, they run in place on a copy.
-        if let Some(input) = item.input.filter(|_| alone || run_len != item.len) {
+        // A packet alone with its key runs on the single-stream path, in place on a copy.
+        if let Some(input) = item.input.filter(|_| alone) {
             item.buf[..item.len].copy_from_slice(&input[..item.len]);
             item.input = None;
         }
@@ -357,12 +357,14 @@ struct Lane<'a> {
     serial: Serial,
     /// The chaining register: the IV for the next block.
     register: Block,
-    /// The whole blocks of the packet (padding included): its output, and its input unless
-    /// `input` holds it.
+    /// The whole blocks the step loop runs: its output, and its input unless `input` holds
+    /// it. In place, every whole block of the packet (padding included).
     blocks: &'a mut [Block],
     /// The whole blocks of the input of a packet that runs out of place, as many as `blocks`.
     input: Option<&'a [Block]>,
-    /// The partial final block (OFB and CFB only), emptied once run.
+    /// What runs in place after `blocks`, emptied once run: the partial final block (OFB and
+    /// CFB); out of place, the padded final block of a CBC encryption too (a whole block: the
+    /// input's last bytes, then the padding).
     tail: &'a mut [u8],
     /// Whether the packet ends mid-block; its register is then not handed on.
     ends_mid_block: bool,
@@ -372,39 +374,40 @@ struct Lane<'a> {
 }
 
 impl<'a> Lane<'a> {
-    /// A lane for a checked packet; with an input, `run_len` is the packet's length (it is
-    /// not padded).
+    /// A lane for a checked packet of `run_len` bytes, padding included (its padding already
+    /// written after its input in `buf`).
     fn new(item: &'a mut LaneItem<'_>, run_len: usize) -> Self {
-        Lane::of(item.key, item.op, item.state, item.buf, item.input, run_len)
-    }
-
-    fn of(
-        key: &'a AesKey,
-        op: AesOp,
-        state: &'a mut ChainState,
-        buf: &'a mut [u8],
-        input: Option<&'a [u8]>,
-        run_len: usize,
-    ) -> Self {
-        let (blocks, tail) = Block::slice_as_chunks_mut(&mut buf[..run_len]);
-        // The partial final block runs in place, on a copy of its input.
-        let input = input.map(|input| {
-            let (whole, rest) = Block::slice_as_chunks(&input[..run_len]);
-            tail.copy_from_slice(rest);
-            whole
-        });
+        let len = item.len;
+        let buf = &mut item.buf[..run_len];
+        let (blocks, tail, input) = match item.input {
+            None => {
+                let (blocks, tail) = Block::slice_as_chunks_mut(buf);
+                (blocks, tail, None)
+            }
+            // Out of place, the input's whole blocks are read where they are; its last bytes
+            // are copied before the padding, to run in place with it.
+            Some(input) => {
+                let read = len / BLOCK * BLOCK;
+                let (front, tail) = buf.split_at_mut(read);
+                tail[..len - read].copy_from_slice(&input[read..len]);
+                let (blocks, _) = Block::slice_as_chunks_mut(front);
+                let (whole, _) = Block::slice_as_chunks(&input[..read]);
+                (blocks, tail, Some(whole))
+            }
+        };
         Lane {
             input,
-            key,
-            serial: op
+            key: item.key,
+            serial: item
+                .op
                 .serial()
                 .expect("run_lanes checks that the operation is serial"),
-            register: Block::from(state.0),
-            ends_mid_block: !tail.is_empty(),
+            register: Block::from(item.state.0),
+            ends_mid_block: tail.len() % BLOCK != 0,
             blocks,
             tail,
             next: 0,
-            state,
+            state: &mut *item.state,
         }
     }
 
@@ -590,7 +593,14 @@ fn steps_loop<B: BlockCipherEncBackend<BlockSize = U16>, const OP: u8, const BET
 #[inline(always)]
 fn run_tail<B: BlockCipherEncBackend<BlockSize = U16>>(backend: &B, lane: &mut Lane<'_>) {
     if lane.whole_blocks_left() == 0 && !lane.tail.is_empty() {
-        run_partial(backend, &lane.register, lane.tail);
+        let (last, partial) = Block::slice_as_chunks_mut(lane.tail);
+        if last.is_empty() {
+            run_partial(backend, &lane.register, partial);
+        } else {
+            let mut register = run_blocks(backend, lane.serial, lane.register, last);
+            lane.register = register;
+            wipe(std::slice::from_mut(&mut register));
+        }
         lane.tail = &mut [];
     }
 }

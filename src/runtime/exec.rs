@@ -200,8 +200,8 @@ pub(crate) fn run_set(
 /// AWS-LC ([`AesImpl::seals_between`]), and a packet of ECB, CBC
 /// decryption or CTR on RustCrypto or OpenSSL, or of CTR or CBC decryption on AWS-LC
 /// ([`AesImpl::runs_between`]), that is not padded here; AWS-LC's other calls, ring's and the
-/// single-stream loop run in place only. In a lane set (`in_lanes`), every packet not padded
-/// here: the lanes read each block from the input where it is ([`LaneItem::input`]).
+/// single-stream loop run in place only. In a lane set (`in_lanes`), every packet: the lanes
+/// read each whole block from the input where it is ([`LaneItem::input`]).
 pub(crate) fn runs_out_of_place(
     job: &JobRecord,
     meta: &PacketMeta,
@@ -215,7 +215,7 @@ pub(crate) fn runs_out_of_place(
             .seals_between(),
         Operation::Gcm { .. } => true,
         Operation::Aes { op, .. } => {
-            !(meta.last && op.pads_on_encrypt()) && (in_lanes || impls.alone(*op).runs_between(*op))
+            in_lanes || (!(meta.last && op.pads_on_encrypt()) && impls.alone(*op).runs_between(*op))
         }
         _ => false,
     }

@@ -358,9 +358,10 @@ pub struct NodeMetrics {
     /// ([`ServiceBuilder::out_of_place`](crate::runtime::ServiceBuilder::out_of_place)).
     pub out_of_place: u64,
     /// Packets whose input it copied before running them in place, in case they must run
-    /// again on another node: those of implementations that run in place only, padded final
-    /// packets, and every packet with `out_of_place` off. A node alone in its cluster, or a service of
-    /// `max_attempts(1)`, keeps nothing and counts neither.
+    /// again on another node: those of implementations that run in place only (padded final
+    /// packets among them, but for the lanes'), and every packet with `out_of_place` off. A
+    /// node alone in its cluster, or a service of `max_attempts(1)`, keeps nothing and counts
+    /// neither.
     pub retry_copies: u64,
     /// Whether the node is up or down (failed, and not back yet).
     pub state: NodeState,
