@@ -197,11 +197,11 @@ pub(crate) fn run_set(
 /// one whose implementation runs it from one buffer into another at the speed it runs in
 /// place. Alone or in a chain run (`in_lanes` false), that is a packet of a GCM job cut into
 /// several (every GCM chain, RustCrypto's and OpenSSL's, does), a GCM job of one packet on
-/// AWS-LC ([`AesImpl::seals_between`]), and a packet of ECB, CBC
-/// decryption or CTR on RustCrypto or OpenSSL, or of CTR or CBC decryption on AWS-LC
-/// ([`AesImpl::runs_between`]), that is not padded here; AWS-LC's other calls, ring's and the
-/// single-stream loop run in place only. In a lane set (`in_lanes`), every packet: the lanes
-/// read each whole block from the input where it is ([`LaneItem::input`]).
+/// AWS-LC ([`AesImpl::seals_between`]), and a packet of ECB, CBC decryption or CTR on
+/// RustCrypto or OpenSSL, or of CTR or CBC decryption on AWS-LC ([`AesImpl::runs_between`]),
+/// that is not padded here; AWS-LC's other calls, ring's and the single-stream loop run in
+/// place only. In a lane set (`in_lanes`), every packet: the lanes read each whole block from
+/// the input where it is ([`LaneItem::input`]).
 pub(crate) fn runs_out_of_place(
     job: &JobRecord,
     meta: &PacketMeta,
