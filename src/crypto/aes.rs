@@ -181,12 +181,7 @@ impl AesKey {
         len: usize,
         last: bool,
     ) -> Result<usize, CryptoError> {
-        if input.len() != output.len() {
-            return Err(CryptoError::LengthExceedsBuffer {
-                len: input.len(),
-                buf: output.len(),
-            });
-        }
+        check_same_len(input, output)?;
         let run_len = checked_run_len(op, output.len(), len, last)?;
         if !op.runs_between() || run_len != len {
             output.copy_from_slice(input);
@@ -411,6 +406,21 @@ impl ChainState {
         let n = u128::from_be_bytes(self.0).wrapping_add(u128::from(blocks));
         ChainState(n.to_be_bytes())
     }
+}
+
+/// Checks that the buffer a packet runs into from `input` is as long as the input, as every
+/// call between two buffers requires.
+///
+/// # Errors
+/// [`CryptoError::LengthExceedsBuffer`].
+pub(crate) fn check_same_len(input: &[u8], output: &[u8]) -> Result<(), CryptoError> {
+    if input.len() != output.len() {
+        return Err(CryptoError::LengthExceedsBuffer {
+            len: input.len(),
+            buf: output.len(),
+        });
+    }
+    Ok(())
 }
 
 /// Checks one packet against its operation, touching nothing, and returns how many bytes the

@@ -10,13 +10,12 @@
 
 use zeroize::Zeroize;
 
-use crate::crypto::aes::{AesOp, BLOCK, ChainState, Direction};
+use crate::crypto::aes::{AesOp, BLOCK, ChainState, Direction, check_same_len};
 use crate::crypto::awslc_keys::AwsLcKeys;
 use crate::crypto::by_iv::{process_between_from_iv, process_from_iv};
 use crate::crypto::error::CryptoError;
 use crate::crypto::gcm::{
-    MAX_TEXT_LEN, NONCE_LEN, TAG_LEN, Tag, WholeMessageGcm, check_nonce, check_same_len, check_tag,
-    check_text_len,
+    MAX_TEXT_LEN, NONCE_LEN, TAG_LEN, Tag, WholeMessageGcm, check_nonce, check_tag, check_text_len,
 };
 use crate::crypto::impls::AesImpl;
 use crate::packet::Mode;

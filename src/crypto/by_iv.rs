@@ -15,7 +15,8 @@
 use zeroize::Zeroize;
 
 use crate::crypto::aes::{
-    AesOp, BLOCK, ChainState, Direction, Padding, checked_run_len, pad_in_place, unpad_len,
+    AesOp, BLOCK, ChainState, Direction, Padding, check_same_len, checked_run_len, pad_in_place,
+    unpad_len,
 };
 use crate::crypto::error::CryptoError;
 use crate::crypto::impls::AesImpl;
@@ -84,12 +85,7 @@ pub(super) fn process_between_from_iv(
     last: bool,
     call: impl FnOnce(&[u8], &mut [u8], &[u8; BLOCK]) -> Result<(), CryptoError>,
 ) -> Result<usize, CryptoError> {
-    if input.len() != output.len() {
-        return Err(CryptoError::LengthExceedsBuffer {
-            len: input.len(),
-            buf: output.len(),
-        });
-    }
+    check_same_len(input, output)?;
     let refused = || library.unavailable("this packet between two buffers");
     if !library.runs_between(op) {
         return Err(refused());

@@ -247,20 +247,6 @@ pub(super) fn open_whole(
     Ok(())
 }
 
-/// Checks that a buffer an input runs into is as long as the input.
-///
-/// # Errors
-/// [`CryptoError::LengthExceedsBuffer`].
-pub(super) fn check_same_len(input: &[u8], out: &[u8]) -> Result<(), CryptoError> {
-    if input.len() != out.len() {
-        return Err(CryptoError::LengthExceedsBuffer {
-            len: input.len(),
-            buf: out.len(),
-        });
-    }
-    Ok(())
-}
-
 impl AesKey {
     /// Starts a GCM job: the counter from the 12-byte `nonce`, the tag mask, and the hash over
     /// the associated data `aad`. The state then goes through [`gcm_update`](Self::gcm_update)

@@ -29,9 +29,9 @@ use std::hint::black_box;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use crate::crypto::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, padded_len};
+use crate::crypto::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, check_same_len, padded_len};
 use crate::crypto::error::CryptoError;
-use crate::crypto::gcm::{GcmState, NONCE_LEN, Tag, check_same_len, check_text_len};
+use crate::crypto::gcm::{GcmState, NONCE_LEN, Tag, check_text_len};
 #[cfg(feature = "openssl")]
 use crate::crypto::gcm::{check_aad_len, check_nonce};
 #[cfg(any(feature = "ring", feature = "aws-lc"))]
@@ -246,12 +246,7 @@ impl AesKey {
             }
             _ => {}
         }
-        if input.len() != output.len() {
-            return Err(CryptoError::LengthExceedsBuffer {
-                len: input.len(),
-                buf: output.len(),
-            });
-        }
+        check_same_len(input, output)?;
         output.copy_from_slice(input);
         self.process_with(implementation, op, state, output, len, last)
     }

@@ -4,6 +4,7 @@
 
 use cipher::InOutBuf;
 
+use crate::crypto::aes::check_same_len;
 use crate::crypto::error::CryptoError;
 
 /// A packet's text as a GCM packet call takes it: run in place, or read from one buffer and
@@ -31,12 +32,7 @@ impl<'i, 'o> Text<'i, 'o> {
     /// # Errors
     /// [`CryptoError::LengthExceedsBuffer`] unless they are the same length.
     pub(crate) fn between(input: &'i [u8], output: &'o mut [u8]) -> Result<Self, CryptoError> {
-        if input.len() != output.len() {
-            return Err(CryptoError::LengthExceedsBuffer {
-                len: input.len(),
-                buf: output.len(),
-            });
-        }
+        check_same_len(input, output)?;
         Ok(Text(Ends::Between { input, output }))
     }
 

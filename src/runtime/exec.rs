@@ -413,15 +413,9 @@ pub(crate) fn execute(
                     _ => Box::new(rebuild_gcm(job, meta.seq, key, *direction, nonce, aad)?),
                 }
             };
-            let short = |buf: usize| CryptoError::LengthExceedsBuffer { len: msg_len, buf };
-            let buf = data.len();
-            let out = data.get_mut(..msg_len).ok_or(short(buf))?;
-            let text = match input {
-                Some(input) => {
-                    let from = input.get(..msg_len).ok_or(short(input.len()))?;
-                    Text::between(from, out)?
-                }
-                None => Text::in_place(out),
+            let text = match packet_text(input, data, msg_len)? {
+                (Some(input), out) => Text::between(input, out)?,
+                (None, out) => Text::in_place(out),
             };
             if !meta.last {
                 key.gcm_update_text(*direction, &mut state, text)?;
@@ -462,6 +456,25 @@ pub(crate) fn execute(
     }
 }
 
+/// A packet's `msg_len` bytes: of its input when it runs out of place, and of `data`, the
+/// buffer it runs in (or into).
+///
+/// # Errors
+/// [`CryptoError::LengthExceedsBuffer`] when either is shorter.
+fn packet_text<'i, 'd>(
+    input: Option<&'i [u8]>,
+    data: &'d mut [u8],
+    msg_len: usize,
+) -> Result<(Option<&'i [u8]>, &'d mut [u8]), CryptoError> {
+    let short = |buf: usize| CryptoError::LengthExceedsBuffer { len: msg_len, buf };
+    let input = match input {
+        Some(input) => Some(input.get(..msg_len).ok_or(short(input.len()))?),
+        None => None,
+    };
+    let buf = data.len();
+    Ok((input, data.get_mut(..msg_len).ok_or(short(buf))?))
+}
+
 /// Seals or opens a GCM job of one packet in one call of the implementation `impls` chose
 /// for it: in place in `data`, or, with an `input` (a packet readied out of place, see
 /// [`runs_out_of_place`]), from it into `data`. On a failed open the output is zeroized
@@ -475,13 +488,7 @@ fn gcm_whole(
     msg_len: usize,
 ) -> Result<PartOutput, JobError> {
     let implementation = impls.get(AesOp::new(direction, crate::packet::Mode::Gcm));
-    let short = |buf: usize| CryptoError::LengthExceedsBuffer { len: msg_len, buf };
-    let buf = data.len();
-    let text = data.get_mut(..msg_len).ok_or(short(buf))?;
-    let input = match input {
-        Some(input) => Some(input.get(..msg_len).ok_or(short(input.len()))?),
-        None => None,
-    };
+    let (input, text) = packet_text(input, data, msg_len)?;
     match (direction, tag) {
         (Direction::Encrypt, _) => {
             let tag = match input {
