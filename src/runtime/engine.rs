@@ -156,10 +156,15 @@ pub(crate) struct ClusterState {
     room_wakers: Vec<Waker>,
     /// Those of them with a large job (`backlog.rs`), woken only when a large slot is free.
     large_wakers: Vec<Waker>,
-    /// Submitters blocked on `room_cv`.
+    /// Submitters blocked on `room_cv` and not yet woken: a wake with none would be a system
+    /// call for nobody, at every completion while a woken submitter is on its way back.
     blocked_submitters: usize,
     /// Of those, the ones with a large job (`backlog.rs`).
     blocked_large: usize,
+    /// How many times `offer` has woken the blocked submitters: one that wakes to find it
+    /// unchanged was woken by another hand (a failure, the shutdown) or by none, and no
+    /// longer counts among them.
+    room_round: u64,
     /// Under fair admission: what waits for a node, per job.
     backlog: Backlog,
     /// No new jobs: `shutdown` has begun.
@@ -252,11 +257,15 @@ fn wait_for_room<'a>(
     packets: &Packets,
 ) -> MutexGuard<'a, ClusterState> {
     let large = usize::from(e.is_large(packets));
+    let round = e.room_round;
     e.blocked_submitters += 1;
     e.blocked_large += large;
     e = shard.room_cv.wait(e).unwrap_or_else(|p| p.into_inner());
-    e.blocked_submitters -= 1;
-    e.blocked_large -= large;
+    if e.room_round == round {
+        // Not counted out by `offer`'s wake: out now (it counts itself in again if it waits).
+        e.blocked_submitters -= 1;
+        e.blocked_large -= large;
+    }
     e
 }
 
@@ -336,6 +345,7 @@ impl Engine {
                         large_wakers: Vec::new(),
                         blocked_submitters: 0,
                         blocked_large: 0,
+                        room_round: 0,
                         backlog: Backlog::new(
                             layout.receive_queue_len as u64,
                             layout.receive_queue_bytes,
@@ -855,7 +865,10 @@ impl Engine {
         self.route(shard, e);
         let pending = e.pending();
         let wake = match e.sched.admission() {
-            Admission::Fifo => pending <= self.layout.receive_queue_len / 2,
+            Admission::Fifo => {
+                let waiting = e.blocked_submitters > 0 || !e.room_wakers.is_empty();
+                waiting && pending <= self.layout.receive_queue_len / 2
+            }
             Admission::Fair => {
                 // A submitter blocked with a large job gets in only by a free large slot:
                 // woken at every placement while the slots are taken, it would cost a context
@@ -868,6 +881,10 @@ impl Engine {
         };
         if pending < before && wake {
             shard.room_cv.notify_all();
+            // Every blocked submitter is woken: none is counted until it waits again.
+            e.room_round += 1;
+            e.blocked_submitters = 0;
+            e.blocked_large = 0;
             after.wakers = std::mem::take(&mut e.room_wakers);
             if e.backlog.large_slot_free() {
                 after.wakers.append(&mut e.large_wakers);

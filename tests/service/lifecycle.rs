@@ -401,6 +401,76 @@ fn a_slowed_node_does_not_multiply_time_its_thread_was_preempted() {
 // (b) A saturated cluster does not stall another
 // ---------------------------------------------------------------------------------------------
 
+/// Submitters blocked for room are woken once per drain, not once per packet placed (a wake
+/// with every blocked submitter already woken is skipped): none may be left asleep. Six
+/// threads flood a receive bound of one packet with jobs small and large (over half a budget),
+/// under both admissions; every job resolves, with its output. A submitter left asleep would
+/// block in `submit` for good: the test gives up on it after a minute rather than hang.
+#[test]
+fn every_submitter_blocked_for_room_is_woken() {
+    let _serial = shared();
+    const THREADS: usize = 6;
+    const JOBS: usize = 60;
+    for admission in [Admission::Fifo, Admission::Fair] {
+        let service = Arc::new(
+            Service::builder()
+                .packet_size(64)
+                .aes_cluster([
+                    NodeSpec::new().slowdown(20.0).capacity(64),
+                    NodeSpec::new().slowdown(5.0).capacity(64),
+                ])
+                .cluster_queue_len(1)
+                .wait_queue_len(1)
+                .receive_queue_len(1)
+                .admission(admission)
+                // Not run on the submitting thread, nor by the light path: through the bound.
+                .inline_limit(0)
+                .light_path(false)
+                .build()
+                .unwrap(),
+        );
+        let raw = [0x5B; 16];
+        let key = service.add_aes_key(&raw).unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        for t in 0..THREADS {
+            let (service, done) = (Arc::clone(&service), done.clone());
+            thread::spawn(move || {
+                let mut g = Gen::new(0xB10C + t as u64);
+                let cbc = op(Direction::Encrypt, Mode::Cbc);
+                let jobs: Vec<(JobHandle, Vec<u8>)> = (0..JOBS)
+                    .map(|i| {
+                        // 16 to 256 bytes: one to four packets, the longer ones large.
+                        let data = g.bytes(16 * (1 + (i * 7 + t) % 16));
+                        let iv = g.bytes(16);
+                        let expected = ref_aes(&raw, cbc, &iv, &data).unwrap();
+                        (
+                            service.submit(Job::aes(key, cbc, &iv, data)).unwrap(),
+                            expected,
+                        )
+                    })
+                    .collect();
+                let outputs: Vec<_> = jobs
+                    .into_iter()
+                    .map(|(mut h, expected)| (h.wait_timeout(Duration::from_secs(30)), expected))
+                    .collect();
+                let _ = done.send((t, outputs));
+            });
+        }
+        for _ in 0..THREADS {
+            let (t, outputs) = finished
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("{admission:?}: a submitter is still blocked"));
+            for (i, (out, expected)) in outputs.into_iter().enumerate() {
+                let out = out.unwrap_or_else(|| panic!("{admission:?}: job {t}.{i} unresolved"));
+                assert_eq!(out.unwrap(), JobOutput::Data(expected), "{admission:?}");
+            }
+        }
+        let m = service.metrics();
+        assert_eq!(m.jobs_completed, (THREADS * JOBS) as u64, "{admission:?}");
+        assert_eq!(m.jobs_failed, 0, "{admission:?}");
+    }
+}
+
 #[test]
 fn a_cluster_with_full_queues_does_not_stall_another() {
     let _serial = exclusive();
