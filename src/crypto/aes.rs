@@ -27,6 +27,7 @@ use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use crate::crypto::error::CryptoError;
 use crate::crypto::serial::{Serial, run_stream};
+use crate::crypto::text::check_same_len;
 use crate::packet::{Algorithm, Cmd, Mode};
 
 /// The AES block size in bytes.
@@ -406,21 +407,6 @@ impl ChainState {
         let n = u128::from_be_bytes(self.0).wrapping_add(u128::from(blocks));
         ChainState(n.to_be_bytes())
     }
-}
-
-/// Checks that the buffer a packet runs into from `input` is as long as the input, as every
-/// call between two buffers requires.
-///
-/// # Errors
-/// [`CryptoError::LengthExceedsBuffer`].
-pub(crate) fn check_same_len(input: &[u8], output: &[u8]) -> Result<(), CryptoError> {
-    if input.len() != output.len() {
-        return Err(CryptoError::LengthExceedsBuffer {
-            len: input.len(),
-            buf: output.len(),
-        });
-    }
-    Ok(())
 }
 
 /// Checks one packet against its operation, touching nothing, and returns how many bytes the

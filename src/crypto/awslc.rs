@@ -10,7 +10,7 @@
 
 use zeroize::Zeroize;
 
-use crate::crypto::aes::{AesOp, BLOCK, ChainState, Direction, check_same_len};
+use crate::crypto::aes::{AesOp, BLOCK, ChainState, Direction};
 use crate::crypto::awslc_keys::AwsLcKeys;
 use crate::crypto::by_iv::{process_between_from_iv, process_from_iv};
 use crate::crypto::error::CryptoError;
@@ -18,6 +18,7 @@ use crate::crypto::gcm::{
     MAX_TEXT_LEN, NONCE_LEN, TAG_LEN, Tag, WholeMessageGcm, check_nonce, check_tag, check_text_len,
 };
 use crate::crypto::impls::AesImpl;
+use crate::crypto::text::check_same_len;
 use crate::packet::Mode;
 use aws_lc_rs::aead::{Aad, Nonce};
 use aws_lc_rs::cipher::{

@@ -15,11 +15,11 @@
 use zeroize::Zeroize;
 
 use crate::crypto::aes::{
-    AesOp, BLOCK, ChainState, Direction, Padding, check_same_len, checked_run_len, pad_in_place,
-    unpad_len,
+    AesOp, BLOCK, ChainState, Direction, Padding, checked_run_len, pad_in_place, unpad_len,
 };
 use crate::crypto::error::CryptoError;
 use crate::crypto::impls::AesImpl;
+use crate::crypto::text::check_same_len;
 use crate::packet::Mode;
 
 /// Runs one packet in place with `call`, which transforms the bytes it is given (the packet's

@@ -29,7 +29,7 @@ use std::hint::black_box;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use crate::crypto::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, check_same_len, padded_len};
+use crate::crypto::aes::{AesKey, AesOp, BLOCK, ChainState, Direction, padded_len};
 use crate::crypto::error::CryptoError;
 use crate::crypto::gcm::{GcmState, NONCE_LEN, Tag, check_text_len};
 #[cfg(feature = "openssl")]
@@ -37,6 +37,7 @@ use crate::crypto::gcm::{check_aad_len, check_nonce};
 #[cfg(any(feature = "ring", feature = "aws-lc"))]
 use crate::crypto::gcm::{open_whole, seal_whole};
 use crate::crypto::lanes::{LANE_WIDTHS, LaneError, LaneItem, check_width, run_lanes_width};
+use crate::crypto::text::check_same_len;
 use crate::packet::Mode;
 
 /// An implementation of AES a packet can run on. All give byte-identical results; see the

@@ -4,7 +4,6 @@
 
 use cipher::InOutBuf;
 
-use crate::crypto::aes::check_same_len;
 use crate::crypto::error::CryptoError;
 
 /// A packet's text as a GCM packet call takes it: run in place, or read from one buffer and
@@ -79,4 +78,19 @@ impl<'i, 'o> Text<'i, 'o> {
             Ends::Between { input, output } => Some((input, output)),
         }
     }
+}
+
+/// Checks that the buffer a packet runs into from `input` is as long as the input, as every
+/// call between two buffers requires.
+///
+/// # Errors
+/// [`CryptoError::LengthExceedsBuffer`].
+pub(crate) fn check_same_len(input: &[u8], output: &[u8]) -> Result<(), CryptoError> {
+    if input.len() != output.len() {
+        return Err(CryptoError::LengthExceedsBuffer {
+            len: input.len(),
+            buf: output.len(),
+        });
+    }
+    Ok(())
 }
