@@ -600,7 +600,7 @@ fn lane_sets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_
         let raw = [6; 16];
         let what = format!("{fault:?}");
         rounds_until_struck(builder, &raw, &what, out_of_place, |service, key, round| {
-            let jobs: Vec<_> = (0..40u8)
+            let (jobs, wants): (Vec<_>, Vec<_>) = (0..40u8)
                 .map(|i| {
                     let op = ops[usize::from(i) % ops.len()];
                     // Jobs of one packet and of four; OFB and CFB ones end mid-block.
@@ -612,10 +612,14 @@ fn lane_sets_run_out_of_place_run_again_from_their_kept_input_after_a_panic_and_
                     let data: Vec<u8> = (0..len).map(|b| (b as u8) ^ i ^ round).collect();
                     let iv = [i ^ round; 16];
                     let want = ref_aes(&raw, op, &iv, &data).unwrap();
-                    (service.submit(Job::aes(key, op, &iv, data)).unwrap(), want)
+                    (Job::aes(key, op, &iv, data), want)
                 })
-                .collect();
-            for (handle, want) in jobs {
+                .unzip();
+            // In one burst, placed together: each node finds several packets waiting and runs
+            // them as lane sets, whatever the submitting thread's pace (one `submit` each could
+            // leave every set a packet alone, run on a copy, on a machine whose nodes keep up).
+            let handles = service.submit_burst(jobs).unwrap();
+            for (handle, want) in handles.into_iter().zip(wants) {
                 assert_eq!(handle.wait(), Ok(JobOutput::Data(want)), "{what}");
             }
         });
