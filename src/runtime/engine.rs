@@ -156,8 +156,9 @@ pub(crate) struct ClusterState {
     room_wakers: Vec<Waker>,
     /// Those of them with a large job (`backlog.rs`), woken only when a large slot is free.
     large_wakers: Vec<Waker>,
-    /// Submitters blocked on `room_cv` and not yet woken: a wake with none would be a system
-    /// call for nobody, at every completion while a woken submitter is on its way back.
+    /// Submitters blocked on `room_cv` and not yet woken by `offer` (one woken by another hand
+    /// counts until it is back at the lock): `offer` signals only while there is one, so that
+    /// no completion makes a system call for nobody.
     blocked_submitters: usize,
     /// Of those, the ones with a large job (`backlog.rs`).
     blocked_large: usize,

@@ -467,10 +467,9 @@ fn packet_text<'i, 'd>(
     msg_len: usize,
 ) -> Result<(Option<&'i [u8]>, &'d mut [u8]), CryptoError> {
     let short = |buf: usize| CryptoError::LengthExceedsBuffer { len: msg_len, buf };
-    let input = match input {
-        Some(input) => Some(input.get(..msg_len).ok_or(short(input.len()))?),
-        None => None,
-    };
+    let input = input
+        .map(|input| input.get(..msg_len).ok_or(short(input.len())))
+        .transpose()?;
     let buf = data.len();
     Ok((input, data.get_mut(..msg_len).ok_or(short(buf))?))
 }
