@@ -584,6 +584,63 @@ async fn errors_are_typed_statuses() {
     assert!(!d.stderr().contains(ALL), "a token was logged");
 }
 
+/// A server that accepts connections and never says a word: the client's set-up (TLS), each
+/// attempt of a call and a stream's opening end at the client's timeout, with a status that
+/// is not retried, rather than waiting for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_says_nothing_times_the_client_out() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Holds every connection open, reading nothing and writing nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    let limit = Duration::from_millis(400);
+    bounded("a silent server", LIMIT, async {
+        let plain = ClientConfig {
+            url: format!("http://{addr}"),
+            timeout: Some(limit),
+            ..ClientConfig::default()
+        };
+        let started = Instant::now();
+        // Plaintext HTTP/2 needs no answer to connect; its calls get none.
+        if let Ok(c) = Client::connect(&plain).await {
+            let status = c
+                .encrypt(aes_request("k128", Mode::Ecb, Padding::None, vec![0; 16]))
+                .await
+                .expect_err("no answer");
+            assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+            assert!(status.message().contains("no answer"), "{status:?}");
+            assert_eq!(c.retries(), 0, "a timeout is not retried");
+            let requests = tokio_stream::iter(Vec::<StreamRequest>::new());
+            let status = c.stream(requests).await.expect_err("no answer");
+            assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+        }
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let tls = ClientConfig {
+            url: format!("https://{addr}"),
+            ca_pem: Some(ca.pem().into_bytes()),
+            domain: Some("localhost".into()),
+            timeout: Some(limit),
+            ..ClientConfig::default()
+        };
+        // The TLS handshake gets no answer.
+        let error = Client::connect(&tls).await.expect_err("no handshake");
+        assert!(error.0.contains("no answer within 400 ms"), "{error}");
+        // Each wait ended at the limit, not at some later one.
+        assert!(started.elapsed() < 10 * limit, "{:?}", started.elapsed());
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_with_certificates_made_in_the_test() {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
@@ -1244,7 +1301,46 @@ fn refuses_to_start_unsafely() {
     a[i + 1] = bad_tokens.display().to_string();
     refused(a, &["line 1", "no key is named \"nokey\""]);
 
+    // Counts past what the daemon could ever hold: refused, named with their range (a count
+    // past tokio's semaphore left the daemon up, ready, and refusing every connection).
+    for (flag, range) in [
+        ("--max-connections", "between 1 and 1048576"),
+        ("--metrics-max-connections", "between 1 and 4096"),
+    ] {
+        for value in ["0", "2305843009213693952", "18446744073709551615"] {
+            let mut a = f.args();
+            a.extend(["--metrics", "127.0.0.1:0", flag, value].map(String::from));
+            refused(a, &[flag, range]);
+        }
+    }
+
     // With the files fixed, it starts.
     let d = Daemon::start(&f.args());
     drop(d);
+}
+
+/// A drain whose timeout is past what a clock counts waits as a long one does, and one of no
+/// time at all, with nothing in flight, is a drain that finished: both exit 0. (The sum of
+/// the grace and the timeout overflowed, a panic after the daemon said it was ready; a
+/// timeout of 0 always reported calls left in flight.)
+#[test]
+fn drains_at_the_ends_of_the_timeout_exit_cleanly() {
+    let f = Fixture::new("drain-ends");
+    for timeout in ["0", "18446744073709551615"] {
+        let mut a = f.args();
+        // The default grace, 1 s: its sum with the longest timeout overflowed.
+        a.extend(["--drain-timeout-s", timeout].map(String::from));
+        let mut d = Daemon::start(&a);
+        d.terminate();
+        let status = d
+            .wait_exit(Duration::from_secs(30))
+            .expect("the daemon exits after its drain");
+        assert_eq!(status.code(), Some(0), "{timeout}: {}", d.stderr());
+        assert!(d.stderr().contains("drained"), "{timeout}: {}", d.stderr());
+        assert!(
+            !d.stderr().contains("panicked"),
+            "{timeout}: {}",
+            d.stderr()
+        );
+    }
 }

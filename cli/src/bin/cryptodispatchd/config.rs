@@ -97,7 +97,7 @@ pub struct Args {
     #[arg(long, requires = "metrics")]
     pub metrics_public: bool,
 
-    /// At most this many metrics connections at once; others wait to be accepted
+    /// At most this many metrics connections at once (1 to 4096); others wait to be accepted
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub metrics_max_connections: usize,
 
@@ -157,7 +157,8 @@ pub struct Args {
     #[arg(long, value_name = "MS", default_value_t = 60_000)]
     pub stream_idle_ms: u64,
 
-    /// gRPC connections open at once, at most; more wait in the kernel's backlog
+    /// gRPC connections open at once, at most (1 to 1048576); more wait in the kernel's
+    /// backlog
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_connections: usize,
 
@@ -240,6 +241,13 @@ pub struct Args {
     #[arg(long, value_name = "S", default_value_t = 30)]
     pub drain_timeout_s: u64,
 }
+
+/// The most gRPC connections `--max-connections` may allow: Linux's default ceiling on a
+/// process's open descriptors (`fs.nr_open`).
+const MAX_CONNECTIONS: usize = 1 << 20;
+
+/// The most metrics connections `--metrics-max-connections` may allow (as many as streams).
+const MAX_METRICS_CONNECTIONS: usize = 4096;
 
 /// TLS material, read at start.
 pub struct Tls {
@@ -395,7 +403,18 @@ impl Args {
                 Ok(())
             }
         };
-        positive("max-connections", self.max_connections as u64)?;
+        // Connections each hold a descriptor: more than Linux's ceiling on a process's
+        // descriptors (`fs.nr_open`, 2^20 by default) could never be open.
+        let at_most = |name: &str, value: usize, max: usize| {
+            if value == 0 || value > max {
+                Err(StartError::new(format!(
+                    "--{name}: must be between 1 and {max}"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        at_most("max-connections", self.max_connections, MAX_CONNECTIONS)?;
         positive(
             "max-calls-per-connection",
             u64::from(self.max_calls_per_connection),
@@ -405,9 +424,10 @@ impl Args {
         positive("keepalive-interval-s", self.keepalive_interval_s)?;
         positive("keepalive-timeout-s", self.keepalive_timeout_s)?;
         positive("stream-idle-ms", self.stream_idle_ms)?;
-        positive(
+        at_most(
             "metrics-max-connections",
-            self.metrics_max_connections as u64,
+            self.metrics_max_connections,
+            MAX_METRICS_CONNECTIONS,
         )?;
         positive("metrics-timeout-ms", self.metrics_timeout_ms)?;
         Ok(Settings {

@@ -89,6 +89,19 @@ pub enum Rpc {
 }
 
 impl Rpc {
+    /// Every RPC.
+    const ALL: [Rpc; 9] = [
+        Rpc::Encrypt,
+        Rpc::Decrypt,
+        Rpc::GcmEncrypt,
+        Rpc::GcmDecrypt,
+        Rpc::Sign,
+        Rpc::Verify,
+        Rpc::VerifyBatch,
+        Rpc::GetPublicKey,
+        Rpc::Stream,
+    ];
+
     /// The RPC of a request path (`/cryptodispatch.v1.CryptoDispatch/Encrypt`).
     pub fn from_path(path: &str) -> Option<Rpc> {
         let method = path.strip_prefix("/cryptodispatch.v1.CryptoDispatch/")?;
@@ -172,6 +185,14 @@ impl Drop for CallGuard<'_> {
 }
 
 impl RpcMetrics {
+    /// Calls in progress now, over every RPC.
+    pub fn calls_in_flight(&self) -> i64 {
+        Rpc::ALL
+            .iter()
+            .map(|rpc| self.in_flight.get_or_create(&[("rpc", rpc.name())]).get())
+            .sum()
+    }
+
     /// Runs a call's future, counting it and timing it.
     pub async fn observe<T>(
         &self,
