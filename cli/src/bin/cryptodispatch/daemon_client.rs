@@ -12,6 +12,9 @@
 //!   comment), from a file private to its owner (chmod 600); `--cacert F`: the CA of the daemon's certificate, for `https://`;
 //!   `--client-cert`/`--client-key`: this client's certificate for a daemon with `--client-ca`.
 //!
+//! - A daemon that does not answer (the connection's TLS or HTTP/2 set-up, an attempt of a
+//!   call, or a stream's opening) within 30 s ends the command with exit 1.
+//!
 //! Exit status as for local runs: an unknown key name is a usage error (2); a token the daemon
 //! refuses (UNAUTHENTICATED, PERMISSION_DENIED), a token file that group or others may read
 //! (refused before it is used), and a failure while processing (bad padding, the daemon
@@ -115,6 +118,9 @@ mod with_daemon {
     const CHUNK: usize = 64 * 1024;
     /// The largest message accepted from the daemon.
     const MAX_MESSAGE: usize = 64 << 20;
+    /// The longest the connection's set-up, each attempt of a call, or a stream's opening may
+    /// wait for the daemon.
+    const REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
     fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
         tokio::runtime::Builder::new_current_thread()
@@ -155,6 +161,7 @@ mod with_daemon {
             ca_pem,
             identity_pem,
             max_message_bytes: MAX_MESSAGE,
+            timeout: Some(REMOTE_TIMEOUT),
             ..ClientConfig::default()
         };
         Client::connect(&config)

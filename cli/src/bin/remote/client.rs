@@ -71,6 +71,11 @@ pub struct ClientConfig {
     pub max_message_bytes: usize,
     /// Retries of unary calls.
     pub retry: Retry,
+    /// The longest the connection's set-up (TCP, TLS, HTTP/2) may take, and each attempt of a
+    /// unary call, and a stream until the daemon answers it; `None`: no limit but the TCP
+    /// connect's 5 s. A daemon that accepts a connection and then says nothing would otherwise
+    /// hold the caller for ever.
+    pub timeout: Option<Duration>,
 }
 
 /// Why the client could not connect.
@@ -119,6 +124,8 @@ pub struct Client {
     inner: Inner,
     channel: Channel,
     retry: Retry,
+    /// [`ClientConfig::timeout`].
+    timeout: Option<Duration>,
     retries: Arc<AtomicU64>,
 }
 
@@ -129,7 +136,20 @@ impl Client {
     /// A malformed URL, a token that is not a valid header value, unreadable TLS material, an
     /// `https` URL without a CA, or a connection that fails.
     pub async fn connect(config: &ClientConfig) -> Result<Client, ConnectError> {
-        let channel = endpoint(config)?.connect().await.map_err(|e| {
+        let endpoint = endpoint(config)?;
+        let connecting = endpoint.connect();
+        let connected = match config.timeout {
+            Some(limit) => tokio::time::timeout(limit, connecting).await.map_err(|_| {
+                ConnectError(format!(
+                    "cannot connect to {}: no answer within {} ms (TLS handshake or HTTP/2 \
+                     set-up)",
+                    config.url,
+                    limit.as_millis()
+                ))
+            })?,
+            None => connecting.await,
+        };
+        let channel = connected.map_err(|e| {
             ConnectError(format!(
                 "cannot connect to {}: {}",
                 config.url,
@@ -165,6 +185,7 @@ impl Client {
             inner,
             channel,
             retry: config.retry,
+            timeout: config.timeout,
             retries: Arc::new(AtomicU64::new(0)),
         })
     }
@@ -326,7 +347,9 @@ impl Client {
         &self,
         requests: impl tokio_stream::Stream<Item = StreamRequest> + Send + 'static,
     ) -> Result<Streaming<StreamResponse>, Status> {
-        Ok(self.inner.clone().stream(requests).await?.into_inner())
+        let mut inner = self.inner.clone();
+        let opening = inner.stream(requests);
+        Ok(bounded(self.timeout, opening).await?.into_inner())
     }
 
     /// Runs `call` until it succeeds, fails with a status that is not [`retryable`], or the
@@ -339,7 +362,7 @@ impl Client {
         let mut backoff = self.retry.first_backoff;
         let mut attempt = 1;
         loop {
-            match call(self.inner.clone()).await {
+            match bounded(self.timeout, call(self.inner.clone())).await {
                 Err(status) if retryable(&status) && attempt < self.retry.attempts => {
                     attempt += 1;
                     self.retries.fetch_add(1, Ordering::Relaxed);
@@ -349,6 +372,22 @@ impl Client {
                 other => return other,
             }
         }
+    }
+}
+
+/// `call`, or `DEADLINE_EXCEEDED` (made by the client, not retried) once `limit` has passed.
+async fn bounded<T>(
+    limit: Option<Duration>,
+    call: impl Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
+            Err(Status::deadline_exceeded(format!(
+                "no answer from the daemon within {} ms",
+                limit.as_millis()
+            )))
+        }),
+        None => call.await,
     }
 }
 
@@ -497,6 +536,8 @@ pub fn read_token_file(path: &Path) -> Result<Zeroizing<String>, TokenFileError>
     file.take(MAX_TOKEN_FILE)
         .read_to_string(&mut text)
         .map_err(|e| unreadable(&e))?;
+    // A byte-order mark, as some editors write, is not part of the token.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     text.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
@@ -508,6 +549,19 @@ pub fn read_token_file(path: &Path) -> Result<Zeroizing<String>, TokenFileError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The token is the first word of the first line that is not a comment, whether or not
+    /// an editor began the file with a byte-order mark.
+    #[test]
+    fn a_token_file_with_a_byte_order_mark() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = std::env::temp_dir().join(format!("cd-token-bom-{}", std::process::id()));
+        std::fs::write(&path, "\u{feff}# the demo token\n0123456789abcdefXYZ\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let token = read_token_file(&path).map_err(|e| format!("{e:?}"));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(token.unwrap().as_str(), "0123456789abcdefXYZ");
+    }
 
     #[test]
     fn unavailable_and_a_cut_off_response_are_retried_a_daemons_own_error_is_not() {
