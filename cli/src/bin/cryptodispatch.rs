@@ -55,8 +55,8 @@
 //! that is not whole blocks with `-nopad`, a GCM tag that does not verify or input not in the
 //! GCM format, an I/O error, a signature that does not verify); 2
 //! for a usage error (unknown algorithm, bad hex, wrong key or IV length, a missing IV, an
-//! unreadable input or key file, a key or signature file of the wrong size, `-in` and `-out`
-//! naming the same file, an unknown policy, a bad packet size).
+//! unreadable input or key file, a key or signature file of the wrong size, `-out` naming a
+//! file the command reads, an unknown policy, a bad packet size).
 
 // The crate root is `src/bin/cryptodispatch.rs`, so its modules are found by path.
 #[path = "cryptodispatch/argv.rs"]
@@ -117,8 +117,8 @@ other users of the machine, as with openssl.
 An output file (-out) appears only if the command succeeds: it is written to a temporary file
 beside it (.NAME.tmp-PID) and renamed over it at the end, so a failure such as bad padding
 leaves no partial output and an existing file unchanged. Standard output and devices are
-written as the data goes. -in and -out may not name the same file. Key and signature files of
-the wrong size are refused without being read whole.
+written as the data goes. -out may not name a file the command reads (-in, -key, -aad-file).
+Key and signature files of the wrong size are refused without being read whole.
 
 With --remote URL, the command runs on a cryptodispatchd daemon instead, with the daemon's key
 -keyname NAME (its bytes never leave the daemon), the token of --token-file, and for https the

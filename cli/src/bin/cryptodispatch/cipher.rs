@@ -126,7 +126,7 @@ pub struct CipherArgs {
     pub input: Option<PathBuf>,
 
     /// Output file, replaced only when the command succeeds (written to a temporary file beside
-    /// it, then renamed) [default: stdout]; must not be the input file
+    /// it, then renamed) [default: stdout]; must not be the input or the -aad-file
     #[arg(long = "out", allow_hyphen_values = true, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -167,7 +167,13 @@ pub fn parse_hex(option: &str, text: &str) -> Result<Zeroizing<Vec<u8>>, CliErro
 
 /// Runs `enc` (`direction` Encrypt) or `dec`.
 pub fn run(direction: Direction, args: &CipherArgs) -> Result<(), CliError> {
-    refuse_same_file(args.input.as_deref(), args.output.as_deref())?;
+    refuse_same_file(
+        &[
+            ("in", args.input.as_deref()),
+            ("aad-file", args.aad_file.as_deref()),
+        ],
+        args.output.as_deref(),
+    )?;
     let alg = args.alg;
     if args.remote.remote.is_some() {
         if alg.mode == Mode::Gcm {

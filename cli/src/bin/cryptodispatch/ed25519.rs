@@ -37,7 +37,7 @@ pub struct SignArgs {
     pub input: Option<PathBuf>,
 
     /// Where to write the raw 64-byte signature, replaced only when signing succeeds
-    /// [default: stdout]; must not be the message file
+    /// [default: stdout]; must not be the message or the key file
     #[arg(long = "out", allow_hyphen_values = true, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -93,7 +93,10 @@ fn service_for(args: &ServiceArgs, len: usize) -> Result<Service, CliError> {
 
 /// Runs `sign`.
 pub fn sign(args: &SignArgs) -> Result<(), CliError> {
-    refuse_same_file(args.input.as_deref(), args.output.as_deref())?;
+    refuse_same_file(
+        &[("in", args.input.as_deref()), ("key", args.key.as_deref())],
+        args.output.as_deref(),
+    )?;
     let key_file = match (&args.key, args.remote.remote.is_some()) {
         (_, true) | (None, _) => {
             return daemon_client::sign(

@@ -38,14 +38,27 @@ use crate::service::{CliError, write_error};
 /// only a stale file left by a killed run of the same process id can be in the way.
 const TEMP_NAMES: u32 = 100;
 
-/// Refuses `-in` and `-out` naming the same regular file, by canonical path or by device and
-/// inode (a hard link, a bind mount), before anything is opened for writing. `-` and absent
-/// options (standard input and output) are never the same file; neither are an input that is
-/// not a regular file (a terminal, a pipe) and an output.
+/// Refuses `-out` naming the same regular file as any of `inputs` (the option's name without
+/// its dash, and its path: `-in`, and the files a command reads beside it, such as `-key` or
+/// `-aad-file`), by canonical path or by device and inode (a hard link, a bind mount), before
+/// anything is opened for writing. `-` and absent options (standard input and output) are
+/// never the same file; neither are an input that is not a regular file (a terminal, a pipe)
+/// and an output.
 ///
 /// # Errors
-/// A usage error naming the file.
-pub fn refuse_same_file(input: Option<&Path>, output: Option<&Path>) -> Result<(), CliError> {
+/// A usage error naming the option and the file.
+pub fn refuse_same_file(
+    inputs: &[(&str, Option<&Path>)],
+    output: Option<&Path>,
+) -> Result<(), CliError> {
+    for &(option, input) in inputs {
+        refuse_one(option, input, output)?;
+    }
+    Ok(())
+}
+
+/// [`refuse_same_file`] for one input.
+fn refuse_one(option: &str, input: Option<&Path>, output: Option<&Path>) -> Result<(), CliError> {
     let (Some(input), Some(output)) = (named_file(input), named_file(output)) else {
         return Ok(());
     };
@@ -64,7 +77,7 @@ pub fn refuse_same_file(input: Option<&Path>, output: Option<&Path>) -> Result<(
         .is_ok_and(|out| out.dev() == in_meta.dev() && out.ino() == in_meta.ino());
     if same_path || same_inode {
         return Err(CliError::usage(format!(
-            "-in {} and -out {} are the same file: the output would overwrite the input; \
+            "-{option} {} and -out {} are the same file: the output would overwrite it; \
              write to another file",
             input.display(),
             output.display()
@@ -362,7 +375,7 @@ mod tests {
         fs::write(&b, b"x").unwrap();
         let hard = dir.0.join("hard");
         fs::hard_link(&a, &hard).unwrap();
-        let refused = |i: &Path, o: &Path| refuse_same_file(Some(i), Some(o)).is_err();
+        let refused = |i: &Path, o: &Path| refuse_same_file(&[("in", Some(i))], Some(o)).is_err();
         assert!(refused(&a, &a));
         assert!(refused(
             &a,
@@ -373,6 +386,11 @@ mod tests {
         assert!(!refused(&a, &dir.0.join("new")));
         assert!(!refused(Path::new("-"), Path::new("-")));
         assert!(!refused(Path::new("/dev/null"), Path::new("/dev/null")));
-        assert!(refuse_same_file(Some(&a), None).is_ok());
+        assert!(refuse_same_file(&[("in", Some(&a))], None).is_ok());
+        // Any input named beside -in, by its option.
+        let e = refuse_same_file(&[("in", Some(&b)), ("key", Some(&a))], Some(&hard))
+            .expect_err("-out is the key file");
+        assert!(e.to_string().contains("-key"), "{e}");
+        assert!(refuse_same_file(&[("in", Some(&b)), ("key", None)], Some(&a)).is_ok());
     }
 }
