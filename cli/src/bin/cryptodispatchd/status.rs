@@ -65,13 +65,15 @@ pub fn exhausted_status(held: &Held, waited: Duration, bytes: u64) -> Status {
     let (message, pushback) = match held {
         Held::Jobs { tenant, max } => (
             format!(
-                "the tenant {tenant:?} stayed at its limit of {max} calls in flight                  (max-inflight-jobs) for {ms} ms"
+                "the tenant {tenant:?} stayed at its limit of {max} calls in flight \
+                 (max-inflight-jobs) for {ms} ms"
             ),
             waited,
         ),
         Held::Bytes { tenant, max } => (
             format!(
-                "the tenant {tenant:?} stayed at its limit of {max} bytes in flight                  (max-inflight-bytes) for {ms} ms; this call carries {bytes} bytes"
+                "the tenant {tenant:?} stayed at its limit of {max} bytes in flight \
+                 (max-inflight-bytes) for {ms} ms; this call carries {bytes} bytes"
             ),
             waited,
         ),
@@ -80,11 +82,13 @@ pub fn exhausted_status(held: &Held, waited: Duration, bytes: u64) -> Status {
             rate,
             waiting,
         } => {
-            // A job larger than the bucket enters when the bucket is full.
-            let need = (*waiting).max(bytes.min(*rate)) as f64;
+            // A job larger than the bucket enters when the bucket is full: this one's part of
+            // what waits counts for at most a bucket (the others' in full, an upper bound).
+            let need = (waiting.saturating_sub(bytes) + bytes.min(*rate)) as f64;
             (
                 format!(
-                    "the tenant {tenant:?} is over its rate of {rate} bytes per second                      (max-bytes-per-sec): {waiting} bytes of its calls wait"
+                    "the tenant {tenant:?} is over its rate of {rate} bytes per second \
+                     (max-bytes-per-sec): {waiting} bytes of its calls wait"
                 ),
                 Duration::from_secs_f64((need / (*rate).max(1) as f64).min(3600.0)),
             )
@@ -215,6 +219,24 @@ mod tests {
         assert_eq!(pushback(&r), 500);
         // A job larger than the bucket waits for a full bucket, one second here.
         assert_eq!(pushback(&rate(0, 5_000_000)), 1000);
+        // The same job counted among what waits: still one bucket, not five.
+        assert_eq!(pushback(&rate(5_000_000, 5_000_000)), 1000);
+        assert_eq!(pushback(&rate(5_500_000, 5_000_000)), 1500);
+        // Messages read as one line.
+        for held in [
+            Held::Jobs {
+                tenant: t(),
+                max: 4,
+            },
+            Held::Bytes {
+                tenant: t(),
+                max: 1 << 20,
+            },
+        ] {
+            let m = exhausted_status(&held, wait, 100).message().to_owned();
+            assert!(!m.contains("  "), "{m:?}");
+        }
+        assert!(!r.message().contains("  "), "{:?}", r.message());
         // Bounded.
         assert_eq!(pushback(&rate(u64::MAX / 2, 1)), 60_000);
     }

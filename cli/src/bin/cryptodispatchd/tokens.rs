@@ -28,7 +28,9 @@
 //! lines set it. Two lines that give one tenant different settings stop the start, as do
 //! settings without `tenant=` or on `tenant=default` (whose weight and limits are fixed).
 //!
-//! Blank lines and lines starting with `#` are skipped. A token is at least 16 printable
+//! Blank lines are skipped, and a word starting with `#` begins a comment to the end of its
+//! line (a whole line, or after a token's keys and settings); a byte-order mark at the start
+//! of the file is ignored. A token is at least 16 printable
 //! ASCII characters without spaces. The file must be private to its owner, like a key file;
 //! errors name its line, never the token (nor a word that is not `NAME=VALUE`, which could be
 //! one). Every key a line names must exist.
@@ -231,13 +233,18 @@ impl Auth {
             settings_line: None,
             id: TenantId::DEFAULT,
         }];
+        // Editors on some systems begin a UTF-8 file with a byte-order mark.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (i, line) in text.lines().enumerate() {
             let n = i + 1;
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let mut words = line.split_whitespace();
+            // No key name or setting starts with `#`, and the token is the line's first word.
+            let mut words = line
+                .split_whitespace()
+                .take_while(|word| !word.starts_with('#'));
             let (Some(token), Some(list)) = (words.next(), words.next()) else {
                 return Err(format!(
                     "line {n}: expected `TOKEN key1,key2` or `TOKEN *`, then optional \
@@ -582,7 +589,10 @@ mod tests {
 
     #[test]
     fn grants_by_token() {
-        let a = auth(&format!("# comment\n\n{A} db\n  {B} *  \n")).unwrap();
+        let a = auth(&format!(
+            "\u{feff}# comment\n\n{A} db # the database's\n  {B} *  #all\n"
+        ))
+        .unwrap();
         let g = caller(&a, A).grant;
         assert_eq!(g, Grant::Keys(vec!["db".into()]));
         assert!(g.check("db").is_ok());
