@@ -1313,6 +1313,12 @@ fn refuses_to_start_unsafely() {
             refused(a, &[flag, range]);
         }
     }
+    // A slowdown the service would refuse is a usage error too, with its range.
+    for value in ["0.5", "1001", "1e9", "inf", "NaN"] {
+        let mut a = f.args();
+        a.extend(["--slowdown", value].map(String::from));
+        refused(a, &["--slowdown", "from 1 to 1000"]);
+    }
 
     // With the files fixed, it starts.
     let d = Daemon::start(&f.args());

@@ -143,6 +143,14 @@ pub fn parse_hex(option: &str, text: &str) -> Result<Zeroizing<Vec<u8>>, CliErro
     if digits.is_empty() {
         return Err(CliError::usage(format!("{option}: empty hex string")));
     }
+    // A character that is not a digit first: counting the bytes of one outside ASCII would
+    // report an odd length. Its place is given in characters, never the character itself.
+    if let Some(place) = text.chars().position(|c| !c.is_ascii_hexdigit()) {
+        return Err(CliError::usage(format!(
+            "{option}: invalid hex digit at position {} (only 0-9, a-f, A-F are allowed)",
+            place + 1
+        )));
+    }
     if digits.len() % 2 != 0 {
         return Err(CliError::usage(format!(
             "{option}: odd number of hex digits ({})",
@@ -455,5 +463,10 @@ mod tests {
         for bad in ["", "0", "0g", "zz", "0x00"] {
             assert!(parse_hex("-K", bad).is_err(), "{bad}");
         }
+        // A character outside ASCII is named as a bad digit by its place, not counted as two
+        // bytes of an odd length, and not echoed.
+        let e = parse_hex("-K", "00\u{e9}10").unwrap_err().to_string();
+        assert!(e.contains("invalid hex digit at position 3"), "{e}");
+        assert!(!e.contains('\u{e9}'), "{e}");
     }
 }

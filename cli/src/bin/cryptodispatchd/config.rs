@@ -195,8 +195,8 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub nodes: Option<u32>,
 
-    /// Emulated slowdown of every node (at least 1): each packet costs this many times its
-    /// real time, as on a slower machine
+    /// Emulated slowdown of every node (1 to 1000): each packet costs this many times its real
+    /// time, as on a slower machine
     #[arg(long, value_name = "F", default_value_t = 1.0)]
     pub slowdown: f64,
 
@@ -358,10 +358,11 @@ impl Args {
                 )));
             }
         }
-        if !(self.slowdown.is_finite() && self.slowdown >= 1.0) {
+        if !(1.0..=NodeSpec::MAX_SLOWDOWN).contains(&self.slowdown) {
             return Err(StartError::new(format!(
-                "--slowdown {}: must be a number of at least 1",
-                self.slowdown
+                "--slowdown {}: must be a number from 1 to {}",
+                self.slowdown,
+                NodeSpec::MAX_SLOWDOWN
             )));
         }
         if let Some(s) = self.agent_full_speed {
