@@ -15,10 +15,11 @@
 //! - A daemon that does not answer (the connection's TLS or HTTP/2 set-up, an attempt of a
 //!   call, or a stream's opening) within 30 s ends the command with exit 1.
 //!
-//! Exit status as for local runs: an unknown key name is a usage error (2); a token the daemon
-//! refuses (UNAUTHENTICATED, PERMISSION_DENIED), a token file that group or others may read
-//! (refused before it is used), and a failure while processing (bad padding, the daemon
-//! unreachable or overloaded) are 1.
+//! Exit status as for local runs: an unknown key name, and a URL or TLS options that cannot
+//! work (a scheme other than `http://` or `https://`, `https` without `--cacert`, TLS files
+//! with `http`), are usage errors (2); a token the daemon refuses (UNAUTHENTICATED,
+//! PERMISSION_DENIED), a token file that group or others may read (refused before it is used),
+//! and a failure while processing (bad padding, the daemon unreachable or overloaded) are 1.
 
 use std::path::PathBuf;
 
@@ -108,7 +109,9 @@ mod with_daemon {
     use crate::ed25519::{NOT_VERIFIED, VERIFIED};
     use crate::input::{open_input, read_exact_file, read_full};
     use crate::output::Output;
-    use crate::remote::client::{Client, ClientConfig, TokenFileError, read_token_file};
+    use crate::remote::client::{
+        Client, ClientConfig, TokenFileError, check_config, read_token_file,
+    };
     use crate::remote::proto::{self, AesRequest, StreamRequest, StreamStart};
     use crate::service::{CliError, EXIT_FAILURE, read_error, write_error};
 
@@ -164,6 +167,9 @@ mod with_daemon {
             timeout: Some(REMOTE_TIMEOUT),
             ..ClientConfig::default()
         };
+        // A URL or TLS options that cannot work are the command line's mistake (exit 2); a
+        // daemon out of reach is a failure (exit 1).
+        check_config(&config).map_err(|e| CliError::usage(format!("--remote: {e}")))?;
         Client::connect(&config)
             .await
             .map_err(|e| CliError::failure(format!("--remote: {e}")))

@@ -416,6 +416,15 @@ pub fn retryable(status: &Status) -> bool {
     }
 }
 
+/// Checks what [`Client::connect`] checks before it connects: the URL's scheme, a CA for
+/// `https`, no TLS files for `http`, readable TLS material.
+///
+/// # Errors
+/// What is wrong with `config`, as `Client::connect` would report it.
+pub fn check_config(config: &ClientConfig) -> Result<(), ConnectError> {
+    endpoint(config).map(|_| ())
+}
+
 /// The endpoint for `config`: plaintext for `http://`, TLS for `https://`.
 /// HTTP/2 flow-control window of the client's connections (32 MiB: above the daemon's default
 /// request limit of 16 MiB).
