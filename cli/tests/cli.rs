@@ -864,6 +864,15 @@ fn usage_errors_exit_2_with_a_clear_message() {
             enc_args(&["--packet-size", "15"]),
             &["packet size 15", "multiple of 16"],
         ),
+        // Past the service's limit, by the tool's check or the library's, one limit is named.
+        (
+            enc_args(&["--packet-size", "33554432"]),
+            &["packet size 33554432", "at most 16 MiB"],
+        ),
+        (
+            enc_args(&["--packet-size", "67108880"]),
+            &["packet size 67108880", "at most 16 MiB"],
+        ),
         (enc_args(&["--packet-size", "lots"]), &["--packet-size"]),
         (enc_args(&["--nodes", "0"]), &["--nodes"]),
         (

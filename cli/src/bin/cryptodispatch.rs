@@ -117,8 +117,8 @@ other users of the machine, as with openssl.
 An output file (-out) appears only if the command succeeds: it is written to a temporary file
 beside it (.NAME.tmp-PID) and renamed over it at the end, so a failure such as bad padding
 leaves no partial output and an existing file unchanged. Standard output and devices are
-written as the data goes. -out may not name a file the command reads (-in, -key, -aad-file).
-Key and signature files of the wrong size are refused without being read whole.
+written as the data goes. -out may not name the same file as one the command reads (-in, -key,
+-aad-file). Key and signature files of the wrong size are refused without being read whole.
 
 With --remote URL, the command runs on a cryptodispatchd daemon instead, with the daemon's key
 -keyname NAME (its bytes never leave the daemon), the token of --token-file, and for https the

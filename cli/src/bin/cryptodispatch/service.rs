@@ -13,8 +13,8 @@ pub const EXIT_USAGE: i32 = 2;
 /// Exit code of a failure while processing the data (bad padding, I/O error, ...).
 pub const EXIT_FAILURE: i32 = 1;
 
-/// The largest `--packet-size` accepted.
-pub const MAX_PACKET_SIZE: usize = 64 << 20;
+/// The largest `--packet-size` accepted: the service's own limit.
+pub const MAX_PACKET_SIZE: usize = cryptodispatch::ServiceBuilder::MAX_PACKET_SIZE;
 
 /// Why a command failed: the message for stderr and the exit code.
 #[derive(Debug)]
@@ -81,12 +81,12 @@ impl ServiceArgs {
         };
         let mut builder = Service::builder();
         if let Some(bytes) = self.packet_size {
-            // The library checks for a positive multiple of 16; the bound is the CLI's, since
-            // it holds a few packets of input in memory.
+            // Checked here before anything is read (the library checks it again at build, with
+            // the positive multiple of 16), in the library's words.
             if bytes > MAX_PACKET_SIZE {
                 return Err(CliError::usage(format!(
-                    "--packet-size: {bytes} bytes is more than this tool's limit of \
-                     {MAX_PACKET_SIZE} bytes (64 MiB)"
+                    "--packet-size: packet size {bytes} bytes: must be a positive multiple of \
+                     16, at most 16 MiB"
                 )));
             }
             builder = builder.packet_size(bytes);
