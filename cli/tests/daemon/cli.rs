@@ -321,3 +321,36 @@ fn remote_commands_give_the_local_bytes() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A message past what the daemon's decoder takes (its `--max-request-bytes` and a margin for
+/// the message's fields) is refused before the daemon sees the call: the CLI says so in the
+/// daemon's terms (exit 1), not as a bare decoder error.
+#[test]
+fn a_request_past_the_daemons_limit_names_the_limit() {
+    let f = Fixture::new("cli-limit");
+    let mut args = f.args();
+    args.extend(["--max-request-bytes", "1024"].map(String::from));
+    let d = Daemon::start(&args);
+    let url = d.url();
+    let tokens = f.tokens.display().to_string();
+    let msg = f.dir.write("big", &vec![7; 200_000], 0o600);
+    let msg = msg.display().to_string();
+    let out = cli(&[
+        "sign",
+        "--remote",
+        &url,
+        "-keyname",
+        "signer",
+        "--token-file",
+        &tokens,
+        "-in",
+        &msg,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("larger than the daemon accepts") && stderr.contains("--max-request-bytes"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no signature: {:?}", out.stdout);
+}

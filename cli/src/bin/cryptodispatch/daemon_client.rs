@@ -185,6 +185,14 @@ mod with_daemon {
             }
             Code::InvalidArgument => CliError::failure(format!("{what} failed: {message}")),
             Code::NotFound => CliError::usage(format!("--remote: {message}")),
+            // tonic's decoder, before the daemon sees the call: a request past the daemon's
+            // --max-request-bytes and the margin its decoder allows for the message's fields.
+            Code::OutOfRange if message.contains("message length too large") => {
+                CliError::failure(format!(
+                    "{what} failed: the request is larger than the daemon accepts (its \
+                     --max-request-bytes; {message})"
+                ))
+            }
             Code::PermissionDenied | Code::Unauthenticated => {
                 CliError::failure(format!("--remote: the daemon refused the token: {message}"))
             }
