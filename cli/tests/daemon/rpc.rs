@@ -1283,6 +1283,27 @@ fn refuses_to_start_unsafely() {
     a.extend(["--tls-cert".into(), cert.display().to_string()]);
     a.extend(["--tls-key".into(), open_tls_key.display().to_string()]);
     refused(a, &["open-tls.key", "0644"]);
+    // TLS files with no PEM block of their kind: named at start, not at the first handshake.
+    let tls_key = f
+        .dir
+        .write("tls.key", b"-----BEGIN PRIVATE KEY-----\n", 0o600);
+    let tls_cert = f
+        .dir
+        .write("tls.pem", b"-----BEGIN CERTIFICATE-----\n", 0o644);
+    for (cert, key, expect) in [
+        (&cert, &tls_key, "--tls-cert"),
+        (&tls_cert, &cert, "--tls-key"),
+    ] {
+        let mut a: Vec<String> = f
+            .args()
+            .into_iter()
+            .filter(|a| a != "--insecure-loopback")
+            .collect();
+        std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        a.extend(["--tls-cert".into(), cert.display().to_string()]);
+        a.extend(["--tls-key".into(), key.display().to_string()]);
+        refused(a, &[expect, "no PEM"]);
+    }
 
     // Bad key files and tokens.
     let short = f.dir.write("keys/short.aes", &[1; 15], 0o600);

@@ -2,7 +2,7 @@
 //! the tokens, the TLS configuration.
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -335,6 +335,28 @@ impl Args {
                     })?),
                     None => None,
                 };
+                // rustls would find nothing in them only at the first handshake, and say the
+                // peer sent no certificate.
+                // Searched as bytes: the key's are not copied anywhere.
+                let has =
+                    |pem: &[u8], part: &str| pem.windows(part.len()).any(|w| w == part.as_bytes());
+                let lacks = |option: &str, path: &Path, pem: &[u8], label: &str| {
+                    if has(pem, "-----BEGIN ") && has(pem, label) {
+                        Ok(())
+                    } else {
+                        Err(StartError::new(format!(
+                            "{option} {}: no PEM {} in it (a block beginning \
+                             `-----BEGIN ...{label}-----`)",
+                            path.display(),
+                            label.to_lowercase()
+                        )))
+                    }
+                };
+                lacks("--tls-cert", cert, &cert_pem, "CERTIFICATE")?;
+                lacks("--tls-key", key, &key_pem, "PRIVATE KEY")?;
+                if let (Some(path), Some(pem)) = (&self.client_ca, &client_ca) {
+                    lacks("--client-ca", path, pem, "CERTIFICATE")?;
+                }
                 Some(Tls {
                     cert: cert_pem,
                     key: key_pem,
