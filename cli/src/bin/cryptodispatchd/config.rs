@@ -256,6 +256,39 @@ pub struct Tls {
     client_ca: Option<Vec<u8>>,
 }
 
+impl Tls {
+    /// Refuses files with no PEM block of their kind, naming them: rustls would find nothing
+    /// in them only at the first handshake, and say the peer sent no certificate. Checked
+    /// after the command line's other checks, which need no file parsed.
+    fn check_pem(
+        &self,
+        cert: &Path,
+        key: &Path,
+        client_ca: Option<&Path>,
+    ) -> Result<(), StartError> {
+        // Searched as bytes: the key's are not copied anywhere.
+        let has = |pem: &[u8], part: &str| pem.windows(part.len()).any(|w| w == part.as_bytes());
+        let lacks = |option: &str, path: &Path, pem: &[u8], label: &str| {
+            if has(pem, "-----BEGIN ") && has(pem, label) {
+                Ok(())
+            } else {
+                Err(StartError::new(format!(
+                    "{option} {}: no PEM {} in it (a block beginning \
+                     `-----BEGIN ...{label}-----`)",
+                    path.display(),
+                    label.to_lowercase()
+                )))
+            }
+        };
+        lacks("--tls-cert", cert, &self.cert, "CERTIFICATE")?;
+        lacks("--tls-key", key, &self.key, "PRIVATE KEY")?;
+        if let (Some(path), Some(pem)) = (client_ca, &self.client_ca) {
+            lacks("--client-ca", path, pem, "CERTIFICATE")?;
+        }
+        Ok(())
+    }
+}
+
 impl std::fmt::Debug for Tls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tls")
@@ -335,28 +368,6 @@ impl Args {
                     })?),
                     None => None,
                 };
-                // rustls would find nothing in them only at the first handshake, and say the
-                // peer sent no certificate.
-                // Searched as bytes: the key's are not copied anywhere.
-                let has =
-                    |pem: &[u8], part: &str| pem.windows(part.len()).any(|w| w == part.as_bytes());
-                let lacks = |option: &str, path: &Path, pem: &[u8], label: &str| {
-                    if has(pem, "-----BEGIN ") && has(pem, label) {
-                        Ok(())
-                    } else {
-                        Err(StartError::new(format!(
-                            "{option} {}: no PEM {} in it (a block beginning \
-                             `-----BEGIN ...{label}-----`)",
-                            path.display(),
-                            label.to_lowercase()
-                        )))
-                    }
-                };
-                lacks("--tls-cert", cert, &cert_pem, "CERTIFICATE")?;
-                lacks("--tls-key", key, &key_pem, "PRIVATE KEY")?;
-                if let (Some(path), Some(pem)) = (&self.client_ca, &client_ca) {
-                    lacks("--client-ca", path, pem, "CERTIFICATE")?;
-                }
                 Some(Tls {
                     cert: cert_pem,
                     key: key_pem,
@@ -453,6 +464,9 @@ impl Args {
             MAX_METRICS_CONNECTIONS,
         )?;
         positive("metrics-timeout-ms", self.metrics_timeout_ms)?;
+        if let (Some(tls), Some(cert), Some(key)) = (&tls, &self.tls_cert, &self.tls_key) {
+            tls.check_pem(cert, key, self.client_ca.as_deref())?;
+        }
         Ok(Settings {
             listen: self.listen,
             tls,
