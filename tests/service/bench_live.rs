@@ -149,6 +149,52 @@ fn a_packet_size_that_is_not_whole_blocks_is_refused() {
 }
 
 #[test]
+fn a_packet_size_the_service_would_refuse_is_refused_by_every_workload() {
+    // Refused before any job is made: 0 once divided the reference's job into packets.
+    let too_large = (16usize << 20) + 16;
+    let too_large = too_large.to_string();
+    let workloads = [
+        "cbc16k",
+        "mixed",
+        "hetero",
+        "hetero-chains",
+        "many-chains",
+        "verify",
+        "hol",
+        "tiny",
+        "manycbc",
+        "gcm",
+        "parallel",
+        "padded",
+        "stream",
+        "tenants",
+        "tenant-mix",
+    ];
+    for workload in workloads {
+        for packet in ["0", "100", too_large.as_str()] {
+            let args = [
+                "live",
+                "--workload",
+                workload,
+                "--reps",
+                "1",
+                "--jobs",
+                "2",
+                "--size",
+                "4096",
+                "--packet",
+                packet,
+            ];
+            let err = refused(&args);
+            let want = format!("--packet {packet}: {workload} needs a positive multiple of 16");
+            assert!(err.contains(&want), "{workload}: {err}");
+            assert!(err.contains("at most 16777216"), "{workload}: {err}");
+            assert!(!err.contains("panicked"), "{workload}: {err}");
+        }
+    }
+}
+
+#[test]
 fn a_job_size_that_is_not_whole_blocks_is_refused_by_every_workload_that_takes_one() {
     for workload in ["tenants", "hol", "gcm", "padded", "stream"] {
         for size in ["0", "100"] {

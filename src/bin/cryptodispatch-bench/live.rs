@@ -260,6 +260,27 @@ impl LiveArgs {
         Live::try_parse_from(words).map(|l| l.args)
     }
 
+    /// `--packet`, if given, checked once for every workload by the rule the service builds
+    /// by (`ServiceBuilder::build`): a positive multiple of 16, at most
+    /// [`ServiceBuilder::MAX_PACKET_SIZE`].
+    ///
+    /// # Errors
+    /// A message naming the option, its value and the workload.
+    pub fn packet(&self) -> Result<Option<usize>, String> {
+        let Some(packet) = self.packet else {
+            return Ok(None);
+        };
+        let max = ServiceBuilder::MAX_PACKET_SIZE;
+        if packet == 0 || packet % 16 != 0 || packet > max {
+            return Err(format!(
+                "--packet {packet}: {} needs a positive multiple of 16, at most {max} (16 MiB, \
+                 the service's largest packet)",
+                self.workload.name()
+            ));
+        }
+        Ok(Some(packet))
+    }
+
     /// The policies to run: `--policies` with `--compare`, else `--policy`.
     fn policy_specs(&self) -> Result<Vec<PolicySpec>, String> {
         if self.compare {
@@ -283,6 +304,8 @@ pub enum Runner {
 impl Runner {
     /// Runs the workload with `args` and prints its report.
     pub fn run(self, args: &LiveArgs) -> Result<(), String> {
+        // Every workload's --packet by the same rule, whether it cuts its jobs by it or not.
+        args.packet()?;
         match self {
             Runner::Compare(work) => {
                 let rows = measure(args, &work(args)?, &args.policy_specs()?)?;
@@ -405,7 +428,7 @@ impl Work {
             ed_nodes: 0,
             // Longer jobs in packets of 256 KiB, whose retry copies stay in the cache (larger
             // ones' do not: docs/RESULTS.md, "Packets of long jobs"); a bad --packet is refused.
-            packet_size: args.packet.unwrap_or(size.min(256 << 10)),
+            packet_size: args.packet()?.unwrap_or(size.min(256 << 10)),
             size_label: size.to_string(),
             submitters: args.threads.unwrap_or(submitters),
             greedy,

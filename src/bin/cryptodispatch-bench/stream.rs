@@ -39,7 +39,7 @@ const WARM_UP_JOBS: usize = 2;
 /// Runs the workload and prints a table (or CSV).
 pub fn run(args: &LiveArgs) -> Result<(), String> {
     let size = whole_blocks("--size", args.size.unwrap_or(64 << 20), "stream")?;
-    let packet = whole_blocks("--packet", args.packet.unwrap_or(PACKET), "stream")?;
+    let packet = args.packet()?.unwrap_or(PACKET);
     fits_in_memory(1, size)?;
     let data = pattern(size);
     let (key_bytes, iv) = ([0x2b; 16], [0x0f; 16]);
