@@ -481,3 +481,40 @@ fn the_matrix_finds_every_policy_at_or_above_the_exact_optimum_and_the_bound_bel
     assert!(at_optimum > 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The bench's standard error for `args`, after checking that it failed with a message and
+/// not a panic.
+fn refused(args: &[&str]) -> String {
+    let o = bench(args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!o.status.success(), "{args:?} ran: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    err
+}
+
+#[test]
+fn node_and_packet_counts_beyond_the_bounds_are_refused_by_name() {
+    for nodes in ["18446744073709551615", "4294967296", "100000", "4097", "0"] {
+        for command in ["sim", "gen"] {
+            let err = refused(&[command, "--packets", "20", "--nodes", nodes]);
+            let want = if nodes == "0" {
+                "must be at least 1"
+            } else {
+                "at most 4096 nodes"
+            };
+            assert!(err.contains(want), "{command} --nodes {nodes}: {err}");
+        }
+    }
+    // As many nodes again through one unit time each.
+    let times = vec!["16"; 4097].join(",");
+    let err = refused(&["sim", "--packets", "20", "--unit-times", &times]);
+    assert!(err.contains("at most 4096 nodes"), "{err}");
+    for args in [
+        &["sim", "--packets", "18446744073709551615"][..],
+        &["gen", "--packets", "10000001"],
+        &["paper", "--exp", "1", "--packets", "18446744073709551615"],
+    ] {
+        let err = refused(args);
+        assert!(err.contains("at most 10000000 packets"), "{args:?}: {err}");
+    }
+}

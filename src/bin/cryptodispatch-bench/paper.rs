@@ -11,6 +11,7 @@ use cryptodispatch::sim::research::experiments::{
 };
 
 use crate::plot::{Chart, Series};
+use crate::replay::packet_count;
 use crate::report::{Csv, Table, f, pct, pcts, write_file, wrote};
 use crate::support::{Pool, positive};
 
@@ -30,8 +31,8 @@ pub struct PaperArgs {
     /// Node queue capacity, in length units (experiments 2-4).
     #[arg(long, default_value_t = 32)]
     cap: u64,
-    /// Packets per run in experiment 1.
-    #[arg(long, default_value_t = 600)]
+    /// Packets per run in experiment 1 (1 to 10000000).
+    #[arg(long, default_value_t = 600, value_parser = packet_count)]
     packets: usize,
     /// Offered load relative to the nodes' full-speed capacity (0: everything at time 0).
     #[arg(long, default_value_t = 1.5)]

@@ -17,8 +17,9 @@ use crate::support::{Text, parse_policies};
 /// Which nodes to simulate.
 #[derive(Debug, Clone, Args)]
 pub struct NodeArgs {
-    /// Number of nodes, with unit times drawn from --unit-range (seeded by --seed).
-    #[arg(long, default_value_t = 4, conflicts_with = "unit_times")]
+    /// Number of nodes (1 to 4096), with unit times drawn from --unit-range (seeded by
+    /// --seed).
+    #[arg(long, default_value_t = 4, conflicts_with = "unit_times", value_parser = node_count)]
     pub nodes: usize,
     /// Range the unit times are drawn from, as LO,HI.
     #[arg(long, value_name = "LO,HI", default_value = "16,36", value_parser = parse_range)]
@@ -34,12 +35,49 @@ pub struct NodeArgs {
     pub seed: u64,
 }
 
+/// The most nodes `sim` and `gen` simulate, as many as the command-line tool's `--nodes`
+/// allows: a node count sizes what is allocated before anything runs, and the simulator's
+/// time grows with nodes × packets (4096 nodes take seconds for 600 packets).
+pub const MAX_NODES: usize = 4096;
+
+/// The most packets a generated workload has (`sim`, `gen`, `paper --exp 1`): a trace and the
+/// simulator's state take about 150 bytes a packet, so at most about 1.5 GB, where a larger
+/// count would abort on allocation (or run for hours) rather than fail with a message.
+pub const MAX_PACKETS: usize = 10_000_000;
+
+/// A count from 1 to `max` of `what`, as a command-line value.
+fn count_up_to(s: &str, max: usize, what: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) if n > max => Err(format!("at most {max} {what}")),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--nodes`: 1 to [`MAX_NODES`].
+pub fn node_count(s: &str) -> Result<usize, String> {
+    count_up_to(s, MAX_NODES, "nodes")
+}
+
+/// `--packets`: 1 to [`MAX_PACKETS`].
+pub fn packet_count(s: &str) -> Result<usize, String> {
+    count_up_to(s, MAX_PACKETS, "packets")
+}
+
 impl NodeArgs {
     pub fn node_set(&self) -> Result<NodeSet, String> {
         match &self.unit_times {
             Some(t) if t.is_empty() => Err("--unit-times needs at least one value".into()),
+            Some(t) if t.len() > MAX_NODES => Err(format!(
+                "--unit-times: {} values, one per node, and at most {MAX_NODES} nodes",
+                t.len()
+            )),
             Some(t) => Ok(NodeSet::Given(t.clone())),
-            None if self.nodes == 0 => Err("--nodes must be at least 1".into()),
+            None if !(1..=MAX_NODES).contains(&self.nodes) => Err(format!(
+                "--nodes {}: must be from 1 to {MAX_NODES}",
+                self.nodes
+            )),
             None => Ok(NodeSet::Drawn {
                 nodes: self.nodes,
                 lo: self.unit_range.0,
@@ -56,8 +94,8 @@ pub struct SimArgs {
     /// generated (see --packets).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Packets of the generated workload, when no --trace is given.
-    #[arg(long, default_value_t = 600)]
+    /// Packets of the generated workload, when no --trace is given (1 to 10000000).
+    #[arg(long, default_value_t = 600, value_parser = packet_count)]
     pub packets: usize,
     /// Policies to run, comma-separated (each on the same trace and nodes).
     #[arg(long, default_value = "paper", long_help = crate::support::policy_help(
@@ -79,8 +117,8 @@ pub struct SimArgs {
 /// Options of `gen`.
 #[derive(Debug, Args)]
 pub struct GenArgs {
-    /// Packets to generate.
-    #[arg(long, default_value_t = 600)]
+    /// Packets to generate (1 to 10000000).
+    #[arg(long, default_value_t = 600, value_parser = packet_count)]
     pub packets: usize,
     #[command(flatten)]
     pub nodes: NodeArgs,
