@@ -518,3 +518,20 @@ fn node_and_packet_counts_beyond_the_bounds_are_refused_by_name() {
         assert!(err.contains("at most 10000000 packets"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_policy_is_taken_as_the_bench_prints_it() {
+    let o = bench(&[
+        "sim",
+        "--packets",
+        "20",
+        "--policy",
+        "paper:alpha=0.05,beta=0.95,mct,paper:alpha=0.1,beta=0.9",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    for name in ["paper:alpha=0.05,beta=0.95", "paper:alpha=0.1,beta=0.9"] {
+        assert!(text.contains(name), "{text}");
+    }
+}

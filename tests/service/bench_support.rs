@@ -1,5 +1,6 @@
-//! The benchmark binary's shared helpers, from its own files: the nearest-rank percentile and
-//! the `openssl speed` baseline (its median and spread, and the summary line it reads).
+//! The benchmark binary's shared helpers, from its own files: the nearest-rank percentile,
+//! policy lists, and the `openssl speed` baseline (its median and spread, and the summary line
+//! it reads).
 
 #[allow(dead_code)]
 #[path = "../../src/bin/cryptodispatch-bench/openssl.rs"]
@@ -8,8 +9,9 @@ mod openssl;
 #[path = "../../src/bin/cryptodispatch-bench/support.rs"]
 mod support;
 
+use cryptodispatch::PolicySpec;
 use openssl::{Baseline, Speed, parse_summary};
-use support::percentile;
+use support::{parse_policies, percentile, split_policies};
 
 #[test]
 fn the_percentile_is_the_nearest_rank() {
@@ -20,6 +22,51 @@ fn the_percentile_is_the_nearest_rank() {
     // A small sample's p99 is its largest value, not one past the end.
     assert_eq!(percentile(&[3u64, 7, 9], 0.99), 9);
     assert_eq!(percentile::<u64>(&[], 0.99), 0);
+}
+
+#[test]
+fn a_policy_list_keeps_each_policys_parameters_together() {
+    let parse = |list: &str| parse_policies("--policy", Some(list));
+    // As a policy prints itself: its parameters comma-separated after the colon.
+    assert_eq!(
+        parse("paper:alpha=0.05,beta=0.95"),
+        Ok(vec![PolicySpec::paper(0.05, 0.95)])
+    );
+    assert_eq!(
+        parse("paper,mct,paper:alpha=0.1,beta=0.9"),
+        Ok(vec![
+            PolicySpec::paper_defaults(),
+            PolicySpec::mct(),
+            PolicySpec::paper(0.1, 0.9)
+        ])
+    );
+    assert_eq!(
+        parse(" paper:alpha=0.1 , beta=0.9 ,, hhs-acdid , p2c:seed=7"),
+        Ok(vec![
+            PolicySpec::paper(0.1, 0.9),
+            PolicySpec::hhs_acdid(),
+            PolicySpec::p2c(7)
+        ])
+    );
+    // Every policy's printed name parses back to it, in a list of them all.
+    let all = PolicySpec::all();
+    let printed: Vec<String> = all.iter().map(ToString::to_string).collect();
+    assert_eq!(parse(&printed.join(",")), Ok(all));
+    assert_eq!(
+        split_policies("paper:alpha=0.1,beta=0.9,mct").unwrap(),
+        ["paper:alpha=0.1,beta=0.9", "mct"]
+    );
+}
+
+#[test]
+fn a_parameter_that_continues_no_policy_is_refused() {
+    let err = parse_policies("--policies", Some("paper,beta=0.9")).unwrap_err();
+    assert!(err.starts_with("--policies: "), "{err}");
+    assert!(err.contains("paper:beta=0.9"), "{err}");
+    let err = parse_policies("--policy", Some("beta=0.9,paper")).unwrap_err();
+    assert!(err.contains("no policy before it"), "{err}");
+    let err = parse_policies("--policy", Some("paper:alpha=0.1,gamma=1")).unwrap_err();
+    assert!(err.contains("gamma"), "{err}");
 }
 
 #[test]

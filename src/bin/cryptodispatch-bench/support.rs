@@ -212,7 +212,8 @@ impl PointRunner for Pool {
 }
 
 /// The policies `list` names, comma-separated, as option `flag` gave them (all of
-/// [`PolicySpec::names`] without a list).
+/// [`PolicySpec::names`] without a list). A policy's parameters are comma-separated too
+/// (`NAME:KEY=VALUE,KEY=VALUE`, as a policy prints): see [`split_policies`].
 ///
 /// # Errors
 /// A message naming the option and an unknown policy or a bad parameter.
@@ -220,14 +221,50 @@ pub fn parse_policies(flag: &str, list: Option<&str>) -> Result<Vec<PolicySpec>,
     let Some(list) = list else {
         return Ok(PolicySpec::all());
     };
-    let specs = (list.split(',').map(str::trim).filter(|s| !s.is_empty()))
-        .map(|s| s.parse::<PolicySpec>().map_err(|e| format!("{flag}: {e}")))
-        .collect::<Result<Vec<_>, _>>()?;
+    let specs = (split_policies(list)
+        .map_err(|e| format!("{flag}: {e}"))?
+        .iter())
+    .map(|s| s.parse::<PolicySpec>().map_err(|e| format!("{flag}: {e}")))
+    .collect::<Result<Vec<_>, _>>()?;
     if specs.is_empty() {
         let names = PolicySpec::names().join(", ");
         return Err(format!("{flag}: no policy named; choose from {names}"));
     }
     Ok(specs)
+}
+
+/// The policies of a comma-separated list, each as one string `NAME` or
+/// `NAME:KEY=VALUE,KEY=VALUE`. A comma starts a new policy unless what follows it is a
+/// `KEY=VALUE` (an `=` with no `:` before it), which continues the previous policy's
+/// parameters: `paper:alpha=0.1,beta=0.9,mct` is two policies. Empty items are skipped.
+///
+/// # Errors
+/// A `KEY=VALUE` with no policy whose parameters it could continue (first in the list, or
+/// after a policy written without `:`).
+pub fn split_policies(list: &str) -> Result<Vec<String>, String> {
+    let mut policies: Vec<String> = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let parameter = item.find('=').is_some_and(|eq| !item[..eq].contains(':'));
+        match policies.last_mut() {
+            Some(last) if parameter && last.contains(':') => {
+                last.push(',');
+                last.push_str(item);
+            }
+            Some(last) if parameter => {
+                return Err(format!(
+                    "{item:?} follows {last:?}, which has no parameters to continue: write \
+                     {last}:{item}"
+                ));
+            }
+            None if parameter => {
+                return Err(format!(
+                    "{item:?} is a parameter with no policy before it: write NAME:{item}"
+                ));
+            }
+            _ => policies.push(item.to_owned()),
+        }
+    }
+    Ok(policies)
 }
 
 /// The long help of a policy option: `intro`, then the library's policies (its registry), one
