@@ -535,3 +535,71 @@ fn a_policy_is_taken_as_the_bench_prints_it() {
         assert!(text.contains(name), "{text}");
     }
 }
+
+#[test]
+fn inputs_that_leave_nothing_finite_to_report_are_refused() {
+    let empty = std::env::temp_dir().join(format!(
+        "cryptodispatch-empty-trace-{}.csv",
+        std::process::id()
+    ));
+    std::fs::write(&empty, "task,seq,flag,arrival,length,cmd\n").unwrap();
+    let empty = empty.to_str().unwrap();
+    let cases: [(&[&str], &str); 6] = [
+        (&["sim", "--packets", "0"], "must be at least 1"),
+        (&["sim", "--trace", empty], "the trace has no packets"),
+        (
+            &["sim", "--packets", "20", "--unit-times=1e-320"],
+            "--unit-times 1e-320: must lie in [1e-6, 1e6]",
+        ),
+        (
+            &["sim", "--packets", "20", "--unit-times=16,1e7"],
+            "--unit-times 1e7: must lie in [1e-6, 1e6]",
+        ),
+        (
+            &["sim", "--packets", "20", "--unit-range=1e308,1e308"],
+            "need 1e-6 <= LO <= HI <= 1e6, got 1e308,1e308",
+        ),
+        (
+            &["paper", "--exp", "4", "--load", "1e-320", "--seeds", "1"],
+            "--load 1e-320: must be 0 (every packet at time 0) or lie in [1e-6, 1e6]",
+        ),
+    ];
+    for (args, want) in cases {
+        let err = refused(args);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_file(empty);
+}
+
+#[test]
+fn gen_checks_its_options_as_sim_and_paper_do() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["--load=-1"], "--load -1: must be 0"),
+        (&["--load=nan"], "--load NaN: must be 0"),
+        (&["--load=inf"], "--load inf: must be 0"),
+        (&["--load=1e-320"], "--load 1e-320: must be 0"),
+        (
+            &["--unit-times", "0"],
+            "--unit-times 0: must lie in [1e-6, 1e6]",
+        ),
+        (
+            &["--cap", "1"],
+            "--cap: capacity 1 is smaller than the longest packet (4)",
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["gen", "--packets", "5"];
+        args.extend_from_slice(extra);
+        let err = refused(&args);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    // A load of 0 is every packet at time 0, and a capacity that holds the longest packet is
+    // taken.
+    let o = bench(&["gen", "--packets", "5", "--load", "0", "--cap", "4"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let arrivals: Vec<&str> = (text.lines().skip(1))
+        .map(|l| l.split(',').nth(3).unwrap())
+        .collect();
+    assert_eq!(arrivals, ["0"; 5], "{text}");
+}

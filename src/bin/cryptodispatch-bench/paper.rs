@@ -11,7 +11,7 @@ use cryptodispatch::sim::research::experiments::{
 };
 
 use crate::plot::{Chart, Series};
-use crate::replay::packet_count;
+use crate::replay::{load, packet_count};
 use crate::report::{Csv, Table, f, pct, pcts, write_file, wrote};
 use crate::support::{Pool, positive};
 
@@ -34,7 +34,8 @@ pub struct PaperArgs {
     /// Packets per run in experiment 1 (1 to 10000000).
     #[arg(long, default_value_t = 600, value_parser = packet_count)]
     packets: usize,
-    /// Offered load relative to the nodes' full-speed capacity (0: everything at time 0).
+    /// Offered load relative to the nodes' full-speed capacity (0: everything at time 0; else
+    /// from 1e-6 to 1e6).
     #[arg(long, default_value_t = 1.5)]
     load: f64,
     /// Where CSV and SVG files go.
@@ -47,9 +48,6 @@ pub struct PaperArgs {
 
 impl PaperArgs {
     fn settings(&self) -> Result<Settings, String> {
-        if !(self.load.is_finite() && self.load >= 0.0) {
-            return Err(format!("--load {} must be a number >= 0", self.load));
-        }
         let mut s = Settings {
             seeds: self.seeds,
             base_seed: self.seed,
@@ -57,7 +55,7 @@ impl PaperArgs {
             ..Settings::default()
         };
         s.workload.packets = self.packets;
-        s.workload.load = (self.load > 0.0).then_some(self.load);
+        s.workload.load = load(self.load)?;
         Ok(s)
     }
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use cryptodispatch::sched::Affinity;
+use cryptodispatch::sim::research::experiments::{self, Settings};
 use cryptodispatch::sim::{
     NodeModel, NodeSet, SimConfig, Trace, WorkloadSpec, lower_bound, simulate,
 };
@@ -27,7 +28,7 @@ pub struct NodeArgs {
     /// One unit time per node (the same for every command), e.g. 16,20,28,36.
     #[arg(long, value_name = "T1,T2,...", value_delimiter = ',')]
     pub unit_times: Option<Vec<f64>>,
-    /// Node queue capacity, in length units.
+    /// Node queue capacity, in length units (gen: the trace's packets must fit it).
     #[arg(long, default_value_t = 32)]
     pub cap: u64,
     /// Seed for drawn unit times and generated workloads.
@@ -44,6 +45,54 @@ pub const MAX_NODES: usize = 4096;
 /// simulator's state take about 150 bytes a packet, so at most about 1.5 GB, where a larger
 /// count would abort on allocation (or run for hours) rather than fail with a message.
 pub const MAX_PACKETS: usize = 10_000_000;
+
+/// The unit times (`--unit-times`, `--unit-range`) and loads (`--load`) the simulator is
+/// given: six orders of magnitude either side of the paper's (unit times 16 to 36, load 1.5).
+/// Within them every quantity the simulator and its lower bound compute stays finite and
+/// normal: a rate 1/t or an arrival gap 1/(load × rate) is at most about 1e13, and a makespan
+/// of [`MAX_PACKETS`] packets of such gaps and unit times lies far below f64's 1.8e308. A
+/// value far outside (1e-320, 1e308) made the arrivals, the bound or the makespan infinite, and
+/// the ratios NaN.
+pub const SIM_RANGE: (f64, f64) = (1e-6, 1e6);
+
+/// `value` of option `flag` if it lies in [`SIM_RANGE`].
+fn in_sim_range(flag: &str, value: f64) -> Result<f64, String> {
+    let (lo, hi) = SIM_RANGE;
+    if !(lo..=hi).contains(&value) {
+        let value = shown(value);
+        return Err(format!("{flag} {value}: must lie in [{lo:e}, {hi:e}]"));
+    }
+    Ok(value)
+}
+
+/// `--load` (of `gen` and `paper`) as a workload takes it: `None` for 0 (every packet at time
+/// 0), else the load, which must lie in [`SIM_RANGE`].
+///
+/// # Errors
+/// A negative, non-finite or out-of-range load, named.
+pub fn load(value: f64) -> Result<Option<f64>, String> {
+    if value == 0.0 {
+        return Ok(None);
+    }
+    let (lo, hi) = SIM_RANGE;
+    if !(lo..=hi).contains(&value) {
+        let value = shown(value);
+        return Err(format!(
+            "--load {value}: must be 0 (every packet at time 0) or lie in [{lo:e}, {hi:e}]"
+        ));
+    }
+    Ok(Some(value))
+}
+
+/// `x` as an error message shows it: in exponent form when tiny or huge, which `{}` would
+/// write out in hundreds of digits.
+fn shown(x: f64) -> String {
+    if x.is_finite() && x != 0.0 && !(1e-4..1e7).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        x.to_string()
+    }
+}
 
 /// A count from 1 to `max` of `what`, as a command-line value.
 fn count_up_to(s: &str, max: usize, what: &str) -> Result<usize, String> {
@@ -73,7 +122,12 @@ impl NodeArgs {
                 "--unit-times: {} values, one per node, and at most {MAX_NODES} nodes",
                 t.len()
             )),
-            Some(t) => Ok(NodeSet::Given(t.clone())),
+            Some(t) => {
+                for &time in t {
+                    in_sim_range("--unit-times", time)?;
+                }
+                Ok(NodeSet::Given(t.clone()))
+            }
             None if !(1..=MAX_NODES).contains(&self.nodes) => Err(format!(
                 "--nodes {}: must be from 1 to {MAX_NODES}",
                 self.nodes
@@ -122,7 +176,8 @@ pub struct GenArgs {
     pub packets: usize,
     #[command(flatten)]
     pub nodes: NodeArgs,
-    /// Offered load relative to the nodes' full-speed capacity (0: everything at time 0).
+    /// Offered load relative to the nodes' full-speed capacity (0: everything at time 0; else
+    /// from 1e-6 to 1e6).
     #[arg(long, default_value_t = 1.5)]
     pub load: f64,
     /// Share of dependent jobs.
@@ -139,8 +194,13 @@ pub fn parse_range(s: &str) -> Result<(f64, f64), String> {
         .ok_or_else(|| format!("expected LO,HI, got {s:?}"))?;
     let lo: f64 = a.trim().parse().map_err(|_| format!("bad number {a:?}"))?;
     let hi: f64 = b.trim().parse().map_err(|_| format!("bad number {b:?}"))?;
-    if !(lo.is_finite() && hi.is_finite() && lo > 0.0 && hi >= lo) {
-        return Err(format!("need 0 < LO <= HI, got {lo},{hi}"));
+    let (min, max) = SIM_RANGE;
+    if !(min <= lo && lo <= hi && hi <= max) {
+        return Err(format!(
+            "need {min:e} <= LO <= HI <= {max:e}, got {},{}",
+            a.trim(),
+            b.trim()
+        ));
     }
     Ok((lo, hi))
 }
@@ -154,10 +214,14 @@ pub fn sim(args: &SimArgs) -> Result<(), String> {
     let mut rng = ChaCha8Rng::seed_from_u64(args.nodes.seed);
     let nodes = build(&args.nodes, &mut rng)?;
     let (trace, source) = match &args.trace {
-        Some(path) => (
-            Trace::read(path).map_err(|e| format!("{}: {e}", path.display()))?,
-            path.display().to_string(),
-        ),
+        Some(path) => {
+            let trace = Trace::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            // No packets, no makespan to compare with the bound (0 / 0).
+            if trace.is_empty() {
+                return Err(format!("{}: the trace has no packets", path.display()));
+            }
+            (trace, path.display().to_string())
+        }
         None => (
             WorkloadSpec::default()
                 .with_packets(args.packets)
@@ -246,9 +310,17 @@ pub fn generate(args: &GenArgs) -> Result<(), String> {
     let spec = WorkloadSpec {
         packets: args.packets,
         dependent_share: args.dependent_share,
-        load: (args.load > 0.0).then_some(args.load),
+        load: load(args.load)?,
         ..WorkloadSpec::default()
     };
+    // The trace is for nodes of capacity --cap: as `paper` and `sim` do, refuse one that
+    // cannot hold the longest packet written, which `sim --trace` would refuse on them.
+    let settings = Settings {
+        cap: args.nodes.cap,
+        workload: spec.clone(),
+        ..Settings::default()
+    };
+    experiments::check(&settings, &[]).map_err(|e| format!("--cap: {e}"))?;
     let csv = spec.generate(&nodes, 1, &mut rng).to_csv();
     match &args.out {
         Some(path) => {
