@@ -603,3 +603,33 @@ fn gen_checks_its_options_as_sim_and_paper_do() {
         .collect();
     assert_eq!(arrivals, ["0"; 5], "{text}");
 }
+
+#[test]
+fn an_output_directory_that_cannot_be_one_is_refused_before_the_run() {
+    let file = std::env::temp_dir().join(format!("cryptodispatch-out-{}", std::process::id()));
+    std::fs::write(&file, "not a directory").unwrap();
+    let out = file.to_str().unwrap();
+    for args in [
+        &["paper", "--exp", "2", "--seeds", "1", "--out", out][..],
+        &["policies", "--no-live", "--seeds", "1", "--out", out],
+        &[
+            "policies", "--matrix", "--quick", "--small", "1", "--out", out,
+        ],
+        &["policies", "--sample", "1", "--small", "1", "--out", out],
+    ] {
+        let o = bench(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("{out}: it exists and is not a directory")),
+            "{args:?}: {err}"
+        );
+        // Refused before the experiment ran: nothing of it printed.
+        assert!(
+            o.stdout.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    let _ = std::fs::remove_file(&file);
+}

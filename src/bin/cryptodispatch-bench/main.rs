@@ -93,7 +93,9 @@ fn summary() -> Result<(), String> {
         ..Settings::default()
     };
     let points = experiments::summary_points();
-    paper::exp4(&settings, None, &PathBuf::from("results"), &points)?;
+    let out = PathBuf::from("results");
+    report::out_dir(&out)?;
+    paper::exp4(&settings, None, &out, &points)?;
 
     println!("\nLive, on this machine: the same job streams through the service under `paper` and");
     println!(

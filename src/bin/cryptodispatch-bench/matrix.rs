@@ -54,6 +54,7 @@ const HOLDS: f64 = 1.05;
 /// A file that cannot be written, or the solver failing.
 pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let (specs, labels) = &args.specs()?;
+    crate::report::out_dir(&args.out)?;
     let classes = classes::classes();
     let cell_seeds = seeds(args.seed, u64::from(args.seeds().max(1)));
     let small_seeds = seeds(args.seed, u64::from(args.small()));

@@ -12,7 +12,7 @@ use cryptodispatch::sim::research::experiments::{
 
 use crate::plot::{Chart, Series};
 use crate::replay::{load, packet_count};
-use crate::report::{Csv, Table, f, pct, pcts, write_file, wrote};
+use crate::report::{Csv, Table, f, out_dir, pct, pcts, write_file, wrote};
 use crate::support::{Pool, positive};
 
 /// Options of `paper`.
@@ -63,6 +63,7 @@ impl PaperArgs {
 /// Runs the experiment, prints it and writes its files.
 pub fn run(args: &PaperArgs) -> Result<(), String> {
     let (settings, threads, out) = (&args.settings()?, args.threads, args.out.as_path());
+    out_dir(out)?;
     experiments::check(settings, &CAPS)?;
     match args.exp {
         1 => exp1(settings, threads, out),

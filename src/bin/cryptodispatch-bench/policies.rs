@@ -154,6 +154,7 @@ impl PoliciesArgs {
 /// Runs the settings above (not --matrix or --sample, which `matrix.rs` and `sample.rs` run).
 pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let (specs, labels) = args.specs()?;
+    crate::report::out_dir(&args.out)?;
     let settings = Settings {
         seeds: args.seeds(),
         base_seed: args.seed,

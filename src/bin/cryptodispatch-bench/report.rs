@@ -105,6 +105,26 @@ pub fn print_rows(
     print!("{}", t.render());
 }
 
+/// Creates `dir`, where an experiment writes its files, and checks that a file can be made in
+/// it: called before the experiment runs, so that a path that cannot take the files (a regular
+/// file, a directory without write permission) fails at once rather than after the run.
+///
+/// # Errors
+/// A message naming the directory and what is wrong with it.
+pub fn out_dir(dir: &Path) -> Result<(), String> {
+    let shown = dir.display();
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!(
+            "cannot write the results to {shown}: it exists and is not a directory"
+        ));
+    }
+    fs::create_dir_all(dir).map_err(|e| format!("cannot create {shown}: {e}"))?;
+    let probe = dir.join(format!(".cryptodispatch-bench-{}", std::process::id()));
+    fs::write(&probe, b"").map_err(|e| format!("cannot write the results to {shown}: {e}"))?;
+    let _ = fs::remove_file(&probe);
+    Ok(())
+}
+
 /// Creates `dir` and writes `name` into it; returns the path written.
 pub fn write_file(dir: &Path, name: &str, contents: &str) -> Result<PathBuf, String> {
     fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;

@@ -36,6 +36,7 @@ pub const OPTIMUM_HEADER: &str = "seed,nodes,packets,lengths,policy,makespan,opt
 /// A policy that fails or leaves packets unserved, a file that cannot be written.
 pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let (specs, labels) = &args.specs()?;
+    crate::report::out_dir(&args.out)?;
     let configs = space::sample(args.sample.unwrap_or(0), args.seed);
     let pool = Pool::new(
         args.threads,
