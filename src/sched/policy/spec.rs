@@ -159,8 +159,9 @@ impl FromStr for PolicySpec {
     /// Parses `name` or `name:key=value,key=value`; names, aliases and keys in any case.
     ///
     /// # Errors
-    /// [`ConfigError::Parse`] for an unknown name or parameter, [`ConfigError::BadWeights`]
-    /// or [`ConfigError::BadPolicyParameter`] for out-of-range values.
+    /// [`ConfigError::Parse`] for an unknown name or parameter, or one given twice;
+    /// [`ConfigError::BadPolicyParameter`] for a value that is not a number, or out of range;
+    /// [`ConfigError::BadWeights`] for α or β out of range.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.trim();
         let (name, written) = match s.split_once(':') {
@@ -174,6 +175,15 @@ impl FromStr for PolicySpec {
         let mut spec = PolicySpec::from(entry);
         for param in entry.params() {
             if let Some(text) = written.take(param.name()) {
+                // A number that does not parse is refused here, by name, rather than read as
+                // NaN and refused as out of range.
+                if matches!(param.default_value(), Value::Number(_)) && text.parse::<f64>().is_err()
+                {
+                    return Err(ConfigError::BadPolicyParameter {
+                        policy: entry.name(),
+                        message: format!("{} = {text:?} is not a number", param.name()),
+                    });
+                }
                 spec.params.set(param.name(), param.parse(text)?);
             }
         }
@@ -197,7 +207,19 @@ impl<'a> Written<'a> {
             let (k, v) = p.split_once('=').ok_or_else(|| {
                 ParseError::new("policy parameter", p, format!("key=value for {policy}"))
             })?;
-            values.push((k.trim(), v.trim()));
+            let k = k.trim();
+            if values
+                .iter()
+                .any(|(seen, _): &(&str, &str)| seen.eq_ignore_ascii_case(k))
+            {
+                return Err(ParseError::new(
+                    "policy parameter",
+                    k,
+                    format!("each parameter of {policy} once ({k} is repeated)"),
+                )
+                .into());
+            }
+            values.push((k, v.trim()));
         }
         Ok(Written {
             policy: policy.to_owned(),
@@ -326,5 +348,58 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_value_that_is_not_a_number_is_named_as_such() {
+        for (spec, value) in [
+            ("paper:alpha=abc", "abc"),
+            ("paper:alpha=", ""),
+            ("paper:alpha=0x1", "0x1"),
+            ("paper:alpha=0.5:beta=1", "0.5:beta=1"),
+            ("paper:beta=1,alpha=1e", "1e"),
+        ] {
+            let err = spec.parse::<PolicySpec>().unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    ConfigError::BadPolicyParameter {
+                        policy: "paper",
+                        ..
+                    }
+                ),
+                "{spec}: {err:?}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("alpha = {value:?} is not a number")),
+                "{spec}: {text}"
+            );
+            assert!(!text.contains("NaN"), "{spec}: {text}");
+        }
+        // NaN written as such is a number, out of range.
+        assert!(matches!(
+            "paper:alpha=NaN".parse::<PolicySpec>(),
+            Err(ConfigError::BadWeights { .. })
+        ));
+    }
+
+    #[test]
+    fn a_parameter_given_twice_is_named_as_repeated() {
+        for (spec, key) in [
+            ("p2c:seed=1,seed=2", "seed"),
+            ("paper:alpha=0.3,ALPHA=0.4", "ALPHA"),
+        ] {
+            let err = spec.parse::<PolicySpec>().unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Parse(ref p) if p.what() == "policy parameter"),
+                "{spec}: {err:?}"
+            );
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("({key} is repeated)")),
+                "{spec}: {text}"
+            );
+        }
     }
 }
