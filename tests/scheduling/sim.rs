@@ -633,3 +633,25 @@ fn an_output_directory_that_cannot_be_one_is_refused_before_the_run() {
     }
     let _ = std::fs::remove_file(&file);
 }
+
+#[test]
+fn a_trace_that_cannot_be_read_is_an_error_about_the_file_not_a_line() {
+    let dir =
+        std::env::temp_dir().join(format!("cryptodispatch-unreadable-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let binary = dir.join("binary.csv");
+    std::fs::write(&binary, b"task,seq\xff\xfe").unwrap();
+    let missing = dir.join("missing.csv");
+    for (path, want) in [
+        (&binary, "is not UTF-8 text"),
+        (&dir, "cannot read the trace"),
+        (&missing, "cannot read the trace"),
+    ] {
+        let path = path.to_str().unwrap();
+        let err = refused(&["sim", "--trace", path]);
+        assert!(err.contains(path), "{path}: {err}");
+        assert!(err.contains(want), "{path}: {err}");
+        assert!(!err.contains("line 0"), "{path}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,7 +1,7 @@
 //! `sim`: replay a trace (or a generated workload) under one or more policies; `gen`: write a
 //! generated trace.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use cryptodispatch::sched::Affinity;
@@ -209,13 +209,25 @@ fn build(nodes: &NodeArgs, rng: &mut ChaCha8Rng) -> Result<Vec<NodeModel>, Strin
     Ok(nodes.node_set()?.build(nodes.cap, rng))
 }
 
+/// The trace in `path`. A file that cannot be read, or is not text, is an error about the
+/// file; a malformed line, about that line (`Trace::read` would report the first as line 0).
+fn read_trace(path: &Path) -> Result<Trace, String> {
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read the trace {shown}: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        format!("the trace {shown} is not UTF-8 text (an invalid byte at offset {at})")
+    })?;
+    Trace::parse(&text).map_err(|e| format!("{shown}: {e}"))
+}
+
 pub fn sim(args: &SimArgs) -> Result<(), String> {
     let policies = parse_policies("--policy", Some(&args.policy))?;
     let mut rng = ChaCha8Rng::seed_from_u64(args.nodes.seed);
     let nodes = build(&args.nodes, &mut rng)?;
     let (trace, source) = match &args.trace {
         Some(path) => {
-            let trace = Trace::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let trace = read_trace(path)?;
             // No packets, no makespan to compare with the bound (0 / 0).
             if trace.is_empty() {
                 return Err(format!("{}: the trace has no packets", path.display()));
