@@ -655,3 +655,56 @@ fn a_trace_that_cannot_be_read_is_an_error_about_the_file_not_a_line() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_optimum_cache_line_that_cannot_be_an_optimum_is_recomputed_and_named() {
+    let dir = std::env::temp_dir().join(format!("cryptodispatch-cache-{}", std::process::id()));
+    let cache = dir.join("optima");
+    let out = dir.join("out");
+    let (cache_arg, out_arg) = (cache.to_str().unwrap(), out.to_str().unwrap());
+    let run = || {
+        let o = bench(&[
+            "policies",
+            "--matrix",
+            "--seeds",
+            "1",
+            "--small",
+            "3",
+            "--policies",
+            "paper,mct",
+            "--out",
+            out_arg,
+            "--optimum-cache",
+            cache_arg,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        let optima = std::fs::read_to_string(out.join("matrix_optimum.csv")).unwrap();
+        (optima, err)
+    };
+    std::fs::create_dir_all(&dir).unwrap();
+    let (optima, _) = run();
+    let good = std::fs::read_to_string(&cache).unwrap();
+    let lines: Vec<&str> = good.lines().collect();
+    assert_eq!(lines.len(), 3, "{good}");
+    // Not a number, below any instance's lower bound, negative.
+    let keys: Vec<&str> = lines.iter().map(|l| l.split(',').next().unwrap()).collect();
+    let corrupt = format!("{},nan\n{},1\n{},-1\n", keys[0], keys[1], keys[2]);
+    std::fs::write(&cache, corrupt).unwrap();
+    let (again, err) = run();
+    assert_eq!(again, optima, "the corrupt values were used");
+    for line in ["line 1: optimum NaN", "line 3: optimum -1"] {
+        assert!(
+            err.contains(&format!("{cache_arg}: {line} is not a positive number")),
+            "{err}"
+        );
+    }
+    assert!(
+        err.contains(&format!("{cache_arg}: line 2: optimum 1 of small instance")),
+        "{err}"
+    );
+    assert!(err.contains("lies below its lower bound"), "{err}");
+    // The cache is mended.
+    assert_eq!(std::fs::read_to_string(&cache).unwrap(), good);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -22,11 +22,13 @@
 //! - `matrix.svg`: the heat map of makespan / the cell's best (cells down, policies across).
 
 use std::path::Path;
+use std::sync::Mutex;
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use cryptodispatch::sched::PolicySpec;
+use cryptodispatch::sim::lower_bound;
 use cryptodispatch::sim::model::NodeModel;
 use cryptodispatch::sim::research::classes::{self, Class};
 use cryptodispatch::sim::research::matrix::{
@@ -38,7 +40,7 @@ use crate::milp::Solver;
 use crate::plot::svg;
 use crate::policies::PoliciesArgs;
 use crate::report::{Csv, Table, f, write_file, wrote};
-use crate::support::{Pool, seeds};
+use crate::support::{Pool, lock, seeds};
 
 /// The header of `matrix.csv`.
 pub const CSV_HEADER: &str =
@@ -61,8 +63,11 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
     let points = 2 * classes.len() * cell_seeds.len() + small_seeds.len();
     let pool = Pool::new(args.threads, points as u64, "matrix");
     let cells = matrix::cells(&classes, specs, &cell_seeds, &pool)?;
-    let small = small_instances(args, specs, &small_seeds, &pool)?;
+    let (small, notes) = small_instances(args, specs, &small_seeds, &pool)?;
     pool.finish();
+    for note in notes {
+        eprintln!("cryptodispatch-bench: {note}");
+    }
 
     print_cells(&cells, labels, args, &classes);
     print_small(&small, labels, args.optimum, None);
@@ -70,29 +75,90 @@ pub fn run(args: &PoliciesArgs) -> Result<(), String> {
 }
 
 /// The small instances, their optima read from the cache (`--optimum-cache`) where it has
-/// them, and the cache written back with every optimum.
+/// them, and the cache written back with every optimum; with notes on the cache's corrupt
+/// lines, for the standard error.
+///
+/// A cached value that cannot be an optimum (not a positive finite number, or below the
+/// instance's lower bound) is recomputed rather than refused: the cache only saves time, the
+/// solver gives the right value, and writing the cache back mends the line, where refusing
+/// would leave the user to find and delete it before the same recomputation. The notes name
+/// the file and line, so the corruption is not hidden.
 fn small_instances(
     args: &PoliciesArgs,
     specs: &[PolicySpec],
     seeds: &[u64],
     pool: &Pool,
-) -> Result<Vec<Small>, String> {
+) -> Result<(Vec<Small>, Vec<String>), String> {
     let path = args.optimum_cache.as_deref();
     let in_file = |e, path: &Path| format!("{}: {e}", path.display());
     let mut cache = OptimumCache::default();
+    let mut values = Vec::new();
     if let Some(path) = path {
         cache = OptimumCache::read(path).map_err(|e| in_file(e, path))?;
+        values = cached_values(path).map_err(|e| in_file(e, path))?;
     }
-    let optimum = |_, trace: &Trace, nodes: &[NodeModel]| match cache.get(nodes, trace) {
-        Some(v) => Ok(v),
-        None => args.optimum.solve(trace, nodes, 1),
+    // Cached values below their instance's lower bound: (seed, value, bound).
+    let below = Mutex::new(Vec::new());
+    let optimum = |seed, trace: &Trace, nodes: &[NodeModel]| {
+        let bound = lower_bound(trace, nodes, 1).value();
+        match cache.get(nodes, trace) {
+            Some(v) if v.is_finite() && v > 0.0 && v >= bound * (1.0 - BOUND_SLACK) => Ok(v),
+            Some(v) => {
+                if v.is_finite() && v > 0.0 {
+                    lock(&below).push((seed, v, bound));
+                }
+                args.optimum.solve(trace, nodes, 1)
+            }
+            None => args.optimum.solve(trace, nodes, 1),
+        }
     };
     let small = matrix::small_instances(seeds, specs, optimum, pool)?;
+    let mut notes = Vec::new();
     if let Some(path) = path {
+        let shown = path.display();
+        let lines_of = |v: f64| -> String {
+            let lines: Vec<String> = (values.iter().filter(|&&(_, x)| x.to_bits() == v.to_bits()))
+                .map(|(n, _)| n.to_string())
+                .collect();
+            lines.join(", ")
+        };
+        for &(n, v) in values.iter().filter(|(_, v)| !(v.is_finite() && *v > 0.0)) {
+            notes.push(format!(
+                "{shown}: line {n}: optimum {v} is not a positive number, a corrupt cache \
+                 line: ignored, its instance's optimum recomputed when it runs"
+            ));
+        }
+        let mut below = below.into_inner().unwrap_or_else(|e| e.into_inner());
+        below.sort_by_key(|b| b.0);
+        for (seed, v, bound) in below {
+            notes.push(format!(
+                "{shown}: line {}: optimum {v} of small instance {seed} lies below its lower \
+                 bound {bound}, a corrupt cache line: recomputed",
+                lines_of(v)
+            ));
+        }
         cache.insert_small(&small);
         cache.write(path).map_err(|e| in_file(e, path))?;
     }
-    Ok(small)
+    Ok((small, notes))
+}
+
+/// How far below an instance's lower bound a cached optimum may lie, relative to the bound,
+/// before it counts as corrupt: the bound is computed in floating point, and an optimum may
+/// equal it.
+const BOUND_SLACK: f64 = 1e-9;
+
+/// The values of an optimum cache file (`key,optimum` lines, as [`OptimumCache::read`] reads
+/// it), each with its line number: what the notes on corrupt lines name.
+fn cached_values(path: &Path) -> std::io::Result<Vec<(usize, f64)>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let values = (text.lines().enumerate())
+        .filter_map(|(n, line)| Some((n + 1, line.split_once(',')?.1.parse::<f64>().ok()?)));
+    Ok(values.collect())
 }
 
 fn print_cells(cells: &[Cell], labels: &[String], args: &PoliciesArgs, classes: &[Class]) {
