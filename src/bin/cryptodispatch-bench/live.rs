@@ -172,7 +172,9 @@ pub struct LiveArgs {
     /// tiny: jobs per `submit_burst` call.
     #[arg(long, default_value_t = 64, value_parser = positive)]
     pub burst: usize,
-    /// The service's packet size (default: the job, up to 256 KiB; stream: 16384, openssl's too).
+    /// The service's packet size, a positive multiple of 16 up to 16 MiB (default: the job, up
+    /// to 256 KiB; stream: 16384, openssl's too). Checked for every workload; mixed, verify,
+    /// hol, tiny, padded, tenants and tenant-mix keep their own packet size.
     #[arg(long)]
     pub packet: Option<usize>,
     /// tenant-mix: run only configuration N of the --reps drawn (the others are drawn and
