@@ -1,10 +1,10 @@
 //! The simulator's errors.
 
-use thiserror::Error;
+use std::fmt;
 
-/// A malformed trace file: which line, and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("trace line {line}: {message}")]
+/// A malformed trace file: which line, and what is wrong with it. Shown as `trace line N:
+/// ...`, or `trace: ...` for an error about the whole file (line 0: it could not be read).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceError {
     line: usize,
     message: String,
@@ -29,3 +29,14 @@ impl TraceError {
         &self.message
     }
 }
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            0 => write!(f, "trace: {}", self.message),
+            line => write!(f, "trace line {line}: {}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}

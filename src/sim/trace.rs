@@ -169,7 +169,8 @@ impl Trace {
     /// Reads and parses a trace file.
     ///
     /// # Errors
-    /// [`TraceError`] for a malformed line, or line 0 if the file cannot be read.
+    /// [`TraceError`] for a malformed line, or for the file (line 0, shown without a line) if
+    /// it cannot be read.
     pub fn read(path: &Path) -> Result<Self, TraceError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| TraceError::new(0, format!("cannot read {}: {e}", path.display())))?;

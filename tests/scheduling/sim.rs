@@ -652,6 +652,12 @@ fn a_trace_that_cannot_be_read_is_an_error_about_the_file_not_a_line() {
         assert!(err.contains(path), "{path}: {err}");
         assert!(err.contains(want), "{path}: {err}");
         assert!(!err.contains("line 0"), "{path}: {err}");
+        // The library's own reader says the same of the file.
+        let err = Trace::read(std::path::Path::new(path)).unwrap_err();
+        assert_eq!(err.line(), 0, "{path}");
+        let shown = err.to_string();
+        assert!(shown.starts_with("trace: "), "{path}: {shown}");
+        assert!(shown.contains(path), "{path}: {shown}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

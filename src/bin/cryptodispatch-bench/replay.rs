@@ -210,7 +210,8 @@ fn build(nodes: &NodeArgs, rng: &mut ChaCha8Rng) -> Result<Vec<NodeModel>, Strin
 }
 
 /// The trace in `path`. A file that cannot be read, or is not text, is an error about the
-/// file; a malformed line, about that line (`Trace::read` would report the first as line 0).
+/// file, naming it and, for bytes that are not UTF-8, where the first one is; a malformed line,
+/// about that line.
 fn read_trace(path: &Path) -> Result<Trace, String> {
     let shown = path.display();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read the trace {shown}: {e}"))?;

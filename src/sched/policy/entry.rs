@@ -73,8 +73,9 @@ impl Param {
         self.meaning
     }
 
-    /// Reads a value written for this parameter. A number that does not parse becomes NaN,
-    /// which every policy's constructor refuses with its own range error.
+    /// Reads a value written for this parameter. `PolicySpec`'s parsing refuses a number that
+    /// does not parse before it gets here; one that still did not would become NaN, which
+    /// every policy's constructor refuses with its own range error.
     pub(super) fn parse(&self, text: &str) -> Result<Value, ConfigError> {
         match self.default {
             Value::Number(_) => Ok(Value::Number(text.parse().unwrap_or(f64::NAN))),
