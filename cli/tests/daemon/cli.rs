@@ -235,52 +235,41 @@ fn remote_commands_give_the_local_bytes() {
     }
     // A URL or TLS options that cannot work are usage errors (2), as other bad options are;
     // a daemon out of reach is a failure (1).
-    let tokens_arg = f.tokens.display().to_string();
-    for (bad, expect) in [
-        (
-            vec!["--remote", "ftp://127.0.0.1:1"],
-            "must start with http://",
-        ),
-        (vec!["--remote", "https://127.0.0.1:1"], "--cacert"),
-        (
-            vec!["--remote", &url, "--cacert", &tokens_arg],
-            "TLS files were given for a plaintext",
-        ),
-    ] {
-        let mut a = vec!["enc"];
-        a.extend(bad);
-        a.extend([
+    let enc_at = |url: &str, extra: &[&str]| {
+        let mut a = vec![
+            "enc",
+            "--remote",
+            url,
             "-keyname",
             "k128",
             "-alg",
             "aes-128-cbc",
-            "-iv",
-            IV_HEX,
-            "-in",
-            &plain,
-        ]);
+        ];
+        a.extend(["-iv", IV_HEX, "-in", &plain]);
+        a.extend(extra);
         let out = cli(&a);
+        (a.join(" "), out)
+    };
+    let tokens_arg = f.tokens.display().to_string();
+    for (at, extra, expect) in [
+        ("ftp://127.0.0.1:1", &[][..], "must start with http://"),
+        ("https://127.0.0.1:1", &[][..], "--cacert"),
+        (
+            &url,
+            &["--cacert", &tokens_arg][..],
+            "TLS files were given for a plaintext",
+        ),
+    ] {
+        let (a, out) = enc_at(at, extra);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{a:?}: {stderr}");
-        assert!(stderr.contains(expect), "{a:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{a}: {stderr}");
+        assert!(stderr.contains(expect), "{a}: {stderr}");
     }
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let gone = format!("http://{}", closed.local_addr().unwrap());
     drop(closed);
-    let out = cli(&[
-        "enc",
-        "--remote",
-        &gone,
-        "-keyname",
-        "k128",
-        "-alg",
-        "aes-128-cbc",
-        "-iv",
-        IV_HEX,
-        "-in",
-        &plain,
-    ]);
-    assert_eq!(out.status.code(), Some(1), "{:?}", out);
+    let (a, out) = enc_at(&gone, &[]);
+    assert_eq!(out.status.code(), Some(1), "{a}: {out:?}");
     // Bad padding on a remote decryption is the local run's failure (1), with no output file.
     let junk = f.dir.write("junk", &[7; 32], 0o600).display().to_string();
     let never = path("never");
