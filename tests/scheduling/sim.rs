@@ -517,6 +517,18 @@ fn node_and_packet_counts_beyond_the_bounds_are_refused_by_name() {
         let err = refused(args);
         assert!(err.contains("at most 10000000 packets"), "{args:?}: {err}");
     }
+    // Counts of seeds, configurations and small instances: refused past a million (four
+    // billion aborted on allocation), with the bound named.
+    for args in [
+        &["policies", "--sample", "4000000000"][..],
+        &["policies", "--sample", "3", "--small", "4000000000"],
+        &["policies", "--sample", "3", "--small", "1000001"],
+        &["policies", "--seeds", "1000001", "--no-live"],
+        &["paper", "--exp", "1", "--seeds", "4294967295"],
+    ] {
+        let err = refused(args);
+        assert!(err.contains("1000000"), "{args:?}: {err}");
+    }
 }
 
 #[test]

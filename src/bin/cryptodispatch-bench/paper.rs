@@ -22,8 +22,9 @@ pub struct PaperArgs {
     /// 4 (against hhs-acdid).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
     exp: u8,
-    /// Seeds (repetitions) per point.
-    #[arg(long, default_value_t = 10)]
+    /// Seeds (repetitions) per point, 1 to a million.
+    #[arg(long, default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=crate::policies::MAX_COUNT))]
     seeds: u32,
     /// The first seed.
     #[arg(long, default_value_t = 1)]

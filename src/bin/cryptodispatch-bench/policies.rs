@@ -70,8 +70,9 @@ pub struct PoliciesArgs {
         "Policies to compare, comma-separated, e.g. paper,hhs-acdid,paper-adaptive. \
          Default: every policy."))]
     pub policies: Option<String>,
-    /// Seeds (repetitions) per simulated point [default: 10; with --matrix, 100 per cell].
-    #[arg(long)]
+    /// Seeds (repetitions) per simulated point, 1 to a million [default: 10; with --matrix,
+    /// 100 per cell].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=MAX_COUNT))]
     pub seeds: Option<u32>,
     /// The first seed (paper-adaptive was tuned from seed 1000; keep the report elsewhere).
     #[arg(long, default_value_t = 1)]
@@ -91,9 +92,9 @@ pub struct PoliciesArgs {
     #[arg(long)]
     pub matrix: bool,
     /// With --matrix or --sample: small instances compared with the exact optimum
-    /// (milliseconds each with the default search) [default: 1000 with --matrix, 200 with
-    /// --sample].
-    #[arg(long)]
+    /// (milliseconds each with the default search), 0 to a million [default: 1000 with
+    /// --matrix, 200 with --sample].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=MAX_COUNT))]
     pub small: Option<u32>,
     /// With --matrix or --sample: how the small instances' exact optimum is found: `search` (branch and
     /// bound over the assignment) or `milp` (the mixed-integer program, slow: seconds to over
@@ -112,9 +113,24 @@ pub struct PoliciesArgs {
     /// Instead of the settings above, N configurations drawn from the workload space
     /// (`cryptodispatch::sim::space`) from `--seed` (1: the tuning sample; the held-out sample
     /// is the space's HELD_OUT_SEED), every policy ÷ the best per configuration (table,
-    /// sample.csv, sample.svg), and `--small` small instances against the exact optimum.
-    #[arg(long, value_name = "N", conflicts_with = "matrix", value_parser = positive)]
+    /// sample.csv, sample.svg), and `--small` small instances against the exact optimum; 1 to
+    /// a million.
+    #[arg(long, value_name = "N", conflicts_with = "matrix", value_parser = sample_count)]
     pub sample: Option<usize>,
+}
+
+/// The most seeds, configurations (`--sample`) or small instances (`--small`) a run takes: a
+/// million is hours of simulation already (a thousand configurations take 10-40 s on two
+/// cores), and each is held until the report, so far more only fills memory (four billion
+/// aborted on allocation).
+pub const MAX_COUNT: i64 = 1_000_000;
+
+/// `--sample`: 1 to [`MAX_COUNT`].
+fn sample_count(s: &str) -> Result<usize, String> {
+    match positive(s)? {
+        n if n as u64 > MAX_COUNT as u64 => Err(format!("at most {MAX_COUNT} configurations")),
+        n => Ok(n),
+    }
 }
 
 /// One setting's rows, as printed and written: per point and policy (its label), the mean
