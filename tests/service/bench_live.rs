@@ -194,6 +194,35 @@ fn a_packet_size_the_service_would_refuse_is_refused_by_every_workload() {
     }
 }
 
+/// Thread and round counts past their bounds are refused at once, by name: 100000 submitting
+/// threads failed to spawn, a panic, and then hung in the scope.
+#[test]
+fn thread_and_round_counts_past_their_bounds_are_refused() {
+    for (flag, value, want) in [
+        ("--threads", "100000", "at most 1024 threads"),
+        ("--nodes", "1025", "at most 1024 threads"),
+        ("--threads", "0", "must be at least 1"),
+        ("--reps", "4000000000", "at most 1000 rounds"),
+    ] {
+        let err = refused(&[
+            "live",
+            "--workload",
+            "cbc16k",
+            "--jobs",
+            "2",
+            "--size",
+            "4096",
+            flag,
+            value,
+        ]);
+        assert!(
+            err.contains(flag) && err.contains(want),
+            "{flag} {value}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{flag} {value}: {err}");
+    }
+}
+
 #[test]
 fn a_job_size_that_is_not_whole_blocks_is_refused_by_every_workload_that_takes_one() {
     for workload in ["tenants", "hol", "gcm", "padded", "stream"] {

@@ -127,16 +127,17 @@ pub struct LiveArgs {
     /// MiB of jobs of 1 MiB or longer; hetero-chains: its 40 chains, 80 ECB).
     #[arg(long, value_parser = positive)]
     pub jobs: Option<usize>,
-    /// AES nodes (default: one per core, 2 for gcm); mixed gets as many Ed25519 nodes too.
-    #[arg(long, value_parser = positive)]
+    /// AES nodes, 1 to 1024 (default: one per core, 2 for gcm); mixed gets as many Ed25519
+    /// nodes too.
+    #[arg(long, value_parser = thread_count)]
     pub nodes: Option<usize>,
-    /// Submitting threads (default: 1 for cbc16k and hetero, 2 for mixed).
-    #[arg(long, value_parser = positive)]
+    /// Submitting threads, 1 to 1024 (default: 1 for cbc16k and hetero, 2 for mixed).
+    #[arg(long, value_parser = thread_count)]
     pub threads: Option<usize>,
     /// Rounds of runs (the reference, then each policy); each side's fastest run counts. With
     /// --compare the policies take turns going first; from 3 rounds the first is also compared
     /// with each other round by round (geometric mean of the makespan ratio, 95% interval).
-    #[arg(long, default_value_t = 5, value_parser = positive)]
+    #[arg(long, default_value_t = 5, value_parser = rep_count)]
     pub reps: usize,
     /// Seed for the job mix and the data.
     #[arg(long, default_value_t = 1)]
@@ -199,6 +200,29 @@ pub struct LiveArgs {
     /// One CSV header line and a row per run instead of tables.
     #[arg(long)]
     pub csv: bool,
+}
+
+/// The most threads `--nodes` or `--threads` start, each: as many as the daemon's nodes per
+/// cluster. Each is an OS thread; far more failed to spawn, a panic in the submitters' scope.
+const MAX_THREADS: usize = 1024;
+
+/// The most rounds `--reps` runs: each runs every side over all the jobs again.
+const MAX_REPS: usize = 1000;
+
+/// `--nodes` and `--threads`: 1 to [`MAX_THREADS`].
+fn thread_count(s: &str) -> Result<usize, String> {
+    match positive(s)? {
+        n if n > MAX_THREADS => Err(format!("at most {MAX_THREADS} threads")),
+        n => Ok(n),
+    }
+}
+
+/// `--reps`: 1 to [`MAX_REPS`].
+fn rep_count(s: &str) -> Result<usize, String> {
+    match positive(s)? {
+        n if n > MAX_REPS => Err(format!("at most {MAX_REPS} rounds")),
+        n => Ok(n),
+    }
 }
 
 /// The weights of the backlogged tenants of `shares` (`--weights`, colon-separated).
