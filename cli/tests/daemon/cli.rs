@@ -343,3 +343,41 @@ fn a_request_past_the_daemons_limit_names_the_limit() {
     );
     assert!(out.stdout.is_empty(), "no signature: {:?}", out.stdout);
 }
+
+/// `cryptodispatch-scaleout` refuses an option out of its range before it starts anything,
+/// naming that option (one message had listed every rule at once), where a huge count had
+/// panicked or aborted on allocation and a slowdown the daemons refuse had waited 30 s for
+/// them.
+#[test]
+fn scaleout_refuses_an_option_out_of_range_by_name() {
+    for (flag, value) in [
+        ("--jobs", "18446744073709551615"),
+        ("--jobs", "0"),
+        ("--concurrency", "1000000"),
+        ("--job-bytes", "17"),
+        ("--repeat", "0"),
+        ("--slowdown", "NaN"),
+        ("--slowdown", "0.5"),
+        ("--min-call-ms", "NaN"),
+        ("--packet-ms=-1", ""),
+        ("--stress", "100000"),
+        ("--quiet-load", "5"),
+    ] {
+        let mut a = vec!["--setups", "one", flag];
+        if !value.is_empty() {
+            a.push(value);
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_cryptodispatch-scaleout"))
+            .args(&a)
+            .output()
+            .expect("run cryptodispatch-scaleout");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let name = flag.split('=').next().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{a:?}: {stderr}");
+        assert!(
+            stderr.contains(name) && stderr.contains("must be"),
+            "{a:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{a:?}: {stderr}");
+    }
+}

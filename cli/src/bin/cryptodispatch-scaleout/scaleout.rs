@@ -59,6 +59,73 @@ const SETUPS: [&str; 6] = [
     "tenants",
 ];
 
+/// Refuses options out of their ranges, one message per option. The counts are bounded so
+/// that a run stays a run: far more calls in flight or jobs than these aborted on allocation
+/// or overflowed (`--concurrency 1000000`, `--jobs 2^64−1`).
+fn check(args: &ScaleoutArgs) -> Result<(), String> {
+    let count = |name: &str, value: usize, max: usize| {
+        if (1..=max).contains(&value) {
+            Ok(())
+        } else {
+            Err(format!("--{name} {value}: must be from 1 to {max}"))
+        }
+    };
+    let real = |name: &str, value: f64, (lo, hi): (f64, f64), what: &str| {
+        if value.is_finite() && value >= lo && value <= hi {
+            Ok(())
+        } else {
+            Err(format!("--{name} {value}: must be {what}"))
+        }
+    };
+    if args.job_bytes == 0 || args.job_bytes % 16 != 0 || args.job_bytes > MAX_JOB_BYTES {
+        return Err(format!(
+            "--job-bytes {}: must be a positive multiple of 16, at most {MAX_JOB_BYTES} (the \
+             daemons' request limit)",
+            args.job_bytes
+        ));
+    }
+    count("jobs", args.jobs, 1_000_000)?;
+    count("concurrency", args.concurrency, 1024)?;
+    count("repeat", args.repeat, 1000)?;
+    count("noisy-open", args.noisy_open, 65_536)?;
+    count("quiet-burst", args.quiet_burst, 1024)?;
+    if let Some(n) = args.tenant_backlog {
+        count("tenant-backlog", n, 1024)?;
+    }
+    if let Some(n) = args.w1_backlog {
+        count("w1-backlog", n, 1024)?;
+    }
+    if args.stress > 1024 {
+        return Err(format!("--stress {}: must be from 0 to 1024", args.stress));
+    }
+    real(
+        "tenant-secs",
+        args.tenant_secs,
+        (1.0, 3600.0),
+        "from 1 to 3600",
+    )?;
+    if !(args.quiet_load > 0.0 && args.quiet_load <= 1.0) {
+        return Err(format!(
+            "--quiet-load {}: must be above 0 and at most 1",
+            args.quiet_load
+        ));
+    }
+    if let Some(s) = args.slowdown {
+        real(
+            "slowdown",
+            s,
+            (1.0, 1000.0),
+            "from 1 to 1000, as the daemon takes",
+        )?;
+    }
+    let ms = (0.0, 60_000.0);
+    real("packet-ms", args.packet_ms, ms, "from 0 to 60000")?;
+    if args.packet_ms == 0.0 {
+        return Err("--packet-ms 0: must be above 0".into());
+    }
+    real("min-call-ms", args.min_call_ms, ms, "from 0 to 60000")
+}
+
 /// The options of `scaleout`.
 #[derive(Debug, Args)]
 pub struct ScaleoutArgs {
@@ -399,6 +466,7 @@ pub type TenantsSetup<'a> =
 
 /// Runs the setups `args` names (the tenants one through `tenants`).
 pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
+    check(args)?;
     let Some(haproxy_bin) = haproxy::find() else {
         println!(
             "scaleout: haproxy is not on PATH; install it (apt-get install haproxy) to run this experiment"
@@ -415,26 +483,6 @@ pub fn run(args: &ScaleoutArgs, tenants: TenantsSetup) -> Result<(), String> {
         return Err(format!(
             "{} not found: build it first (cargo build --release --bin cryptodispatchd) or give --daemon",
             daemon_bin.display()
-        ));
-    }
-    if args.job_bytes == 0
-        || args.job_bytes % 16 != 0
-        || args.job_bytes > MAX_JOB_BYTES
-        || args.concurrency == 0
-        || args.jobs == 0
-        || args.repeat == 0
-        || !(1..=1024).contains(&args.tenant_backlog.unwrap_or(1))
-        || !(1..=1024).contains(&args.w1_backlog.unwrap_or(1))
-        || args.noisy_open == 0
-        || !(1..=1024).contains(&args.quiet_burst)
-        || !(args.tenant_secs >= 1.0 && args.tenant_secs <= 3600.0)
-        || !(args.quiet_load > 0.0 && args.quiet_load <= 1.0)
-    {
-        return Err(format!(
-            "--job-bytes must be a positive multiple of 16, at most {MAX_JOB_BYTES} (the \
-             daemons' request limit); --jobs, --concurrency, --repeat and --noisy-open \
-             positive; --tenant-backlog, --w1-backlog and --quiet-burst from 1 to 1024; \
-             --tenant-secs from 1 to 3600; --quiet-load above 0 and at most 1"
         ));
     }
     let mut wanted: Vec<&'static str> = Vec::new();
