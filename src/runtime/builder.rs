@@ -211,6 +211,11 @@ impl ServiceBuilder {
     /// may be.
     pub const MAX_PACKET_SIZE: usize = 16 << 20;
 
+    /// The shortest [`stall_timeout`](Self::stall_timeout): one millisecond. Under it a node
+    /// running any packet counts as stalled (a limit of zero took out a node on every packet,
+    /// and about half of all jobs failed as out of attempts).
+    pub const MIN_STALL_TIMEOUT: Duration = Duration::from_millis(1);
+
     /// The default [`inline_limit`](Self::inline_limit), in bytes.
     pub const DEFAULT_INLINE_LIMIT: usize = 1024;
 
@@ -296,7 +301,11 @@ impl ServiceBuilder {
     }
 
     /// The packet size in bytes: AES jobs are cut into packets of this size (a multiple of 16;
-    /// default 16 KiB). An Ed25519 job is always one packet.
+    /// default 16 KiB). An Ed25519 job is always one packet, so the longest message an Ed25519
+    /// node takes is its capacity, by default 8 packets (128 KiB at the default size; a longer
+    /// one is refused with [`SubmitError::TooLarge`](crate::SubmitError::TooLarge)): for
+    /// longer messages, give the Ed25519 nodes a larger
+    /// [`NodeSpec::capacity`](crate::runtime::NodeSpec::capacity).
     pub fn packet_size(mut self, bytes: usize) -> Self {
         self.packet_size = bytes;
         self
@@ -368,7 +377,8 @@ impl ServiceBuilder {
     /// worker thread could run, not time it waited for a CPU (on Linux; elsewhere wall time),
     /// so a busy machine does not make a node stalled. By default the limit is derived per
     /// packet from the node's unit times: 20 times the packet's expected service time, and at
-    /// least 250 ms.
+    /// least 250 ms. At least [`MIN_STALL_TIMEOUT`](Self::MIN_STALL_TIMEOUT): a shorter limit
+    /// is refused by [`build`](Self::build).
     pub fn stall_timeout(mut self, timeout: Duration) -> Self {
         self.stall_timeout = Some(timeout);
         self
@@ -533,6 +543,9 @@ impl ServiceBuilder {
         let (receive_queue_len, receive_queue_bytes) = self.receive_bounds();
         if self.max_attempts == 0 {
             return Err(BuildError::ZeroBound("max_attempts"));
+        }
+        if let Some(t) = self.stall_timeout.filter(|&t| t < Self::MIN_STALL_TIMEOUT) {
+            return Err(BuildError::StallTimeoutTooShort(t));
         }
         let cores = core_affinity::get_core_ids().unwrap_or_default();
         let idle_poll = self.idle_poll_most();

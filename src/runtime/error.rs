@@ -42,6 +42,10 @@ pub enum BuildError {
     /// A queue bound of zero could never admit anything.
     #[error("{0} must be at least 1")]
     ZeroBound(&'static str),
+    /// A stall limit so short that a node running any packet would count as stalled
+    /// ([`ServiceBuilder::MIN_STALL_TIMEOUT`](crate::runtime::ServiceBuilder::MIN_STALL_TIMEOUT)).
+    #[error("stall timeout {0:?}: must be at least 1 ms")]
+    StallTimeoutTooShort(std::time::Duration),
     /// The operating system refused a worker thread.
     #[error("could not start a worker thread: {0}")]
     Spawn(String),

@@ -240,10 +240,12 @@ impl Service {
         self.engine.keys.generate_signing()
     }
 
-    /// Registers an Ed25519 verifying (public) key of 32 bytes.
+    /// Registers an Ed25519 verifying (public) key of 32 bytes. `ed25519-dalek` decides what
+    /// it takes: a non-canonical encoding and keys of small order are registered, and
+    /// signatures under them do not verify (verification is strict).
     ///
     /// # Errors
-    /// [`KeyError::Crypto`] for a wrong length or bytes that are not a curve point.
+    /// [`KeyError::Crypto`] for a wrong length or bytes that do not decode to a curve point.
     pub fn add_verifying_key(&self, public: &[u8]) -> Result<KeyId, KeyError> {
         self.engine.keys.add_verifying(public)
     }

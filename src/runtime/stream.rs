@@ -35,8 +35,8 @@ use crate::runtime::work::{JobRecord, Operation, Packets};
 /// A stream holds at most [`ServiceBuilder::stream_outputs`](crate::runtime::ServiceBuilder::stream_outputs)
 /// outputs not yet received (default 64), so a producer that never receives cannot fill the
 /// memory. A `Stream` has one owner, who alone can make room by receiving: at the bound,
-/// [`push`](Self::push) answers [`SubmitError::StreamFull`] and [`try_push`](Self::try_push)
-/// hands the chunk back. To push from one thread while another receives, [`split`](Self::split)
+/// [`push`](Self::push) and [`finish`](Self::finish) answer [`SubmitError::StreamFull`], and
+/// [`try_push`](Self::try_push) and [`try_finish`](Self::try_finish) hand the chunk back. To push from one thread while another receives, [`split`](Self::split)
 /// the stream: the sender's `push` then blocks until the receiver makes room.
 ///
 /// Dropping an unfinished stream closes it: a final empty packet takes its chaining state out
@@ -211,12 +211,22 @@ impl Stream {
     /// from [`recv`](Self::recv).
     ///
     /// # Errors
-    /// As [`push`](Self::push); a chunk that is not a whole number of blocks in ECB or CBC
-    /// without padding, or an empty chunk for a padded decryption, is refused.
+    /// As [`push`](Self::push) (at the bound, [`SubmitError::StreamFull`]: the stream is not
+    /// finished, and the chunk, taken by value, is dropped; [`try_finish`](Self::try_finish)
+    /// hands it back); a chunk that is not a whole number of blocks in ECB or CBC without
+    /// padding, or an empty chunk for a padded decryption, is refused.
     pub fn finish(&mut self, chunk: impl Into<Vec<u8>>) -> Result<(), SubmitError> {
-        self.tx
-            .finish_at(chunk.into(), AtBound::Refuse)
-            .map_err(TryPushError::into_submit)
+        self.try_finish(chunk).map_err(TryPushError::into_submit)
+    }
+
+    /// [`finish`](Self::finish) if the stream is below its bound of unreceived outputs; at the
+    /// bound, hands the chunk back in [`TryPushError::Full`] and leaves the stream unfinished,
+    /// to finish once an output is received.
+    ///
+    /// # Errors
+    /// As [`finish`](Self::finish), with the chunk handed back at the bound.
+    pub fn try_finish(&mut self, chunk: impl Into<Vec<u8>>) -> Result<(), TryPushError> {
+        self.tx.finish_at(chunk.into(), AtBound::Refuse)
     }
 
     /// The next output, in push order, blocking until it is ready. `None` once every pushed

@@ -92,7 +92,10 @@ impl TenantSpec {
         self
     }
 
-    /// At most this many bytes admitted per second (a bucket of one second's worth).
+    /// At most this many bytes admitted per second, on average: a bucket of one second's worth.
+    /// A job larger than the bucket is admitted once the bucket is full and leaves it in debt,
+    /// which the refill pays before the tenant's next job (so no job waits for ever, and over
+    /// time the rate holds).
     pub fn max_bytes_per_sec(mut self, bytes: u64) -> Self {
         self.limits.bytes_per_sec = Some(bytes);
         self

@@ -9,6 +9,7 @@
 //! `Debug` output never showing key bytes.
 
 use crate::common;
+use std::time::Duration;
 
 use common::{Gen, cores, ed_public, ed_sign, ref_aes};
 use cryptodispatch::crypto::{AesKey, SigningKey};
@@ -592,6 +593,18 @@ fn zero_bounds_and_duplicate_clusters_are_refused() {
         b().stream_outputs(0).build().unwrap_err(),
         BuildError::ZeroBound("stream_outputs")
     );
+    // A stall limit under a millisecond would take out a node running any packet.
+    for t in [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        Duration::from_micros(999),
+    ] {
+        assert_eq!(
+            b().stall_timeout(t).build().unwrap_err(),
+            BuildError::StallTimeoutTooShort(t)
+        );
+    }
+    assert!(b().stall_timeout(Duration::from_millis(1)).build().is_ok());
     assert_eq!(
         Service::builder()
             .aes_cluster([NodeSpec::new().slots(0)])

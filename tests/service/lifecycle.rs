@@ -774,13 +774,27 @@ fn a_stream_holds_at_most_its_bound_of_unreceived_outputs() {
     }
     assert_eq!(stream.pending(), 3, "refused pushes left nothing behind");
     let mut out = Vec::new();
-    for c in &chunks[3..] {
+    let (last, middle) = chunks[3..].split_last().unwrap();
+    for c in middle {
         out.push(stream.recv().unwrap().unwrap());
         stream.try_push(c.clone()).unwrap();
         assert!(stream.pending() <= 3);
     }
+    // The last chunk at the bound: handed back too, the stream left open for it.
+    assert_eq!(stream.pending(), 3);
+    match stream.try_finish(last.clone()) {
+        Err(TryPushError::Full(back)) => assert_eq!(&back, last, "the last chunk comes back"),
+        other => panic!("expected the last chunk back, got {other:?}"),
+    }
+    assert!(!stream.is_finished());
+    assert_eq!(
+        stream.finish(last.clone()).unwrap_err(),
+        SubmitError::StreamFull
+    );
+    assert!(!stream.is_finished());
     out.push(stream.recv().unwrap().unwrap());
-    stream.finish(Vec::new()).unwrap();
+    stream.try_finish(last.clone()).unwrap();
+    assert!(stream.is_finished());
     while let Some(o) = stream.recv() {
         out.push(o.unwrap());
     }
