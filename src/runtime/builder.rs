@@ -303,7 +303,7 @@ impl ServiceBuilder {
     /// The packet size in bytes: AES jobs are cut into packets of this size (a multiple of 16;
     /// default 16 KiB). An Ed25519 job is always one packet, so the longest message an Ed25519
     /// node takes is its capacity, by default 8 packets (128 KiB at the default size; a longer
-    /// one is refused with [`SubmitError::TooLarge`](crate::SubmitError::TooLarge)): for
+    /// one is refused with [`SubmitError::TooLarge`](crate::runtime::SubmitError::TooLarge)): for
     /// longer messages, give the Ed25519 nodes a larger
     /// [`NodeSpec::capacity`](crate::runtime::NodeSpec::capacity).
     pub fn packet_size(mut self, bytes: usize) -> Self {
