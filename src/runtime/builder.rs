@@ -516,18 +516,26 @@ impl ServiceBuilder {
         (packets, bytes)
     }
 
+    /// Whether [`build`](Self::build) takes `bytes` as the packet size: a positive multiple of
+    /// 16, at most [`MAX_PACKET_SIZE`](Self::MAX_PACKET_SIZE). For tools that check an option
+    /// before they build.
+    ///
+    /// # Errors
+    /// [`BuildError::PacketSize`] otherwise.
+    pub fn check_packet_size(bytes: usize) -> Result<(), BuildError> {
+        if bytes == 0 || bytes % 16 != 0 || bytes > Self::MAX_PACKET_SIZE {
+            return Err(BuildError::PacketSize(bytes));
+        }
+        Ok(())
+    }
+
     /// Starts the service: spawns and pins the workers and waits until each has calibrated.
     ///
     /// # Errors
     /// [`BuildError`] for a bad packet size, policy, cluster or node; or if a thread cannot be
     /// started.
     pub fn build(self) -> Result<Service, BuildError> {
-        if self.packet_size == 0
-            || self.packet_size % 16 != 0
-            || self.packet_size > Self::MAX_PACKET_SIZE
-        {
-            return Err(BuildError::PacketSize(self.packet_size));
-        }
+        Self::check_packet_size(self.packet_size)?;
         if self.receive_queue_bytes == Some(0) {
             return Err(BuildError::ZeroBound("receive_queue_bytes"));
         }

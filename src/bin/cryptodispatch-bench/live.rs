@@ -33,7 +33,8 @@ use rand::{Rng, RngExt, SeedableRng};
 use crate::openssl::{Baseline, Speed};
 use crate::report::{Csv, Table, f, pct, pcts};
 use crate::support::{
-    Text, cores, lock, on_threads_timed, parse_policies, percentile, policy_help, positive,
+    Text, cores, count_up_to, lock, on_threads_timed, parse_policies, percentile, policy_help,
+    positive,
 };
 
 /// The live workloads.
@@ -211,18 +212,12 @@ const MAX_REPS: usize = 1000;
 
 /// `--nodes` and `--threads`: 1 to [`MAX_THREADS`].
 fn thread_count(s: &str) -> Result<usize, String> {
-    match positive(s)? {
-        n if n > MAX_THREADS => Err(format!("at most {MAX_THREADS} threads")),
-        n => Ok(n),
-    }
+    count_up_to(s, MAX_THREADS, "threads")
 }
 
 /// `--reps`: 1 to [`MAX_REPS`].
 fn rep_count(s: &str) -> Result<usize, String> {
-    match positive(s)? {
-        n if n > MAX_REPS => Err(format!("at most {MAX_REPS} rounds")),
-        n => Ok(n),
-    }
+    count_up_to(s, MAX_REPS, "rounds")
 }
 
 /// The weights of the backlogged tenants of `shares` (`--weights`, colon-separated).
@@ -297,7 +292,7 @@ impl LiveArgs {
             return Ok(None);
         };
         let max = ServiceBuilder::MAX_PACKET_SIZE;
-        if packet == 0 || packet % 16 != 0 || packet > max {
+        if ServiceBuilder::check_packet_size(packet).is_err() {
             return Err(format!(
                 "--packet {packet}: {} needs a positive multiple of 16, at most {max} (16 MiB, \
                  the service's largest packet)",

@@ -51,7 +51,7 @@ use crate::live::{self, LiveArgs, Workload};
 use crate::milp::Solver;
 use crate::plot::{COLORS, Chart, Series, svg};
 use crate::report::{Csv, Table, f, pct, write_file, wrote};
-use crate::support::{Pool, parse_policies, policy_help, positive};
+use crate::support::{Pool, count_up_to, parse_policies, policy_help, positive};
 
 /// The header of `policies.csv`.
 pub const CSV_HEADER: &str =
@@ -127,10 +127,7 @@ pub const MAX_COUNT: i64 = 1_000_000;
 
 /// `--sample`: 1 to [`MAX_COUNT`].
 fn sample_count(s: &str) -> Result<usize, String> {
-    match positive(s)? {
-        n if n as u64 > MAX_COUNT as u64 => Err(format!("at most {MAX_COUNT} configurations")),
-        n => Ok(n),
-    }
+    count_up_to(s, MAX_COUNT as usize, "configurations")
 }
 
 /// One setting's rows, as printed and written: per point and policy (its label), the mean

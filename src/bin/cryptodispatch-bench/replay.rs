@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
 
 use crate::report::{Csv, Table, f, pcts};
-use crate::support::{Text, parse_policies};
+use crate::support::{Text, count_up_to, parse_policies};
 
 /// Which nodes to simulate.
 #[derive(Debug, Clone, Args)]
@@ -91,16 +91,6 @@ fn shown(x: f64) -> String {
         format!("{x:e}")
     } else {
         x.to_string()
-    }
-}
-
-/// A count from 1 to `max` of `what`, as a command-line value.
-fn count_up_to(s: &str, max: usize, what: &str) -> Result<usize, String> {
-    match s.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) if n > max => Err(format!("at most {max} {what}")),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -19,6 +19,14 @@ pub fn positive(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A count from 1 to `max` of `what`, as a command-line value ([`positive`], bounded).
+pub fn count_up_to(s: &str, max: usize, what: &str) -> Result<usize, String> {
+    match positive(s.trim())? {
+        n if n > max => Err(format!("at most {max} {what}")),
+        n => Ok(n),
+    }
+}
+
 /// `Ok` if `jobs` jobs of up to `bytes` bytes each fit in memory. The bench holds every job's
 /// input and, while a run lasts, its output: about twice their bytes, which must not pass the
 /// memory available (Linux's `MemAvailable`; elsewhere only the address space is checked).

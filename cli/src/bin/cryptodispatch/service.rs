@@ -6,15 +6,12 @@ use std::io;
 
 use clap::Args;
 use cryptodispatch::error::ConfigError;
-use cryptodispatch::{BuildError, ClusterKind, NodeSpec, Service};
+use cryptodispatch::{BuildError, ClusterKind, NodeSpec, Service, ServiceBuilder};
 
 /// Exit code of a usage error: bad arguments, or files named by them that cannot be used.
 pub const EXIT_USAGE: i32 = 2;
 /// Exit code of a failure while processing the data (bad padding, I/O error, ...).
 pub const EXIT_FAILURE: i32 = 1;
-
-/// The largest `--packet-size` accepted: the service's own limit.
-pub const MAX_PACKET_SIZE: usize = cryptodispatch::ServiceBuilder::MAX_PACKET_SIZE;
 
 /// Why a command failed: the message for stderr and the exit code.
 #[derive(Debug)]
@@ -81,14 +78,9 @@ impl ServiceArgs {
         };
         let mut builder = Service::builder();
         if let Some(bytes) = self.packet_size {
-            // Checked here before anything is read (the library checks it again at build, with
-            // the positive multiple of 16), in the library's words.
-            if bytes > MAX_PACKET_SIZE {
-                return Err(CliError::usage(format!(
-                    "--packet-size: packet size {bytes} bytes: must be a positive multiple of \
-                     16, at most 16 MiB"
-                )));
-            }
+            // Checked before anything is read, by the rule the library builds by.
+            ServiceBuilder::check_packet_size(bytes)
+                .map_err(|e| CliError::usage(format!("--packet-size: {e}")))?;
             builder = builder.packet_size(bytes);
         }
         // The capacity the library would choose (8 packets), raised for a long message.
